@@ -1,0 +1,325 @@
+/*
+ * mstrace.h — the one public header of libmstrace.
+ *
+ * libmstrace records request-tracing spans with almost no cost on the calling
+ * thread: a span is a fixed-shape record filled in place, handed at its end to
+ * a bounded lock-free queue, and encoded/exported later by one exporter thread
+ * per pipeline. Everything a C or C++ serving engine (or the vLLM plugin's
+ * CPython extension) needs is declared here; internals live under src/.
+ *
+ * Conventions (libuv/sqlite style):
+ *   - every public symbol is `mst_<noun>_<verb>`; macros and enum values `MST_`;
+ *   - every fallible call returns `mst_status` (0 = MST_OK, negative = error)
+ *     and `mst_strerror()` turns it into a message;
+ *   - span setters accept a NULL span and do nothing: an unsampled or
+ *     disabled span is NULL, so the unsampled path costs a branch.
+ */
+#ifndef MSTRACE_H
+#define MSTRACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define MST_EXPORT __attribute__((visibility("default")))
+#else
+#define MST_EXPORT
+#endif
+
+/* ------------------------------------------------------------------ errors */
+
+typedef enum mst_status {
+    MST_OK = 0,
+    MST_ERR_INVALID_ARG = -1,   /* a NULL or out-of-range argument          */
+    MST_ERR_NOMEM = -2,         /* an allocation failed                      */
+    MST_ERR_QUEUE_FULL = -3,    /* the span queue was full: span dropped     */
+    MST_ERR_PARSE = -4,         /* malformed input (traceparent, packet ...) */
+    MST_ERR_IO = -5,            /* a read/write/socket call failed           */
+    MST_ERR_CLOSED = -6,        /* the pipeline or peer is shut down         */
+    MST_ERR_TOO_LARGE = -7,     /* input over a documented size limit        */
+    MST_ERR_UNSUPPORTED = -8,   /* a valid but unsupported value             */
+    MST_ERR_TIMEOUT = -9,       /* an operation ran out of time              */
+    MST_ERR_PERMISSION = -10,   /* a peer or file failed an ownership check  */
+    MST_ERR_PATH = -11,         /* an output path broke the path rules       */
+    MST_ERR_UNAVAILABLE = -12,  /* the remote end is not reachable (retry)   */
+    MST_ERR_REJECTED = -13,     /* the remote end refused the data (no retry)*/
+    MST_ERR_INTERNAL = -14      /* a broken invariant: a bug in mstrace      */
+} mst_status;
+
+/* A static English message for a status; never NULL. */
+MST_EXPORT const char *mst_strerror(mst_status status);
+
+/* ------------------------------------------------------------- ids, clock */
+
+typedef struct mst_trace_id { uint8_t bytes[16]; } mst_trace_id;
+typedef struct mst_span_id { uint8_t bytes[8]; } mst_span_id;
+
+/* Random ids from a per-thread generator (no syscall per id), never zero.
+ * Reseeded automatically in a forked child. */
+MST_EXPORT mst_trace_id mst_trace_id_random(void);
+MST_EXPORT mst_span_id mst_span_id_random(void);
+MST_EXPORT bool mst_trace_id_is_valid(const mst_trace_id *id); /* not all zero */
+MST_EXPORT bool mst_span_id_is_valid(const mst_span_id *id);
+
+/* Lowercase hex; `out` must hold 33 / 17 bytes (NUL-terminated). */
+MST_EXPORT void mst_trace_id_to_hex(const mst_trace_id *id, char out[33]);
+MST_EXPORT void mst_span_id_to_hex(const mst_span_id *id, char out[17]);
+/* Strict lowercase hex of exactly 32 / 16 chars, not all zero. */
+MST_EXPORT mst_status mst_trace_id_from_hex(const char *hex, size_t len, mst_trace_id *out);
+MST_EXPORT mst_status mst_span_id_from_hex(const char *hex, size_t len, mst_span_id *out);
+
+/* Wall clock (CLOCK_REALTIME) in nanoseconds since the Unix epoch. */
+MST_EXPORT uint64_t mst_clock_now_ns(void);
+
+/* ------------------------------------------------------- trace context */
+
+#define MST_TRACE_FLAG_SAMPLED 0x01u
+#define MST_TRACESTATE_MAX 512 /* W3C: at most 512 chars */
+
+typedef struct mst_span_context {
+    mst_trace_id trace_id;
+    mst_span_id span_id;
+    uint8_t trace_flags;   /* W3C flags; bit 0 = sampled                   */
+    bool is_remote;        /* came from a traceparent header               */
+    uint16_t trace_state_len;
+    char trace_state[MST_TRACESTATE_MAX + 1]; /* NUL-terminated, may be "" */
+} mst_span_context;
+
+/* True when both ids are valid. */
+MST_EXPORT bool mst_ctx_is_valid(const mst_span_context *ctx);
+
+/* Strict W3C traceparent: "00-<32 hex>-<16 hex>-<2 hex>", lowercase, ids not
+ * all zero, version not "ff"; versions above 00 are accepted with extra
+ * "-..." fields as the W3C forward-compatibility rule says. On success `out`
+ * gets the ids and flags, is_remote = true, empty trace_state. */
+MST_EXPORT mst_status mst_ctx_parse_traceparent(const char *header, size_t len,
+                                                mst_span_context *out);
+/* Validates a tracestate header (list-members key=value, at most 32, at most
+ * 512 chars) and stores it in ctx->trace_state. An invalid one leaves
+ * ctx->trace_state empty and returns MST_ERR_PARSE. */
+MST_EXPORT mst_status mst_ctx_parse_tracestate(const char *header, size_t len,
+                                               mst_span_context *ctx);
+/* Writes "00-<trace>-<span>-<flags>" plus NUL: `out` must hold 56 bytes. */
+#define MST_TRACEPARENT_LEN 55
+MST_EXPORT mst_status mst_ctx_format_traceparent(const mst_span_context *ctx,
+                                                 char *out, size_t out_size);
+
+/* ------------------------------------------------------------ attributes */
+
+typedef enum mst_attr_type {
+    MST_ATTR_STRING = 1,
+    MST_ATTR_INT = 2,
+    MST_ATTR_DOUBLE = 3,
+    MST_ATTR_BOOL = 4,
+    MST_ATTR_STRING_LIST = 5
+} mst_attr_type;
+
+/* Limits of SPEC §4; values over them are truncated (strings) or dropped
+ * and counted in the span's dropped_* counters. */
+#define MST_MAX_ATTRIBUTES 32
+#define MST_MAX_LINKS 128
+#define MST_MAX_EVENTS 128
+#define MST_MAX_LIST_ITEMS 128
+#define MST_MAX_KEY_LEN 128
+#define MST_MAX_VALUE_LEN 1024
+#define MST_MAX_STATUS_MESSAGE_LEN 1024
+
+/* A borrowed attribute used to pass attributes in (links, events). */
+typedef struct mst_attr_in {
+    const char *key;
+    mst_attr_type type;
+    union {
+        const char *s;          /* MST_ATTR_STRING, NUL-terminated          */
+        int64_t i;
+        double d;
+        bool b;
+        struct {
+            const char *const *items; /* NUL-terminated strings             */
+            size_t count;
+        } list;                 /* MST_ATTR_STRING_LIST                     */
+    } v;
+} mst_attr_in;
+
+/* ---------------------------------------------------------------- spans */
+
+typedef enum mst_span_kind {
+    MST_SPAN_KIND_UNSPECIFIED = 0,
+    MST_SPAN_KIND_INTERNAL = 1,
+    MST_SPAN_KIND_SERVER = 2,
+    MST_SPAN_KIND_CLIENT = 3,
+    MST_SPAN_KIND_PRODUCER = 4,
+    MST_SPAN_KIND_CONSUMER = 5
+} mst_span_kind;
+
+typedef enum mst_status_code {
+    MST_STATUS_UNSET = 0,
+    MST_STATUS_OK = 1,
+    MST_STATUS_ERROR = 2
+} mst_status_code;
+
+typedef struct mst_tracer mst_tracer;     /* a pipeline: queue + exporters  */
+typedef struct mst_scope mst_scope;       /* an instrumentation scope       */
+typedef struct mst_span mst_span;         /* one span being recorded        */
+typedef struct mst_exporter mst_exporter; /* a sink the pipeline feeds      */
+
+/* Configuration of a pipeline. Zero fields take the OTEL_BSP_* defaults. */
+typedef struct mst_tracer_options {
+    uint32_t max_queue_size;        /* OTEL_BSP_MAX_QUEUE_SIZE, 2048        */
+    uint32_t max_export_batch_size; /* OTEL_BSP_MAX_EXPORT_BATCH_SIZE, 512  */
+    uint32_t schedule_delay_ms;     /* OTEL_BSP_SCHEDULE_DELAY, 5000        */
+    uint32_t export_timeout_ms;     /* OTEL_BSP_EXPORT_TIMEOUT, 30000       */
+    bool export_errors_only;        /* MS_PROFILER_SAMPLE_ERROR=1           */
+} mst_tracer_options;
+
+/* Fills `opts` from the OTEL_BSP_* and MS_PROFILER_SAMPLE_ERROR environment
+ * variables (invalid values: warning + default). */
+MST_EXPORT void mst_tracer_options_from_env(mst_tracer_options *opts);
+
+/* Creates a pipeline; its exporter thread starts on the first span. */
+MST_EXPORT mst_status mst_tracer_create(const mst_tracer_options *opts, mst_tracer **out);
+/* Adds an exporter; the tracer owns it from then on (also on error). */
+MST_EXPORT mst_status mst_tracer_add_exporter(mst_tracer *tracer, mst_exporter *exporter);
+/* Exports everything queued so far; waits at most timeout_ms. */
+MST_EXPORT mst_status mst_tracer_flush(mst_tracer *tracer, uint32_t timeout_ms);
+/* Flushes, stops the exporter thread, shuts exporters down, frees all. */
+MST_EXPORT mst_status mst_tracer_shutdown(mst_tracer *tracer, uint32_t timeout_ms);
+
+/* Interns an instrumentation scope ("ms_service_profiler.hook.Schedule");
+ * the pointer lives as long as the tracer. Thread-safe; cache the result. */
+MST_EXPORT const mst_scope *mst_tracer_scope(mst_tracer *tracer, const char *name,
+                                             const char *version);
+
+/* Counters, exact: every started span ends as exactly one of exported,
+ * dropped_queue_full, failed, filtered (MS_PROFILER_SAMPLE_ERROR) or still
+ * queued/in flight. Per exporter counters live in mst_exporter_stats. */
+typedef struct mst_tracer_stats {
+    uint64_t spans_started;      /* mst_span_start returned a span          */
+    uint64_t spans_ended;        /* mst_span_end was called                 */
+    uint64_t spans_queued;       /* accepted into the queue                 */
+    uint64_t spans_dropped;      /* queue full at mst_span_end              */
+    uint64_t spans_filtered;     /* not ERROR while export_errors_only      */
+    uint64_t spans_exported;     /* delivered by every exporter             */
+    uint64_t spans_failed;       /* some exporter failed to deliver them    */
+    uint64_t batches_exported;
+    uint32_t queue_depth;        /* spans in the queue right now            */
+} mst_tracer_stats;
+MST_EXPORT void mst_tracer_get_stats(mst_tracer *tracer, mst_tracer_stats *out);
+
+/* Starts a span. `parent` may be NULL (a root span with a new trace id) or a
+ * valid context (same trace id, parent_span_id = parent->span_id, flags
+ * inherited). `start_ns` 0 means now. Returns NULL, and records nothing,
+ * when the tracer is NULL or shut down or `parent` is not sampled. */
+MST_EXPORT mst_span *mst_span_start(mst_tracer *tracer, const mst_scope *scope,
+                                    const char *name, mst_span_kind kind,
+                                    const mst_span_context *parent, uint64_t start_ns);
+/* Like mst_span_start but with the trace id and span id chosen by the
+ * caller (used by the OTLP relay and by tests). */
+MST_EXPORT mst_span *mst_span_start_with_ids(mst_tracer *tracer, const mst_scope *scope,
+                                             const char *name, mst_span_kind kind,
+                                             const mst_span_context *parent,
+                                             const mst_trace_id *trace_id,
+                                             const mst_span_id *span_id, uint64_t start_ns);
+
+MST_EXPORT void mst_span_set_str(mst_span *span, const char *key, const char *value);
+MST_EXPORT void mst_span_set_strn(mst_span *span, const char *key, const char *value, size_t len);
+MST_EXPORT void mst_span_set_int(mst_span *span, const char *key, int64_t value);
+MST_EXPORT void mst_span_set_double(mst_span *span, const char *key, double value);
+MST_EXPORT void mst_span_set_bool(mst_span *span, const char *key, bool value);
+MST_EXPORT void mst_span_set_str_list(mst_span *span, const char *key,
+                                      const char *const *items, size_t count);
+MST_EXPORT void mst_span_set_attr(mst_span *span, const mst_attr_in *attr);
+/* Adds a link (at most MST_MAX_LINKS; more are counted as dropped). */
+MST_EXPORT void mst_span_add_link(mst_span *span, const mst_span_context *linked,
+                                  const mst_attr_in *attrs, size_t n_attrs);
+/* Adds an event; time_ns 0 means now. */
+MST_EXPORT void mst_span_add_event(mst_span *span, const char *name, uint64_t time_ns,
+                                   const mst_attr_in *attrs, size_t n_attrs);
+/* Status; message (ERROR only) is truncated to MST_MAX_STATUS_MESSAGE_LEN. */
+MST_EXPORT void mst_span_set_status(mst_span *span, mst_status_code code, const char *message);
+MST_EXPORT void mst_span_set_name(mst_span *span, const char *name);
+/* The span's own context (to parent children or register a request). */
+MST_EXPORT bool mst_span_get_context(const mst_span *span, mst_span_context *out);
+/* Ends the span (end_ns 0 = now) and hands it to the queue; never blocks.
+ * The span must not be touched afterwards. */
+MST_EXPORT void mst_span_end(mst_span *span, uint64_t end_ns);
+/* Frees a span without exporting it (counts as ended + filtered). */
+MST_EXPORT void mst_span_discard(mst_span *span);
+
+/* -------------------------------------------------------------- exporters */
+
+typedef struct mst_exporter_stats {
+    uint64_t spans_exported;  /* acknowledged by the sink                   */
+    uint64_t spans_failed;    /* given up after retries / rejected          */
+    uint64_t spans_rejected;  /* reported rejected by a partial success     */
+    uint64_t batches_ok;
+    uint64_t batches_failed;
+    uint64_t retries;
+} mst_exporter_stats;
+
+/* An exporter is a vtable + state; the pipeline calls it from its exporter
+ * thread only, so an exporter needs no locking of its own. */
+typedef struct mst_exporter_ops {
+    const char *name;
+    /* Deliver n finished spans (read-only). Returns MST_OK or an error. */
+    mst_status (*export_batch)(mst_exporter *self, const mst_span *const *spans, size_t n);
+    /* Optional: push out anything buffered. */
+    mst_status (*flush)(mst_exporter *self, uint32_t timeout_ms);
+    /* Optional: called in a fork()ed child before the child's first span;
+     * drop inherited connections/threads here (do not close the parent's). */
+    void (*after_fork_child)(mst_exporter *self);
+    /* Optional: counters of this exporter. */
+    void (*get_stats)(mst_exporter *self, mst_exporter_stats *out);
+    /* Release everything (called once, at tracer shutdown). */
+    void (*destroy)(mst_exporter *self);
+} mst_exporter_ops;
+
+struct mst_exporter {
+    const mst_exporter_ops *ops;
+};
+
+/* A sink that counts and discards (for benchmarks and tests). */
+MST_EXPORT mst_exporter *mst_null_exporter_create(void);
+
+/* The Perfetto forwarder client: sends every span as one upstream packet
+ * (SPEC §5) to the abstract socket `socket_name` (NULL = the default
+ * "MSP_PERFETTO_SOCKET") over a persistent connection; reconnects at most
+ * every 5 s while the forwarder is absent; never blocks span producers. */
+MST_EXPORT mst_status mst_forward_exporter_create(const char *socket_name, mst_exporter **out);
+
+/* Reads the counters of one exporter (zeros if it keeps none). */
+MST_EXPORT void mst_exporter_get_stats(mst_exporter *exporter, mst_exporter_stats *out);
+
+/* --------------------------------------------------------------- read-out */
+
+/* Read access to a finished span, for exporters written outside the library. */
+MST_EXPORT const char *mst_span_name(const mst_span *span);
+MST_EXPORT const char *mst_span_scope_name(const mst_span *span);
+MST_EXPORT uint64_t mst_span_start_ns(const mst_span *span);
+MST_EXPORT uint64_t mst_span_end_ns(const mst_span *span);
+
+/* -------------------------------------------------------------- logging */
+
+typedef enum mst_log_level {
+    MST_LOG_DEBUG = 10,
+    MST_LOG_INFO = 20,
+    MST_LOG_WARNING = 30,
+    MST_LOG_ERROR = 40,
+    MST_LOG_CRITICAL = 50
+} mst_log_level;
+
+/* Messages below `level` are not printed (default INFO, to stderr). */
+MST_EXPORT void mst_log_set_level(mst_log_level level);
+/* "debug", "info", "warning", "error", "critical", "fatal" (= critical). */
+MST_EXPORT mst_status mst_log_level_parse(const char *name, mst_log_level *out);
+
+MST_EXPORT const char *mst_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MSTRACE_H */

@@ -1,0 +1,22 @@
+/*
+ * log.h — the library's one logging facility. Lines go to stderr as
+ * "<UTC time> mstrace <LEVEL> [pid]: message". The level is a process-wide
+ * atomic so checking it on a hot path costs one load; formatting happens
+ * only for lines that will be printed. Never used for per-span output.
+ */
+#ifndef MST_CORE_LOG_H
+#define MST_CORE_LOG_H
+
+#include <stdbool.h>
+#include "mstrace.h"
+
+bool mst_log_enabled(mst_log_level level);
+void mst_log(mst_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define MST_DEBUG(...) do { if (mst_log_enabled(MST_LOG_DEBUG)) mst_log(MST_LOG_DEBUG, __VA_ARGS__); } while (0)
+#define MST_INFO(...) mst_log(MST_LOG_INFO, __VA_ARGS__)
+#define MST_WARN(...) mst_log(MST_LOG_WARNING, __VA_ARGS__)
+#define MST_ERROR(...) mst_log(MST_LOG_ERROR, __VA_ARGS__)
+#define MST_CRITICAL(...) mst_log(MST_LOG_CRITICAL, __VA_ARGS__)
+
+#endif /* MST_CORE_LOG_H */

@@ -1,0 +1,92 @@
+/*
+ * span.h — the in-memory span record shared by the core (which fills it on
+ * the caller's thread) and the encoders/exporters (which read it on the
+ * exporter thread). Public code only sees the opaque `mst_span`.
+ *
+ * Layout rule: a span is one heap block holding fixed-size arrays for the
+ * common case plus a bump arena for strings, links and events. Every size is
+ * bounded by the limits in mstrace.h, so a span never grows without bound.
+ * Strings inside a span are NUL-terminated and also carry their length.
+ */
+#ifndef MST_CORE_SPAN_H
+#define MST_CORE_SPAN_H
+
+#include "mstrace.h"
+#include "core/arena.h"
+
+typedef struct mst_str {
+    const char *ptr; /* NUL-terminated, owned by the span's arena (or static) */
+    uint32_t len;
+} mst_str;
+
+typedef struct mst_attr {
+    mst_str key;
+    mst_attr_type type;
+    union {
+        mst_str s;
+        int64_t i;
+        double d;
+        bool b;
+        struct {
+            mst_str *items;
+            uint32_t count;
+        } list;
+    } v;
+} mst_attr;
+
+typedef struct mst_link {
+    mst_trace_id trace_id;
+    mst_span_id span_id;
+    uint8_t trace_flags;
+    bool is_remote;
+    mst_str trace_state;          /* "" when none */
+    mst_attr *attrs;
+    uint32_t n_attrs;
+    uint32_t dropped_attrs;
+} mst_link;
+
+typedef struct mst_event {
+    mst_str name;
+    uint64_t time_ns;
+    mst_attr *attrs;
+    uint32_t n_attrs;
+    uint32_t dropped_attrs;
+} mst_event;
+
+struct mst_scope {
+    mst_str name;
+    mst_str version;
+    struct mst_scope *next; /* the tracer's interned list */
+};
+
+struct mst_span {
+    mst_trace_id trace_id;
+    mst_span_id span_id;
+    mst_span_id parent_span_id;   /* all zero: a root span */
+    uint8_t trace_flags;
+    bool parent_is_remote;
+    bool has_parent;
+    mst_str trace_state;          /* "" when none */
+    const mst_scope *scope;
+    mst_str name;
+    mst_span_kind kind;
+    uint64_t start_ns;
+    uint64_t end_ns;
+    mst_status_code status_code;
+    mst_str status_message;
+    uint32_t n_attrs;
+    uint32_t dropped_attrs;
+    mst_attr attrs[MST_MAX_ATTRIBUTES];
+    mst_link *links;              /* arena array with link_cap slots */
+    uint32_t n_links;
+    uint32_t link_cap;
+    uint32_t dropped_links;
+    mst_event *events;
+    uint32_t n_events;
+    uint32_t event_cap;
+    uint32_t dropped_events;
+    struct mst_tracer *tracer;
+    mst_arena arena;              /* last: owns strings/links/events */
+};
+
+#endif /* MST_CORE_SPAN_H */

@@ -1,0 +1,22 @@
+/* testlib.c — runner behind testlib.h; `test_x NAME` runs one test only. */
+#include "testlib.h"
+
+int mst_test_failed_flag;
+
+int mst_test_run_all(const mst_test_case *tests, size_t n, int argc, char **argv) {
+    int passed = 0, failed = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (argc > 1 && strcmp(argv[1], tests[i].name) != 0) continue;
+        mst_test_failed_flag = 0;
+        tests[i].fn();
+        if (mst_test_failed_flag) {
+            failed++;
+            fprintf(stderr, "FAIL %s\n", tests[i].name);
+        } else {
+            passed++;
+            fprintf(stderr, "ok   %s\n", tests[i].name);
+        }
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
