@@ -26,4 +26,55 @@
  * resource_attributes from `res`, may be NULL). Sets out->failed on OOM. */
 void mst_perfetto_packet_encode(const mst_span *span, const mst_resource *res, mst_buf *out);
 
+/* ---- decoding (forwarder side; input is untrusted) ---- */
+
+/* The raw JSON text of one value, already validated (UTF-8, syntax, depth),
+ * so it can be copied into the Chrome Trace output as it is. */
+typedef struct mst_json_slice {
+    const char *ptr;
+    size_t len;
+} mst_json_slice;
+
+typedef struct mst_pf_kv {
+    mst_str key;            /* unescaped, NUL-terminated, in the arena */
+    mst_json_slice value;   /* points into the packet buffer */
+} mst_pf_kv;
+
+typedef struct mst_pf_link {
+    char trace_id[33];      /* 32 lowercase hex + NUL */
+    char span_id[17];
+} mst_pf_link;
+
+typedef struct mst_pf_span {
+    mst_str name;
+    mst_str category;
+    char trace_id[33];
+    char span_id[17];
+    char parent_span_id[17]; /* "" for a root span */
+    int64_t start_ns;
+    int64_t end_ns;
+    int64_t kind;
+    int64_t status;
+    bool has_pid, has_tid;   /* attributes process.pid / thread.id (ints) */
+    int64_t pid, tid;
+    mst_pf_kv *attrs;        /* every attribute except process.pid/thread.id */
+    size_t n_attrs;
+    mst_pf_kv *resource;
+    size_t n_resource;
+    mst_pf_link *links;
+    size_t n_links;
+} mst_pf_span;
+
+/* Limits applied by the decoder (beyond them: MST_ERR_TOO_LARGE). */
+#define MST_PF_MAX_ATTRS 1024
+#define MST_PF_MAX_LINKS 1024
+#define MST_PF_MAX_DEPTH 32
+
+/* Decodes one packet payload (magic + JSON). Every string, key and nested
+ * value is checked (UTF-8, JSON syntax, field types). The result points into
+ * `data` and `arena`; both must outlive it. On error returns MST_ERR_PARSE /
+ * MST_ERR_TOO_LARGE and writes a one-line reason into err. */
+mst_status mst_perfetto_packet_decode(const uint8_t *data, size_t len, mst_arena *arena,
+                                      mst_pf_span *out, char *err, size_t err_size);
+
 #endif /* MST_WIRE_PERFETTO_PACKET_H */
