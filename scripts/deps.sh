@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# deps.sh — installs everything the build and the test suite need on a fresh
+# Debian machine (apt packages, Python test packages, a Go toolchain check).
+# Idempotent: it only installs what is missing, so a warm machine costs
+# seconds. Heavy artefacts (Jaeger, vLLM's venv) are cached under
+# ~/.cache/mstrace by their own scripts, not here.
+set -euo pipefail
+
+APT_PACKAGES=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev libfuzzer-14-dev
+              libcurl4-openssl-dev zlib1g-dev valgrind python3 python3-venv curl ca-certificates git)
+PIP_PACKAGES=(pytest pyyaml protobuf opentelemetry-proto opentelemetry-sdk
+              opentelemetry-exporter-otlp-proto-common scikit-build-core)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "deps: installing apt packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+PY=${PYTHON:-python3}
+need_pip=0
+for mod in pytest yaml google.protobuf opentelemetry.proto opentelemetry.sdk \
+           opentelemetry.exporter.otlp.proto.common scikit_build_core; do
+  "$PY" -c "import $mod" >/dev/null 2>&1 || need_pip=1
+done
+if [ $need_pip -eq 1 ]; then
+  echo "deps: installing Python packages"
+  "$PY" -m pip install -q --disable-pip-version-check "${PIP_PACKAGES[@]}"
+fi
+
+# Go builds Jaeger for the integration tests (tests/harness/jaeger.sh). The
+# image ships Go; without it, Debian's golang-go plus GOTOOLCHAIN=auto fetches
+# the toolchain Jaeger's go.mod asks for through the Go module proxy.
+if ! command -v go >/dev/null 2>&1 && [ ! -x /usr/local/go/bin/go ]; then
+  echo "deps: installing golang-go"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends golang-go
+fi
+echo "deps: ok"

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# test.sh — THE test command (README): builds the release and the
+# ASan+UBSan configurations, runs the C unit tests (ctest) in both, the
+# Python and integration suites (pytest; they start the daemon, Jaeger and
+# local HTTP servers themselves on loopback and stop them), a short bounded
+# libFuzzer run of every fuzz target, and valgrind on selected tests.
+# Prints one closing line "N passed, N failed" over all stages.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+JOBS=${JOBS:-2}
+FUZZ_SECONDS=${FUZZ_SECONDS:-20}
+stage_pass=0; stage_fail=0; failed_stages=()
+
+run_stage() {  # run_stage NAME CMD...
+  local name=$1; shift
+  echo; echo "=== $name"
+  if "$@"; then stage_pass=$((stage_pass + 1)); echo "=== $name: ok"
+  else stage_fail=$((stage_fail + 1)); failed_stages+=("$name"); echo "=== $name: FAILED"; fi
+}
+
+build() {  # build DIR [cmake args...]
+  local dir=$1; shift
+  cmake -S "$ROOT" -B "$dir" -G Ninja "$@" >/dev/null && ninja -C "$dir" -j "$JOBS"
+}
+
+run_stage "build (release)" build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+run_stage "ctest (release)" ctest --test-dir build --output-on-failure -j "$JOBS"
+run_stage "build (asan+ubsan)" build build-asan -DCMAKE_BUILD_TYPE=Debug -DMST_SANITIZE=ON -DMST_BUILD_BENCH=OFF
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+run_stage "ctest (asan+ubsan)" ctest --test-dir build-asan --output-on-failure -j "$JOBS"
+
+# pytest: python unit tests, then integration tests against the release
+# build, then the daemon tests again against the sanitizer build.
+run_pytest() {  # run_pytest BUILD_DIR PATHS...
+  local bdir=$1; shift
+  MSTRACE_BUILD_DIR="$ROOT/$bdir" python3 -m pytest -q -p no:cacheprovider "$@"
+  local rc=$?
+  [ $rc -eq 5 ] && { echo "(no tests collected)"; return 0; }
+  return $rc
+}
+[ -d tests/python ] && run_stage "pytest python" run_pytest build tests/python
+[ -d tests/integration ] && run_stage "pytest integration (release)" run_pytest build tests/integration
+[ -f tests/integration/test_forward_daemon.py ] && \
+  run_stage "pytest daemon (asan+ubsan)" run_pytest build-asan tests/integration/test_forward_daemon.py
+
+fuzz_all() {
+  command -v clang >/dev/null || { echo "clang missing"; return 1; }
+  CC=clang build build-fuzz -DCMAKE_BUILD_TYPE=Debug -DMST_FUZZ=ON -DMST_SANITIZE=ON \
+      -DMST_BUILD_TESTS=OFF -DMST_BUILD_BENCH=OFF || return 1
+  local rc=0
+  for f in build-fuzz/fuzz_*; do
+    [ -x "$f" ] || continue
+    local name; name=$(basename "$f")
+    local corpus="tests/fuzz/corpus/$name" work; work=$(mktemp -d)
+    [ -d "$corpus" ] && cp -r "$corpus"/. "$work"/
+    echo "--- $name for ${FUZZ_SECONDS}s"
+    "$f" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -print_final_stats=1 "$work" 2>&1 | tail -n 4 || rc=1
+    rm -rf "$work"
+  done
+  return $rc
+}
+[ -d tests/fuzz ] && run_stage "fuzz (libFuzzer, ${FUZZ_SECONDS}s each)" fuzz_all
+
+valgrind_some() {
+  local rc=0
+  for t in test_span test_tracer test_chrome_trace test_packet_decode test_forward_client; do
+    [ -x "build/$t" ] || continue
+    echo "--- valgrind $t"
+    valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=99 \
+      --suppressions="$ROOT/tests/valgrind.supp" "build/$t" >/dev/null || rc=1
+  done
+  return $rc
+}
+[ -f tests/valgrind.supp ] || : > /dev/null
+run_stage "valgrind" valgrind_some
+
+echo
+[ ${#failed_stages[@]} -gt 0 ] && echo "failed stages: ${failed_stages[*]}"
+echo "test stages: $stage_pass passed, $stage_fail failed"
+[ $stage_fail -eq 0 ]
