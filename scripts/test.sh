@@ -12,6 +12,8 @@ JOBS=${JOBS:-2}
 FUZZ_SECONDS=${FUZZ_SECONDS:-20}
 stage_pass=0; stage_fail=0; failed_stages=()
 
+bash scripts/deps.sh || { echo "deps.sh failed"; exit 1; }
+
 run_stage() {  # run_stage NAME CMD...
   local name=$1; shift
   echo; echo "=== $name"
