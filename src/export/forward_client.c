@@ -1,0 +1,389 @@
+/*
+ * forward_client.c — owns the traced-process side of the Perfetto forwarder
+ * link (SPEC §5): an mst_exporter that turns each span into one upstream
+ * packet (perfetto_packet_encode.c) and sends it as a frame (4-byte
+ * big-endian length + packet) over one persistent SOCK_STREAM connection to
+ * the abstract socket "\0<name>" (default MSP_PERFETTO_SOCKET).
+ *
+ * Why it looks like this:
+ *   - It runs only on the pipeline's exporter thread, so span producers never
+ *     wait on it; still, that thread must not stall either, so the socket is
+ *     non-blocking and one batch may wait at most a small budget (100 ms) for
+ *     a full socket before the rest of the batch is counted as failed.
+ *   - Frames of a batch are gathered into one chunk buffer and written with
+ *     as few send() calls as the kernel allows.
+ *   - When the forwarder is absent or the connection breaks, spans are
+ *     counted as failed (never queued up here) and a new connect is tried at
+ *     most every 5 s (upstream behaviour), so a forwarder that (re)appears is
+ *     picked up. Unreachable / reachable-again are logged once per episode.
+ *   - A frame cut in the middle (budget ran out mid-frame) would desync the
+ *     stream, so such a connection is closed; the forwarder drops the
+ *     partial frame at EOF.
+ *   - In a fork()ed child the inherited fd is only close()d (shutdown() would
+ *     also end the parent's connection) and the resource is rebuilt (new pid).
+ */
+#include "export/forward_client.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stddef.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/resource.h"
+#include "wire/buf.h"
+#include "wire/perfetto_packet.h"
+
+#define FRAME_HEADER_BYTES 4u
+
+typedef struct fwd_exporter {
+    mst_exporter base;              /* first: the pipeline sees only this   */
+    struct sockaddr_un addr;        /* sun_path = "\0<name>"                */
+    socklen_t addr_len;
+    char name[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* for logs    */
+    int fd;                         /* -1 while not connected               */
+    bool attempted;                 /* a connect was tried at least once    */
+    uint64_t last_attempt_ms;       /* CLOCK_MONOTONIC of that attempt      */
+    uint32_t retry_interval_ms;
+    uint32_t send_budget_ms;
+    bool unreachable;               /* logged as unreachable, not yet back  */
+    bool slow_logged;               /* logged a send-budget overrun         */
+    bool have_res;
+    mst_resource res;
+    mst_buf chunk;                  /* frames of the batch being sent       */
+    size_t *frame_ends;             /* end offset of each frame in chunk    */
+    size_t frame_cap;
+    /* Read by get_stats from any thread, written by the exporter thread. */
+    _Atomic uint64_t exported, failed, batches_ok, batches_failed, retries;
+} fwd_exporter;
+
+static const mst_exporter_ops k_forward_ops;
+
+/* ------------------------------------------------------------ helpers */
+
+static uint64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void count(_Atomic uint64_t *c, uint64_t n) {
+    if (n) atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+static fwd_exporter *as_fwd(mst_exporter *exp) {
+    return exp && exp->ops == &k_forward_ops ? (fwd_exporter *)exp : NULL;
+}
+
+static void close_fd(fwd_exporter *x) {
+    if (x->fd >= 0) close(x->fd);
+    x->fd = -1;
+}
+
+/* The first failure of an episode is logged; later ones stay quiet until a
+ * connect succeeds again. */
+static void mark_unreachable(fwd_exporter *x, const char *what, int err) {
+    close_fd(x);
+    if (x->unreachable) return;
+    x->unreachable = true;
+    MST_WARN("perfetto forwarder @%s %s (%s); its spans are counted as failed, "
+             "retrying every %u ms", x->name, what, strerror(err), x->retry_interval_ms);
+}
+
+static void mark_connected(fwd_exporter *x) {
+    if (x->unreachable) MST_INFO("perfetto forwarder @%s reachable again", x->name);
+    else MST_DEBUG("connected to perfetto forwarder @%s", x->name);
+    x->unreachable = false;
+}
+
+/* An idle connection whose peer went away shows up as readable (EOF) or
+ * HUP; the forwarder never sends anything, so any readiness means trouble
+ * or stray bytes (drained). Checked before each batch so a restarted
+ * forwarder costs no batch when a reconnect is allowed right away. */
+static bool connection_alive(fwd_exporter *x) {
+    struct pollfd p = {.fd = x->fd, .events = POLLIN};
+    if (poll(&p, 1, 0) <= 0) return true;
+    if (p.revents & (POLLERR | POLLNVAL)) return false;
+    char sink[256];
+    ssize_t r = recv(x->fd, sink, sizeof sink, MSG_DONTWAIT);
+    if (r == 0) return false;
+    if (r < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+    return !(p.revents & POLLHUP);
+}
+
+/* A Unix stream connect normally completes or fails at once; EINPROGRESS
+ * gets the send budget to finish. (EAGAIN, a full listen backlog, is a
+ * failure: nothing is in progress; the next attempt comes after the retry
+ * interval.) */
+static bool finish_connect(fwd_exporter *x) {
+    struct pollfd p = {.fd = x->fd, .events = POLLOUT};
+    int r;
+    do r = poll(&p, 1, (int)x->send_budget_ms);
+    while (r < 0 && errno == EINTR);
+    if (r <= 0) {
+        errno = r == 0 ? ETIMEDOUT : errno;
+        return false;
+    }
+    int soerr = 0;
+    socklen_t len = sizeof soerr;
+    if (getsockopt(x->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0) return false;
+    if (soerr) {
+        errno = soerr;
+        return false;
+    }
+    return true;
+}
+
+static bool try_connect(fwd_exporter *x) {
+    x->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (x->fd < 0) {
+        mark_unreachable(x, "cannot create a socket", errno);
+        return false;
+    }
+    int r = connect(x->fd, (const struct sockaddr *)&x->addr, x->addr_len);
+    if (r < 0 && (errno == EINPROGRESS || errno == EINTR)) r = finish_connect(x) ? 0 : -1;
+    if (r < 0) {
+        mark_unreachable(x, "is not reachable", errno);
+        return false;
+    }
+    mark_connected(x);
+    return true;
+}
+
+/* True when a connection is open; connects when none is and the retry
+ * interval since the last attempt has passed. */
+static bool ensure_connected(fwd_exporter *x) {
+    if (x->fd >= 0) {
+        if (connection_alive(x)) return true;
+        mark_unreachable(x, "closed the connection", ECONNRESET);
+    }
+    uint64_t now = mono_ms();
+    if (x->attempted && now - x->last_attempt_ms < x->retry_interval_ms) return false;
+    if (x->attempted) count(&x->retries, 1);
+    x->attempted = true;
+    x->last_attempt_ms = now;
+    return try_connect(x);
+}
+
+/* Writes len bytes with non-blocking sends, waiting for POLLOUT only until
+ * deadline_ms. *written tells how far it got. */
+static mst_status send_all(fwd_exporter *x, const uint8_t *data, size_t len,
+                           uint64_t deadline_ms, size_t *written) {
+    size_t off = 0;
+    mst_status st = MST_OK;
+    while (off < len) {
+        ssize_t r = send(x->fd, data + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (r > 0) {
+            off += (size_t)r;
+            continue;
+        }
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            uint64_t now = mono_ms();
+            if (now >= deadline_ms) {
+                st = MST_ERR_TIMEOUT;
+                break;
+            }
+            struct pollfd p = {.fd = x->fd, .events = POLLOUT};
+            poll(&p, 1, (int)(deadline_ms - now));
+            continue; /* HUP/ERR surface as a send error next round */
+        }
+        mark_unreachable(x, "closed the connection", r < 0 ? errno : EPIPE);
+        st = MST_ERR_UNAVAILABLE;
+        break;
+    }
+    *written = off;
+    return st;
+}
+
+static bool reserve_frames(fwd_exporter *x, size_t n) {
+    if (n <= x->frame_cap) return true;
+    size_t *p = realloc(x->frame_ends, n * sizeof *p);
+    if (!p) return false;
+    x->frame_ends = p;
+    x->frame_cap = n;
+    return true;
+}
+
+/* Appends one frame for span s to the chunk. False (chunk unchanged) when
+ * it cannot be encoded or exceeds the frame limit. */
+static bool append_frame(fwd_exporter *x, const mst_span *s) {
+    mst_buf *b = &x->chunk;
+    size_t start = b->len;
+    static const uint8_t placeholder[FRAME_HEADER_BYTES];
+    mst_buf_append(b, placeholder, FRAME_HEADER_BYTES);
+    mst_perfetto_packet_encode(s, x->have_res ? &x->res : NULL, b);
+    size_t payload = b->len - start - FRAME_HEADER_BYTES;
+    if (b->failed || payload > MST_FRAME_MAX_BYTES) {
+        b->len = start;
+        b->failed = false;
+        return false;
+    }
+    uint8_t *h = b->data + start;
+    h[0] = (uint8_t)(payload >> 24);
+    h[1] = (uint8_t)(payload >> 16);
+    h[2] = (uint8_t)(payload >> 8);
+    h[3] = (uint8_t)payload;
+    return true;
+}
+
+/* Frames whose last byte went out count as exported, the others failed.
+ * A frame cut in the middle leaves the stream unusable: close it. */
+static void settle_chunk(fwd_exporter *x, size_t nframes, size_t written) {
+    size_t done = 0;
+    while (done < nframes && x->frame_ends[done] <= written) done++;
+    count(&x->exported, done);
+    count(&x->failed, nframes - done);
+    size_t prev_end = done ? x->frame_ends[done - 1] : 0;
+    if (done < nframes && written > prev_end) close_fd(x);
+}
+
+/* -------------------------------------------------------------- ops */
+
+static mst_status fwd_export_batch(mst_exporter *self, const mst_span *const *spans, size_t n) {
+    fwd_exporter *x = (fwd_exporter *)self;
+    if (n == 0) return MST_OK;
+    if (!ensure_connected(x)) {
+        count(&x->failed, n);
+        count(&x->batches_failed, 1);
+        return MST_ERR_UNAVAILABLE;
+    }
+    if (!reserve_frames(x, n)) {
+        count(&x->failed, n);
+        count(&x->batches_failed, 1);
+        return MST_ERR_NOMEM;
+    }
+    uint64_t deadline = mono_ms() + x->send_budget_ms;
+    mst_status result = MST_OK;
+    size_t i = 0;
+    while (i < n) {
+        mst_buf_reset(&x->chunk);
+        size_t nframes = 0, bad = 0;
+        for (; i < n && x->chunk.len < MST_FORWARD_CHUNK_BYTES; i++) {
+            if (append_frame(x, spans[i])) x->frame_ends[nframes++] = x->chunk.len;
+            else bad++;
+        }
+        if (bad) {
+            count(&x->failed, bad);
+            result = MST_ERR_TOO_LARGE;
+            MST_DEBUG("perfetto forwarder client: %zu span(s) could not be encoded", bad);
+        }
+        if (nframes == 0) continue;
+        size_t written = 0;
+        mst_status st = send_all(x, x->chunk.data, x->chunk.len, deadline, &written);
+        settle_chunk(x, nframes, written);
+        if (st != MST_OK) {
+            count(&x->failed, n - i);
+            if (st == MST_ERR_TIMEOUT && !x->slow_logged) {
+                x->slow_logged = true;
+                MST_WARN("perfetto forwarder @%s is not reading fast enough; spans over the "
+                         "%u ms send budget are counted as failed", x->name, x->send_budget_ms);
+            }
+            result = st;
+            break;
+        }
+    }
+    if (result == MST_OK) x->slow_logged = false;
+    count(result == MST_OK ? &x->batches_ok : &x->batches_failed, 1);
+    return result;
+}
+
+/* Nothing is buffered between batches. */
+static mst_status fwd_flush(mst_exporter *self, uint32_t timeout_ms) { return MST_OK; }
+
+static void fwd_after_fork_child(mst_exporter *self) {
+    fwd_exporter *x = (fwd_exporter *)self;
+    close_fd(x); /* close only: the parent keeps using the same connection */
+    x->attempted = false;
+    x->unreachable = false;
+    x->slow_logged = false;
+    mst_buf_reset(&x->chunk);
+    atomic_store(&x->exported, 0);
+    atomic_store(&x->failed, 0);
+    atomic_store(&x->batches_ok, 0);
+    atomic_store(&x->batches_failed, 0);
+    atomic_store(&x->retries, 0);
+    if (x->have_res) mst_resource_release(&x->res);
+    x->have_res = mst_resource_init_from_env(&x->res) == MST_OK;
+}
+
+static void fwd_get_stats(mst_exporter *self, mst_exporter_stats *out) {
+    fwd_exporter *x = (fwd_exporter *)self;
+    memset(out, 0, sizeof *out);
+    out->spans_exported = atomic_load_explicit(&x->exported, memory_order_relaxed);
+    out->spans_failed = atomic_load_explicit(&x->failed, memory_order_relaxed);
+    out->batches_ok = atomic_load_explicit(&x->batches_ok, memory_order_relaxed);
+    out->batches_failed = atomic_load_explicit(&x->batches_failed, memory_order_relaxed);
+    out->retries = atomic_load_explicit(&x->retries, memory_order_relaxed);
+}
+
+static void fwd_destroy(mst_exporter *self) {
+    fwd_exporter *x = (fwd_exporter *)self;
+    if (!x) return;
+    close_fd(x);
+    mst_buf_free(&x->chunk);
+    free(x->frame_ends);
+    if (x->have_res) mst_resource_release(&x->res);
+    free(x);
+}
+
+static const mst_exporter_ops k_forward_ops = {
+    .name = "perfetto-forward",
+    .export_batch = fwd_export_batch,
+    .flush = fwd_flush,
+    .after_fork_child = fwd_after_fork_child,
+    .get_stats = fwd_get_stats,
+    .destroy = fwd_destroy,
+};
+
+/* ------------------------------------------------------------ public */
+
+mst_status mst_forward_exporter_create(const char *socket_name, mst_exporter **out) {
+    if (!out) return MST_ERR_INVALID_ARG;
+    *out = NULL;
+    const char *name = socket_name && *socket_name ? socket_name : MST_PERFETTO_SOCKET_NAME;
+    size_t len = strlen(name);
+    fwd_exporter *x;
+    if (len + 1 > sizeof x->addr.sun_path) {
+        MST_ERROR("perfetto forwarder socket name is %zu bytes; at most %zu fit an abstract "
+                  "socket address", len, sizeof x->addr.sun_path - 1);
+        return MST_ERR_INVALID_ARG;
+    }
+    x = calloc(1, sizeof *x);
+    if (!x) return MST_ERR_NOMEM;
+    x->base.ops = &k_forward_ops;
+    x->fd = -1;
+    x->retry_interval_ms = MST_FORWARD_RETRY_INTERVAL_MS;
+    x->send_budget_ms = MST_FORWARD_SEND_BUDGET_MS;
+    x->addr.sun_family = AF_UNIX;
+    memcpy(x->addr.sun_path + 1, name, len); /* sun_path[0] = '\0': abstract */
+    x->addr_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len);
+    memcpy(x->name, name, len + 1);
+    mst_buf_init(&x->chunk, 0);
+    /* Resource once, from the environment at creation (rebuilt after fork). */
+    x->have_res = mst_resource_init_from_env(&x->res) == MST_OK;
+    if (!x->have_res) MST_WARN("perfetto forwarder client: resource attributes unavailable");
+    *out = &x->base;
+    return MST_OK;
+}
+
+void mst_forward_exporter_set_retry_interval_ms(mst_exporter *exp, uint32_t ms) {
+    fwd_exporter *x = as_fwd(exp);
+    if (x) x->retry_interval_ms = ms;
+}
+
+void mst_forward_exporter_set_send_budget_ms(mst_exporter *exp, uint32_t ms) {
+    fwd_exporter *x = as_fwd(exp);
+    if (x) x->send_budget_ms = ms;
+}
+
+bool mst_forward_exporter_is_connected(const mst_exporter *exp) {
+    fwd_exporter *x = as_fwd((mst_exporter *)exp);
+    return x && x->fd >= 0;
+}

@@ -1,0 +1,134 @@
+/*
+ * perfetto_packet_encode.c — owns the traced-process side of the upstream
+ * "Hook span packet" (SPEC §5): one finished span becomes the 17-byte magic
+ * "MSPF_PERFETTO_V1\n" followed by compact JSON with exactly the fields the
+ * forwarder reads, in a fixed order:
+ *   name, category, trace_id, span_id, parent_span_id, start_time_ns,
+ *   end_time_ns, kind, status, attributes, resource_attributes, links.
+ *
+ * Why hand-written: this runs on the exporter thread for every span, so it
+ * appends straight into the caller's mst_buf with the buf.h appenders (no
+ * printf, no intermediate tree); JSON escaping lives only in buf.c.
+ * Errors: OOM or the buffer's max is reported through out->failed.
+ */
+#include "wire/perfetto_packet.h"
+
+#include <string.h>
+
+/* A fixed ASCII token (key, punctuation); its length is known at compile time. */
+#define APPEND_LIT(b, lit) mst_buf_append((b), (lit), sizeof(lit) - 1)
+
+/* Category used when a span has no (or an empty) instrumentation scope;
+ * the forwarder's own default is the same word. */
+static const char k_default_category[] = "Tracing";
+
+static void append_str(mst_buf *b, const mst_str *s) {
+    mst_buf_append_json_str(b, s->ptr ? s->ptr : "", s->ptr ? s->len : 0);
+}
+
+static void append_string_list(mst_buf *b, const mst_attr *a) {
+    mst_buf_append_byte(b, '[');
+    for (uint32_t i = 0; i < a->v.list.count; i++) {
+        if (i) mst_buf_append_byte(b, ',');
+        append_str(b, &a->v.list.items[i]);
+    }
+    mst_buf_append_byte(b, ']');
+}
+
+/* One attribute value as JSON; an unknown type (a bug upstream) becomes
+ * null rather than breaking the packet. */
+static void append_attr_value(mst_buf *b, const mst_attr *a) {
+    switch (a->type) {
+    case MST_ATTR_STRING: append_str(b, &a->v.s); return;
+    case MST_ATTR_INT: mst_buf_append_i64(b, a->v.i); return;
+    case MST_ATTR_DOUBLE: mst_buf_append_double(b, a->v.d); return;
+    case MST_ATTR_BOOL:
+        if (a->v.b) APPEND_LIT(b, "true");
+        else APPEND_LIT(b, "false");
+        return;
+    case MST_ATTR_STRING_LIST: append_string_list(b, a); return;
+    }
+    APPEND_LIT(b, "null");
+}
+
+/* {"k":v,...} for an attribute array (span or resource). */
+static void append_attr_object(mst_buf *b, const mst_attr *attrs, uint32_t n) {
+    mst_buf_append_byte(b, '{');
+    for (uint32_t i = 0; i < n; i++) {
+        if (i) mst_buf_append_byte(b, ',');
+        append_str(b, &attrs[i].key);
+        mst_buf_append_byte(b, ':');
+        append_attr_value(b, &attrs[i]);
+    }
+    mst_buf_append_byte(b, '}');
+}
+
+/* Ids are raw bytes, so their hex needs no escaping: quote + hex + quote. */
+static void append_hex_id(mst_buf *b, const uint8_t *bytes, size_t n) {
+    mst_buf_append_byte(b, '"');
+    mst_buf_append_hex(b, bytes, n);
+    mst_buf_append_byte(b, '"');
+}
+
+static void append_links(mst_buf *b, const mst_span *span) {
+    mst_buf_append_byte(b, '[');
+    for (uint32_t i = 0; i < span->n_links; i++) {
+        const mst_link *l = &span->links[i];
+        if (i) mst_buf_append_byte(b, ',');
+        APPEND_LIT(b, "{\"trace_id\":");
+        append_hex_id(b, l->trace_id.bytes, sizeof l->trace_id.bytes);
+        APPEND_LIT(b, ",\"span_id\":");
+        append_hex_id(b, l->span_id.bytes, sizeof l->span_id.bytes);
+        mst_buf_append_byte(b, '}');
+    }
+    mst_buf_append_byte(b, ']');
+}
+
+static void append_category(mst_buf *b, const mst_span *span) {
+    const mst_scope *scope = span->scope;
+    if (scope && scope->name.ptr && scope->name.len) append_str(b, &scope->name);
+    else mst_buf_append_json_str(b, k_default_category, sizeof k_default_category - 1);
+}
+
+/* A root span carries "" (the forwarder and the upstream Python exporter
+ * both treat the empty string as "no parent"). */
+static void append_parent(mst_buf *b, const mst_span *span) {
+    static const mst_span_id zero;
+    if (span->has_parent && memcmp(&span->parent_span_id, &zero, sizeof zero) != 0)
+        append_hex_id(b, span->parent_span_id.bytes, sizeof span->parent_span_id.bytes);
+    else
+        APPEND_LIT(b, "\"\"");
+}
+
+void mst_perfetto_packet_encode(const mst_span *span, const mst_resource *res, mst_buf *out) {
+    /* Typical packet: ~400 bytes of fixed fields + attributes; one reserve
+     * up front avoids most regrowth on a reused buffer. */
+    mst_buf_reserve(out, 512);
+    mst_buf_append(out, MST_PERFETTO_MAGIC, MST_PERFETTO_MAGIC_LEN);
+    APPEND_LIT(out, "{\"name\":");
+    append_str(out, &span->name);
+    APPEND_LIT(out, ",\"category\":");
+    append_category(out, span);
+    APPEND_LIT(out, ",\"trace_id\":");
+    append_hex_id(out, span->trace_id.bytes, sizeof span->trace_id.bytes);
+    APPEND_LIT(out, ",\"span_id\":");
+    append_hex_id(out, span->span_id.bytes, sizeof span->span_id.bytes);
+    APPEND_LIT(out, ",\"parent_span_id\":");
+    append_parent(out, span);
+    APPEND_LIT(out, ",\"start_time_ns\":");
+    mst_buf_append_u64(out, span->start_ns);
+    APPEND_LIT(out, ",\"end_time_ns\":");
+    mst_buf_append_u64(out, span->end_ns);
+    APPEND_LIT(out, ",\"kind\":");
+    mst_buf_append_i64(out, (int64_t)span->kind);
+    APPEND_LIT(out, ",\"status\":");
+    mst_buf_append_i64(out, (int64_t)span->status_code);
+    APPEND_LIT(out, ",\"attributes\":");
+    append_attr_object(out, span->attrs, span->n_attrs);
+    APPEND_LIT(out, ",\"resource_attributes\":");
+    if (res) append_attr_object(out, res->attrs, res->n_attrs);
+    else APPEND_LIT(out, "{}");
+    APPEND_LIT(out, ",\"links\":");
+    append_links(out, span);
+    mst_buf_append_byte(out, '}');
+}
