@@ -1,0 +1,162 @@
+/*
+ * daemon.c — the `mstrace forward` run loop (see daemon.h).
+ *
+ * Why a signalfd: SIGINT/SIGTERM become ordinary readable events in the same
+ * epoll set as the sockets, so stopping never races a half-handled frame and
+ * no async-signal-safety rules leak into the rest of the daemon. SIGPIPE is
+ * ignored: a write error is reported by write(), never by killing us.
+ */
+#include "forward/daemon.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/log.h"
+
+#define DEFAULT_STATS_INTERVAL_MS 5000u
+
+typedef struct loop_state {
+    bool stop;
+    int signo;
+} loop_state;
+
+uint64_t mst_daemon_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void on_signal_fd(void *ctx, int fd) {
+    loop_state *ls = ctx;
+    struct signalfd_siginfo si;
+    while (read(fd, &si, sizeof si) == (ssize_t)sizeof si) {
+        ls->stop = true;
+        ls->signo = (int)si.ssi_signo;
+    }
+}
+
+/* Blocks SIGINT/SIGTERM (they are read from the returned signalfd) and
+ * ignores SIGPIPE. Returns -1 on failure. */
+static int setup_signals(sigset_t *old_mask) {
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    if (sigprocmask(SIG_BLOCK, &mask, old_mask) != 0) return -1;
+    return signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+static void log_stats(const mst_daemon_service *svc, mst_frame_server *srv, const char *when) {
+    if (!mst_log_enabled(MST_LOG_DEBUG)) return;
+    mst_daemon_counts c;
+    svc->get_counts(svc->self, &c);
+    mst_frame_server_stats fs;
+    mst_frame_server_get_stats(srv, &fs);
+    MST_DEBUG("stats (%s): received=%llu written=%llu rejected=%llu dropped=%llu "
+              "connections: active=%llu accepted=%llu refused=%llu closed=%llu "
+              "frames: oversize=%llu truncated=%llu bytes_in=%llu read_errors=%llu "
+              "accept_errors=%llu %s",
+              when, (unsigned long long)c.received, (unsigned long long)c.written,
+              (unsigned long long)c.rejected, (unsigned long long)c.dropped,
+              (unsigned long long)fs.conns_active, (unsigned long long)fs.conns_accepted,
+              (unsigned long long)fs.conns_refused, (unsigned long long)fs.conns_closed,
+              (unsigned long long)fs.frames_oversize, (unsigned long long)fs.frames_truncated,
+              (unsigned long long)fs.bytes_received, (unsigned long long)fs.read_errors,
+              (unsigned long long)fs.accept_errors, c.extra);
+}
+
+/* The smaller of two epoll timeouts where -1 means "none". */
+static int min_timeout(int a, int b) {
+    if (a < 0) return b;
+    if (b < 0) return a;
+    return a < b ? a : b;
+}
+
+static const char *signal_name(int signo) {
+    switch (signo) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    default: return "a signal";
+    }
+}
+
+/* Serves until a stop signal; returns false on a fatal loop error. */
+static bool serve(const mst_daemon_options *opts, const mst_daemon_service *svc,
+                  mst_frame_server *srv, loop_state *ls) {
+    uint32_t interval = opts->stats_interval_ms ? opts->stats_interval_ms
+                                                : DEFAULT_STATS_INTERVAL_MS;
+    uint64_t next_stats = mst_daemon_now_ms() + interval;
+    int svc_timeout = -1;
+    while (!ls->stop) {
+        uint64_t now = mst_daemon_now_ms();
+        int timeout = svc_timeout;
+        if (mst_log_enabled(MST_LOG_DEBUG))
+            timeout = min_timeout(timeout, next_stats > now ? (int)(next_stats - now) : 0);
+        if (mst_frame_server_poll(srv, timeout) < 0) return false;
+        now = mst_daemon_now_ms();
+        svc_timeout = svc->after_batch(svc->self, now);
+        if (now >= next_stats) {
+            log_stats(svc, srv, "periodic");
+            next_stats = now + interval;
+        }
+    }
+    return true;
+}
+
+int mst_daemon_run(const mst_daemon_options *opts, const mst_daemon_service *svc) {
+    char err[512] = "";
+    sigset_t old_mask;
+    int sfd = setup_signals(&old_mask);
+    if (sfd < 0) {
+        MST_ERROR("Start %s failed: cannot set up signal handling: %s", svc->name,
+                  strerror(errno));
+        return 1;
+    }
+    loop_state ls = {0};
+    mst_frame_server_options so = {
+        .socket_name = opts->socket_name, .on_frame = svc->on_frame, .ctx = svc->self};
+    mst_frame_server *srv = NULL;
+    mst_status st = mst_frame_server_create(&so, &srv, err, sizeof err);
+    if (st == MST_OK && (st = svc->open(svc->self, err, sizeof err)) != MST_OK) {
+        mst_frame_server_destroy(srv);
+        srv = NULL;
+    }
+    if (st == MST_OK && mst_frame_server_watch_fd(srv, sfd, on_signal_fd, &ls) != MST_OK) {
+        snprintf(err, sizeof err, "cannot watch the signal fd");
+        st = MST_ERR_IO;
+    }
+    if (st != MST_OK) {
+        MST_ERROR("Start %s failed: %s", svc->name, err[0] ? err : mst_strerror(st));
+        mst_frame_server_destroy(srv);
+        svc->close(svc->self);
+        close(sfd);
+        sigprocmask(SIG_SETMASK, &old_mask, NULL);
+        return 1;
+    }
+    MST_INFO("Start %s success, listening on @%s, running...", svc->name, opts->socket_name);
+
+    bool ok = serve(opts, svc, srv, &ls);
+    if (ls.stop) MST_INFO("Received %s, stopping...", signal_name(ls.signo));
+
+    /* Stop sequence: no new peers, take what is queued, then close the file. */
+    mst_frame_server_stop_accepting(srv);
+    mst_frame_server_drain_and_close_all(srv);
+    svc->after_batch(svc->self, mst_daemon_now_ms());
+    mst_status cst = svc->close(svc->self);
+    log_stats(svc, srv, "final");
+    mst_frame_server_destroy(srv);
+    close(sfd);
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+    if (!ok || cst != MST_OK) {
+        MST_ERROR("Stop %s with errors.", svc->name);
+        return 1;
+    }
+    MST_INFO("Stop %s success.", svc->name);
+    return 0;
+}

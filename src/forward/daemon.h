@@ -1,0 +1,62 @@
+/*
+ * daemon.h — the `mstrace forward` run loop, independent of what is done
+ * with the payloads.
+ *
+ * Why a service vtable: the daemon has two modes that share everything but
+ * the sink — the Perfetto sink (SPEC §5, perfetto_sink.h) and the OTLP relay
+ * (SPEC §6, added separately). A mode fills an mst_daemon_service and calls
+ * mst_daemon_run(); the loop owns the socket (frame_server.h), the signals
+ * (SIGINT/SIGTERM through a signalfd, SIGPIPE ignored), the flush timer and
+ * the periodic debug statistics.
+ *
+ * Stop sequence on SIGINT/SIGTERM: stop accepting, read what is already
+ * queued on every connection, hand those frames to the service, close the
+ * connections, then service->close() (flush + close the output), final
+ * stats, one "stopped" line.
+ */
+#ifndef MST_FORWARD_DAEMON_H
+#define MST_FORWARD_DAEMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "forward/frame_server.h"
+
+/* Counters a service reports for the periodic stats line. */
+typedef struct mst_daemon_counts {
+    uint64_t received;   /* payloads handed to the service */
+    uint64_t written;    /* spans delivered (written to the file / relayed) */
+    uint64_t rejected;   /* payloads refused (bad magic, JSON, types...) */
+    uint64_t dropped;    /* events lost after acceptance (evictions, write errors) */
+    char extra[256];     /* service-specific details, "" if none */
+} mst_daemon_counts;
+
+typedef struct mst_daemon_service {
+    const char *name;          /* for log lines, e.g. "Perfetto forwarder" */
+    void *self;
+    /* Called once the socket is bound (so a busy socket never truncates an
+     * output file). On error: message in err, the daemon exits with 1. */
+    mst_status (*open)(void *self, char *err, size_t err_size);
+    mst_frame_cb on_frame;
+    /* After every batch of readiness events (and on timeouts). Returns how
+     * many ms may pass before it must be called again (-1: no deadline). */
+    int (*after_batch)(void *self, uint64_t now_ms);
+    void (*get_counts)(void *self, mst_daemon_counts *out);
+    /* Flush and release everything; called once, also after errors. */
+    mst_status (*close)(void *self);
+} mst_daemon_service;
+
+typedef struct mst_daemon_options {
+    const char *socket_name;   /* abstract name, no leading NUL */
+    uint32_t stats_interval_ms; /* debug stats period; 0 = 5000 */
+} mst_daemon_options;
+
+/* Runs until SIGINT/SIGTERM (or a fatal error). Returns the process exit
+ * code: 0 after a clean stop, 1 when it could not start or lost data at
+ * close. */
+int mst_daemon_run(const mst_daemon_options *opts, const mst_daemon_service *svc);
+
+/* Monotonic milliseconds (CLOCK_MONOTONIC). */
+uint64_t mst_daemon_now_ms(void);
+
+#endif /* MST_FORWARD_DAEMON_H */

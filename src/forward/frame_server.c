@@ -1,0 +1,553 @@
+/*
+ * frame_server.c — epoll server for length-prefixed frames on an abstract
+ * Unix socket (see frame_server.h for the contract).
+ *
+ * Why it is built this way:
+ *  - Level-triggered epoll with a bounded read budget per connection per
+ *    batch: one busy client cannot starve the others, and nothing is lost
+ *    when we stop reading early (the fd simply stays ready).
+ *  - One shared 256 KiB read buffer: complete frames are handed to the
+ *    callback straight from it (no copy); only the tail of an unfinished
+ *    frame is copied into that connection's own buffer, which is bounded by
+ *    4 + max_frame_bytes and released once it grows large and empties.
+ *  - A reserve fd is kept so that, when the process runs out of fds, a
+ *    pending connection can still be accepted and closed instead of making
+ *    the level-triggered listen socket spin.
+ */
+#include "forward/frame_server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "wire/perfetto_packet.h" /* MST_FRAME_MAX_BYTES */
+
+#define READ_BUF_BYTES (256u * 1024u)
+#define READS_PER_EVENT 4            /* at most 1 MiB per connection per batch */
+#define MAX_EVENTS 256
+#define ACCEPTS_PER_EVENT 1024
+#define KEEP_CONN_BUF_BYTES (64u * 1024u) /* larger idle buffers are released */
+
+enum src_kind { SRC_LISTEN = 1, SRC_CONN, SRC_WATCH };
+
+/* Every epoll registration points at one of these (first member). */
+typedef struct src {
+    enum src_kind kind;
+    int fd;
+} src;
+
+typedef struct conn {
+    src base;
+    uint64_t id;
+    pid_t pid;                 /* peer pid, for messages */
+    uint8_t *buf;              /* an unfinished frame: header + payload so far */
+    size_t len;
+    size_t cap;
+    struct conn *prev, *next;
+} conn;
+
+typedef struct watch {
+    src base;
+    mst_fd_cb cb;
+    void *ctx;
+    struct watch *next;
+} watch;
+
+typedef struct ns_id {
+    bool known;
+    dev_t dev;
+    ino_t ino;
+} ns_id;
+
+struct mst_frame_server {
+    int epfd;
+    src listen;
+    char name[108];
+    uint32_t max_frame;
+    mst_frame_cb on_frame;
+    void *ctx;
+    uid_t uid;
+    gid_t gid;
+    ns_id user_ns, pid_ns;
+    int reserve_fd;
+    uint64_t next_conn_id;
+    conn *conns;
+    watch *watches;
+    uint8_t *rbuf;
+    mst_frame_server_stats st;
+};
+
+/* First few occurrences, then one line per 1000 (the count is in the line). */
+static bool log_this(uint64_t count) { return count <= 5 || count % 1000 == 0; }
+
+static uint32_t be32(const uint8_t *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static void raise_nofile_limit(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max) return;
+    rlim_t old = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        MST_WARN("could not raise the open-file limit from %llu: %s", (unsigned long long)old,
+                 strerror(errno));
+    else
+        MST_DEBUG("open-file limit raised from %llu to %llu", (unsigned long long)old,
+                  (unsigned long long)rl.rlim_max);
+}
+
+static ns_id ns_of(const char *path) {
+    ns_id id = {0};
+    struct stat stb;
+    if (stat(path, &stb) == 0) {
+        id.known = true;
+        id.dev = stb.st_dev;
+        id.ino = stb.st_ino;
+    }
+    return id;
+}
+
+/* ---------------------------------------------------------- connections */
+
+static void conn_free_buf(conn *c) {
+    free(c->buf);
+    c->buf = NULL;
+    c->len = c->cap = 0;
+}
+
+static void conn_close(mst_frame_server *s, conn *c, bool count_truncated) {
+    if (count_truncated && c->len > 0) {
+        s->st.frames_truncated++;
+        if (log_this(s->st.frames_truncated))
+            MST_WARN("connection %llu (pid %d) ended in the middle of a frame (%zu bytes "
+                     "received); %llu truncated frames so far",
+                     (unsigned long long)c->id, (int)c->pid, c->len,
+                     (unsigned long long)s->st.frames_truncated);
+    }
+    epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->base.fd, NULL);
+    close(c->base.fd);
+    if (c->prev) c->prev->next = c->next;
+    else s->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    conn_free_buf(c);
+    free(c);
+    s->st.conns_closed++;
+    s->st.conns_active--;
+}
+
+/* Checks a frame length; false (after a warning) when the frame is refused. */
+static bool frame_len_ok(mst_frame_server *s, conn *c, uint32_t n) {
+    if (n != 0 && n <= s->max_frame) return true;
+    s->st.frames_oversize++;
+    if (log_this(s->st.frames_oversize))
+        MST_WARN("connection %llu (pid %d) sent a frame of %u bytes; frames must be 1..%u "
+                 "bytes; closing that connection (%llu such frames so far)",
+                 (unsigned long long)c->id, (int)c->pid, n, s->max_frame,
+                 (unsigned long long)s->st.frames_oversize);
+    return false;
+}
+
+static bool conn_reserve(conn *c, size_t need) {
+    if (need <= c->cap) return true;
+    size_t cap = c->cap ? c->cap : 4096;
+    while (cap < need) cap *= 2;
+    uint8_t *p = realloc(c->buf, cap);
+    if (!p) return false;
+    c->buf = p;
+    c->cap = cap;
+    return true;
+}
+
+static void deliver(mst_frame_server *s, conn *c, const uint8_t *payload, size_t n) {
+    s->st.frames_received++;
+    s->on_frame(s->ctx, payload, n, c->id);
+}
+
+/* Moves bytes from `p` into the connection's unfinished frame. Returns how
+ * many were consumed, or -1 when the connection must be closed. When the
+ * frame completes it is delivered and c->len goes back to 0. */
+static ssize_t conn_feed_partial(mst_frame_server *s, conn *c, const uint8_t *p, size_t n) {
+    size_t used = 0;
+    if (c->len < 4) {
+        size_t take = 4 - c->len < n ? 4 - c->len : n;
+        if (!conn_reserve(c, 4)) return -1;
+        memcpy(c->buf + c->len, p, take);
+        c->len += take;
+        used += take;
+        if (c->len < 4) return (ssize_t)used;
+        if (!frame_len_ok(s, c, be32(c->buf))) return -1;
+    }
+    size_t need = 4 + (size_t)be32(c->buf);
+    if (!conn_reserve(c, need)) {
+        MST_WARN("out of memory buffering a %zu-byte frame; closing connection %llu", need,
+                 (unsigned long long)c->id);
+        return -1;
+    }
+    size_t take = need - c->len < n - used ? need - c->len : n - used;
+    memcpy(c->buf + c->len, p + used, take);
+    c->len += take;
+    used += take;
+    if (c->len == need) {
+        deliver(s, c, c->buf + 4, need - 4);
+        c->len = 0;
+        if (c->cap > KEEP_CONN_BUF_BYTES) conn_free_buf(c);
+    }
+    return (ssize_t)used;
+}
+
+/* Handles n freshly read bytes at p. Returns false when the connection was
+ * refused (oversize frame / OOM) and must be closed. */
+static bool conn_consume(mst_frame_server *s, conn *c, const uint8_t *p, size_t n) {
+    if (c->len > 0) {
+        ssize_t used = conn_feed_partial(s, c, p, n);
+        if (used < 0) return false;
+        p += used;
+        n -= (size_t)used;
+    }
+    while (n >= 4) {
+        uint32_t flen = be32(p);
+        if (!frame_len_ok(s, c, flen)) return false;
+        if ((size_t)flen > n - 4) break;
+        deliver(s, c, p + 4, flen);
+        p += 4 + (size_t)flen;
+        n -= 4 + (size_t)flen;
+    }
+    if (n > 0 && conn_feed_partial(s, c, p, n) < 0) return false;
+    return true;
+}
+
+/* Reads from a payload-sized gap directly into the connection's buffer when
+ * a large frame is in progress (saves copying big frames twice). */
+static size_t direct_read_room(const conn *c) {
+    if (c->len < 4) return 0;
+    size_t need = 4 + (size_t)be32(c->buf);
+    return need - c->len > READ_BUF_BYTES ? need - c->len : 0;
+}
+
+/* One read(); returns >0 bytes handled, 0 at EOF, -1 on EAGAIN, -2 when the
+ * connection must be closed (error or refused frame). `limit` caps the read. */
+static ssize_t conn_read_once(mst_frame_server *s, conn *c, size_t limit) {
+    size_t room = direct_read_room(c);
+    if (room) {
+        if (room > limit) room = limit;
+        ssize_t r = read(c->base.fd, c->buf + c->len, room);
+        if (r > 0) {
+            s->st.bytes_received += (uint64_t)r;
+            c->len += (size_t)r;
+            size_t need = 4 + (size_t)be32(c->buf);
+            if (c->len == need) {
+                deliver(s, c, c->buf + 4, need - 4);
+                c->len = 0;
+                conn_free_buf(c);
+            }
+            return r;
+        }
+        goto read_failed;
+    }
+    {
+        size_t want = limit < READ_BUF_BYTES ? limit : READ_BUF_BYTES;
+        ssize_t r = read(c->base.fd, s->rbuf, want);
+        if (r > 0) {
+            s->st.bytes_received += (uint64_t)r;
+            return conn_consume(s, c, s->rbuf, (size_t)r) ? r : -2;
+        }
+        if (r == 0) return 0;
+    }
+read_failed:
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return -1;
+    if (errno != ECONNRESET) {
+        s->st.read_errors++;
+        if (log_this(s->st.read_errors))
+            MST_WARN("read from connection %llu failed: %s", (unsigned long long)c->id,
+                     strerror(errno));
+    }
+    return 0; /* treat like EOF: close, counting a partial frame as truncated */
+}
+
+static void conn_on_readable(mst_frame_server *s, conn *c) {
+    for (int i = 0; i < READS_PER_EVENT; i++) {
+        ssize_t r = conn_read_once(s, c, READ_BUF_BYTES);
+        if (r == -1) return;
+        if (r == 0) { conn_close(s, c, true); return; }
+        if (r == -2) { conn_close(s, c, false); return; }
+        if ((size_t)r < READ_BUF_BYTES) return; /* socket is (very likely) empty now */
+    }
+}
+
+/* ------------------------------------------------------------ accepting */
+
+/* SO_PEERCRED check (SPEC §5): the only door of an abstract socket. */
+static bool peer_allowed(mst_frame_server *s, int fd, struct ucred *cr, char *why, size_t why_size) {
+    socklen_t len = sizeof *cr;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cr, &len) != 0) {
+        snprintf(why, why_size, "SO_PEERCRED failed: %s", strerror(errno));
+        return false;
+    }
+    if (cr->uid != s->uid || cr->gid != s->gid) {
+        snprintf(why, why_size, "uid/gid differ from the forwarder's (uid %u gid %u)",
+                 (unsigned)s->uid, (unsigned)s->gid);
+        return false;
+    }
+    if (cr->pid <= 0) {
+        snprintf(why, why_size, "the peer's pid is not visible in our pid namespace");
+        return false;
+    }
+    static const char *const kinds[2] = {"user", "pid"};
+    const ns_id *ours[2] = {&s->user_ns, &s->pid_ns};
+    for (int i = 0; i < 2; i++) {
+        if (!ours[i]->known) continue;
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/ns/%s", (int)cr->pid, kinds[i]);
+        ns_id theirs = ns_of(path);
+        if (!theirs.known) continue; /* unreadable (or gone): only uid/gid count */
+        if (theirs.dev != ours[i]->dev || theirs.ino != ours[i]->ino) {
+            snprintf(why, why_size, "the peer is in another %s namespace", kinds[i]);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void add_conn(mst_frame_server *s, int fd, pid_t pid) {
+    conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        MST_WARN("out of memory accepting a connection; closing it");
+        close(fd);
+        return;
+    }
+    c->base.kind = SRC_CONN;
+    c->base.fd = fd;
+    c->id = ++s->next_conn_id;
+    c->pid = pid;
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
+    if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        MST_WARN("epoll_ctl(ADD) failed for a new connection: %s", strerror(errno));
+        close(fd);
+        free(c);
+        return;
+    }
+    c->next = s->conns;
+    if (s->conns) s->conns->prev = c;
+    s->conns = c;
+    s->st.conns_accepted++;
+    s->st.conns_active++;
+    MST_DEBUG("connection %llu accepted from pid %d", (unsigned long long)c->id, (int)pid);
+}
+
+/* Out of fds: accept and drop one pending connection using the reserve fd,
+ * so the level-triggered listen socket does not spin. */
+static void shed_one_connection(mst_frame_server *s) {
+    if (s->reserve_fd < 0) return;
+    close(s->reserve_fd);
+    int fd = accept4(s->listen.fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd >= 0) close(fd);
+    s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+static void on_listen_readable(mst_frame_server *s) {
+    for (int i = 0; i < ACCEPTS_PER_EVENT; i++) {
+        int fd = accept4(s->listen.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
+                errno == ECONNABORTED)
+                return;
+            s->st.accept_errors++;
+            if (log_this(s->st.accept_errors))
+                MST_WARN("accept failed: %s (%llu accept errors so far)", strerror(errno),
+                         (unsigned long long)s->st.accept_errors);
+            if (errno == EMFILE || errno == ENFILE) shed_one_connection(s);
+            return;
+        }
+        struct ucred cr = {0};
+        char why[160];
+        if (!peer_allowed(s, fd, &cr, why, sizeof why)) {
+            s->st.conns_refused++;
+            if (log_this(s->st.conns_refused))
+                MST_WARN("refused a connection from pid %d uid %u gid %u: %s "
+                         "(%llu refused so far)",
+                         (int)cr.pid, (unsigned)cr.uid, (unsigned)cr.gid, why,
+                         (unsigned long long)s->st.conns_refused);
+            close(fd);
+            continue;
+        }
+        add_conn(s, fd, cr.pid);
+    }
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+static mst_status bind_listen(mst_frame_server *s, char *err, size_t err_size) {
+    struct sockaddr_un addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    size_t n = strlen(s->name);
+    memcpy(addr.sun_path + 1, s->name, n); /* sun_path[0] = 0: abstract */
+    socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, err_size, "socket(AF_UNIX) failed: %s", strerror(errno));
+        return MST_ERR_IO;
+    }
+    if (bind(fd, (struct sockaddr *)&addr, alen) != 0) {
+        int e = errno;
+        if (e == EADDRINUSE)
+            snprintf(err, err_size, "the abstract socket @%s is already in use "
+                     "(is another mstrace forward running?)", s->name);
+        else
+            snprintf(err, err_size, "bind(@%s) failed: %s", s->name, strerror(e));
+        close(fd);
+        return MST_ERR_IO;
+    }
+    if (listen(fd, 4096) != 0) { /* the kernel caps it at net.core.somaxconn */
+        snprintf(err, err_size, "listen(@%s) failed: %s", s->name, strerror(errno));
+        close(fd);
+        return MST_ERR_IO;
+    }
+    s->listen.kind = SRC_LISTEN;
+    s->listen.fd = fd;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &s->listen};
+    if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        snprintf(err, err_size, "epoll_ctl(listen) failed: %s", strerror(errno));
+        return MST_ERR_IO;
+    }
+    return MST_OK;
+}
+
+mst_status mst_frame_server_create(const mst_frame_server_options *opts,
+                                   mst_frame_server **out, char *err, size_t err_size) {
+    if (!opts || !out || !opts->on_frame || !opts->socket_name) {
+        snprintf(err, err_size, "frame server: missing options");
+        return MST_ERR_INVALID_ARG;
+    }
+    size_t nlen = strlen(opts->socket_name);
+    if (nlen == 0 || nlen > 106) {
+        snprintf(err, err_size, "socket name must be 1..106 characters");
+        return MST_ERR_INVALID_ARG;
+    }
+    *out = NULL;
+    raise_nofile_limit();
+    mst_frame_server *s = calloc(1, sizeof *s);
+    if (!s || !(s->rbuf = malloc(READ_BUF_BYTES))) {
+        free(s);
+        snprintf(err, err_size, "out of memory");
+        return MST_ERR_NOMEM;
+    }
+    memcpy(s->name, opts->socket_name, nlen + 1);
+    s->max_frame = opts->max_frame_bytes ? opts->max_frame_bytes : MST_FRAME_MAX_BYTES;
+    s->on_frame = opts->on_frame;
+    s->ctx = opts->ctx;
+    s->uid = getuid();
+    s->gid = getgid();
+    s->user_ns = ns_of("/proc/self/ns/user");
+    s->pid_ns = ns_of("/proc/self/ns/pid");
+    s->listen.fd = -1;
+    s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    s->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (s->epfd < 0) {
+        snprintf(err, err_size, "epoll_create1 failed: %s", strerror(errno));
+        mst_frame_server_destroy(s);
+        return MST_ERR_IO;
+    }
+    mst_status st = bind_listen(s, err, err_size);
+    if (st != MST_OK) {
+        mst_frame_server_destroy(s);
+        return st;
+    }
+    *out = s;
+    return MST_OK;
+}
+
+mst_status mst_frame_server_watch_fd(mst_frame_server *s, int fd, mst_fd_cb cb, void *ctx) {
+    watch *w = calloc(1, sizeof *w);
+    if (!w) return MST_ERR_NOMEM;
+    w->base.kind = SRC_WATCH;
+    w->base.fd = fd;
+    w->cb = cb;
+    w->ctx = ctx;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = w};
+    if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        free(w);
+        return MST_ERR_IO;
+    }
+    w->next = s->watches;
+    s->watches = w;
+    return MST_OK;
+}
+
+int mst_frame_server_poll(mst_frame_server *s, int timeout_ms) {
+    struct epoll_event evs[MAX_EVENTS];
+    int n = epoll_wait(s->epfd, evs, MAX_EVENTS, timeout_ms);
+    if (n < 0) {
+        if (errno == EINTR) return 0;
+        MST_ERROR("epoll_wait failed: %s", strerror(errno));
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        src *src_ = evs[i].data.ptr;
+        switch (src_->kind) {
+        case SRC_LISTEN: on_listen_readable(s); break;
+        case SRC_CONN: conn_on_readable(s, (conn *)src_); break;
+        case SRC_WATCH: ((watch *)src_)->cb(((watch *)src_)->ctx, src_->fd); break;
+        }
+    }
+    return n;
+}
+
+void mst_frame_server_stop_accepting(mst_frame_server *s) {
+    if (!s || s->listen.fd < 0) return;
+    epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->listen.fd, NULL);
+    close(s->listen.fd);
+    s->listen.fd = -1;
+}
+
+/* Reads what the kernel holds for c right now, then closes c. */
+static void drain_one(mst_frame_server *s, conn *c) {
+    int queued = 0;
+    if (ioctl(c->base.fd, FIONREAD, &queued) != 0 || queued < 0) queued = 0;
+    size_t left = (size_t)queued;
+    while (left > 0) {
+        ssize_t r = conn_read_once(s, c, left);
+        if (r == -2) { conn_close(s, c, false); return; }
+        if (r <= 0) break;
+        left -= (size_t)r < left ? (size_t)r : left;
+    }
+    conn_close(s, c, true);
+}
+
+void mst_frame_server_drain_and_close_all(mst_frame_server *s) {
+    if (!s) return;
+    while (s->conns) drain_one(s, s->conns);
+}
+
+void mst_frame_server_get_stats(const mst_frame_server *s, mst_frame_server_stats *out) {
+    *out = s->st;
+}
+
+void mst_frame_server_destroy(mst_frame_server *s) {
+    if (!s) return;
+    mst_frame_server_stop_accepting(s);
+    while (s->conns) conn_close(s, s->conns, false);
+    while (s->watches) {
+        watch *w = s->watches;
+        s->watches = w->next;
+        if (s->epfd >= 0) epoll_ctl(s->epfd, EPOLL_CTL_DEL, w->base.fd, NULL);
+        free(w);
+    }
+    if (s->epfd >= 0) close(s->epfd);
+    if (s->reserve_fd >= 0) close(s->reserve_fd);
+    free(s->rbuf);
+    free(s);
+}

@@ -1,0 +1,84 @@
+/*
+ * frame_server.h — the forwarder's socket front end: one epoll loop serving
+ * many concurrent clients on a Linux abstract Unix socket (SOCK_STREAM).
+ *
+ * Why it exists on its own: both daemon modes (the Perfetto sink, SPEC §5,
+ * and the OTLP relay, SPEC §6) share the same framing and the same peer
+ * check, and differ only in what they do with a payload. The server knows
+ * nothing about payloads: it hands each complete frame to a callback.
+ *
+ * Security: an abstract socket has no file permissions, so SO_PEERCRED is
+ * the only door. A peer must have our uid and gid and (when /proc tells us)
+ * live in our user and pid namespaces; anything else is refused and logged.
+ *
+ * Framing: 4-byte big-endian length, then that many payload bytes; many
+ * frames per connection. A length of 0 or above the cap closes that one
+ * connection (counted); partial frames are reassembled in a bounded
+ * per-connection buffer; EOF inside a frame is counted as truncated.
+ *
+ * Threading: single-threaded. Every call must come from the loop's thread.
+ */
+#ifndef MST_FORWARD_FRAME_SERVER_H
+#define MST_FORWARD_FRAME_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mstrace.h"
+
+typedef struct mst_frame_server mst_frame_server;
+
+/* One complete frame. `payload` is only valid during the call. */
+typedef void (*mst_frame_cb)(void *ctx, const uint8_t *payload, size_t len, uint64_t conn_id);
+/* An extra fd (signalfd, timerfd...) became readable. */
+typedef void (*mst_fd_cb)(void *ctx, int fd);
+
+typedef struct mst_frame_server_options {
+    const char *socket_name;   /* abstract name without the leading NUL */
+    uint32_t max_frame_bytes;  /* 0 = MST_FRAME_MAX_BYTES */
+    mst_frame_cb on_frame;
+    void *ctx;
+} mst_frame_server_options;
+
+typedef struct mst_frame_server_stats {
+    uint64_t conns_accepted;   /* passed the peer check */
+    uint64_t conns_refused;    /* failed the peer check */
+    uint64_t conns_closed;     /* accepted connections closed since */
+    uint64_t conns_active;     /* open right now */
+    uint64_t frames_received;  /* handed to the callback */
+    uint64_t bytes_received;
+    uint64_t frames_oversize;  /* length 0 or over the cap: conn closed */
+    uint64_t frames_truncated; /* EOF or reset in the middle of a frame */
+    uint64_t read_errors;      /* read() failed (not EAGAIN) */
+    uint64_t accept_errors;    /* accept() failed, e.g. out of fds */
+} mst_frame_server_stats;
+
+/* Raises RLIMIT_NOFILE (soft to hard), binds and listens. On error returns
+ * MST_ERR_IO and a message (e.g. the name is already in use) in err. */
+mst_status mst_frame_server_create(const mst_frame_server_options *opts,
+                                   mst_frame_server **out, char *err, size_t err_size);
+
+/* Watches one more fd in the same epoll set; `cb` runs when it is readable.
+ * The caller keeps ownership of the fd. */
+mst_status mst_frame_server_watch_fd(mst_frame_server *s, int fd, mst_fd_cb cb, void *ctx);
+
+/* Waits at most timeout_ms (-1 = forever) for readiness and handles one
+ * batch of events (accepts, reads, frames, watched fds). Returns the number
+ * of events handled (0 on timeout or EINTR) or -1 on a fatal epoll error. */
+int mst_frame_server_poll(mst_frame_server *s, int timeout_ms);
+
+/* Closes the listening socket: no new connections from now on. */
+void mst_frame_server_stop_accepting(mst_frame_server *s);
+
+/* Reads, from every open connection, the bytes that are already queued in
+ * the kernel at the moment of the call (so a client that keeps sending
+ * cannot hold the shutdown up), delivers the complete frames, then closes
+ * every connection (a partial frame left over counts as truncated). */
+void mst_frame_server_drain_and_close_all(mst_frame_server *s);
+
+void mst_frame_server_get_stats(const mst_frame_server *s, mst_frame_server_stats *out);
+
+/* Closes everything and frees s (NULL is fine). */
+void mst_frame_server_destroy(mst_frame_server *s);
+
+#endif /* MST_FORWARD_FRAME_SERVER_H */

@@ -1,0 +1,153 @@
+/*
+ * perfetto_sink.c — glue between the frame server and the Chrome Trace
+ * writer for `mstrace forward --perfetto-output` (see perfetto_sink.h).
+ *
+ * Why per-packet arena reset: the decoder's strings/arrays live in an arena
+ * that is emptied after every packet, so memory does not grow with traffic
+ * and a huge packet's allocations are returned at once.
+ */
+#include "forward/perfetto_sink.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/arena.h"
+#include "core/log.h"
+#include "forward/chrome_trace.h"
+#include "wire/perfetto_packet.h"
+
+/* Buffered spans are written at the latest this long after they arrived. */
+#define FLUSH_MAX_DELAY_MS 100
+
+struct mst_perfetto_sink {
+    char *path;
+    mst_chrome_writer *writer;
+    uint64_t received;
+    uint64_t rejected;
+    uint64_t add_errors;        /* decoded but the writer refused (OOM...) */
+    uint64_t flush_errors;
+    uint64_t unflushed;         /* spans added since the last flush */
+    uint64_t last_flush_ms;
+    mst_chrome_stats final_stats; /* kept at close for the final stats line */
+    mst_arena arena;
+};
+
+/* First few, then one line per 1000 (the line carries the count). */
+static bool log_this(uint64_t count) { return count <= 5 || count % 1000 == 0; }
+
+mst_status mst_perfetto_sink_create(const char *output_path, mst_perfetto_sink **out) {
+    if (!output_path || !out) return MST_ERR_INVALID_ARG;
+    mst_perfetto_sink *s = calloc(1, sizeof *s);
+    if (!s || !(s->path = strdup(output_path))) {
+        free(s);
+        return MST_ERR_NOMEM;
+    }
+    mst_arena_init(&s->arena);
+    *out = s;
+    return MST_OK;
+}
+
+void mst_perfetto_sink_destroy(mst_perfetto_sink *s) {
+    if (!s) return;
+    if (s->writer) mst_chrome_writer_close(s->writer);
+    mst_arena_release(&s->arena);
+    free(s->path);
+    free(s);
+}
+
+void mst_perfetto_sink_on_frame(void *self, const uint8_t *payload, size_t len, uint64_t conn_id) {
+    mst_perfetto_sink *s = self;
+    s->received++;
+    mst_pf_span span;
+    char err[200] = "";
+    mst_status st = mst_perfetto_packet_decode(payload, len, &s->arena, &span, err, sizeof err);
+    if (st != MST_OK) {
+        s->rejected++;
+        if (log_this(s->rejected))
+            MST_WARN("rejected a %zu-byte packet from connection %llu: %s (%llu rejected so far)",
+                     len, (unsigned long long)conn_id, err[0] ? err : mst_strerror(st),
+                     (unsigned long long)s->rejected);
+    } else if ((st = mst_chrome_writer_add_span(s->writer, &span)) != MST_OK) {
+        s->add_errors++;
+        if (log_this(s->add_errors))
+            MST_WARN("could not add a span to the Chrome Trace output: %s (%llu so far)",
+                     mst_strerror(st), (unsigned long long)s->add_errors);
+    } else {
+        s->unflushed++;
+    }
+    mst_arena_release(&s->arena);
+    mst_arena_init(&s->arena);
+}
+
+static void do_flush(mst_perfetto_sink *s, uint64_t now_ms) {
+    mst_status st = mst_chrome_writer_flush(s->writer);
+    if (st != MST_OK) {
+        s->flush_errors++;
+        if (log_this(s->flush_errors))
+            MST_ERROR("writing %s failed: %s (%llu failed flushes so far)", s->path,
+                      mst_strerror(st), (unsigned long long)s->flush_errors);
+    }
+    s->unflushed = 0;
+    s->last_flush_ms = now_ms;
+}
+
+static mst_status svc_open(void *self, char *err, size_t err_size) {
+    mst_perfetto_sink *s = self;
+    return mst_chrome_writer_open(s->path, (int64_t)getpid(), &s->writer, err, err_size);
+}
+
+/* Flush after every batch that added spans: a batch is what one epoll_wait
+ * returned, so under load it already holds many spans (one large write),
+ * and when traffic is light the file is valid JSON right away. */
+static int svc_after_batch(void *self, uint64_t now_ms) {
+    mst_perfetto_sink *s = self;
+    if (s->unflushed == 0) {
+        s->last_flush_ms = now_ms;
+        return -1;
+    }
+    do_flush(s, now_ms);
+    return -1;
+}
+
+static void svc_get_counts(void *self, mst_daemon_counts *out) {
+    mst_perfetto_sink *s = self;
+    mst_chrome_stats cs = s->final_stats;
+    if (s->writer) mst_chrome_writer_get_stats(s->writer, &cs);
+    memset(out, 0, sizeof *out);
+    out->received = s->received;
+    out->written = cs.spans_written;
+    out->rejected = s->rejected;
+    out->dropped = cs.pending_evicted + cs.write_errors + s->add_errors;
+    snprintf(out->extra, sizeof out->extra,
+             "flows=%llu pending_links=%llu evicted_positions=%llu evicted_links=%llu "
+             "write_errors=%llu bytes_out=%llu",
+             (unsigned long long)cs.flows_written, (unsigned long long)cs.flows_pending,
+             (unsigned long long)cs.positions_evicted, (unsigned long long)cs.pending_evicted,
+             (unsigned long long)cs.write_errors, (unsigned long long)cs.bytes_written);
+}
+
+static mst_status svc_close(void *self) {
+    mst_perfetto_sink *s = self;
+    if (!s->writer) return MST_OK;
+    /* Flush first so the counters we keep include the last events. */
+    mst_status fst = mst_chrome_writer_flush(s->writer);
+    mst_chrome_writer_get_stats(s->writer, &s->final_stats);
+    mst_status st = mst_chrome_writer_close(s->writer);
+    if (st == MST_OK) st = fst;
+    s->writer = NULL;
+    if (st != MST_OK) MST_ERROR("closing %s failed: %s", s->path, mst_strerror(st));
+    return st;
+}
+
+void mst_perfetto_sink_service(mst_perfetto_sink *s, mst_daemon_service *svc) {
+    memset(svc, 0, sizeof *svc);
+    svc->name = "Perfetto forwarder";
+    svc->self = s;
+    svc->open = svc_open;
+    svc->on_frame = mst_perfetto_sink_on_frame;
+    svc->after_batch = svc_after_batch;
+    svc->get_counts = svc_get_counts;
+    svc->close = svc_close;
+}

@@ -1,0 +1,31 @@
+/*
+ * perfetto_sink.h — the Perfetto mode of `mstrace forward` (SPEC §5): each
+ * frame payload is decoded as one hook span packet and handed to the Chrome
+ * Trace writer. Bad packets are counted and logged (rate-limited); they
+ * never close the connection or harm the output.
+ *
+ * Flush policy: the file is flushed after every batch of readiness events
+ * that added spans, and in any case within 100 ms of buffered data, so it is
+ * valid JSON quickly while bursts still become one large write.
+ */
+#ifndef MST_FORWARD_PERFETTO_SINK_H
+#define MST_FORWARD_PERFETTO_SINK_H
+
+#include "forward/daemon.h"
+
+typedef struct mst_perfetto_sink mst_perfetto_sink;
+
+/* Allocates a sink for `output_path`; the file is opened by the service's
+ * open() (after the socket is bound). */
+mst_status mst_perfetto_sink_create(const char *output_path, mst_perfetto_sink **out);
+
+/* Fills `svc` with the sink's callbacks (svc->self = sink). */
+void mst_perfetto_sink_service(mst_perfetto_sink *sink, mst_daemon_service *svc);
+
+/* The frame callback (also usable directly, e.g. by fuzz targets). */
+void mst_perfetto_sink_on_frame(void *sink, const uint8_t *payload, size_t len, uint64_t conn_id);
+
+/* Frees the sink (close it first through the service). NULL is fine. */
+void mst_perfetto_sink_destroy(mst_perfetto_sink *sink);
+
+#endif /* MST_FORWARD_PERFETTO_SINK_H */
