@@ -1,0 +1,753 @@
+/*
+ * otlp_transport.c — one encoded OTLP trace body → the collector, with the
+ * OTLP retry rules (SPEC §7). See otlp_transport.h for the contract.
+ *
+ * Design notes:
+ *   - One CURL easy handle per transport, kept for its whole life, so the
+ *     TCP/TLS/HTTP2 connection is reused between batches (keep-alive). All
+ *     options are set once when the handle is made; a send only sets the
+ *     body and the time left.
+ *   - The whole export, retries and backoff sleeps included, fits in
+ *     cfg.timeout_ms: a retry whose delay would cross the deadline is not
+ *     attempted. So the exporter thread is busy for a bounded time and the
+ *     pipeline's queue (not the producers) absorbs a slow collector.
+ *   - gRPC is spoken directly over libcurl's HTTP/2: length-prefixed message
+ *     out, grpc-status from headers or trailers in. No gRPC library needed.
+ *   - After fork() the child must not run curl_easy_cleanup on the inherited
+ *     handle: cleanup would write a TLS close_notify or an HTTP/2 GOAWAY onto
+ *     the socket the parent still uses. The child instead closes its own copy
+ *     of the descriptor (close() on an inherited fd sends nothing; the parent's
+ *     connection is untouched) and deliberately leaks the handle's memory
+ *     (kept reachable in g_fork_orphans), then makes a fresh handle lazily.
+ */
+#include "export/otlp_transport.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "core/log.h"
+#include "wire/buf.h"
+
+#define GRPC_METHOD_PATH "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+#define RESP_MAX_BYTES (1u << 20)      /* a collector reply is tiny; cap it */
+#define BACKOFF_FIRST_MS 1000.0
+#define BACKOFF_MAX_MS 32000.0
+#define WARN_INTERVAL_NS (10ull * 1000000000ull)
+#define FORK_ORPHANS_MAX 64
+
+/* gRPC status codes the OTLP spec names as retryable. */
+enum {
+    GRPC_OK = 0, GRPC_CANCELLED = 1, GRPC_DEADLINE_EXCEEDED = 4,
+    GRPC_RESOURCE_EXHAUSTED = 8, GRPC_ABORTED = 10, GRPC_OUT_OF_RANGE = 11,
+    GRPC_UNAVAILABLE = 14, GRPC_DATA_LOSS = 15
+};
+
+struct mst_otlp_transport {
+    mst_otlp_config cfg;
+    char url[sizeof(((mst_otlp_config *)0)->endpoint) + sizeof GRPC_METHOD_PATH];
+    bool grpc;
+    CURL *curl;                   /* lazily created, reused (keep-alive)    */
+    struct curl_slist *headers;
+    mst_buf zbuf;                 /* gzip output                            */
+    mst_buf frame;                /* gRPC length-prefixed message           */
+    mst_buf resp;                 /* response body of the current attempt   */
+    /* per-attempt response headers/trailers */
+    long retry_after_ms;          /* -1: none                               */
+    int grpc_status;              /* -1: none                               */
+    char grpc_message[256];
+    long grpc_retry_ms;           /* from RetryInfo, -1: none               */
+    uint64_t rng;
+    uint64_t last_warn_ns;
+    uint32_t suppressed_warns;
+    char errbuf[CURL_ERROR_SIZE];
+};
+
+static _Atomic(double) g_backoff_scale = 1.0;
+static CURL *g_fork_orphans[FORK_ORPHANS_MAX];
+static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
+static CURLcode g_curl_init_rc = CURLE_FAILED_INIT;
+
+void mst_otlp_transport_set_backoff_scale(double scale) {
+    atomic_store(&g_backoff_scale, scale < 0 ? 0 : scale);
+}
+
+static void curl_init_once(void) { g_curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ms(uint64_t ms) {
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) { /* EINTR: keep the remaining time */ }
+}
+
+/* xorshift64*: jitter only needs to decorrelate processes, not be secret. */
+static double rand_unit(mst_otlp_transport *t) {
+    t->rng ^= t->rng >> 12;
+    t->rng ^= t->rng << 25;
+    t->rng ^= t->rng >> 27;
+    return (double)((t->rng * 2685821657736338717ull) >> 11) / (double)(1ull << 53);
+}
+
+/* At most one warning per WARN_INTERVAL_NS per transport: a dead collector
+ * must not flood the serving engine's log. */
+static void warn_limited(mst_otlp_transport *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void warn_limited(mst_otlp_transport *t, const char *fmt, ...) {
+    uint64_t now = mono_ns();
+    if (t->last_warn_ns && now - t->last_warn_ns < WARN_INTERVAL_NS) {
+        t->suppressed_warns++;
+        return;
+    }
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (t->suppressed_warns)
+        MST_WARN("%s (%u similar messages suppressed)", msg, t->suppressed_warns);
+    else
+        MST_WARN("%s", msg);
+    t->last_warn_ns = now;
+    t->suppressed_warns = 0;
+}
+
+/* ------------------------------------------------------- protobuf reading */
+
+static bool pb_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
+    uint64_t r = 0;
+    for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+        uint8_t b = *(*p)++;
+        r |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = r;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Walks one message; for each field calls back with its number, and for
+ * wire type 2 its bytes, for wire type 0 its value. False on bad input. */
+typedef void (*pb_field_cb)(void *ctx, uint32_t field, uint64_t varint,
+                            const uint8_t *bytes, size_t len, int wt);
+static bool pb_walk(const uint8_t *p, size_t n, pb_field_cb cb, void *ctx) {
+    const uint8_t *end = p + n;
+    while (p < end) {
+        uint64_t key, v = 0;
+        if (!pb_varint(&p, end, &key)) return false;
+        int wt = (int)(key & 7);
+        uint32_t field = (uint32_t)(key >> 3);
+        switch (wt) {
+        case 0:
+            if (!pb_varint(&p, end, &v)) return false;
+            cb(ctx, field, v, NULL, 0, wt);
+            break;
+        case 1: if (end - p < 8) return false; p += 8; break;
+        case 5: if (end - p < 4) return false; p += 4; break;
+        case 2:
+            if (!pb_varint(&p, end, &v) || v > (uint64_t)(end - p)) return false;
+            cb(ctx, field, 0, p, (size_t)v, wt);
+            p += v;
+            break;
+        default: return false;
+        }
+    }
+    return true;
+}
+
+typedef struct partial_info {
+    bool present;
+    int64_t rejected;
+    char message[512];
+} partial_info;
+
+static void partial_inner_cb(void *ctx, uint32_t field, uint64_t v, const uint8_t *b, size_t n,
+                             int wt) {
+    partial_info *pi = ctx;
+    if (field == 1 && wt == 0) pi->rejected = (int64_t)v;
+    if (field == 2 && wt == 2)
+        snprintf(pi->message, sizeof pi->message, "%.*s", (int)n, (const char *)b);
+}
+
+static void partial_outer_cb(void *ctx, uint32_t field, uint64_t v, const uint8_t *b, size_t n,
+                             int wt) {
+    (void)v;
+    partial_info *pi = ctx;
+    if (field == 1 && wt == 2) {
+        pi->present = true;
+        pb_walk(b, n, partial_inner_cb, pi);
+    }
+}
+
+/* ExportTraceServiceResponse{partial_success=1{rejected_spans=1, error_message=2}} */
+static void parse_partial_proto(const uint8_t *p, size_t n, partial_info *pi) {
+    pb_walk(p, n, partial_outer_cb, pi);
+}
+
+/* {"partialSuccess":{"rejectedSpans":"N"|N,"errorMessage":"..."}}. The reply
+ * is small and machine-made, so a key search is enough; escapes in the
+ * message are kept as they are (it is only logged). */
+static void parse_partial_json(const char *s, size_t n, partial_info *pi) {
+    char tmp[8192];
+    if (n >= sizeof tmp) n = sizeof tmp - 1;
+    memcpy(tmp, s, n);
+    tmp[n] = '\0';
+    const char *ps = strstr(tmp, "\"partialSuccess\"");
+    if (!ps) return;
+    pi->present = true;
+    const char *r = strstr(ps, "\"rejectedSpans\"");
+    if (r) {
+        r = strchr(r + 15, ':');
+        if (r) {
+            r++;
+            while (*r == ' ' || *r == '"' || *r == '\t') r++;
+            pi->rejected = strtoll(r, NULL, 10);
+        }
+    }
+    const char *m = strstr(ps, "\"errorMessage\"");
+    if (m && (m = strchr(m + 14, ':')) && (m = strchr(m, '"'))) {
+        m++;
+        size_t i = 0;
+        while (m[i] && !(m[i] == '"' && (i == 0 || m[i - 1] != '\\'))) i++;
+        snprintf(pi->message, sizeof pi->message, "%.*s", (int)i, m);
+    }
+}
+
+/* ------------------------------------------------- gRPC RetryInfo (base64) */
+
+static int b64val(int c) {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+' || c == '-') return 62;
+    if (c == '/' || c == '_') return 63;
+    return -1;
+}
+
+static size_t b64_decode(const char *s, size_t n, uint8_t *out, size_t cap) {
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        int v = b64val((unsigned char)s[i]);
+        if (v < 0) continue; /* padding, blanks */
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (o < cap) out[o++] = (uint8_t)(acc >> bits);
+        }
+    }
+    return o;
+}
+
+typedef struct retry_info_walk {
+    bool is_retry_info;
+    const uint8_t *value;
+    size_t value_len;
+    int64_t seconds, nanos;
+    long delay_ms;
+} retry_info_walk;
+
+static void duration_cb(void *ctx, uint32_t f, uint64_t v, const uint8_t *b, size_t n, int wt) {
+    (void)b; (void)n;
+    retry_info_walk *w = ctx;
+    if (wt != 0) return;
+    if (f == 1) w->seconds = (int64_t)v;
+    if (f == 2) w->nanos = (int64_t)v;
+}
+
+static void retry_info_cb(void *ctx, uint32_t f, uint64_t v, const uint8_t *b, size_t n, int wt) {
+    (void)v;
+    if (f == 1 && wt == 2) pb_walk(b, n, duration_cb, ctx);
+}
+
+static void any_cb(void *ctx, uint32_t f, uint64_t v, const uint8_t *b, size_t n, int wt) {
+    (void)v;
+    retry_info_walk *w = ctx;
+    if (wt != 2) return;
+    static const char suffix[] = "google.rpc.RetryInfo";
+    if (f == 1 && n >= sizeof suffix - 1 &&
+        memcmp(b + n - (sizeof suffix - 1), suffix, sizeof suffix - 1) == 0)
+        w->is_retry_info = true;
+    if (f == 2) { w->value = b; w->value_len = n; }
+}
+
+static void status_cb(void *ctx, uint32_t f, uint64_t v, const uint8_t *b, size_t n, int wt) {
+    (void)v;
+    retry_info_walk *w = ctx;
+    if (f != 3 || wt != 2 || w->delay_ms >= 0) return;
+    retry_info_walk any = {.delay_ms = -1};
+    if (!pb_walk(b, n, any_cb, &any) || !any.is_retry_info) return;
+    any.seconds = any.nanos = 0;
+    pb_walk(any.value, any.value_len, retry_info_cb, &any);
+    w->delay_ms = (long)(any.seconds * 1000 + any.nanos / 1000000);
+    if (w->delay_ms < 0) w->delay_ms = 0;
+}
+
+/* grpc-status-details-bin = base64(google.rpc.Status{details=3 Any}); the
+ * RetryInfo detail makes RESOURCE_EXHAUSTED retryable and gives the delay. */
+static long parse_retry_info(const char *b64, size_t n) {
+    uint8_t raw[2048];
+    size_t len = b64_decode(b64, n, raw, sizeof raw);
+    retry_info_walk w = {.delay_ms = -1};
+    pb_walk(raw, len, status_cb, &w);
+    return w.delay_ms;
+}
+
+/* ------------------------------------------------------- curl callbacks */
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *ud) {
+    mst_otlp_transport *t = ud;
+    size_t n = size * nmemb;
+    mst_buf_append(&t->resp, data, n); /* over RESP_MAX_BYTES: kept truncated */
+    return n;
+}
+
+/* "Retry-After: 3" or "Retry-After: <HTTP date>" → ms from now. */
+static long parse_retry_after(const char *v) {
+    char *end;
+    long long secs = strtoll(v, &end, 10);
+    while (*end == ' ' || *end == '\t') end++;
+    if (end != v && *end == '\0') return secs < 0 ? 0 : (long)(secs > 86400 ? 86400000 : secs * 1000);
+    time_t when = curl_getdate(v, NULL);
+    if (when < 0) return -1;
+    time_t now = time(NULL);
+    return when <= now ? 0 : (long)((when - now) > 86400 ? 86400000 : (when - now) * 1000);
+}
+
+static void grpc_unescape(char *s) {
+    /* grpc-message is percent-encoded (gRPC over HTTP/2 spec) */
+    char *o = s;
+    for (char *p = s; *p; p++) {
+        unsigned hi, lo;
+        if (p[0] == '%' && p[1] && p[2] && sscanf(p + 1, "%1x%1x", &hi, &lo) == 2) {
+            *o++ = (char)(hi * 16 + lo);
+            p += 2;
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o = '\0';
+}
+
+static bool header_is(const char *line, size_t n, const char *name, const char **value,
+                      size_t *vlen) {
+    size_t k = strlen(name);
+    if (n <= k || strncasecmp(line, name, k) != 0 || line[k] != ':') return false;
+    const char *v = line + k + 1;
+    const char *e = line + n;
+    while (v < e && (*v == ' ' || *v == '\t')) v++;
+    while (e > v && (e[-1] == '\r' || e[-1] == '\n' || e[-1] == ' ')) e--;
+    *value = v;
+    *vlen = (size_t)(e - v);
+    return true;
+}
+
+/* Headers and (HTTP/2) trailers both arrive here, one line per call. */
+static size_t on_header(char *line, size_t size, size_t nmemb, void *ud) {
+    mst_otlp_transport *t = ud;
+    size_t n = size * nmemb;
+    const char *v;
+    size_t vn;
+    char tmp[512];
+    if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) { /* a new response (e.g. after 1xx) */
+        t->retry_after_ms = -1;
+        t->grpc_status = -1;
+        t->grpc_message[0] = '\0';
+        t->grpc_retry_ms = -1;
+    } else if (header_is(line, n, "retry-after", &v, &vn)) {
+        snprintf(tmp, sizeof tmp, "%.*s", (int)vn, v);
+        t->retry_after_ms = parse_retry_after(tmp);
+    } else if (header_is(line, n, "grpc-status", &v, &vn)) {
+        snprintf(tmp, sizeof tmp, "%.*s", (int)vn, v);
+        t->grpc_status = atoi(tmp);
+    } else if (header_is(line, n, "grpc-message", &v, &vn)) {
+        snprintf(t->grpc_message, sizeof t->grpc_message, "%.*s", (int)vn, v);
+        grpc_unescape(t->grpc_message);
+    } else if (header_is(line, n, "grpc-status-details-bin", &v, &vn)) {
+        t->grpc_retry_ms = parse_retry_info(v, vn);
+    }
+    return n;
+}
+
+/* ---------------------------------------------------------- construction */
+
+static int add_user_header(void *ctx, const char *key, const char *value) {
+    struct curl_slist **list = ctx;
+    char line[2400];
+    /* "k;" is libcurl's way to send a header with an empty value */
+    if (value[0]) snprintf(line, sizeof line, "%s: %s", key, value);
+    else snprintf(line, sizeof line, "%s;", key);
+    struct curl_slist *l = curl_slist_append(*list, line);
+    if (!l) return -1;
+    *list = l;
+    return 0;
+}
+
+static mst_status build_headers(mst_otlp_transport *t) {
+    const char *fixed[6] = {0};
+    size_t nf = 0;
+    if (t->grpc) {
+        fixed[nf++] = "Content-Type: application/grpc";
+        fixed[nf++] = "TE: trailers";
+        if (t->cfg.gzip) fixed[nf++] = "grpc-encoding: gzip";
+    } else {
+        fixed[nf++] = t->cfg.protocol == MST_OTLP_HTTP_JSON ? "Content-Type: application/json"
+                                                            : "Content-Type: application/x-protobuf";
+        if (t->cfg.gzip) fixed[nf++] = "Content-Encoding: gzip";
+    }
+    fixed[nf++] = "Expect:"; /* no 100-continue round trip on big bodies */
+    fixed[nf++] = "Accept:";
+    for (size_t i = 0; i < nf; i++) {
+        struct curl_slist *l = curl_slist_append(t->headers, fixed[i]);
+        if (!l) return MST_ERR_NOMEM;
+        t->headers = l;
+    }
+    char err[512];
+    mst_status st = mst_otlp_headers_parse(t->cfg.headers, add_user_header, &t->headers, err,
+                                           sizeof err);
+    if (st != MST_OK) MST_ERROR("OTLP exporter headers: %s", err);
+    return st;
+}
+
+/* gRPC ignores the URL path of the endpoint: the method path is fixed. */
+static mst_status build_url(mst_otlp_transport *t) {
+    const char *ep = t->cfg.endpoint;
+    if (strncasecmp(ep, "http://", 7) != 0 && strncasecmp(ep, "https://", 8) != 0) {
+        MST_ERROR("OTLP endpoint \"%s\" must start with http:// or https://", ep);
+        return MST_ERR_PARSE;
+    }
+    if (!t->grpc) {
+        snprintf(t->url, sizeof t->url, "%s", ep);
+        return MST_OK;
+    }
+    const char *auth = strstr(ep, "://") + 3;
+    size_t alen = strcspn(auth, "/?#");
+    size_t slen = (size_t)(auth - ep);
+    snprintf(t->url, sizeof t->url, "%.*s%.*s%s", (int)slen, ep, (int)alen, auth, GRPC_METHOD_PATH);
+    return MST_OK;
+}
+
+mst_status mst_otlp_transport_create(const mst_otlp_config *cfg, mst_otlp_transport **out) {
+    if (!cfg || !out) return MST_ERR_INVALID_ARG;
+    *out = NULL;
+    if (cfg->protocol != MST_OTLP_GRPC && cfg->protocol != MST_OTLP_HTTP_PROTOBUF &&
+        cfg->protocol != MST_OTLP_HTTP_JSON)
+        return MST_ERR_UNSUPPORTED;
+    if (memchr(cfg->endpoint, '\0', sizeof cfg->endpoint) == NULL ||
+        memchr(cfg->headers, '\0', sizeof cfg->headers) == NULL)
+        return MST_ERR_INVALID_ARG;
+    pthread_once(&g_curl_once, curl_init_once);
+    if (g_curl_init_rc != CURLE_OK) {
+        MST_ERROR("libcurl global init failed: %s", curl_easy_strerror(g_curl_init_rc));
+        return MST_ERR_INTERNAL;
+    }
+    mst_otlp_transport *t = calloc(1, sizeof *t);
+    if (!t) return MST_ERR_NOMEM;
+    t->cfg = *cfg;
+    if (t->cfg.timeout_ms == 0) t->cfg.timeout_ms = 10000;
+    t->grpc = cfg->protocol == MST_OTLP_GRPC;
+    t->rng = mono_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)t;
+    if (!t->rng) t->rng = 0x9e3779b97f4a7c15ull;
+    mst_buf_init(&t->zbuf, 0);
+    mst_buf_init(&t->frame, 0);
+    mst_buf_init(&t->resp, RESP_MAX_BYTES);
+    mst_status st = build_url(t);
+    if (st == MST_OK) st = build_headers(t);
+    if (st != MST_OK) {
+        mst_otlp_transport_destroy(t);
+        return st;
+    }
+    *out = t;
+    return MST_OK;
+}
+
+static mst_status make_handle(mst_otlp_transport *t) {
+    CURL *c = curl_easy_init();
+    if (!c) return MST_ERR_NOMEM;
+    bool https = strncasecmp(t->url, "https://", 8) == 0;
+    long version = CURL_HTTP_VERSION_1_1;
+    if (t->grpc) version = https ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
+    else if (https) version = CURL_HTTP_VERSION_2TLS; /* ALPN picks h2 or http/1.1 */
+    CURLcode rc = CURLE_OK;
+#define SETOPT(opt, val) do { if (rc == CURLE_OK) rc = curl_easy_setopt(c, opt, val); } while (0)
+    SETOPT(CURLOPT_URL, t->url);
+    SETOPT(CURLOPT_NOSIGNAL, 1L);           /* exporter thread: no SIGALRM */
+    SETOPT(CURLOPT_HTTP_VERSION, version);
+    SETOPT(CURLOPT_HTTPHEADER, t->headers);
+    SETOPT(CURLOPT_USERAGENT, "mstrace/" MSTRACE_VERSION_STRING " (OTLP exporter; libcurl)");
+    SETOPT(CURLOPT_POST, 1L);
+    SETOPT(CURLOPT_WRITEFUNCTION, on_body);
+    SETOPT(CURLOPT_WRITEDATA, t);
+    SETOPT(CURLOPT_HEADERFUNCTION, on_header);
+    SETOPT(CURLOPT_HEADERDATA, t);
+    SETOPT(CURLOPT_ERRORBUFFER, t->errbuf);
+    SETOPT(CURLOPT_TCP_KEEPALIVE, 1L);
+    SETOPT(CURLOPT_TCP_NODELAY, 1L);
+    SETOPT(CURLOPT_FOLLOWLOCATION, 0L);
+    SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
+#undef SETOPT
+    if (rc != CURLE_OK) {
+        MST_ERROR("OTLP exporter: libcurl option rejected: %s", curl_easy_strerror(rc));
+        curl_easy_cleanup(c);
+        return rc == CURLE_OUT_OF_MEMORY ? MST_ERR_NOMEM : MST_ERR_UNSUPPORTED;
+    }
+    t->curl = c;
+    return MST_OK;
+}
+
+/* ------------------------------------------------------------- sending */
+
+static mst_status gzip_body(mst_otlp_transport *t, const uint8_t *body, size_t len) {
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        return MST_ERR_NOMEM;
+    mst_buf_reset(&t->zbuf);
+    size_t bound = deflateBound(&zs, (uLong)len) + 32;
+    if (!mst_buf_reserve(&t->zbuf, bound)) {
+        deflateEnd(&zs);
+        return MST_ERR_NOMEM;
+    }
+    zs.next_in = (Bytef *)(uintptr_t)body;
+    zs.avail_in = (uInt)len;
+    zs.next_out = t->zbuf.data;
+    zs.avail_out = (uInt)bound;
+    int zrc = deflate(&zs, Z_FINISH);
+    t->zbuf.len = zs.total_out;
+    deflateEnd(&zs);
+    return zrc == Z_STREAM_END ? MST_OK : MST_ERR_INTERNAL;
+}
+
+static mst_status grpc_frame(mst_otlp_transport *t, const uint8_t *msg, size_t len) {
+    if (len > 0xffffffffu) return MST_ERR_TOO_LARGE;
+    uint8_t hdr[5] = {t->cfg.gzip ? 1 : 0, (uint8_t)(len >> 24), (uint8_t)(len >> 16),
+                      (uint8_t)(len >> 8), (uint8_t)len};
+    mst_buf_reset(&t->frame);
+    mst_buf_append(&t->frame, hdr, sizeof hdr);
+    mst_buf_append(&t->frame, msg, len);
+    return t->frame.failed ? MST_ERR_NOMEM : MST_OK;
+}
+
+typedef enum attempt_kind { ATTEMPT_OK, ATTEMPT_RETRY, ATTEMPT_FAIL } attempt_kind;
+
+typedef struct attempt_outcome {
+    attempt_kind kind;
+    mst_status status;       /* for ATTEMPT_FAIL / the status if retries run out */
+    long delay_hint_ms;      /* server-given delay, -1 none */
+} attempt_outcome;
+
+static bool curl_error_retryable(CURLcode rc) {
+    switch (rc) {
+    case CURLE_UNSUPPORTED_PROTOCOL: case CURLE_URL_MALFORMAT: case CURLE_OUT_OF_MEMORY:
+    case CURLE_PEER_FAILED_VERIFICATION: case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CERTPROBLEM: case CURLE_SSL_CIPHER: case CURLE_NOT_BUILT_IN:
+    case CURLE_BAD_FUNCTION_ARGUMENT: case CURLE_OPERATION_TIMEDOUT:
+        return false;
+    default:
+        return true; /* connection refused/reset, DNS, HTTP/2 stream errors ... */
+    }
+}
+
+static void log_partial(mst_otlp_transport *t, const partial_info *pi) {
+    if (pi->rejected > 0 || pi->message[0])
+        warn_limited(t, "OTLP collector at %s accepted the export partially: %lld span(s) "
+                     "rejected: %s", t->url, (long long)pi->rejected,
+                     pi->message[0] ? pi->message : "(no message)");
+}
+
+static attempt_outcome classify_grpc(mst_otlp_transport *t, long http, mst_otlp_send_result *r) {
+    attempt_outcome o = {ATTEMPT_FAIL, MST_ERR_REJECTED, -1};
+    int gs = t->grpc_status;
+    r->grpc_status = gs;
+    if (gs < 0) {
+        /* no grpc-status: an HTTP-level failure (proxy, wrong port ...) */
+        if (http == 429 || http == 502 || http == 503 || http == 504) {
+            o.kind = ATTEMPT_RETRY;
+            o.status = MST_ERR_UNAVAILABLE;
+            return o;
+        }
+        warn_limited(t, "OTLP gRPC export to %s: HTTP %ld without grpc-status", t->url, http);
+        return o;
+    }
+    if (gs == GRPC_OK) {
+        partial_info pi = {0};
+        const mst_buf *b = &t->resp;
+        /* one length-prefixed, uncompressed response message */
+        if (b->len >= 5 && b->data[0] == 0) {
+            size_t mlen = ((size_t)b->data[1] << 24) | ((size_t)b->data[2] << 16) |
+                          ((size_t)b->data[3] << 8) | b->data[4];
+            if (mlen <= b->len - 5) parse_partial_proto(b->data + 5, mlen, &pi);
+        }
+        r->partial_success = pi.present && (pi.rejected > 0 || pi.message[0]);
+        r->rejected_spans = pi.rejected > 0 ? pi.rejected : 0;
+        log_partial(t, &pi);
+        o.kind = ATTEMPT_OK;
+        o.status = MST_OK;
+        return o;
+    }
+    bool retry = gs == GRPC_CANCELLED || gs == GRPC_DEADLINE_EXCEEDED || gs == GRPC_ABORTED ||
+                 gs == GRPC_OUT_OF_RANGE || gs == GRPC_UNAVAILABLE || gs == GRPC_DATA_LOSS ||
+                 (gs == GRPC_RESOURCE_EXHAUSTED && t->grpc_retry_ms >= 0);
+    if (retry) {
+        o.kind = ATTEMPT_RETRY;
+        o.status = MST_ERR_UNAVAILABLE;
+        o.delay_hint_ms = t->grpc_retry_ms;
+        return o;
+    }
+    warn_limited(t, "OTLP gRPC export to %s rejected: grpc-status %d %s", t->url, gs,
+                 t->grpc_message);
+    return o;
+}
+
+static attempt_outcome classify_http(mst_otlp_transport *t, long http, mst_otlp_send_result *r) {
+    attempt_outcome o = {ATTEMPT_FAIL, MST_ERR_REJECTED, -1};
+    if (http >= 200 && http < 300) {
+        partial_info pi = {0};
+        if (t->cfg.protocol == MST_OTLP_HTTP_JSON)
+            parse_partial_json((const char *)t->resp.data, t->resp.len, &pi);
+        else
+            parse_partial_proto(t->resp.data, t->resp.len, &pi);
+        r->partial_success = pi.present && (pi.rejected > 0 || pi.message[0]);
+        r->rejected_spans = pi.rejected > 0 ? pi.rejected : 0;
+        log_partial(t, &pi);
+        o.kind = ATTEMPT_OK;
+        o.status = MST_OK;
+        return o;
+    }
+    if (http == 429 || http == 502 || http == 503 || http == 504) {
+        o.kind = ATTEMPT_RETRY;
+        o.status = MST_ERR_UNAVAILABLE;
+        o.delay_hint_ms = t->retry_after_ms;
+        return o;
+    }
+    warn_limited(t, "OTLP export to %s rejected with HTTP %ld (not retried)", t->url, http);
+    return o;
+}
+
+static attempt_outcome attempt(mst_otlp_transport *t, const uint8_t *p, size_t n,
+                               uint64_t remaining_ms, mst_otlp_send_result *r) {
+    attempt_outcome o = {ATTEMPT_FAIL, MST_ERR_INTERNAL, -1};
+    t->retry_after_ms = -1;
+    t->grpc_status = -1;
+    t->grpc_message[0] = '\0';
+    t->grpc_retry_ms = -1;
+    t->errbuf[0] = '\0';
+    mst_buf_reset(&t->resp);
+    curl_easy_setopt(t->curl, CURLOPT_POSTFIELDS, (const char *)p);
+    curl_easy_setopt(t->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)n);
+    curl_easy_setopt(t->curl, CURLOPT_TIMEOUT_MS, (long)(remaining_ms ? remaining_ms : 1));
+    CURLcode rc = curl_easy_perform(t->curl);
+    r->attempts++;
+    if (rc != CURLE_OK) {
+        const char *why = t->errbuf[0] ? t->errbuf : curl_easy_strerror(rc);
+        if (rc == CURLE_OPERATION_TIMEDOUT) {
+            o.status = MST_ERR_TIMEOUT;
+            warn_limited(t, "OTLP export to %s timed out: %s", t->url, why);
+        } else if (curl_error_retryable(rc)) {
+            o.kind = ATTEMPT_RETRY;
+            o.status = MST_ERR_UNAVAILABLE;
+        } else {
+            o.status = rc == CURLE_OUT_OF_MEMORY ? MST_ERR_NOMEM : MST_ERR_UNAVAILABLE;
+            warn_limited(t, "OTLP export to %s failed: %s", t->url, why);
+        }
+        return o;
+    }
+    long http = 0;
+    curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &http);
+    r->http_status = http;
+    return t->grpc ? classify_grpc(t, http, r) : classify_http(t, http, r);
+}
+
+/* Exponential backoff (1 s, 2 s, 4 s … capped) with ±25 % jitter. */
+static uint64_t backoff_ms(mst_otlp_transport *t, uint32_t retry) {
+    double d = BACKOFF_FIRST_MS;
+    for (uint32_t i = 0; i < retry && d < BACKOFF_MAX_MS; i++) d *= 2;
+    if (d > BACKOFF_MAX_MS) d = BACKOFF_MAX_MS;
+    d *= 0.75 + 0.5 * rand_unit(t);
+    d *= atomic_load(&g_backoff_scale);
+    return (uint64_t)d;
+}
+
+mst_status mst_otlp_transport_send(mst_otlp_transport *t, const uint8_t *body, size_t len,
+                                   mst_otlp_send_result *res) {
+    mst_otlp_send_result local;
+    mst_otlp_send_result *r = res ? res : &local;
+    memset(r, 0, sizeof *r);
+    r->grpc_status = -1;
+    if (!t || (!body && len)) return MST_ERR_INVALID_ARG;
+    uint64_t deadline = mono_ns() + (uint64_t)t->cfg.timeout_ms * 1000000ull;
+    const uint8_t *p = body;
+    size_t n = len;
+    mst_status st = MST_OK;
+    if (t->cfg.gzip) {
+        if ((st = gzip_body(t, p, n)) != MST_OK) return st;
+        p = t->zbuf.data;
+        n = t->zbuf.len;
+    }
+    if (t->grpc) {
+        if ((st = grpc_frame(t, p, n)) != MST_OK) return st;
+        p = t->frame.data;
+        n = t->frame.len;
+    }
+    if (!t->curl && (st = make_handle(t)) != MST_OK) return st;
+    for (;;) {
+        uint64_t now = mono_ns();
+        if (now >= deadline) return r->attempts ? MST_ERR_UNAVAILABLE : MST_ERR_TIMEOUT;
+        attempt_outcome o = attempt(t, p, n, (deadline - now + 999999) / 1000000, r);
+        if (o.kind != ATTEMPT_RETRY) return o.status;
+        uint64_t delay = o.delay_hint_ms >= 0 ? (uint64_t)o.delay_hint_ms : backoff_ms(t, r->retries);
+        now = mono_ns();
+        if (now + delay * 1000000ull >= deadline) {
+            warn_limited(t, "OTLP export to %s failed after %u attempt(s) (last: %s, HTTP %ld, "
+                         "grpc-status %d); giving up within the %u ms export timeout",
+                         t->url, r->attempts, t->errbuf[0] ? t->errbuf : "no transport error",
+                         r->http_status, r->grpc_status, t->cfg.timeout_ms);
+            return o.status;
+        }
+        MST_DEBUG("OTLP export to %s: retry %u in %llu ms", t->url, r->retries + 1,
+                  (unsigned long long)delay);
+        sleep_ms(delay);
+        r->retries++;
+    }
+}
+
+void mst_otlp_transport_after_fork_child(mst_otlp_transport *t) {
+    if (!t || !t->curl) return;
+    curl_socket_t fd = CURL_SOCKET_BAD;
+    if (curl_easy_getinfo(t->curl, CURLINFO_ACTIVESOCKET, &fd) == CURLE_OK && fd != CURL_SOCKET_BAD)
+        close(fd); /* our copy only: sends nothing, the parent's stays open */
+    for (size_t i = 0; i < FORK_ORPHANS_MAX; i++) {
+        if (!g_fork_orphans[i]) {
+            g_fork_orphans[i] = t->curl; /* deliberately leaked, see the top */
+            break;
+        }
+    }
+    t->curl = NULL;
+    t->last_warn_ns = 0;
+    t->rng ^= (uint64_t)getpid() << 17;
+}
+
+void mst_otlp_transport_destroy(mst_otlp_transport *t) {
+    if (!t) return;
+    if (t->curl) curl_easy_cleanup(t->curl);
+    curl_slist_free_all(t->headers);
+    mst_buf_free(&t->zbuf);
+    mst_buf_free(&t->frame);
+    mst_buf_free(&t->resp);
+    free(t);
+}

@@ -1,0 +1,64 @@
+/*
+ * otlp_transport.h — sends one already-encoded OTLP trace body to a collector
+ * (SPEC §7) and nothing else: one persistent libcurl easy handle (keep-alive),
+ * http/protobuf, http/json or gRPC (HTTP/2), optional gzip, user headers,
+ * bounded retries inside the export timeout, partial-success parsing.
+ *
+ * Why a separate unit: the OTLP exporter (spans → encoder → here) and the
+ * MindIE relay (raw ExportTraceServiceRequest bytes → here) share exactly the
+ * same wire and retry rules, so they live once.
+ *
+ * Threading: a transport is used by one thread at a time (the pipeline's
+ * exporter thread or the relay's sender); it keeps no locks of its own.
+ */
+#ifndef MST_EXPORT_OTLP_TRANSPORT_H
+#define MST_EXPORT_OTLP_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "mstrace.h"
+
+typedef struct mst_otlp_transport mst_otlp_transport;
+
+/* What one mst_otlp_transport_send did, for counters and tests. */
+typedef struct mst_otlp_send_result {
+    uint32_t attempts;        /* requests actually sent (1 + retries)        */
+    uint32_t retries;
+    long http_status;         /* last HTTP status, 0 when none               */
+    int grpc_status;          /* last grpc-status, -1 when none              */
+    int64_t rejected_spans;   /* partial_success.rejected_spans, 0 if none   */
+    bool partial_success;     /* the response carried a partial_success      */
+} mst_otlp_send_result;
+
+/* Copies `cfg`, checks it and builds the header list; the CURL handle is
+ * created lazily on the first send. */
+mst_status mst_otlp_transport_create(const mst_otlp_config *cfg, mst_otlp_transport **out);
+
+/* Sends `body` (an ExportTraceServiceRequest encoded for cfg->protocol:
+ * protobuf for grpc and http/protobuf, OTLP/JSON for http/json).
+ * Returns MST_OK (also for a partial success: see res->rejected_spans),
+ * MST_ERR_REJECTED (a non-retryable status), MST_ERR_UNAVAILABLE (retryable
+ * failures until the budget ran out), MST_ERR_TIMEOUT (the export timeout
+ * expired during a request), MST_ERR_NOMEM. `res` may be NULL. */
+mst_status mst_otlp_transport_send(mst_otlp_transport *t, const uint8_t *body, size_t len,
+                                   mst_otlp_send_result *res);
+
+/* In a fork()ed child: forget the inherited connection without touching the
+ * parent's socket (see the .c for why the handle is deliberately leaked). */
+void mst_otlp_transport_after_fork_child(mst_otlp_transport *t);
+
+void mst_otlp_transport_destroy(mst_otlp_transport *t);
+
+/* Tests only: multiplies the exponential backoff (not Retry-After) by
+ * `scale` (1.0 = production; 0.01 makes 1 s become 10 ms). Process-wide. */
+void mst_otlp_transport_set_backoff_scale(double scale);
+
+/* Parses "k=v,k2=v2" (OTEL_EXPORTER_OTLP_HEADERS: entries trimmed, values
+ * percent-decoded, keys HTTP tokens) and calls cb for each entry; stops at
+ * the first cb returning non-zero (MST_ERR_NOMEM). Implemented in
+ * otlp_config.c, used by the transport to build its header list. */
+typedef int (*mst_otlp_header_cb)(void *ctx, const char *key, const char *value);
+mst_status mst_otlp_headers_parse(const char *spec, mst_otlp_header_cb cb, void *ctx,
+                                  char *err, size_t err_size);
+
+#endif /* MST_EXPORT_OTLP_TRANSPORT_H */
