@@ -1,0 +1,316 @@
+/*
+ * bench_forward.c — throughput of `mstrace forward --perfetto-output`.
+ *
+ * Starts the real daemon as a child process (unique socket name, output and
+ * log under /tmp), then 8 client threads send realistic hook span packets
+ * (~10 attributes, 1-2 links, one persistent connection each, many frames per
+ * write) until N spans are sent; SIGTERM makes the daemon drain and close.
+ * Reports spans/s (from the first send to the daemon's clean exit, so every
+ * span counted is in the file), input and output MB/s, and the daemon's peak
+ * RSS (VmHWM just before the stop, and ru_maxrss from wait4). The daemon's
+ * own final stats line is checked: written must equal N.
+ *
+ * usage: bench_forward [-n SPANS] [-t THREADS] [-r RUNS] [-b PATH/TO/mstrace]
+ *        (default 2000000 spans, 8 threads, 3 runs, mstrace next to this binary
+ *        or $MSTRACE_BIN)
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BATCH 256   /* frames per write() on the client side */
+
+typedef struct client {
+    pthread_t th;
+    int index;
+    const char *sock_name;
+    uint64_t spans;
+    uint64_t bytes;
+    int failed;
+} client;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int connect_abstract(const char *name) {
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    size_t n = strlen(name);
+    memcpy(a.sun_path + 1, name, n);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    if (connect(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void put_hex16(char *p, uint64_t v) {
+    static const char hx[] = "0123456789abcdef";
+    for (int i = 15; i >= 0; i--) {
+        p[i] = hx[v & 15];
+        v >>= 4;
+    }
+}
+
+/* One packet template: offsets of the fields patched per send. */
+typedef struct tmpl {
+    char *buf;        /* 4-byte length + payload */
+    size_t len;
+    size_t off_span, off_link1, off_link2; /* off_link2 = 0: one link only */
+} tmpl;
+
+static void build_packet(tmpl *t, int thread, int slot) {
+    char json[2048];
+    int two_links = slot % 2;
+    int n = snprintf(json, sizeof json,
+        "MSPF_PERFETTO_V1\n"
+        "{\"name\":\"vllm.scheduler.schedule\",\"category\":\"ms_service_profiler.hook.Schedule\","
+        "\"trace_id\":\"%032x\",\"span_id\":\"SSSSSSSSSSSSSSSS\",\"parent_span_id\":\"\","
+        "\"start_time_ns\":%llu,\"end_time_ns\":%llu,\"kind\":1,\"status\":1,"
+        "\"attributes\":{\"process.pid\":%d,\"thread.id\":%d,\"request.id\":\"chatcmpl-%08x\","
+        "\"hook.module\":\"vllm.v1.core.sched.scheduler\",\"hook.class\":\"Scheduler\","
+        "\"hook.method\":\"schedule\",\"batch.size\":%d,\"input.len\":%d,\"output.len\":%d,"
+        "\"model\":\"Qwen2.5-0.5B-Instruct\",\"is_prefill\":true,\"kv_cache.usage\":0.4375},"
+        "\"resource_attributes\":{\"service.name\":\"vllm\",\"host.name\":\"node-1\"},"
+        "\"links\":[{\"trace_id\":\"%032x\",\"span_id\":\"LLLLLLLLLLLLLLLL\"}%s]}",
+        thread + 1, 1700000000000000000ull + (unsigned long long)slot * 1000,
+        1700000000000500000ull + (unsigned long long)slot * 1000, 4000 + thread, 4100 + thread,
+        (unsigned)slot, slot % 64 + 1, 100 + slot % 900, slot % 300, thread + 1,
+        two_links ? ",{\"trace_id\":\"00000000000000000000000000000001\","
+                    "\"span_id\":\"MMMMMMMMMMMMMMMM\"}" : "");
+    t->len = 4 + (size_t)n;
+    t->buf = malloc(t->len);
+    t->buf[0] = (char)((uint32_t)n >> 24);
+    t->buf[1] = (char)((uint32_t)n >> 16);
+    t->buf[2] = (char)((uint32_t)n >> 8);
+    t->buf[3] = (char)(uint32_t)n;
+    memcpy(t->buf + 4, json, (size_t)n);
+    t->off_span = (size_t)(strstr(t->buf + 4, "SSSSSSSSSSSSSSSS") - t->buf);
+    t->off_link1 = (size_t)(strstr(t->buf + 4, "LLLLLLLLLLLLLLLL") - t->buf);
+    char *m = strstr(t->buf + 4, "MMMMMMMMMMMMMMMM");
+    t->off_link2 = m ? (size_t)(m - t->buf) : 0;
+}
+
+static int write_all(int fd, const char *p, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static void *client_main(void *arg) {
+    client *c = arg;
+    int fd = connect_abstract(c->sock_name);
+    if (fd < 0) {
+        c->failed = 1;
+        return NULL;
+    }
+    tmpl t[BATCH];
+    size_t batch_len = 0;
+    for (int i = 0; i < BATCH; i++) {
+        build_packet(&t[i], c->index, i);
+        batch_len += t[i].len;
+    }
+    char *batch = malloc(batch_len);
+    size_t *off = malloc(sizeof(size_t) * BATCH);
+    for (int i = 0, o = 0; i < BATCH; i++) {
+        memcpy(batch + o, t[i].buf, t[i].len);
+        off[i] = (size_t)o;
+        o += (int)t[i].len;
+    }
+    uint64_t base = (uint64_t)(c->index + 1) << 40;
+    uint64_t seq = 0;
+    while (seq < c->spans) {
+        uint64_t n = c->spans - seq < BATCH ? c->spans - seq : BATCH;
+        size_t len = 0;
+        for (uint64_t i = 0; i < n; i++) {
+            char *p = batch + off[i];
+            uint64_t id = base + seq + i + 1;
+            put_hex16(p + t[i].off_span, id);
+            put_hex16(p + t[i].off_link1, id - 1);    /* the previous span: already seen */
+            if (t[i].off_link2) put_hex16(p + t[i].off_link2, id + 1); /* a later one */
+            len += t[i].len;
+        }
+        if (write_all(fd, batch, len) != 0) {
+            c->failed = 1;
+            break;
+        }
+        c->bytes += len;
+        seq += n;
+    }
+    close(fd);
+    free(batch);
+    free(off);
+    for (int i = 0; i < BATCH; i++) free(t[i].buf);
+    return NULL;
+}
+
+static long vm_hwm_kb(pid_t pid) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %ld kB", &kb) == 1) break;
+    fclose(f);
+    return kb;
+}
+
+/* The last "written=N" in the daemon's log (its final stats line). */
+static long long final_written(const char *log_path) {
+    FILE *f = fopen(log_path, "r");
+    if (!f) return -1;
+    char line[4096];
+    long long w = -1;
+    while (fgets(line, sizeof line, f)) {
+        char *p = strstr(line, "stats (final)");
+        if (p && (p = strstr(p, " written="))) w = atoll(p + 9);
+    }
+    fclose(f);
+    return w;
+}
+
+typedef struct result { double spans_per_s, in_mb_s, out_mb_s; long hwm_kb, maxrss_kb; } result;
+
+static int run_once(const char *bin, uint64_t total, int threads, result *res) {
+    char sock[64], out[128], log_path[128];
+    snprintf(sock, sizeof sock, "mstrace-bench-%d-%ld", (int)getpid(), (long)random());
+    snprintf(out, sizeof out, "/tmp/%s.json", sock);
+    snprintf(log_path, sizeof log_path, "/tmp/%s.log", sock);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int lfd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (lfd >= 0) dup2(lfd, 2);
+        execl(bin, bin, "forward", "--log-level", "debug", "--perfetto-output", out,
+              "--socket-name", sock, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 3000; i++) { /* wait up to 30 s for the socket */
+        int fd = connect_abstract(sock);
+        if (fd >= 0) { close(fd); break; }
+        usleep(10000);
+    }
+    client *cs = calloc((size_t)threads, sizeof *cs);
+    double t0 = now_s();
+    for (int i = 0; i < threads; i++) {
+        cs[i].index = i;
+        cs[i].sock_name = sock;
+        cs[i].spans = total / (uint64_t)threads + ((uint64_t)i < total % (uint64_t)threads);
+        pthread_create(&cs[i].th, NULL, client_main, &cs[i]);
+    }
+    uint64_t in_bytes = 0;
+    int failed = 0;
+    for (int i = 0; i < threads; i++) {
+        pthread_join(cs[i].th, NULL);
+        in_bytes += cs[i].bytes;
+        failed |= cs[i].failed;
+    }
+    res->hwm_kb = vm_hwm_kb(pid);
+    kill(pid, SIGTERM);
+    int status = 0;
+    struct rusage ru;
+    wait4(pid, &status, 0, &ru);
+    double dt = now_s() - t0;
+    res->maxrss_kb = ru.ru_maxrss;
+    struct stat st;
+    double out_bytes = stat(out, &st) == 0 ? (double)st.st_size : 0;
+    long long written = final_written(log_path);
+    res->spans_per_s = (double)total / dt;
+    res->in_mb_s = (double)in_bytes / dt / 1e6;
+    res->out_mb_s = out_bytes / dt / 1e6;
+    printf("  run: %llu spans in %.3f s: %.0f spans/s, in %.1f MB/s, out %.1f MB/s, "
+           "daemon VmHWM %.1f MB (maxrss %.1f MB), exit %d, written %lld\n",
+           (unsigned long long)total, dt, res->spans_per_s, res->in_mb_s, res->out_mb_s,
+           res->hwm_kb / 1024.0, res->maxrss_kb / 1024.0,
+           WIFEXITED(status) ? WEXITSTATUS(status) : -1, written);
+    free(cs);
+    unlink(out);
+    int ok = !failed && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
+             written == (long long)total;
+    if (ok) unlink(log_path);
+    else fprintf(stderr, "bench_forward: run failed (clients %s, see %s)\n",
+                 failed ? "failed" : "ok", log_path);
+    return ok ? 0 : -1;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+    uint64_t total = 2000000;
+    int threads = 8, runs = 3;
+    char bin[PATH_MAX] = "";
+    int opt;
+    while ((opt = getopt(argc, argv, "n:t:r:b:")) != -1) {
+        switch (opt) {
+        case 'n': total = strtoull(optarg, NULL, 10); break;
+        case 't': threads = atoi(optarg); break;
+        case 'r': runs = atoi(optarg); break;
+        case 'b': snprintf(bin, sizeof bin, "%s", optarg); break;
+        default:
+            fprintf(stderr, "usage: %s [-n SPANS] [-t THREADS] [-r RUNS] [-b mstrace]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (threads < 1 || runs < 1 || runs > 99 || total < (uint64_t)threads) return 2;
+    if (!bin[0] && getenv("MSTRACE_BIN")) snprintf(bin, sizeof bin, "%s", getenv("MSTRACE_BIN"));
+    if (!bin[0]) {
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n <= 0) return 1;
+        self[n] = 0;
+        snprintf(bin, sizeof bin, "%s/mstrace", dirname(self));
+    }
+    signal(SIGPIPE, SIG_IGN);
+    srandom((unsigned)getpid());
+    printf("bench_forward: %s forward, %d client threads, %llu spans per run, %d runs\n", bin,
+           threads, (unsigned long long)total, runs);
+    double sps[99], in[99], out[99];
+    long hwm = 0;
+    int failures = 0;
+    for (int r = 0; r < runs; r++) {
+        result res;
+        if (run_once(bin, total, threads, &res) != 0) failures++;
+        sps[r] = res.spans_per_s;
+        in[r] = res.in_mb_s;
+        out[r] = res.out_mb_s;
+        if (res.hwm_kb > hwm) hwm = res.hwm_kb;
+    }
+    qsort(sps, (size_t)runs, sizeof sps[0], cmp_double);
+    qsort(in, (size_t)runs, sizeof in[0], cmp_double);
+    qsort(out, (size_t)runs, sizeof out[0], cmp_double);
+    printf("median: %.0f spans/s, in %.1f MB/s, out %.1f MB/s; peak daemon VmHWM %.1f MB%s\n",
+           sps[runs / 2], in[runs / 2], out[runs / 2], hwm / 1024.0,
+           failures ? " (SOME RUNS FAILED)" : "");
+    return failures ? 1 : 0;
+}
