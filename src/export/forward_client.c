@@ -87,13 +87,14 @@ static void close_fd(fwd_exporter *x) {
 }
 
 /* The first failure of an episode is logged; later ones stay quiet until a
- * connect succeeds again. */
+ * connect succeeds again. err 0 = the peer closed the stream. */
 static void mark_unreachable(fwd_exporter *x, const char *what, int err) {
     close_fd(x);
     if (x->unreachable) return;
     x->unreachable = true;
     MST_WARN("perfetto forwarder @%s %s (%s); its spans are counted as failed, "
-             "retrying every %u ms", x->name, what, strerror(err), x->retry_interval_ms);
+             "retrying every %u ms", x->name, what, err ? strerror(err) : "end of stream",
+             x->retry_interval_ms);
 }
 
 static void mark_connected(fwd_exporter *x) {
@@ -161,7 +162,7 @@ static bool try_connect(fwd_exporter *x) {
 static bool ensure_connected(fwd_exporter *x) {
     if (x->fd >= 0) {
         if (connection_alive(x)) return true;
-        mark_unreachable(x, "closed the connection", ECONNRESET);
+        mark_unreachable(x, "closed the connection", 0);
     }
     uint64_t now = mono_ms();
     if (x->attempted && now - x->last_attempt_ms < x->retry_interval_ms) return false;

@@ -1,0 +1,439 @@
+/*
+ * test_forward_client.c — the Perfetto forwarder client (forward_client.c)
+ * against a real abstract-socket listener running in a thread of the test:
+ * spans arrive as length-prefixed frames that decode; with no listener the
+ * exporter fails at once and counts; a listener that appears later (or
+ * restarts) is picked up after the retry interval; a reader that stops
+ * reading costs at most the send budget and every counted-exported frame
+ * still arrives whole; a fork()ed child gets its own connection and the
+ * parent's keeps working. No wall-clock assertions: waits are bounded loops.
+ */
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "export/forward_client.h"
+#include "testlib.h"
+#include "wire/perfetto_packet.h"
+
+/* ------------------------------------------------------------ listener */
+
+#define MAX_CONNS 8
+#define KEEP_NAMES 64
+
+typedef struct conn {
+    int fd;
+    uint8_t *buf;
+    size_t len, cap;
+} conn;
+
+typedef struct listener {
+    char name[64];
+    int lfd;
+    pthread_t thread;
+    atomic_bool stop;
+    atomic_bool paused;       /* accept, but do not read */
+    atomic_int frames;        /* complete frames that decoded */
+    atomic_int bad;           /* frames that did not decode */
+    atomic_int accepted;      /* connections accepted */
+    pthread_mutex_t mu;
+    char names[KEEP_NAMES][64]; /* span names of the first frames */
+    /* Connections live here, not on the thread's stack, so a fork()ed child
+     * (where the thread is gone) still sees their buffers as reachable. */
+    conn conns[MAX_CONNS];
+    int nconns;
+} listener;
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void unique_name(char *out, size_t n, const char *tag) {
+    static atomic_int seq;
+    snprintf(out, n, "mst-test-fwd-%d-%s-%d", (int)getpid(), tag, atomic_fetch_add(&seq, 1));
+}
+
+static void handle_frame(listener *l, const uint8_t *p, size_t len) {
+    mst_arena arena;
+    mst_arena_init(&arena);
+    mst_pf_span s;
+    char err[200];
+    if (mst_perfetto_packet_decode(p, len, &arena, &s, err, sizeof err) == MST_OK) {
+        int i = atomic_load(&l->frames);
+        if (i < KEEP_NAMES) {
+            pthread_mutex_lock(&l->mu);
+            snprintf(l->names[i], sizeof l->names[i], "%s", s.name.ptr);
+            pthread_mutex_unlock(&l->mu);
+        }
+        atomic_fetch_add(&l->frames, 1);
+    } else {
+        fprintf(stderr, "  listener: bad frame: %s\n", err);
+        atomic_fetch_add(&l->bad, 1);
+    }
+    mst_arena_release(&arena);
+}
+
+/* Reads what is there; parses complete frames; false at EOF/error (a
+ * partial frame left at EOF is dropped, as the forwarder does). */
+static bool conn_read(listener *l, conn *c) {
+    if (c->cap - c->len < 65536) {
+        c->cap = c->cap ? c->cap * 2 : 131072;
+        c->buf = realloc(c->buf, c->cap);
+    }
+    ssize_t r = read(c->fd, c->buf + c->len, c->cap - c->len);
+    if (r <= 0) return false;
+    c->len += (size_t)r;
+    size_t off = 0;
+    while (c->len - off >= 4) {
+        const uint8_t *h = c->buf + off;
+        size_t flen = ((size_t)h[0] << 24) | ((size_t)h[1] << 16) | ((size_t)h[2] << 8) | h[3];
+        if (c->len - off - 4 < flen) break;
+        handle_frame(l, h + 4, flen);
+        off += 4 + flen;
+    }
+    memmove(c->buf, c->buf + off, c->len - off);
+    c->len -= off;
+    return true;
+}
+
+static void *listener_main(void *arg) {
+    listener *l = arg;
+    conn *conns = l->conns;
+    int nconns = 0;
+    while (!atomic_load(&l->stop)) {
+        struct pollfd p[MAX_CONNS + 1];
+        p[0] = (struct pollfd){.fd = l->lfd, .events = POLLIN};
+        bool reading = !atomic_load(&l->paused);
+        for (int i = 0; i < nconns; i++) p[i + 1] = (struct pollfd){.fd = conns[i].fd, .events = reading ? POLLIN : 0};
+        int polled = nconns;
+        if (poll(p, (nfds_t)polled + 1, 10) <= 0) continue;
+        if ((p[0].revents & POLLIN) && nconns < MAX_CONNS) {
+            int fd = accept(l->lfd, NULL, NULL);
+            if (fd >= 0) {
+                conns[nconns++] = (conn){.fd = fd};
+                l->nconns = nconns;
+                atomic_fetch_add(&l->accepted, 1);
+            }
+        }
+        /* Backwards, so a removal can move the last (already seen) slot in. */
+        for (int i = polled - 1; i >= 0 && reading; i--) {
+            if (!(p[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            if (!conn_read(l, &conns[i])) {
+                close(conns[i].fd);
+                free(conns[i].buf);
+                conns[i] = conns[--nconns];
+                l->nconns = nconns;
+            }
+        }
+    }
+    for (int i = 0; i < nconns; i++) {
+        close(conns[i].fd);
+        free(conns[i].buf);
+    }
+    return NULL;
+}
+
+static bool listener_start(listener *l, const char *name) {
+    memset(l, 0, sizeof *l);
+    pthread_mutex_init(&l->mu, NULL);
+    snprintf(l->name, sizeof l->name, "%s", name);
+    l->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    size_t n = strlen(name);
+    memcpy(a.sun_path + 1, name, n);
+    socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+    if (l->lfd < 0 || bind(l->lfd, (struct sockaddr *)&a, alen) < 0 || listen(l->lfd, 16) < 0) {
+        perror("listener");
+        return false;
+    }
+    return pthread_create(&l->thread, NULL, listener_main, l) == 0;
+}
+
+static void listener_stop(listener *l) {
+    atomic_store(&l->stop, true);
+    pthread_join(l->thread, NULL);
+    close(l->lfd);
+    pthread_mutex_destroy(&l->mu);
+}
+
+/* Waits (bounded, not asserted as a time) until the listener has n frames. */
+static bool wait_frames(listener *l, int n) {
+    for (int i = 0; i < 2000 && atomic_load(&l->frames) < n; i++) sleep_ms(5);
+    return atomic_load(&l->frames) == n;
+}
+
+/* --------------------------------------------------------------- spans */
+
+typedef struct span_set {
+    mst_span *spans;
+    const mst_span **ptrs;
+    size_t n;
+} span_set;
+
+static mst_str S(const char *s) { return (mst_str){s, (uint32_t)strlen(s)}; }
+
+static span_set make_spans(size_t n, const char *name) {
+    span_set set = {calloc(n, sizeof(mst_span)), calloc(n, sizeof(mst_span *)), n};
+    for (size_t i = 0; i < n; i++) {
+        mst_span *s = &set.spans[i];
+        mst_arena_init(&s->arena);
+        memset(s->trace_id.bytes, 0x11, 16);
+        memset(s->span_id.bytes, 0x22, 8);
+        s->span_id.bytes[0] = (uint8_t)(i + 1);
+        s->name = S(name);
+        s->kind = MST_SPAN_KIND_INTERNAL;
+        s->start_ns = 1000 + i;
+        s->end_ns = 2000 + i;
+        s->attrs[0] = (mst_attr){.key = S("process.pid"), .type = MST_ATTR_INT, .v.i = 1};
+        s->attrs[1] = (mst_attr){.key = S("request.id"), .type = MST_ATTR_STRING,
+                                 .v.s = S("req-0000000000000000000000000000000000000000000000000000")};
+        s->n_attrs = 2;
+        set.ptrs[i] = s;
+    }
+    return set;
+}
+
+static void free_spans(span_set *set) {
+    for (size_t i = 0; i < set->n; i++) mst_arena_release(&set->spans[i].arena);
+    free(set->spans);
+    free(set->ptrs);
+}
+
+static mst_status export(mst_exporter *e, span_set *set) {
+    return e->ops->export_batch(e, set->ptrs, set->n);
+}
+
+static mst_exporter_stats stats(mst_exporter *e) {
+    mst_exporter_stats st;
+    e->ops->get_stats(e, &st);
+    return st;
+}
+
+static mst_exporter *make_exporter(const char *name) {
+    mst_exporter *e = NULL;
+    CHECK_EQ_INT(mst_forward_exporter_create(name, &e), MST_OK);
+    return e;
+}
+
+/* --------------------------------------------------------------- tests */
+
+static void test_spans_arrive_as_frames(void) {
+    char name[64];
+    unique_name(name, sizeof name, "arrive");
+    listener l;
+    if (!listener_start(&l, name)) { CHECK(!"listener"); return; }
+    mst_exporter *e = make_exporter(name);
+    CHECK_EQ_STR(e->ops->name, "perfetto-forward");
+    span_set set = make_spans(10, "vllm.model.execute");
+    CHECK_EQ_INT(export(e, &set), MST_OK);
+    CHECK(mst_forward_exporter_is_connected(e));
+    CHECK(wait_frames(&l, 10));
+    CHECK_EQ_INT(atomic_load(&l.bad), 0);
+    CHECK_EQ_STR(l.names[0], "vllm.model.execute");
+    CHECK_EQ_INT(export(e, &set), MST_OK); /* same connection */
+    CHECK(wait_frames(&l, 20));
+    CHECK_EQ_INT(atomic_load(&l.accepted), 1);
+    mst_exporter_stats st = stats(e);
+    CHECK_EQ_INT(st.spans_exported, 20);
+    CHECK_EQ_INT(st.spans_failed, 0);
+    CHECK_EQ_INT(st.batches_ok, 2);
+    CHECK_EQ_INT(st.batches_failed, 0);
+    CHECK_EQ_INT(e->ops->flush(e, 100), MST_OK);
+    e->ops->destroy(e);
+    listener_stop(&l);
+    free_spans(&set);
+}
+
+static void test_large_batch_is_chunked_and_complete(void) {
+    char name[64];
+    unique_name(name, sizeof name, "large");
+    listener l;
+    if (!listener_start(&l, name)) { CHECK(!"listener"); return; }
+    mst_exporter *e = make_exporter(name);
+    mst_forward_exporter_set_send_budget_ms(e, 10000); /* the reader keeps up */
+    span_set set = make_spans(3000, "big"); /* > MST_FORWARD_CHUNK_BYTES */
+    CHECK_EQ_INT(export(e, &set), MST_OK);
+    CHECK(wait_frames(&l, 3000));
+    CHECK_EQ_INT(atomic_load(&l.bad), 0);
+    CHECK_EQ_INT(stats(e).spans_exported, 3000);
+    e->ops->destroy(e);
+    listener_stop(&l);
+    free_spans(&set);
+}
+
+static void test_no_listener_fails_fast_and_counts(void) {
+    char name[64];
+    unique_name(name, sizeof name, "absent");
+    mst_exporter *e = make_exporter(name);
+    span_set set = make_spans(5, "x");
+    CHECK_EQ_INT(export(e, &set), MST_ERR_UNAVAILABLE);
+    CHECK(!mst_forward_exporter_is_connected(e));
+    /* Inside the 5 s interval: no new connect attempt, still counted. */
+    CHECK_EQ_INT(export(e, &set), MST_ERR_UNAVAILABLE);
+    mst_exporter_stats st = stats(e);
+    CHECK_EQ_INT(st.spans_failed, 10);
+    CHECK_EQ_INT(st.spans_exported, 0);
+    CHECK_EQ_INT(st.batches_failed, 2);
+    CHECK_EQ_INT(st.retries, 0);
+    e->ops->destroy(e);
+    free_spans(&set);
+}
+
+static void test_listener_appearing_later_is_picked_up(void) {
+    char name[64];
+    unique_name(name, sizeof name, "later");
+    mst_exporter *e = make_exporter(name);
+    mst_forward_exporter_set_retry_interval_ms(e, 60000);
+    span_set set = make_spans(3, "late");
+    CHECK_EQ_INT(export(e, &set), MST_ERR_UNAVAILABLE);
+    listener l;
+    if (!listener_start(&l, name)) { CHECK(!"listener"); return; }
+    /* The interval has not passed: the new listener is not tried yet. */
+    CHECK_EQ_INT(export(e, &set), MST_ERR_UNAVAILABLE);
+    CHECK_EQ_INT(atomic_load(&l.accepted), 0);
+    /* A short interval: some export after it reconnects. */
+    mst_forward_exporter_set_retry_interval_ms(e, 50);
+    mst_status st = MST_ERR_UNAVAILABLE;
+    for (int i = 0; i < 500 && st != MST_OK; i++) {
+        st = export(e, &set);
+        if (st != MST_OK) sleep_ms(10);
+    }
+    CHECK_EQ_INT(st, MST_OK);
+    CHECK(wait_frames(&l, 3));
+    mst_exporter_stats s = stats(e);
+    CHECK_EQ_INT(s.spans_exported, 3);
+    CHECK_EQ_INT(s.spans_exported + s.spans_failed, 3 * (s.batches_ok + s.batches_failed));
+    CHECK(s.retries >= 1);
+    e->ops->destroy(e);
+    listener_stop(&l);
+    free_spans(&set);
+}
+
+static void test_forwarder_restart_is_picked_up(void) {
+    char name[64];
+    unique_name(name, sizeof name, "restart");
+    mst_exporter *e = make_exporter(name);
+    mst_forward_exporter_set_retry_interval_ms(e, 0);
+    span_set set = make_spans(4, "r");
+    listener l1;
+    if (!listener_start(&l1, name)) { CHECK(!"listener"); return; }
+    CHECK_EQ_INT(export(e, &set), MST_OK);
+    CHECK(wait_frames(&l1, 4));
+    listener_stop(&l1); /* closes the accepted connection and the listen socket */
+    CHECK(export(e, &set) != MST_OK);
+    CHECK(!mst_forward_exporter_is_connected(e));
+    listener l2;
+    if (!listener_start(&l2, name)) { CHECK(!"listener"); return; }
+    CHECK_EQ_INT(export(e, &set), MST_OK);
+    CHECK(wait_frames(&l2, 4));
+    mst_exporter_stats s = stats(e);
+    CHECK_EQ_INT(s.spans_exported, 8);
+    CHECK_EQ_INT(s.spans_failed, 4);
+    e->ops->destroy(e);
+    listener_stop(&l2);
+    free_spans(&set);
+}
+
+static void test_stalled_reader_costs_the_budget_and_frames_stay_whole(void) {
+    char name[64];
+    unique_name(name, sizeof name, "stall");
+    listener l;
+    if (!listener_start(&l, name)) { CHECK(!"listener"); return; }
+    atomic_store(&l.paused, true);
+    mst_exporter *e = make_exporter(name);
+    mst_forward_exporter_set_send_budget_ms(e, 20);
+    mst_forward_exporter_set_retry_interval_ms(e, 0);
+    span_set set = make_spans(4000, "stall"); /* ~1 MB: more than a socket buffer */
+    mst_status st = export(e, &set);
+    CHECK_EQ_INT(st, MST_ERR_TIMEOUT);
+    mst_exporter_stats s = stats(e);
+    CHECK(s.spans_failed > 0);
+    CHECK_EQ_INT(s.spans_exported + s.spans_failed, 4000);
+    CHECK_EQ_INT(s.batches_failed, 1);
+    atomic_store(&l.paused, false);
+    /* Every frame counted as exported arrives whole; a cut one is dropped. */
+    CHECK(wait_frames(&l, (int)s.spans_exported));
+    CHECK_EQ_INT(atomic_load(&l.bad), 0);
+    e->ops->destroy(e);
+    listener_stop(&l);
+    free_spans(&set);
+}
+
+static void test_fork_child_gets_its_own_connection(void) {
+    char name[64];
+    unique_name(name, sizeof name, "fork");
+    listener l;
+    if (!listener_start(&l, name)) { CHECK(!"listener"); return; }
+    mst_exporter *e = make_exporter(name);
+    span_set set = make_spans(2, "f");
+    CHECK_EQ_INT(export(e, &set), MST_OK);
+    CHECK(wait_frames(&l, 2));
+    /* The child reports through a pipe, not its exit code: under valgrind a
+     * forked child runs its own leak check (the parent's listener buffers
+     * look lost there) and may change the exit code. */
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        e->ops->after_fork_child(e);
+        uint8_t rc = 0;
+        if (mst_forward_exporter_is_connected(e)) rc |= 1;
+        if (stats(e).spans_exported != 0) rc |= 2;
+        if (export(e, &set) != MST_OK) rc |= 4;
+        if (stats(e).spans_exported != 2) rc |= 8;
+        e->ops->destroy(e);
+        if (write(fds[1], &rc, 1) != 1) _exit(1);
+        _exit(0);
+    }
+    close(fds[1]);
+    uint8_t child_rc = 0xff;
+    CHECK(pid > 0 && read(fds[0], &child_rc, 1) == 1);
+    CHECK_EQ_INT(child_rc, 0);
+    close(fds[0]);
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    /* The parent's connection survived the child's close(). */
+    CHECK_EQ_INT(export(e, &set), MST_OK);
+    CHECK(wait_frames(&l, 6));
+    CHECK_EQ_INT(atomic_load(&l.accepted), 2);
+    CHECK_EQ_INT(stats(e).spans_exported, 4);
+    e->ops->destroy(e);
+    listener_stop(&l);
+    free_spans(&set);
+}
+
+static void test_bad_arguments(void) {
+    mst_exporter *e = NULL;
+    CHECK_EQ_INT(mst_forward_exporter_create("x", NULL), MST_ERR_INVALID_ARG);
+    char longname[200];
+    memset(longname, 'a', sizeof longname - 1);
+    longname[sizeof longname - 1] = 0;
+    CHECK_EQ_INT(mst_forward_exporter_create(longname, &e), MST_ERR_INVALID_ARG);
+    CHECK(e == NULL);
+    CHECK_EQ_INT(mst_forward_exporter_create(NULL, &e), MST_OK); /* default name */
+    CHECK(e != NULL);
+    CHECK(!mst_forward_exporter_is_connected(e));
+    CHECK_EQ_INT(e->ops->export_batch(e, NULL, 0), MST_OK);
+    e->ops->destroy(e);
+}
+
+static const mst_test_case tests[] = {
+    {"spans_arrive_as_frames", test_spans_arrive_as_frames},
+    {"large_batch_is_chunked_and_complete", test_large_batch_is_chunked_and_complete},
+    {"no_listener_fails_fast_and_counts", test_no_listener_fails_fast_and_counts},
+    {"listener_appearing_later_is_picked_up", test_listener_appearing_later_is_picked_up},
+    {"forwarder_restart_is_picked_up", test_forwarder_restart_is_picked_up},
+    {"stalled_reader_costs_the_budget_and_frames_stay_whole",
+     test_stalled_reader_costs_the_budget_and_frames_stay_whole},
+    {"fork_child_gets_its_own_connection", test_fork_child_gets_its_own_connection},
+    {"bad_arguments", test_bad_arguments},
+};
+MST_TEST_MAIN(tests)
