@@ -1,0 +1,562 @@
+/*
+ * chrome_trace.c — the forwarder's Chrome Trace Event JSON writer
+ * (chrome_trace.h, SPEC §5). Owns the output file, the event buffer and the
+ * two bounded link tables.
+ *
+ * File protocol: the file starts as "[]" and `end_off` tracks the offset of
+ * its closing ']'. Events are buffered, each preceded by ','; a flush
+ * pwrite()s "<events>]" at end_off (dropping the first ',' while the file
+ * has no event yet), so the file is valid JSON after every flush, and a
+ * SIGKILL in the middle of a pwrite leaves "[...complete events,{partial"
+ * which Perfetto's importer accepts. Because every flush writes at a fixed
+ * offset, retrying after a failed or partial write is idempotent: the
+ * buffer is kept and rewritten at the same place next time (bounded by
+ * MAX_BUFFER_BYTES, beyond which it is dropped, ']' restored and the file
+ * truncated back to the last good state).
+ *
+ * Tables: span positions (trace_id, span_id) -> (pid, tid, start) and
+ * pending links (source trace_id, span_id) -> linking span (pid, tid,
+ * start, span_id), plus a small "already named" set for M events. Each is a
+ * chained hash table over a fixed pool with an intrusive FIFO list, so
+ * find/insert/remove are O(1) on average and the oldest entry is evicted
+ * (and counted) when the table holds MST_CHROME_MAX_TRACKED entries.
+ * The pool is calloc'd, so untouched pages cost no memory.
+ */
+#include "forward/chrome_trace.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "forward/output_path.h"
+
+/* A flush happens automatically once this much is buffered. */
+#define AUTO_FLUSH_BYTES (1u << 20)
+/* Buffered bytes kept across failing writes before they are dropped. */
+#define MAX_BUFFER_BYTES (64u << 20)
+#define DEFAULT_SERVICE_NAME "ms_service_profiler"
+
+/* ------------------------------------------------------------ tables */
+
+typedef struct track_entry {
+    uint8_t key[24];   /* trace_id(16) + span_id(8), or a names key */
+    uint32_t chain;    /* next entry in the bucket, index + 1 (0 = none) */
+    uint32_t older;    /* FIFO neighbours, index + 1 */
+    uint32_t newer;
+    int64_t pid, tid, ts_ns;
+    uint8_t dest_span[8]; /* pending links: the linking span */
+} track_entry;
+
+typedef struct track_table {
+    track_entry *e;
+    uint32_t *buckets;  /* index + 1 of the first entry, 0 = empty */
+    uint32_t mask;
+    uint32_t cap;
+    uint32_t count;
+    uint32_t used;      /* pool slots ever handed out */
+    uint32_t free_head; /* index + 1, chained through `chain` */
+    uint32_t oldest, newest;
+} track_table;
+
+static bool table_init(track_table *t, uint32_t cap) {
+    memset(t, 0, sizeof *t);
+    uint32_t nb = 16;
+    while (nb < cap * 2u && nb < (1u << 30)) nb <<= 1;
+    t->e = calloc(cap, sizeof *t->e);
+    t->buckets = calloc(nb, sizeof *t->buckets);
+    if (!t->e || !t->buckets) {
+        free(t->e);
+        free(t->buckets);
+        memset(t, 0, sizeof *t);
+        return false;
+    }
+    t->mask = nb - 1;
+    t->cap = cap;
+    return true;
+}
+
+static void table_free(track_table *t) {
+    free(t->e);
+    free(t->buckets);
+    memset(t, 0, sizeof *t);
+}
+
+static uint64_t load64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+/* Mixes the 24 key bytes (murmur3 finaliser per word) into a bucket hash. */
+static uint32_t key_hash(const uint8_t key[24]) {
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < 3; i++) {
+        uint64_t k = load64(key + 8 * i) + h;
+        k ^= k >> 33;
+        k *= 0xff51afd7ed558ccdull;
+        k ^= k >> 33;
+        k *= 0xc4ceb9fe1a85ec53ull;
+        k ^= k >> 33;
+        h = (h * 31u) ^ k;
+    }
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+static uint32_t table_find(const track_table *t, const uint8_t key[24]) {
+    for (uint32_t i = t->buckets[key_hash(key) & t->mask]; i; i = t->e[i - 1].chain)
+        if (memcmp(t->e[i - 1].key, key, 24) == 0) return i;
+    return 0;
+}
+
+/* Removes entry `i` (index + 1) from its bucket and the FIFO list. */
+static void table_remove(track_table *t, uint32_t i) {
+    track_entry *x = &t->e[i - 1];
+    uint32_t *link = &t->buckets[key_hash(x->key) & t->mask];
+    while (*link != i) link = &t->e[*link - 1].chain;
+    *link = x->chain;
+    if (x->older) t->e[x->older - 1].newer = x->newer; else t->oldest = x->newer;
+    if (x->newer) t->e[x->newer - 1].older = x->older; else t->newest = x->older;
+    x->chain = t->free_head;
+    t->free_head = i;
+    t->count--;
+}
+
+/* Adds a new entry for key (duplicates allowed: the pending table is a
+ * multimap); evicts the oldest first when full. Returns index + 1. */
+static uint32_t table_insert(track_table *t, const uint8_t key[24], bool *evicted) {
+    *evicted = false;
+    if (t->count == t->cap) {
+        table_remove(t, t->oldest);
+        *evicted = true;
+    }
+    uint32_t i;
+    if (t->free_head) {
+        i = t->free_head;
+        t->free_head = t->e[i - 1].chain;
+    } else {
+        i = ++t->used;
+    }
+    track_entry *x = &t->e[i - 1];
+    memcpy(x->key, key, 24);
+    uint32_t *b = &t->buckets[key_hash(key) & t->mask];
+    x->chain = *b;
+    *b = i;
+    x->older = t->newest;
+    x->newer = 0;
+    if (t->newest) t->e[t->newest - 1].newer = i; else t->oldest = i;
+    t->newest = i;
+    t->count++;
+    return i;
+}
+
+/* ------------------------------------------------------------ writer */
+
+struct mst_chrome_writer {
+    int fd;
+    int64_t default_pid;
+    uint64_t end_off;         /* offset of the closing ']' */
+    bool file_has_events;
+    mst_buf buf;              /* buffered events, each preceded by ',' */
+    mst_buf scratch;          /* building "resource.<key>" */
+    uint64_t buffered_spans, buffered_flows;
+    track_table pos, pend, names;
+    mst_chrome_stats st;
+};
+
+static int hexnib(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return 0;
+}
+
+static void hex_to_bytes(const char *hex, uint8_t *out, size_t n) {
+    size_t len = strnlen(hex, 2 * n);
+    for (size_t i = 0; i < n; i++) {
+        int hi = 2 * i < len ? hexnib(hex[2 * i]) : 0;
+        int lo = 2 * i + 1 < len ? hexnib(hex[2 * i + 1]) : 0;
+        out[i] = (uint8_t)((hi << 4) | lo);
+    }
+}
+
+static void make_key(const char *trace_hex, const char *span_hex, uint8_t key[24]) {
+    hex_to_bytes(trace_hex, key, 16);
+    hex_to_bytes(span_hex, key + 16, 8);
+}
+
+/* Nanoseconds as exact decimal microseconds ("1000", "1.5", "-0.001"). */
+static void append_us(mst_buf *b, bool neg, uint64_t ns) {
+    if (neg && ns) mst_buf_append_byte(b, '-');
+    mst_buf_append_u64(b, ns / 1000);
+    unsigned frac = (unsigned)(ns % 1000);
+    if (!frac) return;
+    char d[4] = {'.', (char)('0' + frac / 100), (char)('0' + frac / 10 % 10), (char)('0' + frac % 10)};
+    size_t n = 4;
+    while (d[n - 1] == '0') n--;
+    mst_buf_append(b, d, n);
+}
+
+static void append_ts(mst_buf *b, int64_t ns) {
+    bool neg = ns < 0;
+    append_us(b, neg, neg ? 0u - (uint64_t)ns : (uint64_t)ns);
+}
+
+#define LIT(b, s) mst_buf_append((b), (s), sizeof(s) - 1)
+
+static void append_key(mst_buf *b, const char *k, size_t n) {
+    mst_buf_append_json_str(b, k, n);
+    mst_buf_append_byte(b, ':');
+}
+
+static void append_str_member(mst_buf *b, const char *k, const char *v, size_t vn) {
+    append_key(b, k, strlen(k));
+    mst_buf_append_json_str(b, v, vn);
+}
+
+static void append_int_member(mst_buf *b, const char *k, int64_t v) {
+    append_key(b, k, strlen(k));
+    mst_buf_append_i64(b, v);
+}
+
+static const mst_json_slice *find_kv(const mst_pf_kv *kv, size_t n, const char *key) {
+    size_t kl = strlen(key);
+    for (size_t i = 0; i < n; i++)
+        if (kv[i].key.len == kl && memcmp(kv[i].key.ptr, key, kl) == 0) return &kv[i].value;
+    return NULL;
+}
+
+static bool is_string(const mst_json_slice *v) { return v && v->len >= 2 && v->ptr[0] == '"'; }
+
+/* An "M" event naming a process (tid < 0) or a thread; `name` is a raw,
+ * already validated JSON string. */
+static void emit_name(mst_chrome_writer *w, int64_t pid, int64_t tid, bool thread,
+                      const mst_json_slice *name) {
+    mst_buf *b = &w->buf;
+    LIT(b, ",{");
+    append_str_member(b, "name", thread ? "thread_name" : "process_name", thread ? 11 : 12);
+    LIT(b, ",\"ph\":\"M\",\"ts\":0,");
+    append_int_member(b, "pid", pid);
+    mst_buf_append_byte(b, ',');
+    append_int_member(b, "tid", thread ? tid : 0);
+    LIT(b, ",\"args\":{\"name\":");
+    mst_buf_append(b, name->ptr, name->len);
+    LIT(b, "}}");
+}
+
+/* Emits the M event once per process / thread (bounded set, oldest out). */
+static void maybe_name(mst_chrome_writer *w, int64_t pid, int64_t tid, bool thread,
+                       const mst_json_slice *name) {
+    if (!is_string(name)) return;
+    uint8_t key[24] = {0};
+    key[0] = thread ? 2 : 1;
+    memcpy(key + 8, &pid, 8);
+    if (thread) memcpy(key + 16, &tid, 8);
+    if (table_find(&w->names, key)) return;
+    bool ev;
+    table_insert(&w->names, key, &ev);
+    emit_name(w, pid, tid, thread, name);
+}
+
+/* One s/f flow pair: source = the linked span, dest = the linking span. */
+static void emit_flow(mst_chrome_writer *w, const uint8_t src_key[24], int64_t spid, int64_t stid,
+                      int64_t sts, const uint8_t dest_span[8], int64_t dpid, int64_t dtid,
+                      int64_t dts) {
+    static const char hx[] = "0123456789abcdef";
+    char id[32 + 1 + 16 + 1 + 16];
+    size_t n = 0;
+    for (int i = 0; i < 16; i++) { id[n++] = hx[src_key[i] >> 4]; id[n++] = hx[src_key[i] & 15]; }
+    id[n++] = ':';
+    for (int i = 16; i < 24; i++) { id[n++] = hx[src_key[i] >> 4]; id[n++] = hx[src_key[i] & 15]; }
+    id[n++] = ':';
+    for (int i = 0; i < 8; i++) { id[n++] = hx[dest_span[i] >> 4]; id[n++] = hx[dest_span[i] & 15]; }
+    mst_buf *b = &w->buf;
+    for (int phase = 0; phase < 2; phase++) {
+        LIT(b, ",{\"name\":\"request.link\",\"cat\":\"Tracing.Flow\",");
+        LIT(b, phase == 0 ? "\"ph\":\"s\",\"ts\":" : "\"ph\":\"f\",\"ts\":");
+        append_ts(b, phase == 0 ? sts : dts);
+        mst_buf_append_byte(b, ',');
+        append_int_member(b, "pid", phase == 0 ? spid : dpid);
+        mst_buf_append_byte(b, ',');
+        append_int_member(b, "tid", phase == 0 ? stid : dtid);
+        LIT(b, ",\"id\":");
+        mst_buf_append_json_str(b, id, n);
+        if (phase == 0) {
+            LIT(b, ",\"args\":{\"source.span_id\":");
+            mst_buf_append_json_str(b, id + 33, 16);
+            LIT(b, "}}");
+        } else {
+            LIT(b, ",\"bp\":\"e\"}");
+        }
+    }
+    w->buffered_flows++;
+}
+
+/* True for attribute keys the fixed args replace (upstream: fixed win). */
+static bool fixed_arg(const mst_str *k) {
+    static const char *const fixed[] = {"trace_id", "span_id", "parent_span_id",
+                                        "span.kind", "span.status", "service.name"};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        if (k->len == strlen(fixed[i]) && memcmp(k->ptr, fixed[i], k->len) == 0) return true;
+    return false;
+}
+
+/* Does an attribute named "resource.<rkey>" exist (attributes win)? */
+static bool attr_shadows(const mst_pf_span *s, const mst_str *rkey) {
+    for (size_t i = 0; i < s->n_attrs; i++) {
+        const mst_str *k = &s->attrs[i].key;
+        if (k->len == 9 + rkey->len && memcmp(k->ptr, "resource.", 9) == 0 &&
+            memcmp(k->ptr + 9, rkey->ptr, rkey->len) == 0)
+            return true;
+    }
+    return false;
+}
+
+static void emit_span(mst_chrome_writer *w, const mst_pf_span *s, int64_t pid, int64_t tid,
+                      const mst_json_slice *service) {
+    mst_buf *b = &w->buf;
+    LIT(b, ",{");
+    append_str_member(b, "name", s->name.ptr ? s->name.ptr : "", s->name.ptr ? s->name.len : 0);
+    mst_buf_append_byte(b, ',');
+    if (s->category.ptr) append_str_member(b, "cat", s->category.ptr, s->category.len);
+    else append_str_member(b, "cat", "Tracing", 7);
+    LIT(b, ",\"ph\":\"X\",\"ts\":");
+    append_ts(b, s->start_ns);
+    LIT(b, ",\"dur\":");
+    append_us(b, false, s->end_ns > s->start_ns ? (uint64_t)s->end_ns - (uint64_t)s->start_ns : 0);
+    mst_buf_append_byte(b, ',');
+    append_int_member(b, "pid", pid);
+    mst_buf_append_byte(b, ',');
+    append_int_member(b, "tid", tid);
+    LIT(b, ",\"args\":{");
+    bool any_resource_prefixed = false;
+    for (size_t i = 0; i < s->n_attrs; i++) {
+        const mst_pf_kv *kv = &s->attrs[i];
+        if (kv->key.len > 9 && memcmp(kv->key.ptr, "resource.", 9) == 0)
+            any_resource_prefixed = true;
+        if (fixed_arg(&kv->key)) continue;
+        append_key(b, kv->key.ptr, kv->key.len);
+        mst_buf_append(b, kv->value.ptr, kv->value.len);
+        mst_buf_append_byte(b, ',');
+    }
+    append_str_member(b, "trace_id", s->trace_id, strnlen(s->trace_id, 32));
+    mst_buf_append_byte(b, ',');
+    append_str_member(b, "span_id", s->span_id, strnlen(s->span_id, 16));
+    mst_buf_append_byte(b, ',');
+    append_str_member(b, "parent_span_id", s->parent_span_id, strnlen(s->parent_span_id, 16));
+    mst_buf_append_byte(b, ',');
+    append_int_member(b, "span.kind", s->kind);
+    mst_buf_append_byte(b, ',');
+    append_int_member(b, "span.status", s->status);
+    LIT(b, ",\"service.name\":");
+    if (service) mst_buf_append(b, service->ptr, service->len);
+    else mst_buf_append_json_str(b, DEFAULT_SERVICE_NAME, sizeof DEFAULT_SERVICE_NAME - 1);
+    for (size_t i = 0; i < s->n_resource; i++) {
+        const mst_pf_kv *kv = &s->resource[i];
+        if (any_resource_prefixed && attr_shadows(s, &kv->key)) continue;
+        mst_buf_reset(&w->scratch);
+        LIT(&w->scratch, "resource.");
+        mst_buf_append(&w->scratch, kv->key.ptr, kv->key.len);
+        if (w->scratch.failed) {
+            b->failed = true;
+            return;
+        }
+        mst_buf_append_byte(b, ',');
+        append_key(b, (const char *)w->scratch.data, w->scratch.len);
+        mst_buf_append(b, kv->value.ptr, kv->value.len);
+    }
+    LIT(b, "}}");
+    w->buffered_spans++;
+}
+
+mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s) {
+    if (!w || !s) return MST_ERR_INVALID_ARG;
+    size_t mark = w->buf.len;
+    uint64_t spans0 = w->buffered_spans, flows0 = w->buffered_flows;
+    int64_t pid = s->has_pid ? s->pid : w->default_pid;
+    int64_t tid = s->has_tid ? s->tid : 0;
+    const mst_json_slice *service = find_kv(s->resource, s->n_resource, "service.name");
+
+    maybe_name(w, pid, 0, false, service);
+    maybe_name(w, pid, tid, true, find_kv(s->attrs, s->n_attrs, "thread.name"));
+    emit_span(w, s, pid, tid, service);
+
+    uint8_t key[24];
+    make_key(s->trace_id, s->span_id, key);
+    bool ev;
+    uint32_t i = table_find(&w->pos, key);
+    if (!i) {
+        i = table_insert(&w->pos, key, &ev);
+        if (ev) w->st.positions_evicted++;
+    }
+    track_entry *p = &w->pos.e[i - 1];
+    p->pid = pid;
+    p->tid = tid;
+    p->ts_ns = s->start_ns;
+
+    /* Links that were waiting for this span. */
+    uint32_t j = w->pend.buckets[key_hash(key) & w->pend.mask];
+    while (j) {
+        track_entry *x = &w->pend.e[j - 1];
+        uint32_t next = x->chain;
+        if (memcmp(x->key, key, 24) == 0) {
+            emit_flow(w, key, pid, tid, s->start_ns, x->dest_span, x->pid, x->tid, x->ts_ns);
+            table_remove(&w->pend, j);
+        }
+        j = next;
+    }
+
+    uint8_t self_span[8];
+    memcpy(self_span, key + 16, 8);
+    for (size_t l = 0; l < s->n_links; l++) {
+        uint8_t src[24];
+        make_key(s->links[l].trace_id, s->links[l].span_id, src);
+        uint32_t k = table_find(&w->pos, src);
+        if (k) {
+            const track_entry *sp = &w->pos.e[k - 1];
+            emit_flow(w, src, sp->pid, sp->tid, sp->ts_ns, self_span, pid, tid, s->start_ns);
+            continue;
+        }
+        uint32_t n = table_insert(&w->pend, src, &ev);
+        if (ev) w->st.pending_evicted++;
+        track_entry *x = &w->pend.e[n - 1];
+        x->pid = pid;
+        x->tid = tid;
+        x->ts_ns = s->start_ns;
+        memcpy(x->dest_span, self_span, 8);
+    }
+    w->st.flows_pending = w->pend.count;
+
+    if (w->buf.failed) {
+        w->buf.len = mark;
+        w->buf.failed = false;
+        w->buffered_spans = spans0;
+        w->buffered_flows = flows0;
+        MST_WARN("perfetto output: out of memory buffering a span; span dropped");
+        return MST_ERR_NOMEM;
+    }
+    if (w->buf.len >= AUTO_FLUSH_BYTES) return mst_chrome_writer_flush(w);
+    return MST_OK;
+}
+
+/* pwrite of all n bytes at off, retrying EINTR and short writes. */
+static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off) {
+    while (n) {
+        ssize_t k = pwrite(fd, p, n, (off_t)off);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            return errno;
+        }
+        if (k == 0) return EIO;
+        p += k;
+        n -= (size_t)k;
+        off += (uint64_t)k;
+    }
+    return 0;
+}
+
+/* Gives up on the buffered events after repeated write errors: restores
+ * the last good end of the file. */
+static void drop_buffer(mst_chrome_writer *w) {
+    MST_ERROR("perfetto output: dropping %llu buffered spans after write errors",
+              (unsigned long long)w->buffered_spans);
+    mst_buf_reset(&w->buf);
+    w->buffered_spans = w->buffered_flows = 0;
+    if (pwrite_all(w->fd, (const uint8_t *)"]", 1, w->end_off) != 0 ||
+        ftruncate(w->fd, (off_t)(w->end_off + 1)) != 0)
+        w->st.write_errors++;
+}
+
+mst_status mst_chrome_writer_flush(mst_chrome_writer *w) {
+    if (!w) return MST_ERR_INVALID_ARG;
+    if (w->buf.len == 0) return MST_OK;
+    mst_buf_append_byte(&w->buf, ']');
+    if (w->buf.failed) { /* cannot even add the bracket: keep the events */
+        w->buf.failed = false;
+        return MST_ERR_NOMEM;
+    }
+    size_t skip = w->file_has_events ? 0 : 1; /* the first event's ',' */
+    size_t n = w->buf.len - skip;
+    int e = pwrite_all(w->fd, w->buf.data + skip, n, w->end_off);
+    w->buf.len--; /* the ']' again */
+    if (e) {
+        w->st.write_errors++;
+        if (w->st.write_errors == 1 || w->st.write_errors % 1000 == 0)
+            MST_ERROR("perfetto output: write failed: %s (%llu errors so far)", strerror(e),
+                      (unsigned long long)w->st.write_errors);
+        if (w->buf.len > MAX_BUFFER_BYTES) drop_buffer(w);
+        return MST_ERR_IO;
+    }
+    w->end_off += n - 1;
+    w->file_has_events = true;
+    w->st.bytes_written += n;
+    w->st.spans_written += w->buffered_spans;
+    w->st.flows_written += w->buffered_flows;
+    w->buffered_spans = w->buffered_flows = 0;
+    mst_buf_reset(&w->buf);
+    return MST_OK;
+}
+
+void mst_chrome_writer_get_stats(const mst_chrome_writer *w, mst_chrome_stats *out) {
+    if (!out) return;
+    if (!w) {
+        memset(out, 0, sizeof *out);
+        return;
+    }
+    *out = w->st;
+    out->flows_pending = w->pend.count;
+}
+
+static void writer_free(mst_chrome_writer *w) {
+    table_free(&w->pos);
+    table_free(&w->pend);
+    table_free(&w->names);
+    mst_buf_free(&w->buf);
+    mst_buf_free(&w->scratch);
+    free(w);
+}
+
+mst_status mst_chrome_writer_open(const char *path, int64_t default_pid,
+                                  mst_chrome_writer **out, char *err, size_t err_size) {
+    if (!out) return MST_ERR_INVALID_ARG;
+    *out = NULL;
+    int fd;
+    mst_status st = mst_output_path_open(path, &fd, err, err_size);
+    if (st != MST_OK) return st;
+    mst_chrome_writer *w = calloc(1, sizeof *w);
+    if (!w || !table_init(&w->pos, MST_CHROME_MAX_TRACKED) ||
+        !table_init(&w->pend, MST_CHROME_MAX_TRACKED) ||
+        !table_init(&w->names, MST_CHROME_MAX_TRACKED)) {
+        if (w) writer_free(w);
+        close(fd);
+        if (err && err_size) snprintf(err, err_size, "out of memory opening the Chrome Trace writer");
+        return MST_ERR_NOMEM;
+    }
+    w->fd = fd;
+    w->default_pid = default_pid;
+    mst_buf_init(&w->buf, 0);
+    mst_buf_init(&w->scratch, 0);
+    int e = pwrite_all(fd, (const uint8_t *)"[]", 2, 0);
+    if (e) {
+        if (err && err_size) snprintf(err, err_size, "cannot write %s: %s", path, strerror(e));
+        close(fd);
+        w->fd = -1;
+        writer_free(w);
+        return MST_ERR_IO;
+    }
+    w->end_off = 1;
+    w->st.bytes_written = 2;
+    *out = w;
+    return MST_OK;
+}
+
+mst_status mst_chrome_writer_close(mst_chrome_writer *w) {
+    if (!w) return MST_ERR_INVALID_ARG;
+    mst_status st = mst_chrome_writer_flush(w);
+    if (st != MST_OK && w->buf.len) drop_buffer(w);
+    if (close(w->fd) != 0 && st == MST_OK) st = MST_ERR_IO;
+    writer_free(w);
+    return st;
+}

@@ -1,0 +1,415 @@
+/*
+ * perfetto_packet_decode.c — the forwarder's strict decoder of upstream
+ * "Hook span packets" (SPEC §5): 17-byte magic + one compact JSON object.
+ * The input comes from any process of the same user over an abstract
+ * socket, so it is treated as hostile: every byte is validated by the
+ * strict reader (json_reader.h) and every field is type-checked.
+ *
+ * Decisions (documented contract of this decoder):
+ *   - Duplicate keys are REJECTED (MST_ERR_PARSE), for the known top-level
+ *     fields, inside "attributes", inside "resource_attributes" and for
+ *     trace_id/span_id inside a link. Why: "last wins" would silently drop
+ *     data and the Chrome Trace args must have unique keys; no encoder we
+ *     know of emits duplicates. Unknown top-level keys (and unknown keys in
+ *     a link object) are validated and ignored, duplicates among them too.
+ *   - trace_id and span_id are required: exactly 32 / 16 hex digits (any
+ *     case, normalised to lowercase), not all zero (W3C invalid id).
+ *     parent_span_id is optional: missing, null, "" or an all-zero id mean
+ *     a root span (""); otherwise 16 hex digits. Link ids follow trace_id/
+ *     span_id rules.
+ *   - Optional fields default as upstream does: name "", category "Tracing",
+ *     times/kind/status 0. name/category must be strings when present;
+ *     start_time_ns/end_time_ns/kind/status must be JSON integers (integer
+ *     syntax, int64 range: no fraction, no exponent, no strings).
+ *   - attributes/resource_attributes: an object (null = empty). Values may
+ *     be any JSON value and are kept as validated raw text. process.pid /
+ *     thread.id are taken out of the attributes when they are integers;
+ *     otherwise they stay as ordinary attributes.
+ *   - links: an array (null = empty) of objects with trace_id/span_id.
+ *   - More than MST_PF_MAX_ATTRS attributes (each object) or
+ *     MST_PF_MAX_LINKS links: MST_ERR_TOO_LARGE.
+ *   - Arena exhaustion: MST_ERR_NOMEM.
+ */
+#include "wire/perfetto_packet.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "wire/json_reader.h"
+
+enum {
+    F_NAME = 1u << 0,
+    F_CATEGORY = 1u << 1,
+    F_TRACE_ID = 1u << 2,
+    F_SPAN_ID = 1u << 3,
+    F_PARENT = 1u << 4,
+    F_START = 1u << 5,
+    F_END = 1u << 6,
+    F_KIND = 1u << 7,
+    F_STATUS = 1u << 8,
+    F_ATTRS = 1u << 9,
+    F_RESOURCE = 1u << 10,
+    F_LINKS = 1u << 11
+};
+
+typedef struct decoder {
+    mst_json_reader r;
+    mst_arena *arena;
+    const uint8_t *json; /* start of the JSON text, for error offsets */
+    char *err;
+    size_t err_size;
+} decoder;
+
+static mst_status set_err(decoder *d, mst_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static mst_status set_err(decoder *d, mst_status st, const char *fmt, ...) {
+    if (d->err && d->err_size) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(d->err, d->err_size, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+/* Maps a reader failure to a status and a message naming the field. */
+static mst_status reader_err(decoder *d, const char *field) {
+    if (d->r.nomem) return set_err(d, MST_ERR_NOMEM, "out of memory decoding '%s'", field);
+    return set_err(d, MST_ERR_PARSE, "invalid JSON in '%s' at byte %zu: %s", field,
+                   d->r.err_off + MST_PERFETTO_MAGIC_LEN, d->r.err ? d->r.err : "error");
+}
+
+/* ------------------------------------------------------------ ids */
+
+/* Reads a string of exactly `n` hex digits into out (lowercase + NUL).
+ * Returns 1 ok, 0 wrong shape (message set), -1 reader error. */
+static int read_hex_id(decoder *d, const char *field, size_t n, char *out, bool allow_empty) {
+    char buf[40];
+    size_t len;
+    bool fits;
+    if (mst_json_peek(&d->r) != MST_JSON_STRING) {
+        if (d->r.err) return -1;
+        set_err(d, MST_ERR_PARSE, "field '%s' must be a string of %zu hex digits", field, n);
+        return 0;
+    }
+    if (!mst_json_read_str_into(&d->r, buf, sizeof buf, &len, &fits)) return -1;
+    if (allow_empty && len == 0) {
+        out[0] = '\0';
+        return 1;
+    }
+    if (!fits || len != n) {
+        set_err(d, MST_ERR_PARSE, "field '%s' must be %zu hex digits (got %zu characters)", field,
+                n, len);
+        return 0;
+    }
+    bool nonzero = false;
+    for (size_t i = 0; i < n; i++) {
+        char c = buf[i];
+        if (c >= 'A' && c <= 'F') c = (char)(c - 'A' + 'a');
+        else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+            set_err(d, MST_ERR_PARSE, "field '%s' must be %zu hex digits", field, n);
+            return 0;
+        }
+        nonzero |= c != '0';
+        out[i] = c;
+    }
+    out[n] = '\0';
+    if (!nonzero) {
+        if (allow_empty) {
+            out[0] = '\0'; /* an all-zero parent id means "no parent" */
+            return 1;
+        }
+        set_err(d, MST_ERR_PARSE, "field '%s' is the all-zero (invalid) id", field);
+        return 0;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------ helpers */
+
+static bool key_is(const char *k, size_t len, const char *lit) {
+    size_t n = strlen(lit);
+    return len == n && memcmp(k, lit, n) == 0;
+}
+
+/* 64-bit FNV-1a; used to make the duplicate-key check cheap. */
+static uint64_t hash_key(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Grows an arena array by doubling (the arena cannot realloc; the old
+ * block is simply abandoned, bounding waste to the final size). */
+static void *grow(mst_arena *arena, void *old, size_t count, size_t *cap, size_t elem) {
+    size_t ncap = *cap ? *cap * 2 : 16;
+    void *p = mst_arena_alloc(arena, ncap * elem);
+    if (!p) return NULL;
+    if (count) memcpy(p, old, count * elem);
+    *cap = ncap;
+    return p;
+}
+
+static int64_t *pick_target(mst_pf_span *out, const mst_str *key, bool take_pid_tid,
+                            bool **flag) {
+    if (!take_pid_tid) return NULL;
+    if (key_is(key->ptr, key->len, "process.pid")) {
+        *flag = &out->has_pid;
+        return &out->pid;
+    }
+    if (key_is(key->ptr, key->len, "thread.id")) {
+        *flag = &out->has_tid;
+        return &out->tid;
+    }
+    return NULL;
+}
+
+/* Decodes "attributes" / "resource_attributes": an object of any values.
+ * With take_pid_tid, integer process.pid / thread.id go to out->pid/tid. */
+static mst_status decode_kv_object(decoder *d, const char *field, bool take_pid_tid,
+                                   mst_pf_span *out, mst_pf_kv **kvs_out, size_t *n_out) {
+    mst_json_type t = mst_json_peek(&d->r);
+    if (t == MST_JSON_NULL) {
+        mst_json_slice raw;
+        return mst_json_read_raw(&d->r, &raw) ? MST_OK : reader_err(d, field);
+    }
+    if (t != MST_JSON_OBJECT) {
+        if (d->r.err) return reader_err(d, field);
+        return set_err(d, MST_ERR_PARSE, "field '%s' must be an object", field);
+    }
+    if (!mst_json_object_begin(&d->r)) return reader_err(d, field);
+    mst_pf_kv *kvs = NULL;
+    uint64_t *hashes = NULL;
+    size_t n = 0, cap = 0, hcap = 0;
+    bool pid_seen[2] = {false, false}; /* duplicate check for taken-out keys */
+    for (;;) {
+        int more = mst_json_object_next(&d->r);
+        if (more < 0) return reader_err(d, field);
+        if (more == 0) break;
+        mst_str key;
+        mst_json_slice val;
+        if (!mst_json_read_key(&d->r, d->arena, &key) || !mst_json_read_raw(&d->r, &val))
+            return reader_err(d, field);
+        uint64_t h = hash_key(key.ptr, key.len);
+        for (size_t i = 0; i < n; i++)
+            if (hashes[i] == h && kvs[i].key.len == key.len &&
+                memcmp(kvs[i].key.ptr, key.ptr, key.len) == 0)
+                return set_err(d, MST_ERR_PARSE, "duplicate key '%.64s' in '%s'", key.ptr, field);
+        bool *flag = NULL;
+        int64_t *target = pick_target(out, &key, take_pid_tid, &flag);
+        if (target) {
+            int slot = target == &out->pid ? 0 : 1;
+            if (pid_seen[slot])
+                return set_err(d, MST_ERR_PARSE, "duplicate key '%s' in '%s'", key.ptr, field);
+            pid_seen[slot] = true;
+            int64_t v;
+            if (mst_json_slice_to_i64(&val, &v)) {
+                *target = v;
+                *flag = true;
+                continue;
+            }
+        }
+        if (n == MST_PF_MAX_ATTRS)
+            return set_err(d, MST_ERR_TOO_LARGE, "more than %d entries in '%s'", MST_PF_MAX_ATTRS,
+                           field);
+        if (n == cap) {
+            kvs = grow(d->arena, kvs, n, &cap, sizeof *kvs);
+            hashes = kvs ? grow(d->arena, hashes, n, &hcap, sizeof *hashes) : NULL;
+            if (!kvs || !hashes) return set_err(d, MST_ERR_NOMEM, "out of memory decoding '%s'", field);
+        }
+        kvs[n].key = key;
+        kvs[n].value = val;
+        hashes[n] = h;
+        n++;
+    }
+    *kvs_out = kvs;
+    *n_out = n;
+    return MST_OK;
+}
+
+static mst_status decode_links(decoder *d, mst_pf_span *out) {
+    mst_json_type t = mst_json_peek(&d->r);
+    if (t == MST_JSON_NULL) {
+        mst_json_slice raw;
+        return mst_json_read_raw(&d->r, &raw) ? MST_OK : reader_err(d, "links");
+    }
+    if (t != MST_JSON_ARRAY) {
+        if (d->r.err) return reader_err(d, "links");
+        return set_err(d, MST_ERR_PARSE, "field 'links' must be an array of objects");
+    }
+    if (!mst_json_array_begin(&d->r)) return reader_err(d, "links");
+    mst_pf_link *links = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        int more = mst_json_array_next(&d->r);
+        if (more < 0) return reader_err(d, "links");
+        if (more == 0) break;
+        if (n == MST_PF_MAX_LINKS)
+            return set_err(d, MST_ERR_TOO_LARGE, "more than %d links", MST_PF_MAX_LINKS);
+        if (mst_json_peek(&d->r) != MST_JSON_OBJECT) {
+            if (d->r.err) return reader_err(d, "links");
+            return set_err(d, MST_ERR_PARSE, "field 'links' must be an array of objects");
+        }
+        if (n == cap) {
+            links = grow(d->arena, links, n, &cap, sizeof *links);
+            if (!links) return set_err(d, MST_ERR_NOMEM, "out of memory decoding 'links'");
+        }
+        mst_pf_link *l = &links[n];
+        bool have_trace = false, have_span = false;
+        if (!mst_json_object_begin(&d->r)) return reader_err(d, "links");
+        for (;;) {
+            int m = mst_json_object_next(&d->r);
+            if (m < 0) return reader_err(d, "links");
+            if (m == 0) break;
+            char key[16];
+            size_t klen;
+            bool fits;
+            if (!mst_json_read_key_into(&d->r, key, sizeof key, &klen, &fits))
+                return reader_err(d, "links");
+            int rc;
+            if (fits && key_is(key, klen, "trace_id")) {
+                if (have_trace) return set_err(d, MST_ERR_PARSE, "duplicate key 'trace_id' in a link");
+                have_trace = true;
+                rc = read_hex_id(d, "links[].trace_id", 32, l->trace_id, false);
+            } else if (fits && key_is(key, klen, "span_id")) {
+                if (have_span) return set_err(d, MST_ERR_PARSE, "duplicate key 'span_id' in a link");
+                have_span = true;
+                rc = read_hex_id(d, "links[].span_id", 16, l->span_id, false);
+            } else {
+                mst_json_slice raw;
+                rc = mst_json_read_raw(&d->r, &raw) ? 1 : -1;
+            }
+            if (rc < 0) return reader_err(d, "links");
+            if (rc == 0) return MST_ERR_PARSE;
+        }
+        if (!have_trace || !have_span)
+            return set_err(d, MST_ERR_PARSE, "a link needs both 'trace_id' and 'span_id'");
+        n++;
+    }
+    out->links = links;
+    out->n_links = n;
+    return MST_OK;
+}
+
+static mst_status read_int_field(decoder *d, const char *field, int64_t *out) {
+    if (mst_json_peek(&d->r) != MST_JSON_NUMBER) {
+        if (d->r.err) return reader_err(d, field);
+        return set_err(d, MST_ERR_PARSE, "field '%s' must be an integer", field);
+    }
+    if (!mst_json_read_i64(&d->r, out)) {
+        if (d->r.err && strcmp(d->r.err, "integer out of int64 range") == 0)
+            return set_err(d, MST_ERR_PARSE, "field '%s' is out of the int64 range", field);
+        return set_err(d, MST_ERR_PARSE, "field '%s' must be an integer (no fraction/exponent)",
+                       field);
+    }
+    return MST_OK;
+}
+
+static mst_status read_str_field(decoder *d, const char *field, mst_str *out) {
+    if (mst_json_peek(&d->r) != MST_JSON_STRING) {
+        if (d->r.err) return reader_err(d, field);
+        return set_err(d, MST_ERR_PARSE, "field '%s' must be a string", field);
+    }
+    return mst_json_read_str(&d->r, d->arena, out) ? MST_OK : reader_err(d, field);
+}
+
+/* Which known field a top-level key names (0 = unknown). */
+static unsigned field_of(const char *k, size_t n) {
+    switch (n) {
+    case 4: return key_is(k, n, "name") ? F_NAME : key_is(k, n, "kind") ? F_KIND : 0;
+    case 5: return key_is(k, n, "links") ? F_LINKS : 0;
+    case 6: return key_is(k, n, "status") ? F_STATUS : 0;
+    case 7: return key_is(k, n, "span_id") ? F_SPAN_ID : 0;
+    case 8: return key_is(k, n, "category") ? F_CATEGORY : key_is(k, n, "trace_id") ? F_TRACE_ID : 0;
+    case 10: return key_is(k, n, "attributes") ? F_ATTRS : 0;
+    case 11: return key_is(k, n, "end_time_ns") ? F_END : 0;
+    case 13: return key_is(k, n, "start_time_ns") ? F_START : 0;
+    case 14: return key_is(k, n, "parent_span_id") ? F_PARENT : 0;
+    case 19: return key_is(k, n, "resource_attributes") ? F_RESOURCE : 0;
+    default: return 0;
+    }
+}
+
+static mst_status decode_field(decoder *d, unsigned f, const char *key, mst_pf_span *out) {
+    int rc;
+    switch (f) {
+    case F_NAME: return read_str_field(d, "name", &out->name);
+    case F_CATEGORY: return read_str_field(d, "category", &out->category);
+    case F_TRACE_ID:
+        rc = read_hex_id(d, "trace_id", 32, out->trace_id, false);
+        return rc > 0 ? MST_OK : rc < 0 ? reader_err(d, "trace_id") : MST_ERR_PARSE;
+    case F_SPAN_ID:
+        rc = read_hex_id(d, "span_id", 16, out->span_id, false);
+        return rc > 0 ? MST_OK : rc < 0 ? reader_err(d, "span_id") : MST_ERR_PARSE;
+    case F_PARENT:
+        if (mst_json_peek(&d->r) == MST_JSON_NULL) {
+            mst_json_slice raw;
+            out->parent_span_id[0] = '\0';
+            return mst_json_read_raw(&d->r, &raw) ? MST_OK : reader_err(d, "parent_span_id");
+        }
+        rc = read_hex_id(d, "parent_span_id", 16, out->parent_span_id, true);
+        return rc > 0 ? MST_OK : rc < 0 ? reader_err(d, "parent_span_id") : MST_ERR_PARSE;
+    case F_START: return read_int_field(d, "start_time_ns", &out->start_ns);
+    case F_END: return read_int_field(d, "end_time_ns", &out->end_ns);
+    case F_KIND: return read_int_field(d, "kind", &out->kind);
+    case F_STATUS: return read_int_field(d, "status", &out->status);
+    case F_ATTRS:
+        return decode_kv_object(d, "attributes", true, out, &out->attrs, &out->n_attrs);
+    case F_RESOURCE:
+        return decode_kv_object(d, "resource_attributes", false, out, &out->resource,
+                                &out->n_resource);
+    case F_LINKS: return decode_links(d, out);
+    default: {
+        mst_json_slice raw;
+        return mst_json_read_raw(&d->r, &raw) ? MST_OK : reader_err(d, key);
+    }
+    }
+}
+
+mst_status mst_perfetto_packet_decode(const uint8_t *data, size_t len, mst_arena *arena,
+                                      mst_pf_span *out, char *err, size_t err_size) {
+    decoder d;
+    memset(&d, 0, sizeof d);
+    d.arena = arena;
+    d.err = err;
+    d.err_size = err_size;
+    if (err && err_size) err[0] = '\0';
+    if (!out || !arena || (!data && len)) return set_err(&d, MST_ERR_INVALID_ARG, "NULL argument");
+    memset(out, 0, sizeof *out);
+    out->name.ptr = "";
+    out->category.ptr = "Tracing";
+    out->category.len = 7;
+    if (len < MST_PERFETTO_MAGIC_LEN || memcmp(data, MST_PERFETTO_MAGIC, MST_PERFETTO_MAGIC_LEN) != 0)
+        return set_err(&d, MST_ERR_PARSE, "missing MSPF_PERFETTO_V1 magic");
+    d.json = data + MST_PERFETTO_MAGIC_LEN;
+    mst_json_reader_init(&d.r, d.json, len - MST_PERFETTO_MAGIC_LEN, MST_PF_MAX_DEPTH);
+    if (mst_json_peek(&d.r) != MST_JSON_OBJECT) {
+        if (d.r.err) return reader_err(&d, "packet");
+        return set_err(&d, MST_ERR_PARSE, "packet JSON must be an object");
+    }
+    if (!mst_json_object_begin(&d.r)) return reader_err(&d, "packet");
+    unsigned seen = 0;
+    for (;;) {
+        int more = mst_json_object_next(&d.r);
+        if (more < 0) return reader_err(&d, "packet");
+        if (more == 0) break;
+        char key[24];
+        size_t klen;
+        bool fits;
+        if (!mst_json_read_key_into(&d.r, key, sizeof key - 1, &klen, &fits))
+            return reader_err(&d, "packet");
+        unsigned f = fits ? field_of(key, klen) : 0;
+        if (fits) key[klen] = '\0';
+        else memcpy(key, "(long key)", 11);
+        if (f & seen) return set_err(&d, MST_ERR_PARSE, "duplicate key '%s'", key);
+        seen |= f;
+        mst_status st = decode_field(&d, f, key, out);
+        if (st != MST_OK) return st;
+    }
+    if (!mst_json_finish(&d.r)) return reader_err(&d, "packet");
+    if (!(seen & F_TRACE_ID)) return set_err(&d, MST_ERR_PARSE, "missing field 'trace_id'");
+    if (!(seen & F_SPAN_ID)) return set_err(&d, MST_ERR_PARSE, "missing field 'span_id'");
+    return MST_OK;
+}
