@@ -1,0 +1,406 @@
+/*
+ * span.c — recording one span on the caller's thread (mstrace.h "spans").
+ *
+ * Owns: starting a span (ids, parent, trace state, name), the setters with
+ * the SPEC §4 limits (32 attributes, keys <= 128 bytes, strings <= 1024 bytes
+ * cut on a UTF-8 boundary, 128 links/events/list items, dropped counts),
+ * links and events with their own attributes, status, ending (hand-off to
+ * the tracer's queue) and the read-out functions.
+ *
+ * Hot-path rules: the record comes from the tracer's pool (no malloc in
+ * steady state) and only its header is initialised — never the whole
+ * ~2 KB record; strings are copied into the span's arena; no locks.
+ * Every setter accepts a NULL span and does nothing.
+ *
+ * Memory bound: replacing a value reuses its storage when the new one fits;
+ * otherwise the new value takes fresh arena space, and once a span's arena
+ * holds more than SPAN_REPLACE_BUDGET bytes further growing replacements are
+ * dropped (counted), so a span cannot grow without bound.
+ */
+#include "core/span.h"
+
+#include "core/tracer.h"
+
+#include <string.h>
+
+#define SPAN_REPLACE_BUDGET (1u << 20)
+#define LINK_EVENT_INITIAL_CAP 4u
+
+static const char k_empty[] = "";
+
+/* ------------------------------------------------------------- helpers */
+
+static size_t utf8_cut(const char *s, size_t len, size_t max_len) {
+    if (len <= max_len) return len;
+    size_t cut = max_len;
+    while (cut > 0 && ((unsigned char)s[cut] & 0xC0u) == 0x80u) cut--;
+    return cut;
+}
+
+static size_t arena_bytes(const mst_arena *a) {
+    size_t n = a->inline_used;
+    for (const mst_arena_chunk *c = a->chunks; c; c = c->next) n += c->cap;
+    return n;
+}
+
+/* Copies s[0..len) (cut to max) into a fresh arena string. */
+static bool str_copy(mst_arena *a, mst_str *dst, const char *s, size_t len, size_t max) {
+    size_t n;
+    char *p = mst_arena_strndup(a, s, len, max, &n);
+    if (!p) return false;
+    dst->ptr = p;
+    dst->len = (uint32_t)n;
+    return true;
+}
+
+/* Replaces an arena-owned string: in place when it fits, else fresh space
+ * within the replacement budget. */
+static bool str_replace(mst_arena *a, mst_str *dst, const char *s, size_t len, size_t max) {
+    len = utf8_cut(s, len, max);
+    if (dst->ptr && dst->ptr != k_empty && len <= dst->len) {
+        char *p = (char *)dst->ptr;
+        memmove(p, s, len);
+        p[len] = '\0';
+        dst->len = (uint32_t)len;
+        return true;
+    }
+    if (arena_bytes(a) > SPAN_REPLACE_BUDGET) return false;
+    return str_copy(a, dst, s, len, max);
+}
+
+/* ---------------------------------------------------------- attributes */
+
+typedef struct attr_table {
+    mst_attr *arr;
+    uint32_t *n;
+    uint32_t cap;
+    uint32_t *dropped;
+} attr_table;
+
+static mst_attr *attr_find(const attr_table *t, const char *key, size_t klen) {
+    for (uint32_t i = 0; i < *t->n; i++) {
+        mst_attr *a = &t->arr[i];
+        if (a->key.len == klen && memcmp(a->key.ptr, key, klen) == 0) return a;
+    }
+    return NULL;
+}
+
+/* Stores one attribute value into slot `a` (new or replaced). Strings of a
+ * replaced string value reuse its storage. Returns false on failure. */
+static bool attr_store(mst_arena *ar, mst_attr *a, bool is_new, const mst_attr_in *in, size_t slen) {
+    switch (in->type) {
+    case MST_ATTR_STRING: {
+        const char *s = in->v.s ? in->v.s : k_empty;
+        if (!is_new && a->type == MST_ATTR_STRING) return str_replace(ar, &a->v.s, s, slen, MST_MAX_VALUE_LEN);
+        if (!is_new && arena_bytes(ar) > SPAN_REPLACE_BUDGET) return false;
+        if (!str_copy(ar, &a->v.s, s, slen, MST_MAX_VALUE_LEN)) return false;
+        break;
+    }
+    case MST_ATTR_INT: a->v.i = in->v.i; break;
+    case MST_ATTR_DOUBLE: a->v.d = in->v.d; break;
+    case MST_ATTR_BOOL: a->v.b = in->v.b; break;
+    case MST_ATTR_STRING_LIST: {
+        size_t count = in->v.list.count;
+        if (!in->v.list.items) count = 0;
+        if (count > MST_MAX_LIST_ITEMS) count = MST_MAX_LIST_ITEMS;
+        if (!is_new && arena_bytes(ar) > SPAN_REPLACE_BUDGET) return false;
+        mst_str *items = count ? mst_arena_alloc(ar, sizeof(mst_str) * count) : NULL;
+        if (count && !items) return false;
+        for (size_t i = 0; i < count; i++) {
+            const char *s = in->v.list.items[i] ? in->v.list.items[i] : k_empty;
+            if (!str_copy(ar, &items[i], s, strlen(s), MST_MAX_VALUE_LEN)) return false;
+        }
+        a->v.list.items = items;
+        a->v.list.count = (uint32_t)count;
+        break;
+    }
+    default: return false;
+    }
+    a->type = in->type;
+    return true;
+}
+
+/* Sets (adds or replaces) one attribute in a table. `slen` is the string
+ * length for MST_ATTR_STRING. Over-limit or failed: counted as dropped. */
+static void attr_set(mst_arena *ar, const attr_table *t, const mst_attr_in *in, size_t slen) {
+    if (!in->key || !in->key[0]) return;
+    size_t klen = utf8_cut(in->key, strlen(in->key), MST_MAX_KEY_LEN);
+    mst_attr *a = attr_find(t, in->key, klen);
+    bool is_new = a == NULL;
+    if (is_new) {
+        if (*t->n >= t->cap) {
+            (*t->dropped)++;
+            return;
+        }
+        a = &t->arr[*t->n];
+        if (!str_copy(ar, &a->key, in->key, klen, MST_MAX_KEY_LEN)) {
+            (*t->dropped)++;
+            return;
+        }
+    }
+    if (!attr_store(ar, a, is_new, in, slen)) {
+        (*t->dropped)++;
+        return;
+    }
+    if (is_new) (*t->n)++;
+}
+
+static size_t in_strlen(const mst_attr_in *in) {
+    return (in->type == MST_ATTR_STRING && in->v.s) ? strlen(in->v.s) : 0;
+}
+
+/* Copies borrowed attributes into a fresh arena table of at most 32. */
+static mst_attr *attrs_copy(mst_arena *ar, const mst_attr_in *attrs, size_t n, uint32_t *n_out,
+                            uint32_t *dropped) {
+    *n_out = 0;
+    *dropped = 0;
+    if (!attrs || n == 0) return NULL;
+    uint32_t cap = n > MST_MAX_ATTRIBUTES ? MST_MAX_ATTRIBUTES : (uint32_t)n;
+    mst_attr *arr = mst_arena_alloc(ar, sizeof(mst_attr) * cap);
+    if (!arr) {
+        *dropped = (uint32_t)n;
+        return NULL;
+    }
+    attr_table t = {arr, n_out, cap, dropped};
+    for (size_t i = 0; i < n; i++) attr_set(ar, &t, &attrs[i], in_strlen(&attrs[i]));
+    return arr;
+}
+
+/* ---------------------------------------------------------------- start */
+
+static mst_span *span_begin(mst_tracer *tracer, const mst_scope *scope, const char *name,
+                            mst_span_kind kind, const mst_span_context *parent,
+                            const mst_trace_id *trace_id, const mst_span_id *span_id,
+                            uint64_t start_ns) {
+    if (!tracer || mst_tracer_is_closed(tracer)) return NULL;
+    bool has_parent = parent && mst_ctx_is_valid(parent);
+    if (has_parent && !(parent->trace_flags & MST_TRACE_FLAG_SAMPLED)) return NULL;
+    mst_span *s = mst_tracer_span_alloc(tracer);
+    if (!s) return NULL;
+    mst_arena_init(&s->arena);
+    s->tracer = tracer;
+    if (trace_id) s->trace_id = *trace_id;
+    else if (has_parent) s->trace_id = parent->trace_id;
+    else s->trace_id = mst_trace_id_random();
+    s->span_id = span_id ? *span_id : mst_span_id_random();
+    s->has_parent = has_parent;
+    if (has_parent) {
+        s->parent_span_id = parent->span_id;
+        s->parent_is_remote = parent->is_remote;
+        s->trace_flags = parent->trace_flags;
+    } else {
+        memset(&s->parent_span_id, 0, sizeof s->parent_span_id);
+        s->parent_is_remote = false;
+        s->trace_flags = MST_TRACE_FLAG_SAMPLED;
+    }
+    s->trace_state.ptr = k_empty;
+    s->trace_state.len = 0;
+    if (has_parent && parent->trace_state_len)
+        str_copy(&s->arena, &s->trace_state, parent->trace_state,
+                 strnlen(parent->trace_state, parent->trace_state_len), MST_TRACESTATE_MAX);
+    s->scope = scope;
+    s->name.ptr = k_empty;
+    s->name.len = 0;
+    if (name) str_copy(&s->arena, &s->name, name, strlen(name), MST_MAX_VALUE_LEN);
+    s->kind = kind;
+    s->start_ns = start_ns ? start_ns : mst_clock_now_ns();
+    s->end_ns = 0;
+    s->status_code = MST_STATUS_UNSET;
+    s->status_message.ptr = k_empty;
+    s->status_message.len = 0;
+    s->n_attrs = 0;
+    s->dropped_attrs = 0;
+    s->links = NULL;
+    s->n_links = s->link_cap = s->dropped_links = 0;
+    s->events = NULL;
+    s->n_events = s->event_cap = s->dropped_events = 0;
+    mst_tracer_span_started(tracer);
+    return s;
+}
+
+mst_span *mst_span_start(mst_tracer *tracer, const mst_scope *scope, const char *name,
+                         mst_span_kind kind, const mst_span_context *parent, uint64_t start_ns) {
+    return span_begin(tracer, scope, name, kind, parent, NULL, NULL, start_ns);
+}
+
+mst_span *mst_span_start_with_ids(mst_tracer *tracer, const mst_scope *scope, const char *name,
+                                  mst_span_kind kind, const mst_span_context *parent,
+                                  const mst_trace_id *trace_id, const mst_span_id *span_id,
+                                  uint64_t start_ns) {
+    if (!mst_trace_id_is_valid(trace_id) || !mst_span_id_is_valid(span_id)) return NULL;
+    return span_begin(tracer, scope, name, kind, parent, trace_id, span_id, start_ns);
+}
+
+/* -------------------------------------------------------------- setters */
+
+static void span_set(mst_span *s, const mst_attr_in *in, size_t slen) {
+    attr_table t = {s->attrs, &s->n_attrs, MST_MAX_ATTRIBUTES, &s->dropped_attrs};
+    attr_set(&s->arena, &t, in, slen);
+}
+
+void mst_span_set_strn(mst_span *span, const char *key, const char *value, size_t len) {
+    if (!span || !value) return;
+    mst_attr_in in = {.key = key, .type = MST_ATTR_STRING, .v.s = value};
+    span_set(span, &in, len);
+}
+
+void mst_span_set_str(mst_span *span, const char *key, const char *value) {
+    if (!span || !value) return;
+    mst_span_set_strn(span, key, value, strlen(value));
+}
+
+void mst_span_set_int(mst_span *span, const char *key, int64_t value) {
+    if (!span) return;
+    mst_attr_in in = {.key = key, .type = MST_ATTR_INT, .v.i = value};
+    span_set(span, &in, 0);
+}
+
+void mst_span_set_double(mst_span *span, const char *key, double value) {
+    if (!span) return;
+    mst_attr_in in = {.key = key, .type = MST_ATTR_DOUBLE, .v.d = value};
+    span_set(span, &in, 0);
+}
+
+void mst_span_set_bool(mst_span *span, const char *key, bool value) {
+    if (!span) return;
+    mst_attr_in in = {.key = key, .type = MST_ATTR_BOOL, .v.b = value};
+    span_set(span, &in, 0);
+}
+
+void mst_span_set_str_list(mst_span *span, const char *key, const char *const *items, size_t count) {
+    if (!span) return;
+    mst_attr_in in = {.key = key, .type = MST_ATTR_STRING_LIST};
+    in.v.list.items = items;
+    in.v.list.count = count;
+    span_set(span, &in, 0);
+}
+
+void mst_span_set_attr(mst_span *span, const mst_attr_in *attr) {
+    if (!span || !attr) return;
+    span_set(span, attr, in_strlen(attr));
+}
+
+/* Makes room for one more element of a growable arena array (links or
+ * events): doubles the capacity up to `limit`. */
+static void *grow(mst_arena *a, void *arr, uint32_t n, uint32_t *cap, size_t elem, uint32_t limit) {
+    if (n < *cap) return arr;
+    uint32_t nc = *cap ? *cap * 2 : LINK_EVENT_INITIAL_CAP;
+    if (nc > limit) nc = limit;
+    void *p = mst_arena_alloc(a, elem * nc);
+    if (!p) return NULL;
+    if (n) memcpy(p, arr, elem * n);
+    *cap = nc;
+    return p;
+}
+
+void mst_span_add_link(mst_span *span, const mst_span_context *linked, const mst_attr_in *attrs,
+                       size_t n_attrs) {
+    if (!span || !mst_ctx_is_valid(linked)) return;
+    if (span->n_links >= MST_MAX_LINKS) {
+        span->dropped_links++;
+        return;
+    }
+    mst_link *links = grow(&span->arena, span->links, span->n_links, &span->link_cap, sizeof(mst_link),
+                           MST_MAX_LINKS);
+    if (!links) {
+        span->dropped_links++;
+        return;
+    }
+    span->links = links;
+    mst_link *l = &links[span->n_links];
+    l->trace_id = linked->trace_id;
+    l->span_id = linked->span_id;
+    l->trace_flags = linked->trace_flags;
+    l->is_remote = linked->is_remote;
+    l->trace_state.ptr = k_empty;
+    l->trace_state.len = 0;
+    if (linked->trace_state_len)
+        str_copy(&span->arena, &l->trace_state, linked->trace_state,
+                 strnlen(linked->trace_state, linked->trace_state_len), MST_TRACESTATE_MAX);
+    l->attrs = attrs_copy(&span->arena, attrs, n_attrs, &l->n_attrs, &l->dropped_attrs);
+    span->n_links++;
+}
+
+void mst_span_add_event(mst_span *span, const char *name, uint64_t time_ns, const mst_attr_in *attrs,
+                        size_t n_attrs) {
+    if (!span) return;
+    if (span->n_events >= MST_MAX_EVENTS) {
+        span->dropped_events++;
+        return;
+    }
+    mst_event *events = grow(&span->arena, span->events, span->n_events, &span->event_cap,
+                             sizeof(mst_event), MST_MAX_EVENTS);
+    if (!events) {
+        span->dropped_events++;
+        return;
+    }
+    span->events = events;
+    mst_event *e = &events[span->n_events];
+    e->name.ptr = k_empty;
+    e->name.len = 0;
+    if (name) str_copy(&span->arena, &e->name, name, strlen(name), MST_MAX_VALUE_LEN);
+    e->time_ns = time_ns ? time_ns : mst_clock_now_ns();
+    e->attrs = attrs_copy(&span->arena, attrs, n_attrs, &e->n_attrs, &e->dropped_attrs);
+    span->n_events++;
+}
+
+/* OTel status rules: UNSET is ignored, OK is final, a message is kept only
+ * with ERROR. */
+void mst_span_set_status(mst_span *span, mst_status_code code, const char *message) {
+    if (!span || code == MST_STATUS_UNSET || span->status_code == MST_STATUS_OK) return;
+    if (code != MST_STATUS_OK && code != MST_STATUS_ERROR) return;
+    span->status_code = code;
+    if (code == MST_STATUS_OK || !message) {
+        span->status_message.ptr = k_empty;
+        span->status_message.len = 0;
+        return;
+    }
+    if (!str_replace(&span->arena, &span->status_message, message, strlen(message),
+                     MST_MAX_STATUS_MESSAGE_LEN)) {
+        span->status_message.ptr = k_empty;
+        span->status_message.len = 0;
+    }
+}
+
+void mst_span_set_name(mst_span *span, const char *name) {
+    if (!span || !name) return;
+    str_replace(&span->arena, &span->name, name, strlen(name), MST_MAX_VALUE_LEN);
+}
+
+bool mst_span_get_context(const mst_span *span, mst_span_context *out) {
+    if (!span || !out) return false;
+    out->trace_id = span->trace_id;
+    out->span_id = span->span_id;
+    out->trace_flags = span->trace_flags;
+    out->is_remote = false;
+    size_t n = span->trace_state.len > MST_TRACESTATE_MAX ? MST_TRACESTATE_MAX : span->trace_state.len;
+    memcpy(out->trace_state, span->trace_state.ptr, n);
+    out->trace_state[n] = '\0';
+    out->trace_state_len = (uint16_t)n;
+    return true;
+}
+
+/* ------------------------------------------------------------------ end */
+
+void mst_span_end(mst_span *span, uint64_t end_ns) {
+    if (!span) return;
+    uint64_t end = end_ns ? end_ns : mst_clock_now_ns();
+    span->end_ns = end < span->start_ns ? span->start_ns : end;
+    mst_tracer_submit(span->tracer, span);
+}
+
+void mst_span_discard(mst_span *span) {
+    if (!span) return;
+    mst_tracer_discard(span->tracer, span);
+}
+
+/* ------------------------------------------------------------- read-out */
+
+const char *mst_span_name(const mst_span *span) { return span ? span->name.ptr : k_empty; }
+
+const char *mst_span_scope_name(const mst_span *span) {
+    return (span && span->scope) ? span->scope->name.ptr : k_empty;
+}
+
+uint64_t mst_span_start_ns(const mst_span *span) { return span ? span->start_ns : 0; }
+uint64_t mst_span_end_ns(const mst_span *span) { return span ? span->end_ns : 0; }
