@@ -150,10 +150,10 @@ static void executable_name(char *out, size_t size) {
         name = slash ? slash + 1 : path;
     }
     if (!name) name = "";
-    size_t n = strlen(name);
-    if (n >= size) n = size - 1;
-    memcpy(out, name, n);
-    out[n] = '\0';
+    size_t len = strlen(name);
+    if (len >= size) len = size - 1;
+    memcpy(out, name, len);
+    out[len] = '\0';
 }
 
 mst_status mst_resource_init_from_env(mst_resource *res) {
