@@ -51,6 +51,11 @@ enum {
     GRPC_UNAVAILABLE = 14, GRPC_DATA_LOSS = 15
 };
 
+typedef struct warn_limiter {
+    uint64_t last_ns;
+    uint32_t suppressed;
+} warn_limiter;
+
 struct mst_otlp_transport {
     mst_otlp_config cfg;
     char url[sizeof(((mst_otlp_config *)0)->endpoint) + sizeof GRPC_METHOD_PATH];
@@ -66,8 +71,8 @@ struct mst_otlp_transport {
     char grpc_message[256];
     long grpc_retry_ms;           /* from RetryInfo, -1: none               */
     uint64_t rng;
-    uint64_t last_warn_ns;
-    uint32_t suppressed_warns;
+    warn_limiter warn_fail;       /* failures and rejections               */
+    warn_limiter warn_partial;    /* partial successes (separate: both show) */
     char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -103,12 +108,12 @@ static double rand_unit(mst_otlp_transport *t) {
 
 /* At most one warning per WARN_INTERVAL_NS per transport: a dead collector
  * must not flood the serving engine's log. */
-static void warn_limited(mst_otlp_transport *t, const char *fmt, ...)
+static void warn_limited(warn_limiter *w, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-static void warn_limited(mst_otlp_transport *t, const char *fmt, ...) {
+static void warn_limited(warn_limiter *w, const char *fmt, ...) {
     uint64_t now = mono_ns();
-    if (t->last_warn_ns && now - t->last_warn_ns < WARN_INTERVAL_NS) {
-        t->suppressed_warns++;
+    if (w->last_ns && now - w->last_ns < WARN_INTERVAL_NS) {
+        w->suppressed++;
         return;
     }
     char msg[1024];
@@ -116,12 +121,12 @@ static void warn_limited(mst_otlp_transport *t, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (t->suppressed_warns)
-        MST_WARN("%s (%u similar messages suppressed)", msg, t->suppressed_warns);
+    if (w->suppressed)
+        MST_WARN("%s (%u similar messages suppressed)", msg, w->suppressed);
     else
         MST_WARN("%s", msg);
-    t->last_warn_ns = now;
-    t->suppressed_warns = 0;
+    w->last_ns = now;
+    w->suppressed = 0;
 }
 
 /* ------------------------------------------------------- protobuf reading */
@@ -565,7 +570,7 @@ static bool curl_error_retryable(CURLcode rc) {
 
 static void log_partial(mst_otlp_transport *t, const partial_info *pi) {
     if (pi->rejected > 0 || pi->message[0])
-        warn_limited(t, "OTLP collector at %s accepted the export partially: %lld span(s) "
+        warn_limited(&t->warn_partial, "OTLP collector at %s accepted the export partially: %lld span(s) "
                      "rejected: %s", t->url, (long long)pi->rejected,
                      pi->message[0] ? pi->message : "(no message)");
 }
@@ -581,7 +586,7 @@ static attempt_outcome classify_grpc(mst_otlp_transport *t, long http, mst_otlp_
             o.status = MST_ERR_UNAVAILABLE;
             return o;
         }
-        warn_limited(t, "OTLP gRPC export to %s: HTTP %ld without grpc-status", t->url, http);
+        warn_limited(&t->warn_fail, "OTLP gRPC export to %s: HTTP %ld without grpc-status", t->url, http);
         return o;
     }
     if (gs == GRPC_OK) {
@@ -609,7 +614,7 @@ static attempt_outcome classify_grpc(mst_otlp_transport *t, long http, mst_otlp_
         o.delay_hint_ms = t->grpc_retry_ms;
         return o;
     }
-    warn_limited(t, "OTLP gRPC export to %s rejected: grpc-status %d %s", t->url, gs,
+    warn_limited(&t->warn_fail, "OTLP gRPC export to %s rejected: grpc-status %d %s", t->url, gs,
                  t->grpc_message);
     return o;
 }
@@ -635,7 +640,7 @@ static attempt_outcome classify_http(mst_otlp_transport *t, long http, mst_otlp_
         o.delay_hint_ms = t->retry_after_ms;
         return o;
     }
-    warn_limited(t, "OTLP export to %s rejected with HTTP %ld (not retried)", t->url, http);
+    warn_limited(&t->warn_fail, "OTLP export to %s rejected with HTTP %ld (not retried)", t->url, http);
     return o;
 }
 
@@ -657,13 +662,13 @@ static attempt_outcome attempt(mst_otlp_transport *t, const uint8_t *p, size_t n
         const char *why = t->errbuf[0] ? t->errbuf : curl_easy_strerror(rc);
         if (rc == CURLE_OPERATION_TIMEDOUT) {
             o.status = MST_ERR_TIMEOUT;
-            warn_limited(t, "OTLP export to %s timed out: %s", t->url, why);
+            warn_limited(&t->warn_fail, "OTLP export to %s timed out: %s", t->url, why);
         } else if (curl_error_retryable(rc)) {
             o.kind = ATTEMPT_RETRY;
             o.status = MST_ERR_UNAVAILABLE;
         } else {
             o.status = rc == CURLE_OUT_OF_MEMORY ? MST_ERR_NOMEM : MST_ERR_UNAVAILABLE;
-            warn_limited(t, "OTLP export to %s failed: %s", t->url, why);
+            warn_limited(&t->warn_fail, "OTLP export to %s failed: %s", t->url, why);
         }
         return o;
     }
@@ -713,7 +718,7 @@ mst_status mst_otlp_transport_send(mst_otlp_transport *t, const uint8_t *body, s
         uint64_t delay = o.delay_hint_ms >= 0 ? (uint64_t)o.delay_hint_ms : backoff_ms(t, r->retries);
         now = mono_ns();
         if (now + delay * 1000000ull >= deadline) {
-            warn_limited(t, "OTLP export to %s failed after %u attempt(s) (last: %s, HTTP %ld, "
+            warn_limited(&t->warn_fail, "OTLP export to %s failed after %u attempt(s) (last: %s, HTTP %ld, "
                          "grpc-status %d); giving up within the %u ms export timeout",
                          t->url, r->attempts, t->errbuf[0] ? t->errbuf : "no transport error",
                          r->http_status, r->grpc_status, t->cfg.timeout_ms);
@@ -738,7 +743,7 @@ void mst_otlp_transport_after_fork_child(mst_otlp_transport *t) {
         }
     }
     t->curl = NULL;
-    t->last_warn_ns = 0;
+    t->warn_fail.last_ns = t->warn_partial.last_ns = 0;
     t->rng ^= (uint64_t)getpid() << 17;
 }
 

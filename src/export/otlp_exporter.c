@@ -1,0 +1,164 @@
+/*
+ * otlp_exporter.c — mst_otlp_exporter_create: the mst_exporter that sends
+ * spans to an OTLP collector (Jaeger, an OTel collector) the way vLLM's own
+ * exporter does (SPEC §1, §7), so hook spans land next to vLLM's spans.
+ *
+ * A batch is encoded once (protobuf for grpc and http/protobuf, OTLP/JSON for
+ * http/json) into a buffer reused across batches, then handed to the
+ * transport (otlp_transport.c), which owns keep-alive, gzip, retries and
+ * the timeout budget. The exporter runs on the pipeline's exporter thread
+ * only, so producers never wait on the network; counters are atomics only
+ * because get_stats may be called from any thread.
+ *
+ * Counting rule (exact): every span of a batch ends up in exactly one of
+ * spans_exported or spans_failed; spans_rejected is the part of
+ * spans_failed that a collector reported rejected in a partial success
+ * (the batch still counts as batches_ok: a partial success is never retried).
+ *
+ * fork(): the child gets a fresh resource (its own process.pid), zeroed
+ * counters (they describe this process) and a fresh CURL handle made lazily
+ * on its first export; the inherited handle is abandoned without touching
+ * the parent's connection (see otlp_transport.c).
+ */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/resource.h"
+#include "export/otlp_transport.h"
+#include "wire/buf.h"
+#include "wire/otlp.h"
+
+#define BODY_MAX_BYTES (64u << 20) /* 512 full-size spans fit many times over */
+
+typedef struct otlp_exporter {
+    mst_exporter base; /* first: the pipeline sees only this */
+    mst_otlp_config cfg;
+    mst_otlp_transport *transport;
+    bool have_res;
+    mst_resource res;
+    mst_buf body;
+    _Atomic uint64_t exported, failed, rejected, batches_ok, batches_failed, retries;
+} otlp_exporter;
+
+static const mst_exporter_ops k_otlp_ops;
+
+static otlp_exporter *as_otlp(mst_exporter *exp) {
+    return exp && exp->ops == &k_otlp_ops ? (otlp_exporter *)exp : NULL;
+}
+
+static void count(_Atomic uint64_t *c, uint64_t n) {
+    if (n) atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+static void load_resource(otlp_exporter *x) {
+    if (x->have_res) mst_resource_release(&x->res);
+    x->have_res = mst_resource_init_from_env(&x->res) == MST_OK;
+    if (!x->have_res) MST_WARN("OTLP exporter: resource attributes unavailable");
+}
+
+static mst_status encode(otlp_exporter *x, const mst_span *const *spans, size_t n) {
+    mst_buf_reset(&x->body);
+    const mst_resource *res = x->have_res ? &x->res : NULL;
+    if (!res) return MST_ERR_INTERNAL;
+    if (x->cfg.protocol == MST_OTLP_HTTP_JSON)
+        return mst_otlp_encode_json(res, spans, n, &x->body);
+    return mst_otlp_encode_proto(res, spans, n, &x->body);
+}
+
+static mst_status otlp_export_batch(mst_exporter *self, const mst_span *const *spans, size_t n) {
+    otlp_exporter *x = as_otlp(self);
+    if (!x || (!spans && n)) return MST_ERR_INVALID_ARG;
+    if (n == 0) return MST_OK;
+    if (!x->have_res) load_resource(x); /* retry a failed init (e.g. ENOMEM) */
+    mst_status st = encode(x, spans, n);
+    if (st == MST_OK && x->body.failed) st = MST_ERR_NOMEM;
+    if (st != MST_OK) {
+        MST_WARN("OTLP exporter: encoding %zu span(s) failed: %s", n, mst_strerror(st));
+        count(&x->failed, n);
+        count(&x->batches_failed, 1);
+        return st;
+    }
+    mst_otlp_send_result r;
+    st = mst_otlp_transport_send(x->transport, x->body.data, x->body.len, &r);
+    count(&x->retries, r.retries);
+    if (st != MST_OK) {
+        count(&x->failed, n);
+        count(&x->batches_failed, 1);
+        return st;
+    }
+    uint64_t rejected = r.rejected_spans > 0 ? (uint64_t)r.rejected_spans : 0;
+    if (rejected > n) rejected = n; /* a collector cannot reject more than it got */
+    count(&x->exported, n - rejected);
+    count(&x->failed, rejected);
+    count(&x->rejected, rejected);
+    count(&x->batches_ok, 1);
+    return MST_OK;
+}
+
+static void otlp_after_fork_child(mst_exporter *self) {
+    otlp_exporter *x = as_otlp(self);
+    if (!x) return;
+    mst_otlp_transport_after_fork_child(x->transport);
+    load_resource(x);
+    atomic_store(&x->exported, 0);
+    atomic_store(&x->failed, 0);
+    atomic_store(&x->rejected, 0);
+    atomic_store(&x->batches_ok, 0);
+    atomic_store(&x->batches_failed, 0);
+    atomic_store(&x->retries, 0);
+}
+
+static void otlp_get_stats(mst_exporter *self, mst_exporter_stats *out) {
+    otlp_exporter *x = as_otlp(self);
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (!x) return;
+    out->spans_exported = atomic_load_explicit(&x->exported, memory_order_relaxed);
+    out->spans_failed = atomic_load_explicit(&x->failed, memory_order_relaxed);
+    out->spans_rejected = atomic_load_explicit(&x->rejected, memory_order_relaxed);
+    out->batches_ok = atomic_load_explicit(&x->batches_ok, memory_order_relaxed);
+    out->batches_failed = atomic_load_explicit(&x->batches_failed, memory_order_relaxed);
+    out->retries = atomic_load_explicit(&x->retries, memory_order_relaxed);
+}
+
+static void otlp_destroy(mst_exporter *self) {
+    otlp_exporter *x = as_otlp(self);
+    if (!x) return;
+    mst_otlp_transport_destroy(x->transport);
+    if (x->have_res) mst_resource_release(&x->res);
+    mst_buf_free(&x->body);
+    free(x);
+}
+
+static const mst_exporter_ops k_otlp_ops = {
+    .name = "otlp",
+    .export_batch = otlp_export_batch,
+    .flush = NULL, /* nothing is buffered between batches */
+    .after_fork_child = otlp_after_fork_child,
+    .get_stats = otlp_get_stats,
+    .destroy = otlp_destroy,
+};
+
+mst_status mst_otlp_exporter_create(const mst_otlp_config *cfg, mst_exporter **out) {
+    if (!cfg || !out) return MST_ERR_INVALID_ARG;
+    *out = NULL;
+    otlp_exporter *x = calloc(1, sizeof *x);
+    if (!x) return MST_ERR_NOMEM;
+    x->base.ops = &k_otlp_ops;
+    x->cfg = *cfg;
+    mst_buf_init(&x->body, BODY_MAX_BYTES);
+    mst_status st = mst_otlp_transport_create(cfg, &x->transport);
+    if (st != MST_OK) {
+        mst_buf_free(&x->body);
+        free(x);
+        return st;
+    }
+    load_resource(x);
+    static const char *const names[] = {"grpc", "http/protobuf", "http/json"};
+    MST_DEBUG("OTLP exporter: %s to %s (timeout %u ms%s)", names[cfg->protocol], cfg->endpoint,
+              cfg->timeout_ms, cfg->gzip ? ", gzip" : "");
+    *out = &x->base;
+    return MST_OK;
+}
