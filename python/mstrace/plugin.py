@@ -1,0 +1,133 @@
+"""The vLLM general plugin: `mstrace = mstrace.plugin:register`.
+
+This module owns turning tracing on inside a vLLM process. vLLM calls every
+general plugin in every process it starts (API server, one EngineCore per
+data-parallel rank, and the workers of the `mp` executor), sometimes more
+than once per process, so `register()`:
+  * does nothing at all unless MS_TRACE_ENABLE is exactly "1" (no import,
+    no log line, no finder);
+  * is re-entrant: the second call in a process (or in a fork()ed child
+    that inherited the first call's work) returns at once;
+  * imports PyYAML and the C extension only then; if either is missing it
+    logs one warning and returns, and inference goes on untraced;
+  * initialises the native tracer, loads the symbols YAML, installs the
+    import hook, and logs which exporters are active.
+Nothing raised in here may reach vLLM: a tracing problem must never stop an
+inference server from starting.
+"""
+
+import logging
+import os
+import threading
+
+ENV_ENABLE = "MS_TRACE_ENABLE"
+
+logger = logging.getLogger("mstrace")
+
+_lock = threading.Lock()
+_state = {"pid": None, "patcher": None, "init": None, "disabled": None}
+
+
+def _enabled(env=None):
+    env = os.environ if env is None else env
+    return env.get(ENV_ENABLE) == "1"
+
+
+def _ensure_log_handler():
+    # vLLM configures only its own "vllm" logger; without a handler ours
+    # would print nothing below WARNING. Level: vLLM's VLLM_LOGGING_LEVEL.
+    if logger.handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(asctime)s [mstrace pid=%(process)d] %(message)s",
+                                           "%m-%d %H:%M:%S"))
+    logger.addHandler(handler)
+    level = os.environ.get("VLLM_LOGGING_LEVEL", "INFO").upper()
+    logger.setLevel(level if level in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL") else "INFO")
+    logger.propagate = False
+
+
+def register():
+    """Entry point called by vLLM's plugin loader. Never raises."""
+    if not _enabled():
+        return None
+    with _lock:
+        if _state["patcher"] is not None or _state["disabled"] is not None:
+            if _state["pid"] != os.getpid():
+                # fork()ed child: the hooks and finder came along with the
+                # memory; the native side re-arms its exporters after fork.
+                _state["pid"] = os.getpid()
+            return _state["patcher"]
+        try:
+            _ensure_log_handler()
+            return _register_locked()
+        except Exception as exc:  # pragma: no cover - defensive: never break vLLM
+            _state["disabled"] = "error: %s" % exc
+            logger.warning("mstrace: hook tracing disabled after an internal error: %s: %s", type(exc).__name__, exc)
+            return None
+
+
+def _register_locked():
+    try:
+        import yaml  # noqa: F401  (the symbols file needs it; fail early and once)
+    except ImportError as exc:
+        return _disable("PyYAML is not installed (%s); hook tracing is off, inference continues. "
+                        "Install it with 'pip install PyYAML'." % exc)
+    try:
+        from mstrace import _native
+    except ImportError as exc:
+        return _disable("the mstrace C extension cannot be loaded (%s); hook tracing is off, "
+                        "inference continues. Reinstall mstrace ('pip install .') for this Python." % exc)
+
+    from mstrace import patcher as patcher_mod
+    from mstrace import symbols
+
+    info = _native.init(service_name=os.environ.get("OTEL_SERVICE_NAME") or None)
+    _state["init"] = info
+    _log_exporters(info)
+
+    result = symbols.load_symbols()
+    traced = [e for e in result.entries if e.trace is not None]
+    p = patcher_mod.Patcher(traced, hook_factory=_native.Hook, hook_types=patcher_mod.native_hook_types(_native))
+    p.install()
+    _state["patcher"] = p
+    _state["pid"] = os.getpid()
+
+    applied = sum(1 for r in p.records if r.status == "applied")
+    waiting = p.pending_modules
+    logger.info(
+        "mstrace: hook tracing on: %d entries from %s (%d skipped as invalid, %d outside the vLLM version range), "
+        "%d hooks applied now, %d module(s) hooked when imported",
+        len(traced), result.source, len(result.errors), len(result.gated), applied, len(waiting),
+    )
+    if waiting:
+        logger.debug("mstrace: waiting for import: %s", ", ".join(waiting))
+    return p
+
+
+def _disable(message):
+    _state["disabled"] = message
+    _state["pid"] = os.getpid()
+    logger.warning("mstrace: %s", message)
+    return None
+
+
+def _log_exporters(info):
+    """One line naming the active exporters, from what _native.init() returned."""
+    if not isinstance(info, dict):
+        logger.info("mstrace: native tracer initialised")
+        return
+    parts = []
+    for key in sorted(info):
+        value = info[key]
+        if isinstance(value, dict):
+            value = ", ".join("%s=%s" % kv for kv in sorted(value.items()))
+            parts.append("%s={%s}" % (key, value))
+        else:
+            parts.append("%s=%s" % (key, value))
+    logger.info("mstrace: native tracer initialised: %s", "; ".join(parts) if parts else "(no details)")
+
+
+def state():
+    """What register() did in this process (diagnostics and tests)."""
+    return dict(_state)
