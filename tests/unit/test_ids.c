@@ -1,0 +1,86 @@
+/* test_ids.c — random ids (never zero, distinct, reseeded per thread), hex
+ * round trips and strictness, and the wall clock. */
+#include "testlib.h"
+#include "mstrace.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+static void test_random_ids_nonzero_and_distinct(void) {
+    enum { N = 2000 };
+    static mst_span_id ids[N];
+    for (int i = 0; i < N; i++) {
+        ids[i] = mst_span_id_random();
+        CHECK(mst_span_id_is_valid(&ids[i]));
+    }
+    int dup = 0;
+    for (int i = 0; i < N; i++)
+        for (int j = i + 1; j < N; j++)
+            if (memcmp(ids[i].bytes, ids[j].bytes, 8) == 0) dup++;
+    CHECK_EQ_INT(dup, 0);
+    mst_trace_id a = mst_trace_id_random(), b = mst_trace_id_random();
+    CHECK(mst_trace_id_is_valid(&a));
+    CHECK(memcmp(a.bytes, b.bytes, 16) != 0);
+}
+
+static void *thread_id(void *arg) {
+    *(mst_trace_id *)arg = mst_trace_id_random();
+    return NULL;
+}
+
+static void test_threads_get_different_streams(void) {
+    mst_trace_id a, b;
+    pthread_t t1, t2;
+    pthread_create(&t1, NULL, thread_id, &a);
+    pthread_join(t1, NULL);
+    pthread_create(&t2, NULL, thread_id, &b);
+    pthread_join(t2, NULL);
+    CHECK(memcmp(a.bytes, b.bytes, 16) != 0);
+}
+
+static void test_hex_round_trip(void) {
+    mst_trace_id t = mst_trace_id_random(), t2;
+    char hex[33];
+    mst_trace_id_to_hex(&t, hex);
+    CHECK_EQ_INT(strlen(hex), 32);
+    CHECK_EQ_INT(mst_trace_id_from_hex(hex, 32, &t2), MST_OK);
+    CHECK(memcmp(t.bytes, t2.bytes, 16) == 0);
+    mst_span_id s, s2;
+    CHECK_EQ_INT(mst_span_id_from_hex("00f067aa0ba902b7", 16, &s), MST_OK);
+    char sh[17];
+    mst_span_id_to_hex(&s, sh);
+    CHECK_EQ_STR(sh, "00f067aa0ba902b7");
+    s2 = s;
+    CHECK(memcmp(s.bytes, s2.bytes, 8) == 0);
+    CHECK_EQ_INT(s.bytes[0], 0x00);
+    CHECK_EQ_INT(s.bytes[7], 0xb7);
+}
+
+static void test_hex_strict(void) {
+    mst_span_id s = {{1, 2, 3, 4, 5, 6, 7, 8}};
+    CHECK_EQ_INT(mst_span_id_from_hex("00F067AA0BA902B7", 16, &s), MST_ERR_PARSE); /* uppercase */
+    CHECK_EQ_INT(mst_span_id_from_hex("0000000000000000", 16, &s), MST_ERR_PARSE); /* zero */
+    CHECK_EQ_INT(mst_span_id_from_hex("00f067aa0ba902b", 15, &s), MST_ERR_PARSE);  /* short */
+    CHECK_EQ_INT(mst_span_id_from_hex("00f067aa0ba902bg", 16, &s), MST_ERR_PARSE); /* non-hex */
+    CHECK_EQ_INT(s.bytes[0], 1); /* untouched on error */
+    CHECK_EQ_INT(mst_span_id_from_hex(NULL, 16, &s), MST_ERR_INVALID_ARG);
+    mst_trace_id t;
+    CHECK_EQ_INT(mst_trace_id_from_hex("00000000000000000000000000000000", 32, &t), MST_ERR_PARSE);
+    CHECK(!mst_trace_id_is_valid(NULL));
+}
+
+static void test_clock_is_wall_time(void) {
+    uint64_t a = mst_clock_now_ns();
+    uint64_t b = mst_clock_now_ns();
+    CHECK(a > 1600000000ull * 1000000000ull); /* after 2020 */
+    CHECK(b >= a);
+}
+
+static const mst_test_case tests[] = {
+    {"random_ids_nonzero_and_distinct", test_random_ids_nonzero_and_distinct},
+    {"threads_get_different_streams", test_threads_get_different_streams},
+    {"hex_round_trip", test_hex_round_trip},
+    {"hex_strict", test_hex_strict},
+    {"clock_is_wall_time", test_clock_is_wall_time},
+};
+MST_TEST_MAIN(tests)
