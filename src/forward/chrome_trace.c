@@ -275,7 +275,8 @@ static void emit_flow(mst_chrome_writer *w, const uint8_t src_key[24], int64_t s
     mst_buf *b = &w->buf;
     for (int phase = 0; phase < 2; phase++) {
         LIT(b, ",{\"name\":\"request.link\",\"cat\":\"Tracing.Flow\",");
-        LIT(b, phase == 0 ? "\"ph\":\"s\",\"ts\":" : "\"ph\":\"f\",\"ts\":");
+        if (phase == 0) LIT(b, "\"ph\":\"s\",\"ts\":");
+        else LIT(b, "\"ph\":\"f\",\"ts\":");
         append_ts(b, phase == 0 ? sts : dts);
         mst_buf_append_byte(b, ',');
         append_int_member(b, "pid", phase == 0 ? spid : dpid);
@@ -491,7 +492,7 @@ mst_status mst_chrome_writer_flush(mst_chrome_writer *w) {
     }
     w->end_off += n - 1;
     w->file_has_events = true;
-    w->st.bytes_written += n;
+    w->st.bytes_written += n - 1; /* the old ']' was overwritten */
     w->st.spans_written += w->buffered_spans;
     w->st.flows_written += w->buffered_flows;
     w->buffered_spans = w->buffered_flows = 0;

@@ -1,0 +1,463 @@
+/*
+ * test_chrome_trace.c — the Chrome Trace writer (src/forward/chrome_trace.c,
+ * SPEC §5) fed through the real packet decoder: the seed's expectations
+ * (pid 100, tid 200, dur 1000 for 1 ms, args.trace_id, a late-arriving link
+ * source still yields one s/f pair with equal ids), an invalid payload
+ * leaving "[]", exact microsecond fractions, unicode/escape round trip, args
+ * composition, M events, valid JSON after every flush, and table eviction.
+ * Output is parsed back with the strict JSON reader.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "forward/chrome_trace.h"
+#include "testlib.h"
+#include "wire/json_reader.h"
+
+static char g_dir[64];
+
+static const char *tmp_path(const char *name) {
+    static char path[256];
+    if (!g_dir[0]) {
+        snprintf(g_dir, sizeof g_dir, "/tmp/mst_chrome_test_XXXXXX");
+        if (!mkdtemp(g_dir)) abort();
+    }
+    snprintf(path, sizeof path, "%s/%s", g_dir, name);
+    return path;
+}
+
+static char *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    size_t got = fread(s, 1, (size_t)n, f);
+    fclose(f);
+    s[got] = '\0';
+    if (len) *len = got;
+    return s;
+}
+
+/* Decodes magic + json and adds it to the writer; returns decode status. */
+static mst_status add_json(mst_chrome_writer *w, const char *json) {
+    size_t n = strlen(json);
+    uint8_t *pkt = malloc(MST_PERFETTO_MAGIC_LEN + n);
+    memcpy(pkt, MST_PERFETTO_MAGIC, MST_PERFETTO_MAGIC_LEN);
+    memcpy(pkt + MST_PERFETTO_MAGIC_LEN, json, n);
+    mst_arena a;
+    mst_pf_span s;
+    char err[256];
+    mst_arena_init(&a);
+    mst_status st = mst_perfetto_packet_decode(pkt, MST_PERFETTO_MAGIC_LEN + n, &a, &s, err, sizeof err);
+    if (st == MST_OK) st = mst_chrome_writer_add_span(w, &s);
+    mst_arena_release(&a);
+    free(pkt);
+    return st;
+}
+
+static char *make_packet(const char *name, const char *trace, const char *span, long long start,
+                         long long end, const char *link_trace, const char *link_span) {
+    char *buf = malloc(2048);
+    char links[256] = "";
+    if (link_trace)
+        snprintf(links, sizeof links, "{\"trace_id\":\"%s\",\"span_id\":\"%s\"}", link_trace, link_span);
+    snprintf(buf, 2048,
+             "{\"name\":\"%s\",\"category\":\"ms_service_profiler.hook.Tracing\",\"trace_id\":\"%s\","
+             "\"span_id\":\"%s\",\"parent_span_id\":\"\",\"start_time_ns\":%lld,\"end_time_ns\":%lld,"
+             "\"kind\":1,\"status\":1,\"attributes\":{\"process.pid\":100,\"thread.id\":200,"
+             "\"request.id\":\"request-1\"},\"resource_attributes\":{\"service.name\":\"vllm\"},"
+             "\"links\":[%s]}",
+             name, trace, span, start, end, links);
+    return buf;
+}
+
+/* ---- a tiny event model parsed back with the strict reader ---- */
+
+typedef struct ev {
+    char name[128], ph[4], cat[64], id[96];
+    char ts[32], dur[32], pid[24], tid[24];
+    char args[1024];
+    char bp[4];
+    size_t name_len;
+} ev;
+
+static void copy_raw(char *dst, size_t cap, const mst_json_slice *v) {
+    size_t n = v->len < cap - 1 ? v->len : cap - 1;
+    memcpy(dst, v->ptr, n);
+    dst[n] = '\0';
+}
+
+/* Parses the whole file (must be valid JSON: an array of objects). */
+static size_t parse_events(const char *text, size_t len, ev *out, size_t max) {
+    mst_json_reader r;
+    mst_arena a;
+    mst_arena_init(&a);
+    mst_json_reader_init(&r, text, len, 32);
+    size_t n = 0;
+    CHECK(mst_json_array_begin(&r));
+    while (mst_json_array_next(&r) == 1) {
+        ev e;
+        memset(&e, 0, sizeof e);
+        CHECK(mst_json_object_begin(&r));
+        while (mst_json_object_next(&r) == 1) {
+            mst_str k;
+            CHECK(mst_json_read_key(&r, &a, &k));
+            if (strcmp(k.ptr, "name") == 0 || strcmp(k.ptr, "ph") == 0 || strcmp(k.ptr, "cat") == 0 ||
+                strcmp(k.ptr, "id") == 0 || strcmp(k.ptr, "bp") == 0) {
+                mst_str v;
+                CHECK(mst_json_read_str(&r, &a, &v));
+                char *dst = k.ptr[0] == 'n' ? e.name : k.ptr[0] == 'p' ? e.ph : k.ptr[0] == 'c' ? e.cat
+                          : k.ptr[0] == 'i' ? e.id : e.bp;
+                size_t cap = k.ptr[0] == 'n' ? sizeof e.name : k.ptr[0] == 'p' ? sizeof e.ph
+                           : k.ptr[0] == 'c' ? sizeof e.cat : k.ptr[0] == 'i' ? sizeof e.id : sizeof e.bp;
+                size_t m = v.len < cap - 1 ? v.len : cap - 1;
+                memcpy(dst, v.ptr, m);
+                dst[m] = '\0';
+                if (k.ptr[0] == 'n') e.name_len = v.len;
+            } else {
+                mst_json_slice v;
+                CHECK(mst_json_read_raw(&r, &v));
+                if (strcmp(k.ptr, "ts") == 0) copy_raw(e.ts, sizeof e.ts, &v);
+                else if (strcmp(k.ptr, "dur") == 0) copy_raw(e.dur, sizeof e.dur, &v);
+                else if (strcmp(k.ptr, "pid") == 0) copy_raw(e.pid, sizeof e.pid, &v);
+                else if (strcmp(k.ptr, "tid") == 0) copy_raw(e.tid, sizeof e.tid, &v);
+                else if (strcmp(k.ptr, "args") == 0) copy_raw(e.args, sizeof e.args, &v);
+            }
+        }
+        if (n < max) out[n] = e;
+        n++;
+    }
+    CHECK(mst_json_finish(&r));
+    if (r.err) fprintf(stderr, "  parse error at %zu: %s\n", r.err_off, r.err);
+    mst_arena_release(&a);
+    return n;
+}
+
+static bool file_is_valid_json(const char *path) {
+    size_t len;
+    char *s = read_all(path, &len);
+    bool ok = s && mst_json_validate(s, len, 32, NULL, NULL);
+    free(s);
+    return ok;
+}
+
+#define T1 "11111111111111111111111111111111"
+#define S2 "2222222222222222"
+#define T3 "33333333333333333333333333333333"
+#define S4 "4444444444444444"
+
+static void test_seed_cross_trace_flow_late_source(void) {
+    const char *path = tmp_path("hook_trace.json");
+    mst_chrome_writer *w;
+    char err[256];
+    CHECK_EQ_INT(mst_chrome_writer_open(path, 4242, &w, err, sizeof err), MST_OK);
+    char *p1 = make_packet("vllm.scheduler.schedule", T3, S4, 2000000, 3000000, T1, S2);
+    char *p2 = make_packet("vllm.request", T1, S2, 1000000, 4000000, NULL, NULL);
+    CHECK_EQ_INT(add_json(w, p1), MST_OK);
+    mst_chrome_stats st;
+    mst_chrome_writer_get_stats(w, &st);
+    CHECK_EQ_INT(st.flows_pending, 1);
+    CHECK_EQ_INT(add_json(w, p2), MST_OK);
+    mst_chrome_writer_get_stats(w, &st);
+    CHECK_EQ_INT(st.flows_pending, 0);
+    CHECK_EQ_INT(mst_chrome_writer_close(w), MST_OK);
+    free(p1);
+    free(p2);
+
+    size_t len;
+    char *text = read_all(path, &len);
+    ev evs[16];
+    size_t n = parse_events(text, len, evs, 16);
+    const ev *x[4];
+    const ev *flow[4];
+    size_t nx = 0, nf = 0, nm = 0;
+    for (size_t i = 0; i < n && i < 16; i++) {
+        if (!strcmp(evs[i].ph, "X") && nx < 4) x[nx++] = &evs[i];
+        else if ((!strcmp(evs[i].ph, "s") || !strcmp(evs[i].ph, "f")) && nf < 4) flow[nf++] = &evs[i];
+        else if (!strcmp(evs[i].ph, "M")) nm++;
+    }
+    CHECK_EQ_INT(nx, 2);
+    CHECK_EQ_INT(nf, 2);
+    CHECK_EQ_INT(nm, 1); /* process_name for pid 100, once */
+    if (nx == 2 && nf == 2) {
+        CHECK_EQ_STR(x[0]->name, "vllm.scheduler.schedule");
+        CHECK_EQ_STR(x[1]->name, "vllm.request");
+        CHECK_EQ_STR(x[0]->pid, "100");
+        CHECK_EQ_STR(x[0]->tid, "200");
+        CHECK_EQ_STR(x[0]->dur, "1000");
+        CHECK_EQ_STR(x[0]->ts, "2000");
+        CHECK_EQ_STR(x[0]->cat, "ms_service_profiler.hook.Tracing");
+        CHECK(strstr(x[0]->args, "\"trace_id\":\"" T3 "\"") != NULL);
+        CHECK(strstr(x[0]->args, "\"request.id\":\"request-1\"") != NULL);
+        CHECK(strstr(x[0]->args, "\"service.name\":\"vllm\"") != NULL);
+        CHECK(strstr(x[0]->args, "\"resource.service.name\":\"vllm\"") != NULL);
+        CHECK(strstr(x[0]->args, "\"span.kind\":1") != NULL);
+        CHECK(strstr(x[0]->args, "process.pid") == NULL);
+        CHECK_EQ_STR(flow[0]->ph, "s");
+        CHECK_EQ_STR(flow[1]->ph, "f");
+        CHECK_EQ_STR(flow[0]->id, flow[1]->id);
+        CHECK_EQ_STR(flow[0]->id, T1 ":" S2 ":" S4);
+        CHECK_EQ_STR(flow[0]->name, "request.link");
+        CHECK_EQ_STR(flow[0]->cat, "Tracing.Flow");
+        CHECK_EQ_STR(flow[0]->ts, "1000"); /* the source (request) span's start */
+        CHECK_EQ_STR(flow[1]->ts, "2000"); /* the linking (schedule) span's start */
+        CHECK_EQ_STR(flow[1]->bp, "e");
+        CHECK(strstr(flow[0]->args, "\"source.span_id\":\"" S2 "\"") != NULL);
+    }
+    free(text);
+    unlink(path);
+}
+
+static void test_source_first_emits_at_once(void) {
+    const char *path = tmp_path("early.json");
+    mst_chrome_writer *w;
+    char err[256];
+    CHECK_EQ_INT(mst_chrome_writer_open(path, 1, &w, err, sizeof err), MST_OK);
+    char *p1 = make_packet("vllm.request", T1, S2, 1000000, 4000000, NULL, NULL);
+    char *p2 = make_packet("vllm.scheduler.schedule", T3, S4, 2000000, 3000000, T1, S2);
+    CHECK_EQ_INT(add_json(w, p1), MST_OK);
+    CHECK_EQ_INT(add_json(w, p2), MST_OK);
+    CHECK_EQ_INT(mst_chrome_writer_flush(w), MST_OK);
+    mst_chrome_stats st;
+    mst_chrome_writer_get_stats(w, &st);
+    CHECK_EQ_INT(st.spans_written, 2);
+    CHECK_EQ_INT(st.flows_written, 1);
+    CHECK_EQ_INT(st.flows_pending, 0);
+    CHECK_EQ_INT(mst_chrome_writer_close(w), MST_OK);
+    free(p1);
+    free(p2);
+    size_t len;
+    char *text = read_all(path, &len);
+    ev evs[8];
+    size_t n = parse_events(text, len, evs, 8);
+    CHECK_EQ_INT(n, 5); /* M + X + X + s + f */
+    free(text);
+    unlink(path);
+}
+
+static void test_invalid_payload_leaves_empty_array(void) {
+    const char *path = tmp_path("invalid.json");
+    mst_chrome_writer *w;
+    char err[256];
+    CHECK_EQ_INT(mst_chrome_writer_open(path, 1, &w, err, sizeof err), MST_OK);
+    mst_arena a;
+    mst_pf_span s;
+    mst_arena_init(&a);
+    CHECK_EQ_INT(mst_perfetto_packet_decode((const uint8_t *)"binary-otlp", 11, &a, &s, err, sizeof err),
+                 MST_ERR_PARSE);
+    mst_arena_release(&a);
+    CHECK_EQ_INT(add_json(w, "{\"trace_id\":1}"), MST_ERR_PARSE);
+    CHECK_EQ_INT(mst_chrome_writer_flush(w), MST_OK);
+    CHECK_EQ_INT(mst_chrome_writer_close(w), MST_OK);
+    char *text = read_all(path, NULL);
+    CHECK_EQ_STR(text, "[]");
+    free(text);
+    unlink(path);
+}
+
+static void test_microsecond_formatting(void) {
+    const char *path = tmp_path("ts.json");
+    mst_chrome_writer *w;
+    char err[256];
+    CHECK_EQ_INT(mst_chrome_writer_open(path, 7, &w, err, sizeof err), MST_OK);
+    struct { long long start, end; const char *ts, *dur; } cases[] = {
+        {1500, 3000, "1.5", "1.5"},
+        {1000000, 2000000, "1000", "1000"},
+        {1, 2, "0.001", "0.001"},
+        {1234567, 1234567, "1234.567", "0"},
+        {5000, 1000, "5", "0"},                       /* end before start: dur 0 */
+        {-1500, 0, "-1.5", "1.5"},
+        {1700000000123456789LL, 1700000000123456999LL, "1700000000123456.789", "0.21"},
+        {0, 9223372036854775807LL, "0", "9223372036854775.807"},
+        {-9223372036854775807LL - 1, 9223372036854775807LL, "-9223372036854775.808", "18446744073709551.615"},
+    };
+    size_t nc = sizeof cases / sizeof cases[0];
+    for (size_t i = 0; i < nc; i++) {
+        char json[512];
+        snprintf(json, sizeof json,
+                 "{\"name\":\"c%zu\",\"trace_id\":\"" T1 "\",\"span_id\":\"%016zx\",\"start_time_ns\":%lld,"
+                 "\"end_time_ns\":%lld}",
+                 i, i + 1, cases[i].start, cases[i].end);
+        CHECK_EQ_INT(add_json(w, json), MST_OK);
+    }
+    CHECK_EQ_INT(mst_chrome_writer_close(w), MST_OK);
+    size_t len;
+    char *text = read_all(path, &len);
+    ev evs[16];
+    size_t n = parse_events(text, len, evs, 16);
+    CHECK_EQ_INT(n, nc);
+    for (size_t i = 0; i < nc && i < n; i++) {
+        CHECK_EQ_STR(evs[i].ts, cases[i].ts);
+        CHECK_EQ_STR(evs[i].dur, cases[i].dur);
+        CHECK_EQ_STR(evs[i].pid, "7"); /* default pid */
+        CHECK_EQ_STR(evs[i].tid, "0");
+        CHECK(strstr(evs[i].args, "\"service.name\":\"ms_service_profiler\"") != NULL);
+        CHECK(strstr(evs[i].args, "\"parent_span_id\":\"\"") != NULL);
+    }
+    free(text);
+    unlink(path);
+}
+
+static void test_unicode_and_escapes_round_trip(void) {
+    const char *path = tmp_path("unicode.json");
+    mst_chrome_writer *w;
+    char err[256];
+    CHECK_EQ_INT(mst_chrome_writer_open(path, 7, &w, err, sizeof err), MST_OK);
+    const char *json =
+        "{\"name\":\"caf\\u00e9 \\\"q\\\" \\\\ \\n\\t\\u0001 \xe2\x9c\x93 \\ud83d\\ude00 \xf0\x9f\x98\x80 \\u0000end\","
+        "\"trace_id\":\"" T1 "\",\"span_id\":\"" S2 "\","
+        "\"attributes\":{\"k\\u00e9y\\n\":\"v\\\"al\\u2028\",\"list\":[\"a\",1,null,{\"x\":true}],"
+        "\"thread.name\":\"worker \\u00e9\",\"trace_id\":\"spoofed\",\"resource.host\":\"attr-wins\"},"
+        "\"resource_attributes\":{\"service.name\":\"svc \\\"x\\\"\",\"host\":\"res\",\"zone\":\"z1\"}}";
+    CHECK_EQ_INT(add_json(w, json), MST_OK);
+    CHECK_EQ_INT(mst_chrome_writer_close(w), MST_OK);
+    size_t len;
+    char *text = read_all(path, &len);
+    CHECK(mst_json_validate(text, len, 32, NULL, NULL));
+    ev evs[8];
+    size_t n = parse_events(text, len, evs, 8);
+    CHECK_EQ_INT(n, 3); /* process_name, thread_name, X */
+    if (n == 3) {
+        CHECK_EQ_STR(evs[0].name, "process_name");
+        CHECK(strstr(evs[0].args, "\"name\":\"svc \\\"x\\\"\"") != NULL);
+        CHECK_EQ_STR(evs[1].name, "thread_name");
+        const char *want = "caf\xc3\xa9 \"q\" \\ \n\t\x01 \xe2\x9c\x93 \xf0\x9f\x98\x80 \xf0\x9f\x98\x80 \0end";
+        size_t want_len = 34;
+        CHECK_EQ_INT(evs[2].name_len, want_len);
+        CHECK(memcmp(evs[2].name, want, want_len) == 0);
+        const char *args = evs[2].args;
+        CHECK(strstr(args, "\"trace_id\":\"" T1 "\"") != NULL);
+        CHECK(strstr(args, "spoofed") == NULL);          /* fixed args win over attributes */
+        CHECK(strstr(args, "\"resource.host\":\"attr-wins\"") != NULL);
+        CHECK(strstr(args, "\"res\"") == NULL);          /* attribute won the collision */
+        CHECK(strstr(args, "\"resource.zone\":\"z1\"") != NULL);
+        CHECK(strstr(args, "\"list\":[\"a\",1,null,{\"x\":true}]") != NULL);
+        CHECK(strstr(args, "\"k\xc3\xa9y\\n\":\"v\\\"al\\u2028\"") != NULL);
+    }
+    free(text);
+    unlink(path);
+}
+
+static void test_valid_after_every_flush_and_names_once(void) {
+    const char *path = tmp_path("flushes.json");
+    mst_chrome_writer *w;
+    char err[256];
+    CHECK_EQ_INT(mst_chrome_writer_open(path, 7, &w, err, sizeof err), MST_OK);
+    CHECK(file_is_valid_json(path));
+    for (int i = 0; i < 50; i++) {
+        char json[512];
+        snprintf(json, sizeof json,
+                 "{\"name\":\"s%d\",\"trace_id\":\"" T1 "\",\"span_id\":\"%016x\",\"start_time_ns\":%d,"
+                 "\"attributes\":{\"process.pid\":%d,\"thread.id\":%d,\"thread.name\":\"t%d\"},"
+                 "\"resource_attributes\":{\"service.name\":\"svc\"}}",
+                 i, i + 1, i * 1000, 10 + i % 2, i % 3, i % 3);
+        CHECK_EQ_INT(add_json(w, json), MST_OK);
+        if (i % 7 == 0) {
+            CHECK_EQ_INT(mst_chrome_writer_flush(w), MST_OK);
+            CHECK(file_is_valid_json(path));
+        }
+        CHECK_EQ_INT(mst_chrome_writer_flush(w), MST_OK); /* flushing twice is harmless */
+        CHECK(file_is_valid_json(path));
+    }
+    mst_chrome_stats st;
+    mst_chrome_writer_get_stats(w, &st);
+    CHECK_EQ_INT(st.spans_written, 50);
+    CHECK_EQ_INT(st.write_errors, 0);
+    CHECK_EQ_INT(mst_chrome_writer_close(w), MST_OK);
+    size_t len;
+    char *text = read_all(path, &len);
+    CHECK_EQ_INT((long long)st.bytes_written, (long long)len);
+    ev *evs = calloc(64, sizeof *evs);
+    size_t n = parse_events(text, len, evs, 64);
+    /* 2 pids -> 2 process_name; (pid, tid) pairs: 6 thread_name; 50 X. */
+    size_t pn = 0, tn = 0, nx = 0;
+    for (size_t i = 0; i < n && i < 64; i++) {
+        if (!strcmp(evs[i].name, "process_name")) pn++;
+        else if (!strcmp(evs[i].name, "thread_name")) tn++;
+        else if (!strcmp(evs[i].ph, "X")) nx++;
+    }
+    CHECK_EQ_INT(pn, 2);
+    CHECK_EQ_INT(tn, 6);
+    CHECK_EQ_INT(nx, 50);
+    /* A reader tolerant of a missing ']' (SIGKILL case) sees the same
+     * events: the bracket is the last byte and nothing follows it. */
+    CHECK(len > 0 && text[len - 1] == ']');
+    free(evs);
+    free(text);
+    unlink(path);
+}
+
+static void test_tables_are_bounded(void) {
+    const char *path = tmp_path("evict.json");
+    mst_chrome_writer *w;
+    char err[256];
+    CHECK_EQ_INT(mst_chrome_writer_open(path, 7, &w, err, sizeof err), MST_OK);
+    /* MAX + 1 spans, each linking to a source that never arrives. */
+    for (int i = 0; i <= MST_CHROME_MAX_TRACKED; i++) {
+        char json[512];
+        snprintf(json, sizeof json,
+                 "{\"trace_id\":\"" T1 "\",\"span_id\":\"%016x\",\"links\":[{\"trace_id\":\"" T3
+                 "\",\"span_id\":\"%016x\"}]}",
+                 i + 1, i + 1);
+        CHECK_EQ_INT(add_json(w, json), MST_OK);
+    }
+    mst_chrome_stats st;
+    mst_chrome_writer_get_stats(w, &st);
+    CHECK_EQ_INT(st.positions_evicted, 1);
+    CHECK_EQ_INT(st.pending_evicted, 1);
+    CHECK_EQ_INT(st.flows_pending, MST_CHROME_MAX_TRACKED);
+    /* The oldest pending link (source ...0001) was evicted: its source now
+     * produces no flow; the second oldest (...0002) still does. */
+    CHECK_EQ_INT(add_json(w, "{\"trace_id\":\"" T3 "\",\"span_id\":\"0000000000000001\"}"), MST_OK);
+    CHECK_EQ_INT(add_json(w, "{\"trace_id\":\"" T3 "\",\"span_id\":\"0000000000000002\"}"), MST_OK);
+    CHECK_EQ_INT(mst_chrome_writer_flush(w), MST_OK);
+    mst_chrome_writer_get_stats(w, &st);
+    CHECK_EQ_INT(st.flows_written, 1);
+    CHECK_EQ_INT(st.flows_pending, MST_CHROME_MAX_TRACKED - 1);
+    /* The oldest position (T1/...0001) was evicted: linking to it waits. */
+    CHECK_EQ_INT(add_json(w, "{\"trace_id\":\"" T3 "\",\"span_id\":\"ffffffffffff00aa\",\"links\":["
+                             "{\"trace_id\":\"" T1 "\",\"span_id\":\"0000000000000001\"},"
+                             "{\"trace_id\":\"" T1 "\",\"span_id\":\"0000000000000005\"}]}"),
+                 MST_OK);
+    CHECK_EQ_INT(mst_chrome_writer_flush(w), MST_OK);
+    mst_chrome_writer_get_stats(w, &st);
+    CHECK_EQ_INT(st.flows_written, 2);
+    CHECK_EQ_INT(st.spans_written, MST_CHROME_MAX_TRACKED + 4);
+    CHECK_EQ_INT(mst_chrome_writer_close(w), MST_OK);
+    CHECK(file_is_valid_json(path));
+    unlink(path);
+}
+
+static void test_open_refuses_bad_paths(void) {
+    mst_chrome_writer *w = (mst_chrome_writer *)1;
+    char err[256];
+    CHECK_EQ_INT(mst_chrome_writer_open("trace.txt", 1, &w, err, sizeof err), MST_ERR_PATH);
+    CHECK(w == NULL);
+    CHECK_EQ_INT(mst_chrome_writer_open("trace.json;", 1, &w, err, sizeof err), MST_ERR_PATH);
+    CHECK_EQ_INT(mst_chrome_writer_open("tr;ace.json", 1, &w, err, sizeof err), MST_ERR_PATH);
+    CHECK(strstr(err, "unsupported character") != NULL);
+}
+
+static void cleanup(void) {
+    if (g_dir[0]) rmdir(g_dir);
+}
+
+static const mst_test_case TESTS[] = {
+    {"seed_cross_trace_flow_late_source", test_seed_cross_trace_flow_late_source},
+    {"source_first_emits_at_once", test_source_first_emits_at_once},
+    {"invalid_payload_leaves_empty_array", test_invalid_payload_leaves_empty_array},
+    {"microsecond_formatting", test_microsecond_formatting},
+    {"unicode_and_escapes_round_trip", test_unicode_and_escapes_round_trip},
+    {"valid_after_every_flush_and_names_once", test_valid_after_every_flush_and_names_once},
+    {"tables_are_bounded", test_tables_are_bounded},
+    {"open_refuses_bad_paths", test_open_refuses_bad_paths},
+};
+
+int main(int argc, char **argv) {
+    atexit(cleanup);
+    return mst_test_run_all(TESTS, sizeof TESTS / sizeof TESTS[0], argc, argv);
+}
