@@ -199,6 +199,7 @@ static void partial_outer_cb(void *ctx, uint32_t field, uint64_t v, const uint8_
 
 /* ExportTraceServiceResponse{partial_success=1{rejected_spans=1, error_message=2}} */
 static void parse_partial_proto(const uint8_t *p, size_t n, partial_info *pi) {
+    if (!p || n == 0) return;
     pb_walk(p, n, partial_outer_cb, pi);
 }
 
@@ -207,6 +208,7 @@ static void parse_partial_proto(const uint8_t *p, size_t n, partial_info *pi) {
  * message are kept as they are (it is only logged). */
 static void parse_partial_json(const char *s, size_t n, partial_info *pi) {
     char tmp[8192];
+    if (!s || n == 0) return; /* an empty 200: full success */
     if (n >= sizeof tmp) n = sizeof tmp - 1;
     memcpy(tmp, s, n);
     tmp[n] = '\0';
