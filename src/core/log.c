@@ -3,7 +3,6 @@
  * formatted line is written with a single write(2) so lines from several
  * threads or processes never interleave mid-line.
  */
-#define _GNU_SOURCE
 #include "core/log.h"
 
 #include <stdarg.h>
