@@ -51,6 +51,7 @@ do_build() {
     (cd "$src" && GOFLAGS="-mod=mod -buildvcs=false" go build -o "$BIN.tmp" ./cmd/jaeger) \
         || die "go build failed"
     mv "$BIN.tmp" "$BIN"
+    rm -rf "$src" # only the binary is kept (the module cache has the source)
     echo "jaeger.sh: built $BIN in $((SECONDS - t0)) s" >&2
 }
 

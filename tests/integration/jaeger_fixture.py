@@ -1,0 +1,131 @@
+"""A session-scoped pytest fixture running the real Jaeger (SPEC section 8).
+
+Owns: starting Jaeger through tests/harness/jaeger.sh (which builds it once
+into ~/.cache/mstrace/jaeger/ and binds every port to 127.0.0.1), stopping it
+at the end of the session (only if this session started it), and small
+helpers over its query API: services, traces of a service in a microsecond
+window (Jaeger's default lookback is only 2 days, so tests pass explicit
+bounds), one trace by id, and polling until spans arrive (export is
+asynchronous; tests wait on a condition, never on wall-clock sleeps alone).
+
+Use from a test module or conftest.py:  pytest_plugins = ["jaeger_fixture"]
+(or `from jaeger_fixture import jaeger`) and take the `jaeger` fixture.
+"""
+
+import json
+import os
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+JAEGER_SH = REPO / "tests" / "harness" / "jaeger.sh"
+
+
+def _run(cmd: str, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run([str(JAEGER_SH), cmd], capture_output=True, text=True, timeout=timeout)
+
+
+@dataclass
+class Jaeger:
+    query_url: str       # http://127.0.0.1:16686
+    otlp_http_url: str   # http://127.0.0.1:4318 (POST /v1/traces)
+    otlp_grpc_addr: str  # 127.0.0.1:4317
+
+    @property
+    def traces_endpoint(self) -> str:
+        """OTEL_EXPORTER_OTLP_TRACES_ENDPOINT for http/protobuf or http/json."""
+        return self.otlp_http_url + "/v1/traces"
+
+    # ------------------------------------------------------------ query
+
+    def _get(self, path: str, params=None):
+        url = self.query_url + path
+        if params:
+            url += "?" + urllib.parse.urlencode(params)
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return json.loads(resp.read().decode("utf-8"))
+
+    def services(self) -> list:
+        return self._get("/api/services").get("data") or []
+
+    def traces(self, service: str, start_us: int = None, end_us: int = None, limit: int = 1000) -> list:
+        """Traces of `service` with spans in [start_us, end_us] (microseconds
+        since the epoch; default: the last 30 days up to a minute ahead)."""
+        now_us = int(time.time() * 1e6)
+        params = {
+            "service": service,
+            "start": start_us if start_us is not None else now_us - 30 * 86400 * 10**6,
+            "end": end_us if end_us is not None else now_us + 60 * 10**6,
+            "limit": limit,
+        }
+        return self._get("/api/traces", params).get("data") or []
+
+    def trace(self, trace_id_hex: str):
+        """One trace by id (32 hex chars), or None when Jaeger has none."""
+        try:
+            data = self._get("/api/traces/" + trace_id_hex).get("data") or []
+        except urllib.error.HTTPError as e:
+            if e.code == 404:
+                return None
+            raise
+        return data[0] if data else None
+
+    def spans(self, service: str, **kw) -> list:
+        """Every span of `service` (flattened over traces), each with its
+        trace's `process` resolved into span["process"]."""
+        out = []
+        for t in self.traces(service, **kw):
+            procs = t.get("processes", {})
+            for s in t.get("spans", []):
+                s = dict(s)
+                s["process"] = procs.get(s.get("processID"), {})
+                out.append(s)
+        return out
+
+    def wait_for_spans(self, service: str, count: int, timeout_s: float = 30.0, **kw) -> list:
+        """Polls until at least `count` spans of `service` are stored."""
+        deadline = time.monotonic() + timeout_s
+        spans = []
+        while True:
+            try:
+                spans = self.spans(service, **kw)
+            except (urllib.error.URLError, ConnectionError):
+                spans = []
+            if len(spans) >= count or time.monotonic() > deadline:
+                return spans
+            time.sleep(0.2)
+
+    @staticmethod
+    def tags(span: dict) -> dict:
+        """A span's tags as {key: value}."""
+        return {t["key"]: t["value"] for t in span.get("tags", [])}
+
+
+@pytest.fixture(scope="session")
+def jaeger():
+    """The running Jaeger; started (and built on first use) for the session."""
+    already = _run("status", 10).returncode == 0
+    if not already:
+        # The first build takes minutes on a small machine.
+        res = _run("start", 1800)
+        if res.returncode != 0:
+            pytest.fail(f"jaeger.sh start failed:\n{res.stdout}\n{res.stderr}")
+    else:
+        res = _run("wait", 120)
+        if res.returncode != 0:
+            pytest.fail(f"jaeger.sh wait failed:\n{res.stderr}")
+    query = os.environ.get("MST_JAEGER_QUERY_HTTP", "127.0.0.1:16686")
+    otlp_http = os.environ.get("MST_JAEGER_OTLP_HTTP", "127.0.0.1:4318")
+    otlp_grpc = os.environ.get("MST_JAEGER_OTLP_GRPC", "127.0.0.1:4317")
+    try:
+        yield Jaeger(f"http://{query}", f"http://{otlp_http}", otlp_grpc)
+    finally:
+        if not already:
+            _run("stop", 60)
