@@ -1,0 +1,338 @@
+/*
+ * adapters.c — what the request-aware adapters (SPEC §4) read from vLLM's
+ * business objects, in C: request ids of a batch (SchedulerOutput's
+ * num_scheduled_tokens keys, EngineCoreOutput.request_id), batch sizes, the
+ * span links to the requests' known contexts, registration of a request's
+ * context (request / request_context) and dropping it when it finishes
+ * (output). Objects are duck-typed by attribute name only, so the same code
+ * serves vLLM's dataclasses/msgspec structs and test doubles.
+ *
+ * Error rule: a missing attribute or an unexpected shape means "nothing to
+ * record" (return 0); only a Python exception raised while reading (a
+ * property that throws, out of memory) is an internal failure (return -1),
+ * which the Hook counts towards switching itself off.
+ */
+#include "native.h"
+
+mstn_names mstn_n;
+
+int mstn_getattr_opt(PyObject *obj, PyObject *name, PyObject **out) {
+    *out = PyObject_GetAttr(obj, name);
+    if (*out)
+        return 1;
+    if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+        return 0;
+    }
+    return -1;
+}
+
+/* Objects that cannot be a request / SchedulerOutput: skip without getattr. */
+static bool plain_value(PyObject *o) {
+    return o == Py_None || PyUnicode_Check(o) || PyLong_Check(o) || PyFloat_Check(o) ||
+           PyBytes_Check(o) || PyDict_Check(o) || PyTuple_Check(o) || PyBool_Check(o);
+}
+
+void mstn_batch_init(mstn_batch *b) {
+    b->n_ids = 0;
+    b->n_ids_dropped = 0;
+    b->n_links = 0;
+    b->n_unsampled = 0;
+    b->request_count = -1;
+    b->scheduled_tokens = -1;
+}
+
+void mstn_batch_release(mstn_batch *b) {
+    for (size_t i = 0; i < b->n_ids; i++)
+        Py_DECREF(b->owned[i]);
+    b->n_ids = 0;
+}
+
+/* Adds one request id: stored (with a link when its context is known and
+ * sampled); a request whose context is known but unsampled is left out
+ * entirely ("nothing recorded for that request"). */
+static int batch_add_id(mstn_batch *b, PyObject *key) {
+    if (b->n_ids >= MSTN_MAX_IDS) {
+        b->n_ids_dropped++;
+        return 0;
+    }
+    PyObject *s = PyUnicode_Check(key) ? Py_NewRef(key) : PyObject_Str(key);
+    if (!s)
+        return -1;
+    Py_ssize_t n = 0;
+    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
+    if (!u) {
+        Py_DECREF(s);
+        return -1;
+    }
+    mstn_ctx ctx;
+    bool known = mstn_req_get(u, (size_t)n, &ctx);
+    if (known && !mstn_ctx_sampled(&ctx)) {
+        Py_DECREF(s);
+        b->n_unsampled++;
+        return 0;
+    }
+    size_t i = b->n_ids++;
+    b->owned[i] = s;
+    b->ids[i] = u;
+    b->id_lens[i] = n;
+    if (known && b->n_links < MSTN_MAX_LINKS) {
+        b->link_ctx[b->n_links] = ctx;
+        b->link_idx[b->n_links] = (uint16_t)i;
+        b->n_links++;
+    }
+    return 0;
+}
+
+static int as_int64(PyObject *v, int64_t *out) {
+    if (!PyLong_Check(v))
+        return 0;
+    long long x = PyLong_AsLongLong(v);
+    if (x == -1 && PyErr_Occurred()) {
+        PyErr_Clear(); /* out of range: not worth failing the hook */
+        return 0;
+    }
+    *out = (int64_t)x;
+    return 1;
+}
+
+int mstn_batch_from_scheduler_output(mstn_batch *b, PyObject *so) {
+    PyObject *nst = NULL, *total = NULL;
+    int r = mstn_getattr_opt(so, mstn_n.num_scheduled_tokens, &nst);
+    if (r <= 0)
+        return r;
+    int rc = 0;
+    if (PyDict_Check(nst)) {
+        PyObject *key, *val;
+        Py_ssize_t pos = 0;
+        b->request_count = PyDict_GET_SIZE(nst);
+        while (PyDict_Next(nst, &pos, &key, &val)) {
+            Py_INCREF(key);
+            rc = batch_add_id(b, key);
+            Py_DECREF(key);
+            if (rc < 0)
+                break;
+        }
+    }
+    Py_DECREF(nst);
+    if (rc < 0)
+        return -1;
+    r = mstn_getattr_opt(so, mstn_n.total_num_scheduled_tokens, &total);
+    if (r < 0)
+        return -1;
+    if (r > 0) {
+        as_int64(total, &b->scheduled_tokens);
+        Py_DECREF(total);
+    }
+    return 0;
+}
+
+/* Calls fn(arg) for each positional argument, then each keyword value, until
+ * fn returns non-zero (its value is returned). */
+typedef int (*arg_visitor)(PyObject *arg, void *state);
+static int visit_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                      arg_visitor fn, void *state) {
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t i = 0; i < nargs + nkw; i++) {
+        int r = fn(args[i], state);
+        if (r)
+            return r;
+    }
+    return 0;
+}
+
+static int visit_scheduler_output(PyObject *arg, void *state) {
+    if (plain_value(arg) || PyList_Check(arg))
+        return 0;
+    mstn_batch *b = state;
+    PyObject *nst = NULL;
+    int r = mstn_getattr_opt(arg, mstn_n.num_scheduled_tokens, &nst);
+    if (r <= 0)
+        return r;
+    Py_DECREF(nst);
+    return mstn_batch_from_scheduler_output(b, arg) < 0 ? -1 : 1;
+}
+
+int mstn_batch_from_model_args(mstn_batch *b, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames) {
+    return visit_args(args, nargs, kwnames, visit_scheduler_output, b) < 0 ? -1 : 0;
+}
+
+/* ----------------------------------------------------------- outputs */
+
+/* True when `list` is a non-empty list whose first item has .request_id. */
+static int is_output_list(PyObject *list) {
+    if (!PyList_Check(list) || PyList_GET_SIZE(list) == 0)
+        return 0;
+    PyObject *first = PyList_GET_ITEM(list, 0), *rid = NULL;
+    if (plain_value(first))
+        return 0;
+    Py_INCREF(first);
+    int r = mstn_getattr_opt(first, mstn_n.request_id, &rid);
+    Py_DECREF(first);
+    Py_XDECREF(rid);
+    return r;
+}
+
+static int visit_outputs(PyObject *arg, void *state) {
+    PyObject **found = state;
+    int r = is_output_list(arg);
+    if (r < 0)
+        return -1;
+    if (r > 0) {
+        *found = Py_NewRef(arg);
+        return 1;
+    }
+    if (plain_value(arg) || PyList_Check(arg))
+        return 0;
+    PyObject *outs = NULL;
+    r = mstn_getattr_opt(arg, mstn_n.outputs, &outs);
+    if (r <= 0)
+        return r;
+    r = is_output_list(outs);
+    if (r > 0) {
+        *found = outs;
+        return 1;
+    }
+    Py_DECREF(outs);
+    return r < 0 ? -1 : 0;
+}
+
+/* For an output whose request is unknown here but carries trace_headers
+ * (the API server sees them on EngineCoreOutput): register that context, so
+ * output spans link to the request in this process too. Never auto-traces. */
+static int learn_from_output(PyObject *o, PyObject *rid) {
+    PyObject *th = NULL;
+    int r = mstn_getattr_opt(o, mstn_n.trace_headers, &th);
+    if (r <= 0)
+        return r;
+    r = 0;
+    if (th != Py_None) {
+        Py_ssize_t n = 0;
+        const char *u = PyUnicode_AsUTF8AndSize(rid, &n);
+        mstn_ctx old;
+        if (!u)
+            r = -1;
+        else if (!mstn_req_get(u, (size_t)n, &old))
+            r = mstn_register(rid, th, false) < 0 ? -1 : 0;
+    }
+    Py_DECREF(th);
+    return r;
+}
+
+int mstn_batch_from_output_args(mstn_batch *b, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames, PyObject **outputs_list) {
+    PyObject *list = NULL;
+    *outputs_list = NULL;
+    if (visit_args(args, nargs, kwnames, visit_outputs, &list) < 0)
+        return -1;
+    if (!list)
+        return 0;
+    b->request_count = PyList_GET_SIZE(list);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
+        PyObject *o = PyList_GET_ITEM(list, i), *rid = NULL;
+        Py_INCREF(o);
+        int r = plain_value(o) ? 0 : mstn_getattr_opt(o, mstn_n.request_id, &rid);
+        if (r > 0 && PyUnicode_Check(rid))
+            r = learn_from_output(o, rid);
+        if (r >= 0 && rid)
+            r = batch_add_id(b, rid);
+        Py_XDECREF(rid);
+        Py_DECREF(o);
+        if (r < 0) {
+            Py_DECREF(list);
+            return -1;
+        }
+    }
+    *outputs_list = list;
+    return 0;
+}
+
+int mstn_finish_outputs(PyObject *list) {
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    for (Py_ssize_t i = 0; i < n && i < PyList_GET_SIZE(list); i++) {
+        PyObject *o = PyList_GET_ITEM(list, i), *fr = NULL, *rid = NULL;
+        if (plain_value(o))
+            continue;
+        Py_INCREF(o);
+        int r = mstn_getattr_opt(o, mstn_n.finish_reason, &fr);
+        if (r > 0 && fr != Py_None)
+            r = mstn_getattr_opt(o, mstn_n.request_id, &rid);
+        else
+            r = r < 0 ? -1 : 0;
+        if (r > 0) {
+            PyObject *s = PyUnicode_Check(rid) ? Py_NewRef(rid) : PyObject_Str(rid);
+            Py_ssize_t len = 0;
+            const char *u = s ? PyUnicode_AsUTF8AndSize(s, &len) : NULL;
+            if (u)
+                mstn_req_drop(u, (size_t)len);
+            else
+                r = -1;
+            Py_XDECREF(s);
+        }
+        Py_XDECREF(fr);
+        Py_XDECREF(rid);
+        Py_DECREF(o);
+        if (r < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------ request registration */
+
+/* kwargs[name] from a vectorcall's kwnames, borrowed, or NULL. */
+static PyObject *kwarg(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                       PyObject *name) {
+    if (!kwnames)
+        return NULL;
+    Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *k = PyTuple_GET_ITEM(kwnames, i);
+        if (k == name || PyUnicode_Compare(k, name) == 0)
+            return args[nargs + i];
+    }
+    return NULL;
+}
+
+int mstn_register_from_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                            bool skip_self, bool kw_allowed) {
+    PyObject *rid = NULL, *headers = NULL; /* new references */
+    int rc = 0;
+    if (kw_allowed) {
+        PyObject *k = kwarg(args, nargs, kwnames, mstn_n.request_id);
+        if (k)
+            rid = Py_NewRef(k);
+        k = kwarg(args, nargs, kwnames, mstn_n.trace_headers);
+        if (k)
+            headers = Py_NewRef(k);
+    }
+    /* The request object: the first positional argument that has
+     * .request_id (self, a Scheduler or EngineCore, has none). */
+    for (Py_ssize_t i = skip_self ? 1 : 0; i < nargs && !rid; i++) {
+        PyObject *a = args[i], *v = NULL;
+        if (plain_value(a) || PyList_Check(a))
+            continue;
+        int r = mstn_getattr_opt(a, mstn_n.request_id, &v);
+        if (r < 0) {
+            rc = -1;
+            goto done;
+        }
+        if (r == 0)
+            continue;
+        rid = v;
+        if (!headers) {
+            r = mstn_getattr_opt(a, mstn_n.trace_headers, &headers);
+            if (r < 0) {
+                rc = -1;
+                goto done;
+            }
+        }
+    }
+    if (rid && rid != Py_None)
+        rc = mstn_register(rid, headers, true) < 0 ? -1 : 0;
+done:
+    Py_XDECREF(rid);
+    Py_XDECREF(headers);
+    return rc;
+}

@@ -1,0 +1,200 @@
+/*
+ * context.c — where trace contexts come from and which one is current:
+ *   - the per-thread stack of hook spans (nested hook spans are children),
+ *     plus a contextvar for async hooks, whose steps interleave on a thread;
+ *   - the cached native thread id (reset in a fork()ed child);
+ *   - the context rules of SPEC §1/§4 for a request's trace headers:
+ *     traceparent (sampled flag respected), else MS_PROFILER_AUTO_TRACE with
+ *     MS_PROFILER_SAMPLE_RATE's deterministic 1-in-N counter.
+ * Runs with the GIL held.
+ */
+#include "native.h"
+
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* One TLS block per thread, touched once per hooked call. */
+typedef struct mstn_tls {
+    long tid;
+    int depth;                          /* may exceed MSTN_STACK_DEPTH    */
+    mstn_ctx stack[MSTN_STACK_DEPTH];
+} mstn_tls;
+
+static _Thread_local mstn_tls t_tls;
+
+long mstn_thread_id(void) {
+    if (t_tls.tid == 0)
+        t_tls.tid = (long)syscall(SYS_gettid);
+    return t_tls.tid;
+}
+
+/* pthread_atfork child handler: the forking thread is the child's only
+ * thread and has a new tid; the stack stays (its spans are the parent's, a
+ * valid parent for the child's spans). */
+void mstn_after_fork_child(void) {
+    t_tls.tid = 0;
+    mstn_g.pid = (long)getpid();
+}
+
+void mstn_ctx_to_public(const mstn_ctx *c, mst_span_context *out) {
+    out->trace_id = c->trace_id;
+    out->span_id = c->span_id;
+    out->trace_flags = c->flags;
+    out->is_remote = c->remote;
+    out->trace_state_len = 0;
+    out->trace_state[0] = '\0';
+}
+
+void mstn_push(const mstn_ctx *ctx) {
+    mstn_tls *t = &t_tls;
+    if (t->depth < MSTN_STACK_DEPTH)
+        t->stack[t->depth] = *ctx;
+    t->depth++;
+}
+
+void mstn_pop(void) {
+    if (t_tls.depth > 0)
+        t_tls.depth--;
+}
+
+/* The async hooks' current span lives in a contextvar as a 25-byte bytes
+ * object (trace id, span id, flags). */
+static bool current_from_ctxvar(mstn_ctx *out) {
+    PyObject *v = NULL;
+    if (!mstn_g.ctxvar || PyContextVar_Get(mstn_g.ctxvar, NULL, &v) < 0) {
+        PyErr_Clear();
+        return false;
+    }
+    bool ok = false;
+    if (v && PyBytes_Check(v) && PyBytes_GET_SIZE(v) == 25) {
+        const char *b = PyBytes_AS_STRING(v);
+        memcpy(out->trace_id.bytes, b, 16);
+        memcpy(out->span_id.bytes, b + 16, 8);
+        out->flags = (uint8_t)b[24];
+        out->remote = false;
+        out->synthetic = false;
+        ok = true;
+    }
+    Py_XDECREF(v);
+    return ok;
+}
+
+bool mstn_current(mstn_ctx *out) {
+    mstn_tls *t = &t_tls;
+    if (t->depth > 0) {
+        int top = t->depth <= MSTN_STACK_DEPTH ? t->depth - 1 : MSTN_STACK_DEPTH - 1;
+        *out = t->stack[top];
+        return true;
+    }
+    return mstn_g.async_used && current_from_ctxvar(out);
+}
+
+/* ------------------------------------------------------- context rules */
+
+/* headers.get(key) as a borrowed-or-new str; 1 found, 0 not, -1 error. */
+static int header_get(PyObject *headers, PyObject *key, PyObject **out) {
+    *out = NULL;
+    if (PyDict_Check(headers)) {
+        PyObject *v = PyDict_GetItemWithError(headers, key);
+        if (!v)
+            return PyErr_Occurred() ? -1 : 0;
+        Py_INCREF(v);
+        *out = v;
+        return 1;
+    }
+    if (!PyMapping_Check(headers))
+        return 0;
+    PyObject *v = PyObject_GetItem(headers, key);
+    if (!v) {
+        if (PyErr_ExceptionMatches(PyExc_KeyError)) {
+            PyErr_Clear();
+            return 0;
+        }
+        return -1;
+    }
+    *out = v;
+    return 1;
+}
+
+/* A generated context; unsampled (flags 0) when the 1-in-N counter says so. */
+static void auto_context(mstn_ctx *out) {
+    out->trace_id = mst_trace_id_random();
+    out->span_id = mst_span_id_random();
+    out->remote = false;
+    out->synthetic = true;
+    uint64_t n = mstn_g.auto_counter++;
+    bool sampled = mstn_g.sample_rate <= 1 || n % mstn_g.sample_rate == 0;
+    out->flags = sampled ? MST_TRACE_FLAG_SAMPLED : 0;
+    mstn_g.auto_contexts++;
+    if (!sampled)
+        mstn_g.auto_unsampled++;
+}
+
+int mstn_ctx_from_headers(PyObject *headers, mstn_ctx *out, bool allow_auto) {
+    if (headers && headers != Py_None) {
+        PyObject *tp = NULL;
+        int r = header_get(headers, mstn_n.traceparent, &tp);
+        if (r < 0)
+            return -1;
+        if (r > 0 && PyUnicode_Check(tp)) {
+            Py_ssize_t n = 0;
+            const char *s = PyUnicode_AsUTF8AndSize(tp, &n);
+            mst_span_context pc;
+            if (!s) {
+                Py_DECREF(tp);
+                return -1;
+            }
+            if (mst_ctx_parse_traceparent(s, (size_t)n, &pc) == MST_OK) {
+                Py_DECREF(tp);
+                out->trace_id = pc.trace_id;
+                out->span_id = pc.span_id;
+                out->flags = pc.trace_flags;
+                out->remote = true;
+                out->synthetic = false;
+                return 1;
+            }
+        }
+        Py_XDECREF(tp);
+    }
+    if (!allow_auto || !mstn_g.auto_trace)
+        return 0;
+    auto_context(out);
+    return 1;
+}
+
+int mstn_register(PyObject *request_id, PyObject *headers, bool allow_auto) {
+    mstn_ctx ctx;
+    int r = mstn_ctx_from_headers(headers, &ctx, false);
+    if (r < 0)
+        return -1;
+    if (r == 0 && !(allow_auto && mstn_g.auto_trace))
+        return 0;
+    PyObject *sid = PyUnicode_Check(request_id) ? Py_NewRef(request_id) : PyObject_Str(request_id);
+    if (!sid)
+        return -1;
+    Py_ssize_t n = 0;
+    const char *s = PyUnicode_AsUTF8AndSize(sid, &n);
+    if (!s) {
+        Py_DECREF(sid);
+        return -1;
+    }
+    bool ok = true;
+    if (r > 0) {
+        ok = mstn_req_put(s, (size_t)n, &ctx);
+    } else {
+        /* Auto-trace: a request seen twice (EngineCore.add_request and
+         * Scheduler.add_request both hooked) keeps its first context. */
+        mstn_ctx old;
+        if (!mstn_req_get(s, (size_t)n, &old)) {
+            auto_context(&ctx);
+            ok = mstn_req_put(s, (size_t)n, &ctx);
+        }
+    }
+    Py_DECREF(sid);
+    if (!ok) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 1;
+}

@@ -1,0 +1,187 @@
+/*
+ * reqtable.c — the request table of the extension: request id → trace
+ * context for the requests in flight in this process (SPEC §4: at most
+ * 10,000, oldest evicted). A chained hash (FNV-1a, power-of-two buckets)
+ * over a fixed pool of entries threaded on a FIFO list, so put, get, drop
+ * and eviction are all O(1). Entries come from a pool allocated on first use
+ * and never freed (1.3 MB), so the hot path does not malloc except for ids
+ * longer than the inline key.
+ *
+ * Id join (SPEC §9): vLLM's internal ids are "<external>-<8 hex>"; a lookup
+ * tries the exact id, then the id with such a suffix stripped, so a context
+ * registered under the external id in one process is found under the
+ * internal id in another. Contexts are stored under the id given.
+ *
+ * Protected by the GIL (see native.h).
+ */
+#include "native.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define REQ_CAPACITY 10000u
+#define REQ_BUCKETS 16384u /* power of two, > capacity */
+#define REQ_INLINE_KEY 80u
+
+typedef struct req_entry {
+    struct req_entry *hnext;            /* bucket chain                   */
+    struct req_entry *prev, *next;      /* FIFO (oldest at head) or free  */
+    uint64_t hash;
+    char *key;                          /* inline_key or malloc'd         */
+    size_t key_len;
+    mstn_ctx ctx;
+    char inline_key[REQ_INLINE_KEY];
+} req_entry;
+
+static req_entry *g_pool;
+static req_entry *g_buckets[REQ_BUCKETS];
+static req_entry *g_free;
+static req_entry *g_head, *g_tail;
+static mstn_req_stats g_stats;
+
+static uint64_t fnv1a(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (uint8_t)s[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static bool pool_ready(void) {
+    if (g_pool)
+        return true;
+    g_pool = calloc(REQ_CAPACITY, sizeof(req_entry));
+    if (!g_pool)
+        return false;
+    for (size_t i = 0; i < REQ_CAPACITY; i++) {
+        g_pool[i].next = g_free;
+        g_free = &g_pool[i];
+    }
+    return true;
+}
+
+static req_entry **bucket_of(uint64_t h) { return &g_buckets[h & (REQ_BUCKETS - 1)]; }
+
+static req_entry *find(const char *id, size_t len, uint64_t h) {
+    for (req_entry *e = *bucket_of(h); e; e = e->hnext)
+        if (e->hash == h && e->key_len == len && memcmp(e->key, id, len) == 0)
+            return e;
+    return NULL;
+}
+
+static void fifo_unlink(req_entry *e) {
+    if (e->prev) e->prev->next = e->next; else g_head = e->next;
+    if (e->next) e->next->prev = e->prev; else g_tail = e->prev;
+    e->prev = e->next = NULL;
+}
+
+static void fifo_append(req_entry *e) {
+    e->prev = g_tail;
+    e->next = NULL;
+    if (g_tail) g_tail->next = e; else g_head = e;
+    g_tail = e;
+}
+
+/* Unlinks `e` from its bucket and the FIFO and returns it to the free list. */
+static void release(req_entry *e) {
+    req_entry **pp = bucket_of(e->hash);
+    while (*pp != e)
+        pp = &(*pp)->hnext;
+    *pp = e->hnext;
+    fifo_unlink(e);
+    if (e->key != e->inline_key)
+        free(e->key);
+    e->key = NULL;
+    e->next = g_free;
+    g_free = e;
+    g_stats.tracked--;
+}
+
+/* Length of `id` without a trailing "-<8 lowercase hex>", or 0 if it has none. */
+static size_t stripped_len(const char *id, size_t len) {
+    if (len < 10 || id[len - 9] != '-')
+        return 0;
+    for (size_t i = len - 8; i < len; i++) {
+        char c = id[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+            return 0;
+    }
+    return len - 9;
+}
+
+bool mstn_req_put(const char *id, size_t len, const mstn_ctx *ctx) {
+    if (!pool_ready())
+        return false;
+    uint64_t h = fnv1a(id, len);
+    req_entry *e = find(id, len, h);
+    if (e) { /* refresh: newest context wins, and it is young again */
+        e->ctx = *ctx;
+        fifo_unlink(e);
+        fifo_append(e);
+        g_stats.registered++;
+        return true;
+    }
+    if (!g_free) { /* full: the oldest request in flight goes */
+        release(g_head);
+        g_stats.evicted++;
+    }
+    e = g_free;
+    char *key = e->inline_key;
+    if (len >= REQ_INLINE_KEY) {
+        key = malloc(len + 1);
+        if (!key)
+            return false;
+    }
+    g_free = e->next;
+    memcpy(key, id, len);
+    key[len] = '\0';
+    e->key = key;
+    e->key_len = len;
+    e->hash = h;
+    e->ctx = *ctx;
+    e->hnext = *bucket_of(h);
+    *bucket_of(h) = e;
+    fifo_append(e);
+    g_stats.tracked++;
+    g_stats.registered++;
+    return true;
+}
+
+bool mstn_req_get(const char *id, size_t len, mstn_ctx *out) {
+    if (!g_pool || g_stats.tracked == 0)
+        return false;
+    req_entry *e = find(id, len, fnv1a(id, len));
+    if (!e) {
+        size_t s = stripped_len(id, len);
+        if (s)
+            e = find(id, s, fnv1a(id, s));
+    }
+    if (!e)
+        return false;
+    *out = e->ctx;
+    return true;
+}
+
+bool mstn_req_drop(const char *id, size_t len) {
+    if (!g_pool || g_stats.tracked == 0)
+        return false;
+    req_entry *e = find(id, len, fnv1a(id, len));
+    if (!e) {
+        size_t s = stripped_len(id, len);
+        if (s)
+            e = find(id, s, fnv1a(id, s));
+    }
+    if (!e)
+        return false;
+    release(e);
+    g_stats.finished++;
+    return true;
+}
+
+void mstn_req_stats_get(mstn_req_stats *out) { *out = g_stats; }
+
+void mstn_req_clear(void) {
+    while (g_head)
+        release(g_head);
+}
