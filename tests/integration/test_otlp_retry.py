@@ -205,5 +205,9 @@ def test_request_content(driver):
     assert len(spans) == N
     assert rs.scope_spans[0].scope.name == "mstrace.test.driver"
     assert spans[0].trace_id.hex() == c["trace_id"]
-    assert all(s.parent_span_id == spans[0].span_id for s in spans[1:])
-    assert all(len(s.links) == 1 and s.links[0].span_id == spans[0].span_id for s in spans[1:])
+    children = [s for s in spans if s.name == "child"]
+    batches = [s for s in spans if s.name == "batch"]
+    assert len(children) + len(batches) == N - 1 and batches
+    assert all(s.parent_span_id == spans[0].span_id for s in children)
+    assert all(len(s.links) == 1 and s.links[0].span_id == spans[0].span_id
+               and s.links[0].trace_id == spans[0].trace_id for s in batches)

@@ -277,8 +277,10 @@ static const mst_scope k_scope = {{"mstrace.test.driver", 19}, {"1.0", 3}, NULL}
 
 static mst_str cstr(const char *s) { return (mst_str){s, (uint32_t)strlen(s)}; }
 
-/* span i of a request-shaped trace: 0 = the request (SERVER), 1..k children
- * (INTERNAL) of it, every 4th one an ERROR; each child links to span 0. */
+/* span i of a request-shaped workload: 0 = the request (SERVER); i % 3 == 2
+ * a scheduler "batch" span in a trace of its own that links to the request
+ * (FOLLOWS_FROM in Jaeger); otherwise a "child" (INTERNAL) of the request
+ * (CHILD_OF), every 4th one with an ERROR status. Attributes of each type. */
 static void fill_span(mst_span *s, mst_link *link, size_t i, const mst_trace_id *tid,
                       const mst_span_id *root, uint64_t t0) {
     memset(s, 0, sizeof *s);
@@ -291,11 +293,33 @@ static void fill_span(mst_span *s, mst_link *link, size_t i, const mst_trace_id 
     s->attrs[0].key = cstr("driver.index");
     s->attrs[0].type = MST_ATTR_INT;
     s->attrs[0].v.i = (int64_t)i;
-    s->n_attrs = 1;
+    s->attrs[1].key = cstr("driver.flag");
+    s->attrs[1].type = MST_ATTR_BOOL;
+    s->attrs[1].v.b = true;
+    s->attrs[2].key = cstr("driver.ratio");
+    s->attrs[2].type = MST_ATTR_DOUBLE;
+    s->attrs[2].v.d = 0.5;
+    s->attrs[3].key = cstr("driver.text");
+    s->attrs[3].type = MST_ATTR_STRING;
+    s->attrs[3].v.s = cstr("hello");
+    s->n_attrs = 4;
     if (i == 0) {
         s->name = cstr("request");
         s->kind = MST_SPAN_KIND_SERVER;
         s->span_id = *root;
+        return;
+    }
+    if (i % 3 == 2) {
+        s->name = cstr("batch");
+        s->kind = MST_SPAN_KIND_INTERNAL;
+        s->trace_id = mst_trace_id_random();
+        memset(link, 0, sizeof *link);
+        link->trace_id = *tid;
+        link->span_id = *root;
+        link->trace_flags = MST_TRACE_FLAG_SAMPLED;
+        s->links = link;
+        s->n_links = 1;
+        s->link_cap = 1;
         return;
     }
     s->name = cstr("child");
@@ -306,13 +330,6 @@ static void fill_span(mst_span *s, mst_link *link, size_t i, const mst_trace_id 
         s->status_code = MST_STATUS_ERROR;
         s->status_message = cstr("driver error");
     }
-    memset(link, 0, sizeof *link);
-    link->trace_id = *tid;
-    link->span_id = *root;
-    link->trace_flags = MST_TRACE_FLAG_SAMPLED;
-    s->links = link;
-    s->n_links = 1;
-    s->link_cap = 1;
 }
 
 static int usage(void) {

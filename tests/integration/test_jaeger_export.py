@@ -1,0 +1,110 @@
+"""test_jaeger_export.py — the OTLP exporter against the real Jaeger (SPEC §8).
+
+Owns: exporting a request-shaped set of spans (a SERVER request span, INTERNAL
+children of it, one ERROR child, and "batch" spans in their own traces that
+link to the request) with $MSTRACE_BUILD_DIR/test_otlp_transport_driver over
+each of grpc, http/protobuf and http/json (plain and gzip), then finding them
+through Jaeger's query API: CHILD_OF and FOLLOWS_FROM references, attributes
+as typed tags, otel.scope.name, span.kind, error status. Jaeger comes from
+jaeger_fixture.py (tests/harness/jaeger.sh, loopback only).
+"""
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from jaeger_fixture import jaeger  # noqa: E402,F401  (the fixture)
+
+REPO = Path(__file__).resolve().parents[2]
+N = 12  # span 0 request; i % 3 == 2 batch; else child (ERROR when i % 4 == 0)
+
+
+def driver_path() -> Path:
+    build = Path(os.environ.get("MSTRACE_BUILD_DIR", "build"))
+    if not build.is_absolute():
+        build = REPO / build
+    return build / "test_otlp_transport_driver"
+
+
+def export(jaeger, protocol: str, service: str, gzip: bool = False) -> dict:  # noqa: F811
+    path = driver_path()
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"{path} not found; build it or set MSTRACE_BUILD_DIR")
+    url = (f"http://{jaeger.otlp_grpc_addr}" if protocol == "grpc"
+           else jaeger.traces_endpoint)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["OTEL_SERVICE_NAME"] = service
+    argv = [str(path), "--url", url, "--protocol", protocol, "--spans", str(N),
+            "--timeout-ms", "10000"]
+    if gzip:
+        argv.append("--gzip")
+    p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["status"] == "ok", p.stderr
+    assert out["spans_exported"] == N and out["spans_failed"] == 0, out
+    return out
+
+
+def expected_names():
+    names = []
+    for i in range(N):
+        names.append("request" if i == 0 else "batch" if i % 3 == 2 else "child")
+    return names
+
+
+@pytest.mark.parametrize("protocol,gzip", [
+    ("grpc", False), ("http/protobuf", False), ("http/json", False),
+    ("grpc", True), ("http/protobuf", True),
+])
+def test_export_reaches_jaeger(jaeger, protocol, gzip):  # noqa: F811
+    service = f"mstrace-otlp-{protocol.replace('/', '-')}-{'gz-' if gzip else ''}{uuid.uuid4().hex[:8]}"
+    out = export(jaeger, protocol, service, gzip)
+    spans = jaeger.wait_for_spans(service, N, timeout_s=30)
+    assert len(spans) == N, f"{len(spans)} of {N} spans found for {service}"
+    assert sorted(s["operationName"] for s in spans) == sorted(expected_names())
+
+    tags = {s["spanID"]: jaeger.tags(s) for s in spans}
+    request = [s for s in spans if s["operationName"] == "request"]
+    assert len(request) == 1
+    request = request[0]
+    rid = request["spanID"]
+    assert request["traceID"] == out["trace_id"]
+    assert tags[rid]["span.kind"] == "server"
+    assert request["process"]["serviceName"] == service
+    assert not request.get("references")
+
+    for s in spans:
+        t = tags[s["spanID"]]
+        assert t["otel.scope.name"] == "mstrace.test.driver"
+        assert t["otel.scope.version"] == "1.0"
+        assert t["driver.text"] == "hello"
+        assert t["driver.flag"] is True
+        assert t["driver.ratio"] == 0.5
+        assert isinstance(t["driver.index"], int)
+        refs = s.get("references") or []
+        if s["operationName"] == "child":
+            assert t.get("span.kind", "internal") == "internal"
+            assert s["traceID"] == out["trace_id"]
+            assert [(r["refType"], r["spanID"]) for r in refs] == [("CHILD_OF", rid)]
+            if t["driver.index"] % 4 == 0:
+                assert t["error"] is True
+                assert t["otel.status_code"] == "ERROR"
+                assert t["otel.status_description"] == "driver error"
+            else:
+                assert "error" not in t
+        elif s["operationName"] == "batch":
+            assert s["traceID"] != out["trace_id"]  # a trace of its own
+            assert [(r["refType"], r["traceID"], r["spanID"]) for r in refs] == \
+                [("FOLLOWS_FROM", out["trace_id"], rid)]
+
+    # the request's trace holds the request and its children, not the batches
+    trace = jaeger.trace(out["trace_id"])
+    assert trace is not None
+    assert sorted(s["operationName"] for s in trace["spans"]) == \
+        sorted(n for n in expected_names() if n != "batch")
