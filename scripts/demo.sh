@@ -52,7 +52,7 @@ echo "==> building ($BUILD_DIR)"
 ninja -C "$BUILD_DIR" mstrace_cli example_request_pipeline >/dev/null
 
 # ---- 2. the forwarder, in the background, on a socket of its own
-mkdir -p "$(dirname "$OUT")"
+# The forwarder creates the parent directory itself (mode 0750, SPEC §5).
 echo "==> starting: $BUILD_DIR/mstrace forward --perfetto-output $OUT --socket-name $SOCKET_NAME"
 "$BUILD_DIR/mstrace" forward --perfetto-output "$OUT" --socket-name "$SOCKET_NAME" \
   --log-level info 2>"$FWD_LOG" &
@@ -63,8 +63,7 @@ FWD_PID=$!
 ready=0
 for _ in $(seq 1 300); do
   if ! kill -0 "$FWD_PID" 2>/dev/null; then
-    echo "forwarder exited early:" >&2
-    cat "$FWD_LOG" >&2
+    echo "forwarder exited early" >&2
     exit 1
   fi
   if awk -v n="@$SOCKET_NAME" '$4 == "00010000" && $8 == n { f = 1 } END { exit !f }' /proc/net/unix; then
@@ -88,8 +87,7 @@ fwd_rc=0
 wait "$FWD_PID" || fwd_rc=$?
 FWD_PID=""
 if [ $fwd_rc -ne 0 ]; then
-  echo "forwarder exited with $fwd_rc:" >&2
-  cat "$FWD_LOG" >&2
+  echo "forwarder exited with $fwd_rc" >&2
   exit 1
 fi
 
