@@ -185,6 +185,7 @@ class Patcher(object):
         with self._lock:
             items = list(self._exact.get(name, ()))
             items += [item for pat, item in self._patterns if pat.match(name)]
+            items.sort(key=lambda item: item[0].index)  # file order decides who traces a symbol
             for entry, handler in items:
                 try:
                     self._apply_entry(module, entry, handler)
