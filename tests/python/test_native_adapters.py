@@ -1,0 +1,510 @@
+"""Tests of the request-aware adapters of `mstrace._native` (adapters.c,
+context.c, reqtable.c) against real Python objects shaped like vLLM's v1
+engine (SPEC section 9), and of the whole path into a real `mstrace forward`
+daemon (Perfetto JSON), including a fork()ed child.
+
+Owns: request / request_context registration, schedule / model / output
+spans (request ids, batch attributes, links with request.id, the lone-request
+parent rule), finished requests dropped, per-span and table limits, the
+internal/external request id join, the traceparent / MS_PROFILER_AUTO_TRACE /
+MS_PROFILER_SAMPLE_RATE rules, and spans from a forked child reaching the
+daemon. In-process checks read spans through `_native._capture`; env-rule
+and daemon checks run a child Python (the tracer is process-global).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Optional
+
+import pytest
+
+
+# ------------------------------------------------------- vLLM-shaped objects
+
+
+@dataclass
+class NewRequestData:
+    req_id: str
+    prompt_token_ids: list = field(default_factory=list)
+
+
+@dataclass
+class CachedRequestData:
+    req_ids: list = field(default_factory=list)
+
+
+@dataclass
+class SchedulerOutput:
+    scheduled_new_reqs: list
+    scheduled_cached_reqs: CachedRequestData
+    num_scheduled_tokens: dict
+    total_num_scheduled_tokens: int
+    finished_req_ids: set = field(default_factory=set)
+    preempted_req_ids: set = field(default_factory=set)
+
+
+@dataclass
+class Request:
+    request_id: str
+    prompt_token_ids: list = field(default_factory=list)
+    trace_headers: Optional[dict] = None
+
+
+@dataclass
+class EngineCoreOutput:
+    request_id: str
+    new_token_ids: list = field(default_factory=list)
+    finish_reason: Optional[str] = None
+    events: Optional[list] = None
+    trace_headers: Optional[dict] = None
+
+
+@dataclass
+class EngineCoreOutputs:
+    outputs: list = field(default_factory=list)
+
+
+def tp(trace_id, span_id, flags="01"):
+    return {"traceparent": "00-%s-%s-%s" % (trace_id, span_id, flags)}
+
+
+T1, S1 = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+T2, S2 = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+
+
+def scheduler_output(counts):
+    return SchedulerOutput(
+        scheduled_new_reqs=[NewRequestData(r) for r in counts],
+        scheduled_cached_reqs=CachedRequestData([]),
+        num_scheduled_tokens=dict(counts),
+        total_num_scheduled_tokens=sum(counts.values()),
+    )
+
+
+@pytest.fixture
+def cap(native):
+    native._reset_requests()
+    spans = native._capture(True)
+    yield spans
+    native._capture(False)
+    native._reset_requests()
+
+
+def only(spans, name):
+    found = [s for s in spans if s["name"] == name]
+    assert len(found) == 1, [s["name"] for s in spans]
+    return found[0]
+
+
+class Scheduler:
+    def __init__(self, so=None):
+        self.so = so
+        self.added = []
+
+    def add_request(self, request):
+        self.added.append(request.request_id)
+
+    def schedule(self):
+        self.inside = time.time_ns()
+        return self.so
+
+
+@pytest.fixture
+def hooked(native):
+    saved = dict(Scheduler.__dict__)
+    Scheduler.add_request = native.Hook(saved["add_request"], name="add", adapter="request")
+    Scheduler.schedule = native.Hook(saved["schedule"], name="vllm.scheduler.schedule", domain="Schedule",
+                                     adapter="schedule")
+    yield Scheduler
+    Scheduler.add_request = saved["add_request"]
+    Scheduler.schedule = saved["schedule"]
+
+
+# ---------------------------------------------------------------- request
+
+
+def test_request_adapter_registers_without_a_span(native, cap, hooked):
+    s = Scheduler()
+    s.add_request(Request("r1", trace_headers=tp(T1, S1)))
+    s.add_request(Request("r2", trace_headers={"traceparent": "garbage"}))
+    s.add_request(Request("r3"))
+    assert s.added == ["r1", "r2", "r3"]
+    assert native.lookup_request("r1") == (T1, S1, True)
+    assert native.lookup_request("r2") is None
+    assert native.lookup_request("r3") is None
+    assert cap == []
+
+
+def test_request_adapter_kwargs_and_request_context(native, cap):
+    def add_request(request_id, prompt, params, trace_headers=None):
+        return request_id
+
+    h = native.Hook(add_request, name="api.add", adapter="request")
+    assert h(request_id="cmpl-1", prompt="p", params=None, trace_headers=tp(T2, S2)) == "cmpl-1"
+    assert native.lookup_request("cmpl-1") == (T2, S2, True)
+
+    def ctx_only(request):
+        return request.request_id
+
+    hc = native.Hook(ctx_only, name="ctx", adapter="request_context")
+    assert hc(Request("r9", trace_headers=tp(T1, S1, "00"))) == "r9"
+    assert native.lookup_request("r9") == (T1, S1, False)  # unsampled, still known
+    assert cap == []
+
+
+# --------------------------------------------------------------- schedule
+
+
+def test_schedule_adapter_links_and_batch_attributes(native, cap, hooked):
+    native.register_request("a", tp(T1, S1))
+    native.register_request("b", tp(T2, S2))
+    sched = Scheduler(scheduler_output({"a": 5, "b": 7, "c": 1}))
+    before = time.time_ns()
+    assert sched.schedule() is sched.so
+    s = only(cap, "vllm.scheduler.schedule")
+    assert s["scope"] == "ms_service_profiler.hook.Schedule"
+    assert before <= s["start_ns"] <= sched.inside <= s["end_ns"]  # start taken before the call
+    a = s["attributes"]
+    assert a["request.ids"] == ["a", "b", "c"]
+    assert a["batch.request_count"] == 3
+    assert a["batch.scheduled_tokens"] == 13
+    assert sorted((l["trace_id"], l["span_id"], l["request.id"]) for l in s["links"]) == sorted(
+        [(T1, S1, "a"), (T2, S2, "b")])
+    assert s["parent_span_id"] == ""  # two known contexts: a root with links
+    assert s["trace_id"] not in (T1, T2)
+
+
+def test_lone_known_request_becomes_the_parent(native, cap, hooked):
+    native.register_request("only", tp(T1, S1))
+    Scheduler(scheduler_output({"only": 3, "untraced": 2})).schedule()
+    s = only(cap, "vllm.scheduler.schedule")
+    assert s["trace_id"] == T1 and s["parent_span_id"] == S1
+    assert [l["request.id"] for l in s["links"]] == ["only"]
+
+
+def test_unsampled_requests_are_left_out(native, cap, hooked):
+    native.register_request("quiet", tp(T1, S1, "00"))
+    native.register_request("loud", tp(T2, S2))
+    Scheduler(scheduler_output({"quiet": 1, "loud": 1})).schedule()
+    s = only(cap, "vllm.scheduler.schedule")
+    assert s["attributes"]["request.ids"] == ["loud"]
+    assert [l["request.id"] for l in s["links"]] == ["loud"]
+    cap.clear()
+    Scheduler(scheduler_output({"quiet": 1})).schedule()
+    assert cap == []  # every request of the batch is unsampled: nothing recorded
+
+
+def test_schedule_of_nothing_and_errors(native, cap, hooked):
+    Scheduler(None).schedule()  # no SchedulerOutput: a plain span
+    s = only(cap, "vllm.scheduler.schedule")
+    assert "request.ids" not in s["attributes"] and s["links"] == []
+
+
+# ------------------------------------------------------------------ model
+
+
+def test_model_adapter_reads_the_scheduler_output_argument(native, cap):
+    native.register_request("cmpl-x", tp(T1, S1))
+    seen = {}
+
+    class Executor:
+        def execute_model(self, scheduler_output, non_block=False):
+            seen["ctx"] = native.current_context()
+            return "out"
+
+    Executor.execute_model = native.Hook(Executor.__dict__["execute_model"], name="vllm.model.execute",
+                                         domain="Execute", adapter="model")
+    so = scheduler_output({"cmpl-x-0123abcd": 4, "cmpl-y-89abcdef": 4})
+    assert Executor().execute_model(so) == "out"
+    assert Executor().execute_model(scheduler_output=so, non_block=True) == "out"
+    spans = [s for s in cap if s["name"] == "vllm.model.execute"]
+    assert len(spans) == 2
+    for s in spans:
+        assert s["attributes"]["request.ids"] == ["cmpl-x-0123abcd", "cmpl-y-89abcdef"]
+        assert s["attributes"]["batch.scheduled_tokens"] == 8
+        # internal id joined to the external registration; lone context → parent
+        assert s["links"] == [{"trace_id": T1, "span_id": S1, "request.id": "cmpl-x-0123abcd"}]
+        assert s["trace_id"] == T1 and s["parent_span_id"] == S1
+    assert seen["ctx"] == (spans[1]["trace_id"], spans[1]["span_id"])  # current during the call
+
+
+# ----------------------------------------------------------------- output
+
+
+def test_output_adapter_and_finished_requests(native, cap):
+    for r, (t, sid) in {"r1": (T1, S1), "r2": (T2, S2)}.items():
+        native.register_request(r, tp(t, sid))
+
+    def process_outputs(engine_core_outputs, engine_core_timestamp=None):
+        return len(engine_core_outputs)
+
+    h = native.Hook(process_outputs, name="vllm.output.process", domain="Request", adapter="output")
+    assert h([EngineCoreOutput("r1"), EngineCoreOutput("r2", finish_reason="stop")]) == 2
+    s = only(cap, "vllm.output.process")
+    assert s["attributes"]["request.ids"] == ["r1", "r2"]
+    assert s["attributes"]["batch.request_count"] == 2
+    assert len(s["links"]) == 2
+    assert native.lookup_request("r1") is not None
+    assert native.lookup_request("r2") is None  # finished: context dropped
+
+    def update(outputs_obj):
+        return outputs_obj
+
+    hu = native.Hook(update, name="upd", adapter="output")
+    hu(EngineCoreOutputs([EngineCoreOutput("r1", finish_reason="length")]))
+    assert native.lookup_request("r1") is None
+
+
+def test_output_learns_contexts_from_trace_headers(native, cap):
+    """The API server sees trace_headers on EngineCoreOutput (vLLM tracing on)."""
+    h = native.Hook(lambda outs: None, name="api.out", adapter="output")
+    h([EngineCoreOutput("cmpl-q-0000abcd", trace_headers=tp(T2, S2))])
+    s = only(cap, "api.out")
+    assert s["links"] == [{"trace_id": T2, "span_id": S2, "request.id": "cmpl-q-0000abcd"}]
+
+
+# ----------------------------------------------------------------- limits
+
+
+def test_per_span_limits(native, cap, hooked):
+    ids = {"req-%03d" % i: 1 for i in range(300)}
+    for r in ids:
+        native.register_request(r, tp(T1, "%016x" % (int(r[4:]) + 1)))
+    Scheduler(scheduler_output(ids)).schedule()
+    s = only(cap, "vllm.scheduler.schedule")
+    assert len(s["attributes"]["request.ids"]) == 128
+    assert len(s["links"]) == 128
+    assert s["attributes"]["batch.request_count"] == 300
+
+
+def test_request_table_evicts_the_oldest(native, cap):
+    st0 = native.stats()
+    for i in range(10050):
+        native.register_request("q%d" % i, tp(T1, S1))
+    st = native.stats()
+    assert st["requests_tracked"] == 10000
+    assert st["requests_evicted"] - st0["requests_evicted"] == 50
+    assert native.lookup_request("q49") is None
+    assert native.lookup_request("q50") is not None
+    assert native.finish_request("q10049") is True
+    assert native.finish_request("q10049") is False
+
+
+def test_id_join_rules(native, cap):
+    native.register_request("cmpl-abc", tp(T1, S1))
+    assert native.lookup_request("cmpl-abc-0123abcd") == (T1, S1, True)   # internal → external
+    assert native.lookup_request("cmpl-abc-0123ABCD") is None            # only lowercase hex
+    assert native.lookup_request("cmpl-abc-0123abc") is None             # only 8 hex
+    native.register_request("int-1-deadbeef", tp(T2, S2))
+    assert native.lookup_request("int-1") is None                        # never the other way
+    native.register_request("cmpl-abc-0123abcd", tp(T2, S2))             # exact id wins
+    assert native.lookup_request("cmpl-abc-0123abcd") == (T2, S2, True)
+    assert native.finish_request("cmpl-abc-ffffffff") is True            # drops the external entry
+    assert native.lookup_request("cmpl-abc") is None
+
+
+# --------------------------------------------------- env rules (subprocess)
+
+
+CHILD_PRELUDE = """
+import json, os, sys, logging
+logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+from mstrace import _native as n
+"""
+
+
+def run_child(subprocess_env, code, env=None, timeout=120):
+    e = dict(subprocess_env)
+    e.update(env or {})
+    p = subprocess.run([sys.executable, "-c", CHILD_PRELUDE + textwrap.dedent(code)], env=e,
+                       capture_output=True, text=True, timeout=timeout)
+    assert p.returncode == 0, p.stderr
+    return p
+
+
+SAMPLING = """
+n.init(null_exporter=True)
+ok = [n.register_request("auto-%%d" %% i, None) for i in range(9)]
+got = [n.lookup_request("auto-%%d" %% i) for i in range(9)]
+n.register_request("carried", {"traceparent": "00-%s-%s-01"})
+print(json.dumps({"ok": ok, "sampled": [g[2] if g else None for g in got],
+                  "carried": n.lookup_request("carried"), "stats": n.stats()}))
+""" % (T1, S1)
+
+
+def test_auto_trace_with_sample_rate(native, subprocess_env):
+    p = run_child(subprocess_env, SAMPLING, {"MS_PROFILER_AUTO_TRACE": "1", "MS_PROFILER_SAMPLE_RATE": "3"})
+    out = json.loads(p.stdout)
+    assert out["ok"] == [True] * 9
+    assert out["sampled"] == [True, False, False] * 3   # deterministic 1 in 3
+    assert out["carried"] == [T1, S1, True]              # never sampled away
+    assert out["stats"]["auto_contexts"] == 9 and out["stats"]["auto_contexts_unsampled"] == 6
+
+
+def test_no_auto_trace_means_no_context(native, subprocess_env):
+    out = json.loads(run_child(subprocess_env, SAMPLING, {"MS_PROFILER_AUTO_TRACE": "0"}).stdout)
+    assert out["ok"] == [False] * 9 and out["sampled"] == [None] * 9
+    assert out["carried"] == [T1, S1, True]
+
+
+@pytest.mark.parametrize("auto,rate", [("yes", "3"), ("1", "0"), ("1", "3x"), ("1", "99999999999")])
+def test_invalid_env_values_warn_once_and_act_as_unset(native, subprocess_env, auto, rate):
+    p = run_child(subprocess_env, SAMPLING + "n.shutdown(); n.init(null_exporter=True)\n",
+                  {"MS_PROFILER_AUTO_TRACE": auto, "MS_PROFILER_SAMPLE_RATE": rate})
+    out = json.loads(p.stdout.splitlines()[0])
+    if auto != "1":
+        assert "MS_PROFILER_AUTO_TRACE" in p.stderr and p.stderr.count("MS_PROFILER_AUTO_TRACE") == 1
+        assert out["sampled"] == [None] * 9
+    else:
+        assert p.stderr.count("MS_PROFILER_SAMPLE_RATE") == 1
+        assert out["sampled"] == [True] * 9  # no sampling
+
+
+def test_init_reports_jaeger_off_once(native, subprocess_env):
+    p = run_child(subprocess_env, "print(json.dumps(n.init(perfetto=False)))\nprint(json.dumps(n.init()))\n")
+    first, second = (json.loads(l) for l in p.stdout.splitlines())
+    assert first == second and first["exporters"] == [] and first["endpoint"] is None
+    assert p.stderr.count("--otlp-traces-endpoint") == 1
+
+
+def test_uninitialised_hooks_pass_through(native, subprocess_env):
+    code = """
+    cap = n._capture(True)
+    h = n.Hook(lambda a: a + 1, name="x")
+    assert h(1) == 2 and cap == []
+    print("ok")
+    """
+    assert run_child(subprocess_env, code).stdout.strip() == "ok"
+
+
+# ------------------------------------------------- the real Perfetto path
+
+
+@pytest.fixture
+def daemon(build, tmp_path):
+    if build.binary is None:
+        pytest.skip("mstrace binary unavailable: %s" % build.reason)
+    name = "mstrace-native-%d-%s" % (os.getpid(), uuid.uuid4().hex[:10])
+    out = tmp_path / "hook_tracing.json"
+    log = open(tmp_path / "daemon.log", "wb")
+    proc = subprocess.Popen([build.binary, "forward", "--log-level", "debug", "--perfetto-output", str(out),
+                             "--socket-name", name], stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    deadline = time.monotonic() + 30
+    while "listening on" not in (tmp_path / "daemon.log").read_text(errors="replace"):
+        assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "daemon.log").read_text()
+        time.sleep(0.02)
+
+    class D:
+        socket_name = name
+
+        @staticmethod
+        def events(expect):
+            # Wait until the daemon logged receipt of `expect` spans is not
+            # portable; poll the file instead, then stop with SIGTERM.
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                try:
+                    xs = [e for e in json.loads(out.read_text()) if e.get("ph") == "X"]
+                except ValueError:
+                    xs = []
+                if len(xs) >= expect:
+                    break
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=60) == 0
+            return json.loads(out.read_text())
+
+    yield D
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    log.close()
+
+
+PIPELINE = """
+import os, time
+from dataclasses import dataclass, field
+info = n.init(forward_socket=%(sock)r, otlp=False)
+assert info["exporters"] == ["perfetto"], info
+
+@dataclass
+class SO:
+    num_scheduled_tokens: dict
+    total_num_scheduled_tokens: int
+
+@dataclass
+class Out:
+    request_id: str
+    finish_reason: object = None
+
+@dataclass
+class Req:
+    request_id: str
+    trace_headers: dict = None
+
+class Core:
+    def add_request(self, request): pass
+    def schedule(self): return SO({"r1-0123abcd": 3, "r2-0123abcd": 4}, 7)
+    def execute_model(self, so): self.inner(); return "x"
+    def inner(self): pass
+    def process(self, outputs): return len(outputs)
+
+Core.add_request = n.Hook(Core.add_request, name="add", adapter="request")
+Core.schedule = n.Hook(Core.schedule, name="vllm.scheduler.schedule", domain="Schedule", adapter="schedule")
+Core.execute_model = n.Hook(Core.execute_model, name="vllm.model.execute", domain="Execute", adapter="model")
+Core.inner = n.Hook(Core.inner, name="inner.call")
+Core.process = n.Hook(Core.process, name="vllm.output.process", domain="Request", adapter="output")
+
+c = Core()
+c.add_request(Req("r1", {"traceparent": "00-%(t1)s-%(s1)s-01"}))
+c.add_request(Req("r2", {"traceparent": "00-%(t2)s-%(s2)s-01"}))
+so = c.schedule()
+c.execute_model(so)
+c.process([Out("r1-0123abcd"), Out("r2-0123abcd", "stop")])
+pid = os.fork()
+if pid == 0:
+    c.inner()
+    n.flush(5000)
+    os._exit(0 if n.stats()["exporters"]["perfetto"]["spans_exported"] >= 1 else 3)
+_, status = os.waitpid(pid, 0)
+assert os.WEXITSTATUS(status) == 0, status
+n.flush(5000)
+st = n.stats()
+assert st["exporters"]["perfetto"]["spans_failed"] == 0, st
+print(json.dumps({"pid": os.getpid(), "child": pid, "stats": st}))
+"""
+
+
+def test_spans_reach_the_perfetto_daemon_including_a_forked_child(native, subprocess_env, daemon):
+    p = run_child(subprocess_env, PIPELINE % {"sock": daemon.socket_name, "t1": T1, "s1": S1, "t2": T2, "s2": S2})
+    out = json.loads(p.stdout)
+    events = daemon.events(6)
+    xs = [e for e in events if e.get("ph") == "X"]
+    names = sorted(e["name"] for e in xs)
+    assert names == sorted(["vllm.scheduler.schedule", "vllm.model.execute", "inner.call",
+                            "vllm.output.process", "inner.call"]), names
+    by = {}
+    for e in xs:
+        by.setdefault(e["name"], []).append(e)
+    sched = by["vllm.scheduler.schedule"][0]
+    assert sched["cat"] == "ms_service_profiler.hook.Schedule"
+    assert sched["pid"] == out["pid"]
+    assert sched["args"]["batch.scheduled_tokens"] == 7
+    assert sched["args"]["request.ids"] == ["r1-0123abcd", "r2-0123abcd"]
+    model = by["vllm.model.execute"][0]
+    inner_parent = [e for e in by["inner.call"] if e["pid"] == out["pid"]]
+    assert inner_parent and inner_parent[0]["args"]["parent_span_id"] == model["args"]["span_id"]
+    assert inner_parent[0]["args"]["trace_id"] == model["args"]["trace_id"]
+    assert [e for e in by["inner.call"] if e["pid"] == out["child"]], "no span from the forked child"
+    flows = [e for e in events if e.get("cat") == "Tracing.Flow"]
+    # two links each on schedule, model and output: 6 flow pairs whose sources
+    # (the requests' remote parents) never arrive, so only destinations may
+    # wait; the file must still be valid JSON (json.loads above).
+    assert isinstance(flows, list)
