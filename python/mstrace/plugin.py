@@ -117,15 +117,24 @@ def _log_exporters(info):
     if not isinstance(info, dict):
         logger.info("mstrace: native tracer initialised")
         return
-    parts = []
-    for key in sorted(info):
-        value = info[key]
-        if isinstance(value, dict):
-            value = ", ".join("%s=%s" % kv for kv in sorted(value.items()))
-            parts.append("%s={%s}" % (key, value))
+    exporters = info.get("exporters")
+    if isinstance(exporters, (list, tuple)):
+        parts = []
+        for name in exporters:
+            if name == "otlp":
+                parts.append("otlp (%s -> %s)" % (info.get("protocol") or "?", info.get("endpoint") or "?"))
+            elif name == "perfetto":
+                parts.append("perfetto (abstract socket @%s)" % (info.get("perfetto_socket") or "?"))
+            else:
+                parts.append(str(name))
+        if parts:
+            logger.info("mstrace: exporters active: %s; service.name=%s", ", ".join(parts),
+                        info.get("service_name") or "(default)")
         else:
-            parts.append("%s=%s" % (key, value))
-    logger.info("mstrace: native tracer initialised: %s", "; ".join(parts) if parts else "(no details)")
+            logger.info("mstrace: no exporter is active: hook spans are counted and dropped")
+        return
+    details = "; ".join("%s=%s" % (k, info[k]) for k in sorted(info))
+    logger.info("mstrace: native tracer initialised: %s", details or "(no details)")
 
 
 def state():

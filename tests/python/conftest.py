@@ -154,3 +154,18 @@ def subprocess_env(staging):
         if key.startswith(("MS_TRACE", "MS_PROFILER", "OTEL_", "PROFILING_SYMBOLS")):
             del env[key]
     return env
+
+
+@pytest.fixture
+def report(request):
+    """report(line): a line printed in pytest's terminal summary (measurements)."""
+    lines = request.config.__dict__.setdefault("_mstrace_reports", [])
+    return lines.append
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    lines = config.__dict__.get("_mstrace_reports")
+    if lines:
+        terminalreporter.section("mstrace measurements")
+        for line in lines:
+            terminalreporter.write_line(line)
