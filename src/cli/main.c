@@ -2,13 +2,15 @@
  * main.c — the `mstrace` command line (SPEC §1).
  *
  *   mstrace forward [--log-level L] [--perfetto-output PATH] [--socket-name NAME]
+ *                   [--relay-* tuning flags, OTLP relay mode only]
  *   mstrace --help | --version
  *
  * Why it is this thin: parsing and dispatch only. `forward` with
  * --perfetto-output runs the Perfetto sink (forward/perfetto_sink.h);
- * without it, the OTLP relay (SPEC §6), which plugs into the same
- * forward/daemon.h run loop as another mst_daemon_service.
- * Exit codes: 0 ok, 1 runtime error (bad output path, busy socket), 2 usage.
+ * without it, the OTLP relay (SPEC §6, forward/otlp_relay.h), which plugs
+ * into the same forward/daemon.h run loop as another mst_daemon_service.
+ * Exit codes: 0 ok, 1 runtime error (bad output path, busy socket, missing
+ * or invalid OTEL_EXPORTER_OTLP_* for the relay), 2 usage.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 
 #include "core/log.h"
 #include "forward/daemon.h"
+#include "forward/otlp_relay.h"
 #include "forward/perfetto_sink.h"
 #include "mstrace.h"
 #include "wire/perfetto_packet.h"
@@ -27,7 +30,15 @@ typedef struct forward_args {
     const char *log_level;
     const char *perfetto_output;   /* NULL: the OTLP relay mode */
     const char *socket_name;       /* NULL: the mode's standard name */
+    /* OTLP relay tuning (strings until validated; NULL: default) */
+    const char *relay[8];
 } forward_args;
+
+/* The --relay-* flags, in the order of forward_args.relay. */
+static const char *const RELAY_FLAGS[8] = {
+    "--relay-queue-bytes", "--relay-queue-items", "--relay-batch-items", "--relay-batch-bytes",
+    "--relay-backoff-min-ms", "--relay-backoff-max-ms", "--relay-flush-timeout-ms",
+    "--relay-warn-queued"};
 
 static void print_main_usage(FILE *f) {
     fprintf(f,
@@ -36,8 +47,9 @@ static void print_main_usage(FILE *f) {
             "Request tracing for LLM serving engines.\n"
             "\n"
             "commands:\n"
-            "  forward     receive hook spans from traced processes on this host and write\n"
-            "              them as a Perfetto/Chrome Trace JSON file (--perfetto-output)\n"
+            "  forward     receive spans from traced processes on this host: with\n"
+            "              --perfetto-output, hook spans to a Perfetto/Chrome Trace JSON\n"
+            "              file; without it, relay OTLP requests (MindIE) to a collector\n"
             "\n"
             "options:\n"
             "  -h, --help     show this help and exit\n"
@@ -54,6 +66,16 @@ static void print_forward_usage(FILE *f) {
             "Receive spans from traced processes over a local abstract Unix socket.\n"
             "Only processes of the same user (uid and gid) and namespaces may connect.\n"
             "\n"
+            "With --perfetto-output: hook spans (socket @%s) are written to a\n"
+            "Chrome Trace file.\n"
+            "Without it: the OTLP relay (socket @%s): each message is one binary\n"
+            "ExportTraceServiceRequest (MindIE); valid ones are batched and forwarded to\n"
+            "OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, as-is) using\n"
+            "OTEL_EXPORTER_OTLP_PROTOCOL (http/protobuf or grpc); both are required and the\n"
+            "URL needs an explicit port, e.g. http://localhost:4318/v1/traces. A base URL\n"
+            "gets /v1/traces appended for http/protobuf. When the collector is down the\n"
+            "relay queues (bounded), drops the newest when full and counts every loss.\n"
+            "\n"
             "options:\n"
             "  -h, --help            show this help and exit\n"
             "  --log-level LEVEL     log level to print: debug, info (default), warning,\n"
@@ -64,9 +86,23 @@ static void print_forward_usage(FILE *f) {
             "                        characters, not be a symlink, and if it exists be a\n"
             "                        regular file owned by you; it is truncated at start.\n"
             "                        vLLM OTLP tracing must also be enabled.\n"
-            "  --socket-name NAME    abstract socket name to listen on (default %s);\n"
-            "                        for testing, so several daemons can run side by side\n",
-            MST_PERFETTO_SOCKET_NAME);
+            "  --socket-name NAME    abstract socket name to listen on (default: see above);\n"
+            "                        for testing, so several daemons can run side by side\n"
+            "\n"
+            "OTLP relay tuning (mainly for tests; defaults in brackets):\n"
+            "  --relay-queue-bytes N     queue bound in bytes [%u]\n"
+            "  --relay-queue-items N     queue bound in messages [%u]\n"
+            "  --relay-batch-items N     messages per upstream request [%u]\n"
+            "  --relay-batch-bytes N     bytes per upstream request [%u]\n"
+            "  --relay-backoff-min-ms N  first wait after a failed send [%u]\n"
+            "  --relay-backoff-max-ms N  longest wait between sends while down [%u]\n"
+            "  --relay-flush-timeout-ms N  time to flush the queue at stop [%u]\n"
+            "  --relay-warn-queued N     warn once when this many are queued [%u]\n",
+            MST_PERFETTO_SOCKET_NAME, MST_OTLP_SOCKET_NAME, MST_RELAY_DEFAULT_QUEUE_BYTES,
+            MST_RELAY_DEFAULT_QUEUE_ITEMS, MST_RELAY_DEFAULT_BATCH_ITEMS,
+            MST_RELAY_DEFAULT_BATCH_BYTES, MST_RELAY_DEFAULT_BACKOFF_MIN_MS,
+            MST_RELAY_DEFAULT_BACKOFF_MAX_MS, MST_RELAY_DEFAULT_FLUSH_MS,
+            MST_RELAY_DEFAULT_WARN_ITEMS);
 }
 
 /* Matches "--opt VALUE" or "--opt=VALUE"; advances *i past a separate value.
@@ -107,6 +143,11 @@ static int parse_forward_args(int argc, char **argv, forward_args *fa) {
             matched = take_value(argc, argv, &i, opts[k], slots[k]);
             if (matched < 0) return usage_error("argument %s: expected one argument", opts[k]);
         }
+        for (size_t k = 0; k < sizeof RELAY_FLAGS / sizeof RELAY_FLAGS[0] && !matched; k++) {
+            matched = take_value(argc, argv, &i, RELAY_FLAGS[k], &fa->relay[k]);
+            if (matched < 0)
+                return usage_error("argument %s: expected one argument", RELAY_FLAGS[k]);
+        }
         if (!matched) return usage_error("unrecognized argument: %s", argv[i]);
     }
     return -1;
@@ -133,14 +174,64 @@ static int run_perfetto(const forward_args *fa) {
     return rc;
 }
 
-/* SPEC §6: the legacy OTLP relay on \0OTLP_SOCKET. Not built yet; when it
- * lands it becomes another mst_daemon_service run by mst_daemon_run(). */
-static int run_otlp_relay(const forward_args *fa) {
-    (void)fa;
-    MST_ERROR("Start trace service failed: the OTLP relay mode (mstrace forward without "
-              "--perfetto-output) is not built yet in this version; pass "
-              "--perfetto-output PATH.json to write hook spans for Perfetto");
-    return 1;
+/* A positive decimal integer ≤ max; returns false otherwise. */
+static bool parse_count(const char *s, uint64_t max, uint64_t *out) {
+    if (!s || !*s) return false;
+    uint64_t v = 0;
+    for (const char *c = s; *c; c++) {
+        if (*c < '0' || *c > '9') return false;
+        if (v > (max - (uint64_t)(*c - '0')) / 10) return false;
+        v = v * 10 + (uint64_t)(*c - '0');
+    }
+    if (v == 0) return false;
+    *out = v;
+    return true;
+}
+
+/* Returns -1 when the --relay-* flags are valid, else the usage exit code. */
+static int relay_options(const forward_args *fa, mst_otlp_relay_options *o) {
+    uint64_t v[8] = {0};
+    for (size_t k = 0; k < 8; k++) {
+        if (!fa->relay[k]) continue;
+        uint64_t max = k == 0 ? (1ull << 40) : UINT32_MAX;
+        if (!parse_count(fa->relay[k], max, &v[k]))
+            return usage_error("argument %s: expected a positive integer", RELAY_FLAGS[k]);
+    }
+    memset(o, 0, sizeof *o);
+    o->queue_max_bytes = v[0];
+    o->queue_max_items = (uint32_t)v[1];
+    o->batch_max_items = (uint32_t)v[2];
+    o->batch_max_bytes = (uint32_t)v[3];
+    o->backoff_min_ms = (uint32_t)v[4];
+    o->backoff_max_ms = (uint32_t)v[5];
+    o->flush_timeout_ms = (uint32_t)v[6];
+    o->warn_queued_items = (uint32_t)v[7];
+    return -1;
+}
+
+/* SPEC §6: the legacy OTLP relay on \0OTLP_SOCKET, another
+ * mst_daemon_service run by mst_daemon_run(). The upstream settings are
+ * checked before the socket is bound: a bad environment is exit 1. */
+static int run_otlp_relay(const forward_args *fa, const mst_otlp_relay_options *ro) {
+    mst_otlp_config cfg;
+    char err[512] = "";
+    mst_status st = mst_otlp_relay_config_from_env(&cfg, err, sizeof err);
+    if (st != MST_OK) {
+        MST_ERROR("Start trace service failed: %s", err[0] ? err : mst_strerror(st));
+        return 1;
+    }
+    mst_otlp_relay *relay = NULL;
+    if ((st = mst_otlp_relay_create(&cfg, ro, &relay)) != MST_OK) {
+        MST_ERROR("Start trace service failed: cannot create the OTLP relay: %s", mst_strerror(st));
+        return 1;
+    }
+    mst_daemon_service svc;
+    mst_otlp_relay_service(relay, &svc);
+    mst_daemon_options dopts = {
+        .socket_name = fa->socket_name ? fa->socket_name : MST_OTLP_SOCKET_NAME};
+    int rc = mst_daemon_run(&dopts, &svc);
+    mst_otlp_relay_destroy(relay);
+    return rc;
 }
 
 static int cmd_forward(int argc, char **argv) {
@@ -152,9 +243,17 @@ static int cmd_forward(int argc, char **argv) {
         return usage_error("argument --log-level: invalid choice: '%s' (choose from debug, "
                            "info, warning, error, critical, fatal)", fa.log_level);
     mst_log_set_level(level);
+    mst_otlp_relay_options ro;
+    if ((rc = relay_options(&fa, &ro)) >= 0) return rc;
+    if (fa.perfetto_output) {
+        for (size_t k = 0; k < sizeof RELAY_FLAGS / sizeof RELAY_FLAGS[0]; k++)
+            if (fa.relay[k])
+                return usage_error("argument %s: only for the OTLP relay (without "
+                                   "--perfetto-output)", RELAY_FLAGS[k]);
+    }
     warn_if_root();
     if (fa.perfetto_output) return run_perfetto(&fa);
-    return run_otlp_relay(&fa);
+    return run_otlp_relay(&fa, &ro);
 }
 
 int main(int argc, char **argv) {
