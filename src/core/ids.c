@@ -193,6 +193,8 @@ static pthread_once_t g_clock_once = PTHREAD_ONCE_INIT;
  * best of a few tries limits the jitter of the calibration. */
 static void sync_pair(uint64_t *ns, uint64_t *tsc) {
     uint64_t best = UINT64_MAX;
+    *ns = 0;
+    *tsc = 0;
     for (int i = 0; i < 5; i++) {
         uint64_t a = __rdtsc();
         uint64_t r = realtime_ns();
