@@ -317,9 +317,13 @@ void mst_otlp_relay_on_frame(void *self, const uint8_t *payload, size_t len, uin
     r->spans_received += counts.spans;
     uint32_t spans = counts.spans > UINT32_MAX ? UINT32_MAX : (uint32_t)counts.spans;
     size_t cost = item_cost(len);
-    /* Unlocked pre-check is only a hint; the decision is made under mu. */
-    relay_item *it = NULL;
-    if (cost <= r->opt.queue_max_bytes && len <= UINT32_MAX) it = malloc(cost);
+    /* This thread is the only producer and the sender only removes items,
+     * so room seen here is still there after the unlocked malloc. Checking
+     * first keeps a full queue from costing a malloc/free per payload. */
+    pthread_mutex_lock(&r->mu);
+    bool room = r->q_items < r->opt.queue_max_items && r->q_bytes + cost <= r->opt.queue_max_bytes;
+    pthread_mutex_unlock(&r->mu);
+    relay_item *it = room && len <= UINT32_MAX ? malloc(cost) : NULL;
     if (!it) {
         count_drop(r, spans);
         return;
@@ -328,25 +332,15 @@ void mst_otlp_relay_on_frame(void *self, const uint8_t *payload, size_t len, uin
     it->spans = spans;
     it->len = (uint32_t)len;
     memcpy(it->data, payload, len);
-    bool queued = false;
-    uint64_t items = 0;
     pthread_mutex_lock(&r->mu);
-    if (r->q_items < r->opt.queue_max_items && r->q_bytes + cost <= r->opt.queue_max_bytes) {
-        if (r->tail) r->tail->next = it;
-        else r->head = it;
-        r->tail = it;
-        r->q_items++;
-        r->q_bytes += cost;
-        items = r->q_items;
-        queued = true;
-        pthread_cond_signal(&r->cv_work);
-    }
+    if (r->tail) r->tail->next = it;
+    else r->head = it;
+    r->tail = it;
+    r->q_items++;
+    r->q_bytes += cost;
+    uint64_t items = r->q_items;
+    pthread_cond_signal(&r->cv_work);
     pthread_mutex_unlock(&r->mu);
-    if (!queued) {
-        free(it);
-        count_drop(r, spans);
-        return;
-    }
     if (items >= r->opt.warn_queued_items && !r->warned_queue) {
         r->warned_queue = true;
         MST_WARN("OTLP relay: %llu payloads queued for the collector at %s (is it down or slow?); "
