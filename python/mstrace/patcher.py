@@ -95,6 +95,7 @@ class Patcher(object):
         self._applied = {}  # (id(owner), attr) -> (owner, entry index)
         self._undo = []  # [(owner, attr, previous value in owner.__dict__ or _MISSING)]
         self._handlers = {}  # handler path -> callable or None
+        self._callbacks = {}  # module name -> [callback(module)], see on_import
         self.records = []
         self._finder = None
         handler_by_symbol = {}
@@ -147,8 +148,28 @@ class Patcher(object):
                 self._undo = []
                 self._applied = {}
 
+    def on_import(self, module_name, callback):
+        """Call callback(module) once `module_name` is imported (now if it is).
+
+        For the plugin's own small adjustments; the callback must be
+        idempotent (it may run again on reload) and its errors are logged.
+        """
+        with self._lock:
+            self._callbacks.setdefault(module_name, []).append(callback)
+            module = sys.modules.get(module_name)
+        if module is not None:
+            self._run_callbacks(module, [callback])
+
+    def _run_callbacks(self, module, callbacks):
+        for callback in callbacks:
+            try:
+                callback(module)
+            except Exception as exc:
+                logger.warning("mstrace: import callback for %s failed: %s: %s", module.__name__,
+                               type(exc).__name__, exc)
+
     def wants(self, module_name):
-        if module_name in self._exact:
+        if module_name in self._exact or module_name in self._callbacks:
             return True
         return any(p.match(module_name) for p, _ in self._patterns)
 
@@ -191,6 +212,8 @@ class Patcher(object):
                     self._apply_entry(module, entry, handler)
                 except Exception as exc:  # never let a hook break the import
                     self._record("skipped", entry, name, "unexpected error: %s: %s" % (type(exc).__name__, exc))
+            callbacks = list(self._callbacks.get(name, ()))
+        self._run_callbacks(module, callbacks)
 
     def _apply_entry(self, module, entry, handler_path):
         parts = entry.qualname.split(".")

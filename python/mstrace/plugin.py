@@ -16,6 +16,7 @@ Nothing raised in here may reach vLLM: a tracing problem must never stop an
 inference server from starting.
 """
 
+import functools
 import logging
 import os
 import threading
@@ -25,7 +26,11 @@ ENV_ENABLE = "MS_TRACE_ENABLE"
 logger = logging.getLogger("mstrace")
 
 _lock = threading.Lock()
-_state = {"pid": None, "patcher": None, "init": None, "disabled": None}
+_state = {"pid": None, "patcher": None, "init": None, "disabled": None, "otlp_rearmed": False}
+
+# Modules whose global `init_tracer` vLLM calls when --otlp-traces-endpoint is
+# given (AsyncLLM in the API server, LLMEngine offline).
+_TRACER_INIT_MODULES = ("vllm.v1.engine.async_llm", "vllm.v1.engine.llm_engine")
 
 
 def _enabled(env=None):
@@ -92,6 +97,8 @@ def _register_locked():
     p.install()
     _state["patcher"] = p
     _state["pid"] = os.getpid()
+    if isinstance(info, dict) and "otlp" not in (info.get("exporters") or ()):
+        _arm_otlp_rearm(p, _native)
 
     applied = sum(1 for r in p.records if r.status == "applied")
     waiting = p.pending_modules
@@ -103,6 +110,55 @@ def _register_locked():
     if waiting:
         logger.debug("mstrace: waiting for import: %s", ", ".join(waiting))
     return p
+
+
+def _arm_otlp_rearm(p, native):
+    """Pick up an OTLP endpoint that vLLM sets after the plugin ran.
+
+    In the API server vLLM loads plugins while it builds its config, and only
+    later (AsyncLLM/LLMEngine __init__ -> init_tracer) exports
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT from --otlp-traces-endpoint. Engine
+    and worker processes start after that and inherit it; this process must
+    re-initialise the native tracer once vLLM's own tracer is up, so hook
+    spans go where vLLM's spans go. The modules' `init_tracer` global is
+    looked up at call time, so replacing it works even after import.
+    """
+
+    def wrap(module):
+        original = vars(module).get("init_tracer")
+        if original is None or getattr(original, "_mstrace_rearm", False):
+            return
+
+        @functools.wraps(original)
+        def init_tracer(*args, **kwargs):
+            result = original(*args, **kwargs)
+            _rearm_native(native)
+            return result
+
+        init_tracer._mstrace_rearm = True
+        module.init_tracer = init_tracer
+
+    for name in _TRACER_INIT_MODULES:
+        p.on_import(name, wrap)
+
+
+def _rearm_native(native):
+    with _lock:
+        if _state["otlp_rearmed"]:
+            return
+        if not (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")):
+            return
+        _state["otlp_rearmed"] = True
+        try:
+            native.shutdown()
+            info = native.init(service_name=os.environ.get("OTEL_SERVICE_NAME") or None)
+        except Exception as exc:
+            logger.warning("mstrace: could not switch on OTLP export after vLLM enabled tracing: %s: %s",
+                           type(exc).__name__, exc)
+            return
+        _state["init"] = info
+        logger.info("mstrace: vLLM enabled its OTLP tracing; hook tracer re-initialised")
+        _log_exporters(info)
 
 
 def _disable(message):

@@ -193,3 +193,42 @@ def test_import_cost_and_laziness(subprocess_env, report):
             "if m in sys.modules)).replace(\"'\", '\"'))"
     out2, _ = run_probe(subprocess_env, code2)
     assert out2 == []
+
+
+REARM_PROBE = textwrap.dedent('''
+    import json, os, sys
+    import mstrace.plugin as plugin
+    p = plugin.register()
+    before = plugin.state()["init"]["exporters"]
+    from vllm.v1.engine import async_llm        # a stand-in: sets the env as vLLM's init_tracer does
+    async_llm.AsyncLLM()
+    after = plugin.state()["init"]
+    print("PROBE" + json.dumps({"before": before, "after": after["exporters"], "endpoint": after["endpoint"]}))
+''')
+
+FAKE_ASYNC_LLM = '''
+import os
+def init_tracer(name, endpoint):
+    os.environ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = endpoint
+class AsyncLLM:
+    def __init__(self):
+        init_tracer("vllm.llm_engine", "http://127.0.0.1:9/v1/traces")
+'''
+
+
+def test_otlp_endpoint_set_later_by_vllm_is_picked_up(subprocess_env, tmp_path, native):
+    root = tmp_path / "fakevllm"
+    eng = root / "vllm" / "v1" / "engine"
+    eng.mkdir(parents=True)
+    for d in (root / "vllm", root / "vllm" / "v1", eng):
+        (d / "__init__.py").write_text("")
+    (eng / "async_llm.py").write_text(FAKE_ASYNC_LLM)
+    yml = tmp_path / "empty.yaml"
+    yml.write_text("[]\n")
+    env = dict(subprocess_env, MS_TRACE_ENABLE="1", PROFILING_SYMBOLS_PATH=str(yml),
+               OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/protobuf",
+               PYTHONPATH=subprocess_env["PYTHONPATH"] + os.pathsep + str(root))
+    out, err = run_probe(env, REARM_PROBE)
+    assert "otlp" not in out["before"]
+    assert "otlp" in out["after"] and out["endpoint"] == "http://127.0.0.1:9/v1/traces", err
+    assert "re-initialised" in err
