@@ -485,7 +485,7 @@ print(json.dumps({"pid": os.getpid(), "child": pid, "stats": st}))
 def test_spans_reach_the_perfetto_daemon_including_a_forked_child(native, subprocess_env, daemon):
     p = run_child(subprocess_env, PIPELINE % {"sock": daemon.socket_name, "t1": T1, "s1": S1, "t2": T2, "s2": S2})
     out = json.loads(p.stdout)
-    events = daemon.events(6)
+    events = daemon.events(5)
     xs = [e for e in events if e.get("ph") == "X"]
     names = sorted(e["name"] for e in xs)
     assert names == sorted(["vllm.scheduler.schedule", "vllm.model.execute", "inner.call",

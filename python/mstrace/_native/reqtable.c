@@ -1,7 +1,7 @@
 /*
  * reqtable.c — the request table of the extension: request id → trace
  * context for the requests in flight in this process (SPEC §4: at most
- * 10,000, oldest evicted). A chained hash (FNV-1a, power-of-two buckets)
+ * 10,000, oldest evicted). A chained hash (word-wise multiply/xor, power-of-two buckets)
  * over a fixed pool of entries threaded on a FIFO list, so put, get, drop
  * and eviction are all O(1). Entries come from a pool allocated on first use
  * and never freed (1.3 MB), so the hot path does not malloc except for ids
@@ -39,12 +39,24 @@ static req_entry *g_free;
 static req_entry *g_head, *g_tail;
 static mstn_req_stats g_stats;
 
-static uint64_t fnv1a(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (uint8_t)s[i];
-        h *= 1099511628211ull;
+/* 8 bytes per step (ids are 20-60 chars: this is ~5x fewer rounds than a
+ * byte-wise FNV-1a), finished with a 64-bit avalanche. */
+static uint64_t id_hash(const char *s, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xC2B2AE3D27D4EB4Full);
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, s, 8);
+        h = (h ^ (w * 0xC2B2AE3D27D4EB4Full)) * 0x9E3779B97F4A7C15ull;
+        h ^= h >> 29;
+        s += 8;
+        n -= 8;
     }
+    uint64_t w = 0;
+    memcpy(&w, s, n);
+    h = (h ^ (w * 0xC2B2AE3D27D4EB4Full)) * 0x9E3779B97F4A7C15ull;
+    h ^= h >> 32;
+    h *= 0xD6E8FEB86659FD93ull;
+    h ^= h >> 32;
     return h;
 }
 
@@ -113,7 +125,7 @@ static size_t stripped_len(const char *id, size_t len) {
 bool mstn_req_put(const char *id, size_t len, const mstn_ctx *ctx) {
     if (!pool_ready())
         return false;
-    uint64_t h = fnv1a(id, len);
+    uint64_t h = id_hash(id, len);
     req_entry *e = find(id, len, h);
     if (e) { /* refresh: newest context wins, and it is young again */
         e->ctx = *ctx;
@@ -151,11 +163,11 @@ bool mstn_req_put(const char *id, size_t len, const mstn_ctx *ctx) {
 bool mstn_req_get(const char *id, size_t len, mstn_ctx *out) {
     if (!g_pool || g_stats.tracked == 0)
         return false;
-    req_entry *e = find(id, len, fnv1a(id, len));
+    req_entry *e = find(id, len, id_hash(id, len));
     if (!e) {
         size_t s = stripped_len(id, len);
         if (s)
-            e = find(id, s, fnv1a(id, s));
+            e = find(id, s, id_hash(id, s));
     }
     if (!e)
         return false;
@@ -166,11 +178,11 @@ bool mstn_req_get(const char *id, size_t len, mstn_ctx *out) {
 bool mstn_req_drop(const char *id, size_t len) {
     if (!g_pool || g_stats.tracked == 0)
         return false;
-    req_entry *e = find(id, len, fnv1a(id, len));
+    req_entry *e = find(id, len, id_hash(id, len));
     if (!e) {
         size_t s = stripped_len(id, len);
         if (s)
-            e = find(id, s, fnv1a(id, s));
+            e = find(id, s, id_hash(id, s));
     }
     if (!e)
         return false;

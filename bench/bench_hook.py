@@ -1,0 +1,160 @@
+"""bench_hook.py — what one hooked call costs, mstrace's C hook vs the same
+hook written with the OpenTelemetry Python SDK.
+
+Owns the figures for the brief's goal (<= 1 us added per hooked call and >= 15x
+cheaper than the OTel SDK): for the `call` adapter (a span around a plain
+function) and the `schedule` adapter (a 64-request batch: request ids, batch
+attributes, 64 links) it prints the median per-call time over many rounds of
+the plain call, the mstrace hook (null exporter, the real queue and exporter
+thread running) and the OTel SDK version (TracerProvider + BatchSpanProcessor
++ a no-op exporter, tracer.start_as_current_span around the call), the added
+cost of each and their ratio. Span drops are reported, not hidden.
+
+Run: python bench/bench_hook.py [--build DIR] [--rounds N] [--calls N]
+(DIR holds python/mstrace/_native*.so; default $MSTRACE_PY_BUILD or build-py).
+"""
+import argparse
+import glob
+import importlib.util
+import os
+import statistics
+import sys
+import time
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+
+
+def load_native(build):
+    for pattern in ("python/mstrace/_native*.so", "staging/mstrace/_native*.so", "**/_native*.so"):
+        found = glob.glob(os.path.join(build, pattern), recursive=True)
+        if found:
+            spec = importlib.util.spec_from_file_location("mstrace._native", found[0])
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            sys.modules["mstrace._native"] = mod
+            return mod
+    sys.exit("no _native module under %s: build with -DMST_BUILD_PYTHON=ON" % build)
+
+
+def per_call_ns(fn, calls, rounds):
+    """(median wall ns, median calling-thread CPU ns) per call over rounds.
+    The CPU figure is what the hooked thread itself pays; on a loaded host
+    wall time also counts time spent waiting for a CPU."""
+    wall, cpu = [], []
+    for _ in range(rounds):
+        t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+        for _ in range(calls):
+            fn()
+        cpu.append((time.thread_time_ns() - c0) / calls)
+        wall.append((time.perf_counter_ns() - t0) / calls)
+    return statistics.median(wall), statistics.median(cpu)
+
+
+def otel_tracer():
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    class NoopExporter(SpanExporter):
+        def export(self, spans):
+            return SpanExportResult.SUCCESS
+
+        def shutdown(self):
+            pass
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(NoopExporter(), max_queue_size=65536))
+    return provider, provider.get_tracer("ms_service_profiler.hook.Tracing")
+
+
+class SchedulerOutput:
+    def __init__(self, n):
+        self.num_scheduled_tokens = {"cmpl-%032x-%08x" % (i, i): 16 for i in range(n)}
+        self.total_num_scheduled_tokens = 16 * n
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.environ.get("MSTRACE_PY_BUILD") or os.path.join(REPO, "build-py"))
+    ap.add_argument("--rounds", type=int, default=31)
+    ap.add_argument("--calls", type=int, default=20000)
+    a = ap.parse_args()
+    os.environ.setdefault("OTEL_BSP_MAX_QUEUE_SIZE", "65536")
+    os.environ.setdefault("OTEL_BSP_SCHEDULE_DELAY", "200")
+    n = load_native(a.build)
+    n.init(null_exporter=True, otlp=False, perfetto=False)
+
+    def work(x):
+        return x
+
+    hooked = n.Hook(work, name="bench.call")
+    provider, tracer = otel_tracer()
+
+    def otel_call(x):
+        with tracer.start_as_current_span("bench.call"):
+            return work(x)
+
+    rows = []
+    plain = per_call_ns(lambda: work(1), a.calls, a.rounds)
+    ms = per_call_ns(lambda: hooked(1), a.calls, a.rounds)
+    ot = per_call_ns(lambda: otel_call(1), a.calls, a.rounds)
+    rows.append(("call adapter", plain, ms, ot))
+
+    # schedule adapter, 64 requests all with a known context
+    from opentelemetry.trace import Link, SpanContext, TraceFlags
+
+    so = SchedulerOutput(64)
+    links = []
+    for i, rid in enumerate(so.num_scheduled_tokens):
+        t, s = "%032x" % (i + 1), "%016x" % (i + 1)
+        n.register_request(rid, {"traceparent": "00-%s-%s-01" % (t, s)})
+        links.append((rid, SpanContext(int(t, 16), int(s, 16), True, TraceFlags(1))))
+    ctx_by_id = dict(links)
+
+    class Scheduler:
+        def schedule(self):
+            return so
+
+    plain_sched = Scheduler()
+    Hooked = type("HookedScheduler", (), {"schedule": n.Hook(Scheduler.schedule, name="vllm.scheduler.schedule",
+                                                                domain="Schedule", adapter="schedule")})
+    hs = Hooked()
+
+    def otel_schedule():
+        start = time.time_ns()
+        out = plain_sched.schedule()
+        ids = list(out.num_scheduled_tokens)
+        span = tracer.start_span(
+            "vllm.scheduler.schedule", start_time=start,
+            links=[Link(ctx_by_id[r], {"request.id": r}) for r in ids if r in ctx_by_id],
+            attributes={"process.pid": os.getpid(), "request.ids": ids,
+                        "batch.request_count": len(ids),
+                        "batch.scheduled_tokens": out.total_num_scheduled_tokens})
+        span.end()
+        return out
+
+    sc = max(a.calls // 20, 500)
+    plain = per_call_ns(plain_sched.schedule, sc, a.rounds)
+    ms = per_call_ns(hs.schedule, sc, a.rounds)
+    ot = per_call_ns(otel_schedule, sc, a.rounds)
+    rows.append(("schedule adapter, 64 requests", plain, ms, ot))
+
+    n.flush(10000)
+    st = n.stats()
+    provider.shutdown()
+    print("median ns per call over %d rounds (Python %s, load average %.1f on %d CPUs)" % (
+        a.rounds, sys.version.split()[0], os.getloadavg()[0], os.cpu_count()))
+    for label, k in (("wall clock", 0), ("calling-thread CPU time", 1)):
+        print("-- %s" % label)
+        print("%-30s %10s %12s %12s %14s %14s %8s" % ("case", "plain", "mstrace", "otel-sdk", "mstrace added",
+                                                     "otel added", "ratio"))
+        for name, p, m, o in rows:
+            am, ao = m[k] - p[k], o[k] - p[k]
+            print("%-30s %10.0f %12.0f %12.0f %14.0f %14.0f %7.1fx" % (
+                name, p[k], m[k], o[k], am, ao, ao / am if am > 0 else 0))
+    print("mstrace spans: started=%d exported=%d dropped(queue full)=%d" % (
+        st["spans_started"], st["spans_exported"], st["spans_dropped"]))
+    n.shutdown()
+
+
+if __name__ == "__main__":
+    main()
