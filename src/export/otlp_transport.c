@@ -4,7 +4,8 @@
  *
  * Design notes:
  *   - One CURL easy handle per transport, kept for its whole life, so the
- *     TCP/TLS/HTTP2 connection is reused between batches (keep-alive). All
+ *     TCP/TLS connection is reused between batches (keep-alive; for gRPC only
+ *     with libcurl >= 8.0, see make_handle). All
  *     options are set once when the handle is made; a send only sets the
  *     body and the time left.
  *   - The whole export, retries and backoff sleeps included, fits in
@@ -73,6 +74,7 @@ struct mst_otlp_transport {
     uint64_t rng;
     warn_limiter warn_fail;       /* failures and rejections               */
     warn_limiter warn_partial;    /* partial successes (separate: both show) */
+    CURLcode last_rc;             /* of the last attempt, for messages      */
     char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -487,9 +489,16 @@ static mst_status make_handle(mst_otlp_transport *t) {
     CURL *c = curl_easy_init();
     if (!c) return MST_ERR_NOMEM;
     bool https = strncasecmp(t->url, "https://", 8) == 0;
+    /* libcurl before 8.0 (Debian 12 ships 7.88.1) fails the second request on
+     * a reused HTTP/2 connection ("Error in the HTTP2 framing layer", seen
+     * against Jaeger's gRPC receiver; the curl CLI shows the same). So there
+     * HTTP/1.1 is used for http/protobuf and http/json (as the Python OTLP
+     * exporter does anyway), and gRPC, which needs HTTP/2, opens a new
+     * connection per export instead of reusing one. */
+    bool h2_reuse_ok = curl_version_info(CURLVERSION_NOW)->version_num >= 0x080000;
     long version = CURL_HTTP_VERSION_1_1;
     if (t->grpc) version = https ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
-    else if (https) version = CURL_HTTP_VERSION_2TLS; /* ALPN picks h2 or http/1.1 */
+    else if (https && h2_reuse_ok) version = CURL_HTTP_VERSION_2TLS; /* ALPN: h2 or 1.1 */
     CURLcode rc = CURLE_OK;
 #define SETOPT(opt, val) do { if (rc == CURLE_OK) rc = curl_easy_setopt(c, opt, val); } while (0)
     SETOPT(CURLOPT_URL, t->url);
@@ -507,6 +516,7 @@ static mst_status make_handle(mst_otlp_transport *t) {
     SETOPT(CURLOPT_TCP_NODELAY, 1L);
     SETOPT(CURLOPT_FOLLOWLOCATION, 0L);
     SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
+    if (t->grpc && !h2_reuse_ok) SETOPT(CURLOPT_FORBID_REUSE, 1L);
 #undef SETOPT
     if (rc != CURLE_OK) {
         MST_ERROR("OTLP exporter: libcurl option rejected: %s", curl_easy_strerror(rc));
@@ -659,6 +669,7 @@ static attempt_outcome attempt(mst_otlp_transport *t, const uint8_t *p, size_t n
     curl_easy_setopt(t->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)n);
     curl_easy_setopt(t->curl, CURLOPT_TIMEOUT_MS, (long)(remaining_ms ? remaining_ms : 1));
     CURLcode rc = curl_easy_perform(t->curl);
+    t->last_rc = rc;
     r->attempts++;
     if (rc != CURLE_OK) {
         const char *why = t->errbuf[0] ? t->errbuf : curl_easy_strerror(rc);
@@ -722,7 +733,8 @@ mst_status mst_otlp_transport_send(mst_otlp_transport *t, const uint8_t *body, s
         if (now + delay * 1000000ull >= deadline) {
             warn_limited(&t->warn_fail, "OTLP export to %s failed after %u attempt(s) (last: %s, HTTP %ld, "
                          "grpc-status %d); giving up within the %u ms export timeout",
-                         t->url, r->attempts, t->errbuf[0] ? t->errbuf : "no transport error",
+                         t->url, r->attempts,
+                         t->errbuf[0] ? t->errbuf : curl_easy_strerror(t->last_rc),
                          r->http_status, r->grpc_status, t->cfg.timeout_ms);
             return o.status;
         }

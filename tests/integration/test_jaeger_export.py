@@ -108,3 +108,21 @@ def test_export_reaches_jaeger(jaeger, protocol, gzip):  # noqa: F811
     assert trace is not None
     assert sorted(s["operationName"] for s in trace["spans"]) == \
         sorted(n for n in expected_names() if n != "batch")
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_many_batches_on_one_exporter(jaeger, protocol):  # noqa: F811
+    """Several exports from one exporter (connection reuse, or for gRPC on
+    libcurl < 8 one connection per export) all arrive."""
+    path = driver_path()
+    service = f"mstrace-otlp-batches-{protocol.replace('/', '-')}-{uuid.uuid4().hex[:8]}"
+    url = (f"http://{jaeger.otlp_grpc_addr}" if protocol == "grpc" else jaeger.traces_endpoint)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["OTEL_SERVICE_NAME"] = service
+    p = subprocess.run([str(path), "--url", url, "--protocol", protocol, "--spans", "2000",
+                        "--batch", "256"], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["spans_exported"] == 2000 and out["batches_ok"] == 8 and out["retries"] == 0, p.stderr
+    spans = jaeger.wait_for_spans(service, 2000, timeout_s=30)
+    assert len(spans) == 2000
