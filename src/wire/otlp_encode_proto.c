@@ -113,9 +113,66 @@ static void put_any_value(mst_buf *b, uint32_t field, const mst_attr *a) {
     mst_pb_end(b, m);
 }
 
+/* The common attribute in one go: short ASCII key, scalar or short ASCII
+ * string value. Every length then fits one varint byte, so the KeyValue is
+ * written with one room check and no back-patching. False: not that case. */
+static bool put_kv_fast(mst_buf *b, uint32_t field, const mst_attr *a) {
+    size_t k = a->key.len;
+    if (field > 15 || k > 48 || !mst_pb_is_ascii(a->key.ptr, k)) return false;
+    size_t v = 0;
+    if (a->type == MST_ATTR_STRING) {
+        v = a->v.s.len;
+        if (v > 64 || !mst_pb_is_ascii(a->v.s.ptr, v)) return false;
+    } else if (a->type == MST_ATTR_STRING_LIST) {
+        return false;
+    }
+    if (!mst_pb_room(b, 2 + 2 + k + 2 + 2 + 2 + 10 + v)) return true; /* failed: no-op */
+    uint8_t *p = b->data + b->len;
+    uint8_t *kv_len;
+    *p++ = (uint8_t)((field << 3) | MST_PB_WT_LEN);
+    kv_len = p++;
+    *p++ = (1 << 3) | MST_PB_WT_LEN; /* key */
+    *p++ = (uint8_t)k;
+    memcpy(p, a->key.ptr, k);
+    p += k;
+    *p++ = (2 << 3) | MST_PB_WT_LEN; /* value: AnyValue */
+    uint8_t *val_len = p++;
+    uint8_t *val = p;
+    switch (a->type) {
+    case MST_ATTR_STRING:
+        *p++ = (1 << 3) | MST_PB_WT_LEN;
+        *p++ = (uint8_t)v;
+        memcpy(p, a->v.s.ptr, v);
+        p += v;
+        break;
+    case MST_ATTR_BOOL:
+        *p++ = (2 << 3) | MST_PB_WT_VARINT;
+        *p++ = a->v.b ? 1 : 0;
+        break;
+    case MST_ATTR_INT:
+        *p++ = (3 << 3) | MST_PB_WT_VARINT;
+        p += mst_pb_put_varint(p, (uint64_t)a->v.i);
+        break;
+    case MST_ATTR_DOUBLE: {
+        uint64_t bits;
+        memcpy(&bits, &a->v.d, sizeof bits);
+        *p++ = (4 << 3) | MST_PB_WT_FIXED64;
+        for (unsigned i = 0; i < 8; i++) *p++ = (uint8_t)(bits >> (8 * i));
+        break;
+    }
+    default:
+        break; /* unknown type: empty AnyValue, as put_any_value */
+    }
+    *val_len = (uint8_t)(p - val);
+    *kv_len = (uint8_t)(p - kv_len - 1);
+    b->len = (size_t)(p - b->data);
+    return true;
+}
+
 static void put_attrs(mst_buf *b, uint32_t field, const mst_attr *attrs, uint32_t n) {
     for (uint32_t i = 0; i < n; i++) {
         const mst_attr *a = &attrs[i];
+        if (put_kv_fast(b, field, a)) continue;
         unsigned hint = 1;
         if (a->type == MST_ATTR_STRING) {
             size_t v = str_value_size(a->v.s.len);
@@ -140,8 +197,22 @@ static uint32_t remote_flags(uint8_t trace_flags, bool is_remote) {
 
 /* -------------------------------------------------------------- a span */
 
+/* A guess of the encoded size of attributes, to pick a length hint: exact
+ * enough to decide between one and two length bytes for links/events. */
+static size_t attrs_estimate(const mst_attr *a, uint32_t n) {
+    size_t est = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        est += 8 + a[i].key.len;
+        if (a[i].type == MST_ATTR_STRING) est += a[i].v.s.len;
+        else if (a[i].type == MST_ATTR_STRING_LIST) est += 128; /* rarely small */
+        else est += 10;
+    }
+    return est;
+}
+
 static void put_event(mst_buf *b, const mst_event *e) {
-    mst_pb_mark m = mst_pb_begin(b, 11, e->n_attrs ? 2 : 1);
+    size_t est = 16 + e->name.len + attrs_estimate(e->attrs, e->n_attrs);
+    mst_pb_mark m = mst_pb_begin(b, 11, est < 120 ? 1 : 2);
     mst_pb_field_fixed64(b, 1, e->time_ns);
     if (e->name.len) put_str(b, 2, e->name);
     put_attrs(b, 3, e->attrs, e->n_attrs);
@@ -150,9 +221,10 @@ static void put_event(mst_buf *b, const mst_event *e) {
 }
 
 static void put_link(mst_buf *b, const mst_link *l) {
-    mst_pb_mark m = mst_pb_begin(b, 13, l->n_attrs ? 2 : 1);
-    mst_pb_field_bytes(b, 1, l->trace_id.bytes, 16);
-    mst_pb_field_bytes(b, 2, l->span_id.bytes, 8);
+    size_t est = 40 + l->trace_state.len + attrs_estimate(l->attrs, l->n_attrs);
+    mst_pb_mark m = mst_pb_begin(b, 13, est < 120 ? 1 : 2);
+    mst_pb_field_id(b, 1, l->trace_id.bytes, 16);
+    mst_pb_field_id(b, 2, l->span_id.bytes, 8);
     if (l->trace_state.len) put_str(b, 3, l->trace_state);
     put_attrs(b, 4, l->attrs, l->n_attrs);
     if (l->dropped_attrs) mst_pb_field_varint(b, 5, l->dropped_attrs);
@@ -162,10 +234,10 @@ static void put_link(mst_buf *b, const mst_link *l) {
 
 static void put_span(mst_buf *b, const mst_span *s) {
     mst_pb_mark m = mst_pb_begin(b, 2, 2); /* ScopeSpans.spans; typical 128..16K */
-    mst_pb_field_bytes(b, 1, s->trace_id.bytes, 16);
-    mst_pb_field_bytes(b, 2, s->span_id.bytes, 8);
+    mst_pb_field_id(b, 1, s->trace_id.bytes, 16);
+    mst_pb_field_id(b, 2, s->span_id.bytes, 8);
     if (s->trace_state.len) put_str(b, 3, s->trace_state);
-    if (s->has_parent) mst_pb_field_bytes(b, 4, s->parent_span_id.bytes, 8);
+    if (s->has_parent) mst_pb_field_id(b, 4, s->parent_span_id.bytes, 8);
     if (s->name.len) put_str(b, 5, s->name);
     if (s->kind) mst_pb_field_varint(b, 6, (uint64_t)s->kind);
     mst_pb_field_fixed64(b, 7, s->start_ns);

@@ -60,7 +60,7 @@ static size_t repaired_len(const uint8_t *s, size_t n) {
     return out;
 }
 
-void mst_pb_field_string(mst_buf *b, uint32_t field, const char *str, size_t n) {
+void mst_pb_field_string_slow(mst_buf *b, uint32_t field, const char *str, size_t n) {
     const uint8_t *s = (const uint8_t *)str;
     if (__builtin_expect(ascii_prefix(s, n) == n, 1) || mst_pb_utf8_valid(str, n)) {
         mst_pb_field_bytes(b, field, s, n);

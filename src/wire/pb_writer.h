@@ -117,10 +117,45 @@ static inline void mst_pb_field_bytes(mst_buf *b, uint32_t field, const void *p,
     b->len += k + n;
 }
 
+/* field = exactly 8 / 16 bytes (span and trace ids): constant-size copies
+ * the compiler turns into two moves instead of a memcpy call. */
+static inline void mst_pb_field_id(mst_buf *b, uint32_t field, const uint8_t *id, unsigned n) {
+    if (!mst_pb_room(b, MST_PB_MAX_VARINT + 1 + 16)) return;
+    uint8_t *o = b->data + b->len;
+    unsigned k = mst_pb_put_varint(o, ((uint64_t)field << 3) | MST_PB_WT_LEN);
+    o[k++] = (uint8_t)n;
+    if (n == 16) memcpy(o + k, id, 16);
+    else memcpy(o + k, id, 8);
+    b->len += k + n;
+}
+
+/* True when the n (<= 64 typical) bytes at s are plain ASCII: ORs 8 bytes
+ * at a time; any high bit means UTF-8 (or garbage) that needs checking. */
+static inline bool mst_pb_is_ascii(const char *s, size_t n) {
+    uint64_t hi = 0, w;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&w, s + i, 8);
+        hi |= w;
+    }
+    for (; i < n; i++) hi |= (uint8_t)s[i];
+    return !(hi & 0x8080808080808080ull);
+}
+
+/* The slow path of mst_pb_field_string: non-ASCII or long strings. */
+void mst_pb_field_string_slow(mst_buf *b, uint32_t field, const char *s, size_t n);
+
 /* field = a proto3 string. proto3 parsers (Go, Python) reject a message
  * whose strings are not valid UTF-8, which would lose the whole batch, so
- * invalid bytes are replaced by U+FFFD (as the JSON appender does). */
-void mst_pb_field_string(mst_buf *b, uint32_t field, const char *s, size_t n);
+ * invalid bytes are replaced by U+FFFD (as the JSON appender does). Short
+ * ASCII strings (keys, most values) take the inline path. */
+static inline void mst_pb_field_string(mst_buf *b, uint32_t field, const char *s, size_t n) {
+    if (n <= 64 && mst_pb_is_ascii(s, n)) {
+        mst_pb_field_bytes(b, field, s, n);
+        return;
+    }
+    mst_pb_field_string_slow(b, field, s, n);
+}
 
 /* True when s[0..n) is valid UTF-8 (no surrogates, no overlongs). */
 bool mst_pb_utf8_valid(const char *s, size_t n);
