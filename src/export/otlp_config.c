@@ -146,6 +146,11 @@ static mst_status check_url(const char *url, const char *var, char *err, size_t 
             return MST_ERR_PARSE;
         }
     }
+    const char *auth = strstr(url, "://") + 3;
+    if (strcspn(auth, "/?#") == 0) { /* libcurl would accept "http:///x" */
+        set_err(err, err_size, "%s=\"%s\": the URL has no host", var, url);
+        return MST_ERR_PARSE;
+    }
     CURLU *u = curl_url();
     if (!u) return MST_ERR_NOMEM;
     char *host = NULL;
