@@ -19,7 +19,7 @@
  */
 #include "forward/otlp_relay.h"
 
-#include <errno.h>
+#include <curl/curl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -72,12 +72,14 @@ struct mst_otlp_relay {
     uint64_t drops_logged;        /* dropped_full at the last drop warning */
     uint64_t last_drop_warn_ms;
     bool warned_queue;            /* the warn_queued_items line was printed */
+    uint64_t last_queue_warn_ms;
 
     /* ---- sender thread only */
     mst_otlp_transport *transport;
     mst_otlp_transport *drain;    /* stop-time transport with a short timeout */
     uint32_t drain_timeout_ms;
     mst_buf batch;
+    bool fresh_per_send;          /* libcurl h2c reuse bug: see needs_fresh() */
     uint32_t backoff_ms;          /* 0: the collector is considered up */
     uint64_t down_since_ms;
     uint64_t last_down_warn_ms;
@@ -227,6 +229,19 @@ mst_status mst_otlp_relay_config_from_env(mst_otlp_config *cfg, char *err, size_
 
 /* ------------------------------------------------------------ lifetime */
 
+/* libcurl before 8.0.0 breaks the second request on a reused HTTP/2
+ * prior-knowledge (h2c) connection with "Error in the HTTP2 framing layer"
+ * (curl/curl#10634, fixed by #10643), and keeps reusing the broken
+ * connection for the transport's retries. Plain-http gRPC is exactly that
+ * case, so there each send gets a fresh transport (one TCP connect per
+ * batch). TLS gRPC negotiates h2 through ALPN and is not affected. */
+static bool needs_fresh(const mst_otlp_config *cfg) {
+    if (cfg->protocol != MST_OTLP_GRPC || strncasecmp(cfg->endpoint, "http://", 7) != 0)
+        return false;
+    const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
+    return v && v->version_num < 0x080000;
+}
+
 static void apply_defaults(mst_otlp_relay_options *o) {
     if (!o->queue_max_bytes) o->queue_max_bytes = MST_RELAY_DEFAULT_QUEUE_BYTES;
     if (!o->queue_max_items) o->queue_max_items = MST_RELAY_DEFAULT_QUEUE_ITEMS;
@@ -257,6 +272,7 @@ mst_status mst_otlp_relay_create(const mst_otlp_config *cfg, const mst_otlp_rela
     pthread_cond_init(&r->cv_done, &ca);
     pthread_condattr_destroy(&ca);
     mst_buf_init(&r->batch, 0);
+    r->fresh_per_send = needs_fresh(&r->cfg);
     mst_status st = mst_otlp_transport_create(&r->cfg, &r->transport);
     if (st != MST_OK) {
         mst_otlp_relay_destroy(r);
@@ -343,6 +359,7 @@ void mst_otlp_relay_on_frame(void *self, const uint8_t *payload, size_t len, uin
     pthread_mutex_unlock(&r->mu);
     if (items >= r->opt.warn_queued_items && !r->warned_queue) {
         r->warned_queue = true;
+        r->last_queue_warn_ms = now_ms();
         MST_WARN("OTLP relay: %llu payloads queued for the collector at %s (is it down or slow?); "
                  "past %u items new payloads are dropped", (unsigned long long)items,
                  r->cfg.endpoint, r->opt.queue_max_items);
@@ -386,12 +403,19 @@ static uint32_t batch_size(const mst_otlp_relay *r, uint64_t *spans) {
 /* The transport a send uses: the normal one, or during the stop flush one
  * whose timeout fits in what is left of the flush deadline. NULL: no time. */
 static mst_otlp_transport *pick_transport(mst_otlp_relay *r, bool stopping, uint64_t deadline) {
+    if (r->fresh_per_send) {
+        /* A new handle is a new connection (each easy handle has its own
+         * connection cache): never reuse a broken h2c connection. */
+        mst_otlp_transport_destroy(r->transport);
+        r->transport = NULL;
+        if (mst_otlp_transport_create(&r->cfg, &r->transport) != MST_OK) return NULL;
+    }
     if (!stopping) return r->transport;
     uint64_t now = now_ms();
     if (now + MIN_DRAIN_TIMEOUT_MS > deadline) return NULL;
     uint64_t left = deadline - now;
     if (left >= r->cfg.timeout_ms) return r->transport;
-    if (!r->drain || r->drain_timeout_ms > left) {
+    if (!r->drain || r->drain_timeout_ms > left || r->fresh_per_send) {
         mst_otlp_transport_destroy(r->drain);
         r->drain = NULL;
         mst_otlp_config c = r->cfg;
@@ -417,7 +441,10 @@ static void note_down(mst_otlp_relay *r, mst_status st, const mst_otlp_send_resu
         uint64_t next = (uint64_t)r->backoff_ms * 2;
         r->backoff_ms = next > r->opt.backoff_max_ms ? r->opt.backoff_max_ms : (uint32_t)next;
     }
-    if (r->down_failures == 1 || now - r->last_down_warn_ms >= DOWN_WARN_INTERVAL_MS) {
+    if (r->stopping) {
+        MST_WARN("OTLP relay: sending to %s failed while stopping (%s); %llu payloads left "
+                 "unsent", r->cfg.endpoint, mst_strerror(st), (unsigned long long)queued);
+    } else if (r->down_failures == 1 || now - r->last_down_warn_ms >= DOWN_WARN_INTERVAL_MS) {
         MST_WARN("OTLP relay: sending to %s failed (%s, HTTP %ld, grpc-status %d); %llu "
                  "payloads queued, retrying in %u ms (%llu failed sends so far)",
                  r->cfg.endpoint, mst_strerror(st), res->http_status, res->grpc_status,
@@ -581,7 +608,8 @@ static int svc_after_batch(void *self, uint64_t now) {
         pthread_mutex_lock(&r->mu);
         bool empty = r->q_items == 0;
         pthread_mutex_unlock(&r->mu);
-        if (empty) r->warned_queue = false; /* re-arm after the backlog cleared */
+        /* Re-arm once the backlog has cleared, at most once per interval. */
+        if (empty && now - r->last_queue_warn_ms >= DOWN_WARN_INTERVAL_MS) r->warned_queue = false;
     }
     return r->dropped_full > r->drops_logged ? (int)DROP_WARN_INTERVAL_MS : -1;
 }
