@@ -21,7 +21,7 @@ void mst_buf_reset(mst_buf *b) {
     b->failed = false;
 }
 
-bool mst_buf_reserve(mst_buf *b, size_t extra) {
+bool mst_buf_grow(mst_buf *b, size_t extra) {
     if (b->failed) return false;
     if (extra > SIZE_MAX - b->len) goto fail;
     size_t need = b->len + extra;
@@ -38,17 +38,6 @@ bool mst_buf_reserve(mst_buf *b, size_t extra) {
 fail:
     b->failed = true;
     return false;
-}
-
-void mst_buf_append(mst_buf *b, const void *p, size_t n) {
-    if (n == 0 || !mst_buf_reserve(b, n)) return;
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-}
-
-void mst_buf_append_byte(mst_buf *b, uint8_t c) {
-    if (!mst_buf_reserve(b, 1)) return;
-    b->data[b->len++] = c;
 }
 
 void mst_buf_append_cstr(mst_buf *b, const char *s) { mst_buf_append(b, s, strlen(s)); }

@@ -25,9 +25,26 @@ typedef struct mst_buf {
 void mst_buf_init(mst_buf *b, size_t max);
 void mst_buf_free(mst_buf *b);
 void mst_buf_reset(mst_buf *b);             /* len = 0, failed = false */
-bool mst_buf_reserve(mst_buf *b, size_t extra);
-void mst_buf_append(mst_buf *b, const void *p, size_t n);
-void mst_buf_append_byte(mst_buf *b, uint8_t c);
+/* Slow path of mst_buf_reserve: grows the allocation. */
+bool mst_buf_grow(mst_buf *b, size_t extra);
+
+/* Ensures room for `extra` more bytes. Inline because every appender calls
+ * it and the common case (room left) is one compare. */
+static inline bool mst_buf_reserve(mst_buf *b, size_t extra) {
+    if (!b->failed && extra <= b->cap - b->len) return true;
+    return mst_buf_grow(b, extra);
+}
+
+static inline void mst_buf_append(mst_buf *b, const void *p, size_t n) {
+    if (n == 0 || !mst_buf_reserve(b, n)) return;
+    __builtin_memcpy(b->data + b->len, p, n);
+    b->len += n;
+}
+
+static inline void mst_buf_append_byte(mst_buf *b, uint8_t c) {
+    if (!mst_buf_reserve(b, 1)) return;
+    b->data[b->len++] = c;
+}
 void mst_buf_append_cstr(mst_buf *b, const char *s);
 void mst_buf_append_u64(mst_buf *b, uint64_t v);   /* decimal */
 void mst_buf_append_i64(mst_buf *b, int64_t v);    /* decimal */
