@@ -167,17 +167,42 @@ typedef struct mst_scope mst_scope;       /* an instrumentation scope       */
 typedef struct mst_span mst_span;         /* one span being recorded        */
 typedef struct mst_exporter mst_exporter; /* a sink the pipeline feeds      */
 
-/* Configuration of a pipeline. Zero fields take the OTEL_BSP_* defaults. */
+/* The head samplers of the OTel SDK (OTEL_TRACES_SAMPLER). A parent-based
+ * sampler follows the sampled flag of a valid parent (local or remote) and
+ * uses its root sampler only for spans without one; the others ignore the
+ * parent. The trace-id ratio rule is the one of the Go, Java and Python
+ * SDKs: the last 8 bytes of the trace id read as a big-endian integer,
+ * shifted right by one, sampled when below ratio * 2^63 — deterministic per
+ * trace id, and every trace sampled at a ratio is sampled at a higher one. */
+typedef enum mst_sampler_kind {
+    MST_SAMPLER_PARENTBASED_ALWAYS_ON = 0,    /* the default                */
+    MST_SAMPLER_PARENTBASED_ALWAYS_OFF = 1,
+    MST_SAMPLER_PARENTBASED_TRACEIDRATIO = 2,
+    MST_SAMPLER_ALWAYS_ON = 3,
+    MST_SAMPLER_ALWAYS_OFF = 4,
+    MST_SAMPLER_TRACEIDRATIO = 5
+} mst_sampler_kind;
+
+/* Configuration of a pipeline. Zero fields take the OTEL_BSP_* defaults,
+ * parentbased_always_on and an enabled SDK. */
 typedef struct mst_tracer_options {
     uint32_t max_queue_size;        /* OTEL_BSP_MAX_QUEUE_SIZE, 2048        */
     uint32_t max_export_batch_size; /* OTEL_BSP_MAX_EXPORT_BATCH_SIZE, 512  */
     uint32_t schedule_delay_ms;     /* OTEL_BSP_SCHEDULE_DELAY, 5000        */
     uint32_t export_timeout_ms;     /* OTEL_BSP_EXPORT_TIMEOUT, 30000       */
     bool export_errors_only;        /* MS_PROFILER_SAMPLE_ERROR=1           */
+    mst_sampler_kind sampler;       /* OTEL_TRACES_SAMPLER                  */
+    double sampler_ratio;           /* OTEL_TRACES_SAMPLER_ARG: probability
+                                     * 0..1, read only by the *TRACEIDRATIO
+                                     * kinds (the env reader puts 1.0 when
+                                     * unset); outside 0..1: warning, 1.0   */
+    bool sdk_disabled;              /* OTEL_SDK_DISABLED=true: no span is
+                                     * ever started (counted as unsampled)  */
 } mst_tracer_options;
 
-/* Fills `opts` from the OTEL_BSP_* and MS_PROFILER_SAMPLE_ERROR environment
- * variables (invalid values: warning + default). */
+/* Fills `opts` from the OTEL_BSP_*, OTEL_TRACES_SAMPLER[_ARG],
+ * OTEL_SDK_DISABLED and MS_PROFILER_SAMPLE_ERROR environment variables
+ * (invalid values: one warning each + default). */
 MST_EXPORT void mst_tracer_options_from_env(mst_tracer_options *opts);
 
 /* Creates a pipeline; its exporter thread starts on the first span. */
@@ -196,7 +221,9 @@ MST_EXPORT const mst_scope *mst_tracer_scope(mst_tracer *tracer, const char *nam
 
 /* Counters, exact: every started span ends as exactly one of exported,
  * dropped_queue_full, failed, filtered (MS_PROFILER_SAMPLE_ERROR) or still
- * queued/in flight. Per exporter counters live in mst_exporter_stats. */
+ * queued/in flight; and on a live tracer, spans_started + spans_unsampled
+ * counts every mst_span_start* call with valid arguments (bar an
+ * out-of-memory). Per exporter counters live in mst_exporter_stats. */
 typedef struct mst_tracer_stats {
     uint64_t spans_started;      /* mst_span_start returned a span          */
     uint64_t spans_ended;        /* mst_span_end was called                 */
@@ -207,13 +234,19 @@ typedef struct mst_tracer_stats {
     uint64_t spans_failed;       /* some exporter failed to deliver them    */
     uint64_t batches_exported;
     uint32_t queue_depth;        /* spans in the queue right now            */
+    uint64_t spans_unsampled;    /* starts refused by the sampler or by
+                                  * OTEL_SDK_DISABLED (no span existed)     */
 } mst_tracer_stats;
 MST_EXPORT void mst_tracer_get_stats(mst_tracer *tracer, mst_tracer_stats *out);
 
 /* Starts a span. `parent` may be NULL (a root span with a new trace id) or a
  * valid context (same trace id, parent_span_id = parent->span_id, flags
- * inherited). `start_ns` 0 means now. Returns NULL, and records nothing,
- * when the tracer is NULL or shut down or `parent` is not sampled. */
+ * inherited plus the sampled bit). `start_ns` 0 means now. Returns NULL,
+ * and records nothing, when the tracer is NULL or shut down, or the
+ * tracer's sampler drops the span (with the default parentbased_always_on:
+ * when `parent` is valid and not sampled); the sampling decision is taken
+ * before any allocation or clock read. A returned span is always sampled
+ * (trace_flags has MST_TRACE_FLAG_SAMPLED). */
 MST_EXPORT mst_span *mst_span_start(mst_tracer *tracer, const mst_scope *scope,
                                     const char *name, mst_span_kind kind,
                                     const mst_span_context *parent, uint64_t start_ns);

@@ -7,6 +7,9 @@
  * links and events with their own attributes, status, ending (hand-off to
  * the tracer's queue) and the read-out functions.
  *
+ * Sampling (sampler.h) is decided first: a dropped span is NULL, costs no
+ * allocation and no clock read, and is only counted.
+ *
  * Hot-path rules: the record comes from the tracer's pool (no malloc in
  * steady state) and only its header is initialised — never the whole
  * ~2 KB record; strings are copied into the span's arena; no locks.
@@ -174,20 +177,33 @@ static mst_span *span_begin(mst_tracer *tracer, const mst_scope *scope, const ch
                             uint64_t start_ns) {
     if (!tracer || mst_tracer_is_closed(tracer)) return NULL;
     bool has_parent = parent && mst_ctx_is_valid(parent);
-    if (has_parent && !(parent->trace_flags & MST_TRACE_FLAG_SAMPLED)) return NULL;
+    /* The span's trace id: given, inherited, or (for a root) drawn here only
+     * when the ratio rule must read it before deciding. */
+    mst_trace_id tid = {{0}};
+    bool have_tid = true;
+    if (trace_id) tid = *trace_id;
+    else if (has_parent) tid = parent->trace_id;
+    else if (tracer->sampler.root == MST_ROOT_RATIO) tid = mst_trace_id_random();
+    else have_tid = false;
+    /* Decide before any allocation or clock read: a dropped span is NULL. */
+    if (!mst_sampler_decide(&tracer->sampler, has_parent, has_parent ? parent->trace_flags : 0, &tid)) {
+        mst_tracer_count_unsampled(tracer);
+        return NULL;
+    }
     mst_span *s = mst_tracer_span_alloc(tracer);
     if (!s) return NULL;
     mst_arena_init(&s->arena);
     s->tracer = tracer;
-    if (trace_id) s->trace_id = *trace_id;
-    else if (has_parent) s->trace_id = parent->trace_id;
-    else s->trace_id = mst_trace_id_random();
+    s->trace_id = have_tid ? tid : mst_trace_id_random();
     s->span_id = span_id ? *span_id : mst_span_id_random();
     s->has_parent = has_parent;
     if (has_parent) {
         s->parent_span_id = parent->span_id;
         s->parent_is_remote = parent->is_remote;
-        s->trace_flags = parent->trace_flags;
+        /* Other W3C flag bits pass through; the sampled bit says what we
+         * decided (always_on/traceidratio may keep an unsampled parent's
+         * child). */
+        s->trace_flags = parent->trace_flags | MST_TRACE_FLAG_SAMPLED;
     } else {
         memset(&s->parent_span_id, 0, sizeof s->parent_span_id);
         s->parent_is_remote = false;

@@ -1,7 +1,7 @@
 /*
- * tracer.c — the span pipeline: options from the environment, the bounded
- * queue hand-off, one exporter thread per tracer, flush/shutdown, scopes,
- * exact counters and fork safety.
+ * tracer.c — the span pipeline: options from the environment (the sampler
+ * settings are read in sampler.c), the bounded queue hand-off, one exporter
+ * thread per tracer, flush/shutdown, scopes, exact counters and fork safety.
  *
  * Producer side (mst_tracer_submit, called by mst_span_end): one lock-free
  * push and two uncontended counter increments per span; no lock, no
@@ -13,7 +13,9 @@
  * timer/flush/stop; then returns the span records to the pool.
  *
  * Counting invariant: spans_started = exported + dropped + failed + filtered
- * + queued-or-in-flight (spans_queued is derived: ended - dropped - filtered).
+ * + queued-or-in-flight (spans_queued is derived: ended - dropped - filtered);
+ * a start the sampler refuses never becomes a span and is counted only in
+ * spans_unsampled.
  *
  * Fork: pthread_atfork handlers hold every tracer's locks across fork(); in
  * the child they re-create locks/conds, drop the inherited queue (the parent
@@ -73,6 +75,7 @@ void mst_tracer_options_from_env(mst_tracer_options *opts) {
     } else if (e && *e && strcmp(e, "0") != 0) {
         MST_WARN("MS_PROFILER_SAMPLE_ERROR=\"%s\" is not 0 or 1, treating it as unset", e);
     }
+    mst_sampler_options_from_env(opts);
 }
 
 static void normalise_options(mst_tracer_options *o) {
@@ -147,6 +150,7 @@ static void reset_counters(mst_tracer *t) {
         atomic_store(&t->shards[i].ended, 0);
         atomic_store(&t->shards[i].dropped, 0);
         atomic_store(&t->shards[i].filtered, 0);
+        atomic_store(&t->shards[i].unsampled, 0);
     }
     atomic_store(&t->exported, 0);
     atomic_store(&t->failed, 0);
@@ -207,6 +211,7 @@ mst_status mst_tracer_create(const mst_tracer_options *opts, mst_tracer **out) {
     if (opts) t->opts = *opts;
     else mst_tracer_options_from_env(&t->opts);
     normalise_options(&t->opts);
+    mst_sampler_init(&t->sampler, &t->opts);
     t->batch = malloc(sizeof(*t->batch) * t->opts.max_export_batch_size);
     bool q_ok = mst_queue_init(&t->queue, t->opts.max_queue_size);
     bool p_ok = q_ok && mst_queue_init(&t->pool, t->opts.max_queue_size);
@@ -348,6 +353,10 @@ static void wake_exporter(mst_tracer *t) {
         pthread_cond_signal(&t->wake);
         pthread_mutex_unlock(&t->mu);
     }
+}
+
+void mst_tracer_count_unsampled(mst_tracer *t) {
+    atomic_fetch_add_explicit(&mst_tracer_my_shard(t)->unsampled, 1, memory_order_relaxed);
 }
 
 void mst_tracer_submit(mst_tracer *t, mst_span *s) {
@@ -576,8 +585,9 @@ void mst_tracer_get_stats(mst_tracer *t, mst_tracer_stats *out) {
     if (!out) return;
     memset(out, 0, sizeof(*out));
     if (!t) return;
-    uint64_t started = 0, ended = 0, dropped = 0, filtered = 0;
+    uint64_t started = 0, ended = 0, dropped = 0, filtered = 0, unsampled = 0;
     for (int i = 0; i < MST_TRACER_SHARDS; i++) {
+        unsampled += atomic_load_explicit(&t->shards[i].unsampled, memory_order_relaxed);
         started += atomic_load_explicit(&t->shards[i].started, memory_order_relaxed);
         ended += atomic_load_explicit(&t->shards[i].ended, memory_order_relaxed);
         dropped += atomic_load_explicit(&t->shards[i].dropped, memory_order_relaxed);
@@ -587,6 +597,7 @@ void mst_tracer_get_stats(mst_tracer *t, mst_tracer_stats *out) {
     out->spans_ended = ended;
     out->spans_dropped = dropped;
     out->spans_filtered = filtered;
+    out->spans_unsampled = unsampled;
     out->spans_queued = ended >= dropped + filtered ? ended - dropped - filtered : 0;
     out->spans_exported = atomic_load(&t->exported);
     out->spans_failed = atomic_load(&t->failed);

@@ -5,7 +5,7 @@
  * A tracer owns: the bounded span queue, a pool of recycled span records
  * (so a span costs no malloc in steady state and RSS stays flat), the
  * exporters, one lazily started exporter thread, the resource, interned
- * scopes and exact counters. Producer-side counters are sharded per thread
+ * scopes, the sampling plan and exact counters. Producer-side counters are sharded per thread
  * group on separate cache lines so two threads never fight over one line;
  * exporter-side counters are written only by the exporter thread.
  */
@@ -17,6 +17,7 @@
 
 #include "core/queue.h"
 #include "core/resource.h"
+#include "core/sampler.h"
 #include "core/span.h"
 
 #define MST_TRACER_SHARDS 16
@@ -27,12 +28,14 @@ typedef struct mst_tracer_shard {
     _Atomic uint64_t ended;
     _Atomic uint64_t dropped;   /* queue full, or ended after shutdown */
     _Atomic uint64_t filtered;  /* export_errors_only, or discarded */
+    _Atomic uint64_t unsampled; /* starts refused by the sampler */
 } mst_tracer_shard;
 
 enum { MST_THREAD_NONE = 0, MST_THREAD_RUNNING = 1, MST_THREAD_FAILED = 2 };
 
 struct mst_tracer {
     mst_tracer_options opts;
+    mst_sampler sampler;         /* read-only after create (span.c) */
     mst_queue queue;             /* ended spans waiting for export */
     mst_queue pool;              /* free span records for reuse */
     _Atomic int closed;          /* shutdown started: no new spans */
@@ -78,6 +81,8 @@ void mst_tracer_span_free(mst_tracer *t, mst_span *s);
 /* Called once a span is set up: counts it and starts the exporter thread
  * on the first span. */
 void mst_tracer_span_started(mst_tracer *t);
+/* A start refused by the sampler: counts it (nothing else exists). */
+void mst_tracer_count_unsampled(mst_tracer *t);
 /* mst_span_end's hand-off: counts, filters, queues or drops; never blocks. */
 void mst_tracer_submit(mst_tracer *t, mst_span *s);
 /* mst_span_discard: counts ended + filtered and frees. */
