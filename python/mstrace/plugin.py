@@ -87,7 +87,7 @@ def _register_locked():
     from mstrace import patcher as patcher_mod
     from mstrace import symbols
 
-    info = _native.init(service_name=os.environ.get("OTEL_SERVICE_NAME") or None)
+    info = _native.init(**_init_kwargs())
     _state["init"] = info
     _log_exporters(info)
 
@@ -151,7 +151,7 @@ def _rearm_native(native):
         _state["otlp_rearmed"] = True
         try:
             native.shutdown()
-            info = native.init(service_name=os.environ.get("OTEL_SERVICE_NAME") or None)
+            info = native.init(**_init_kwargs())
         except Exception as exc:
             logger.warning("mstrace: could not switch on OTLP export after vLLM enabled tracing: %s: %s",
                            type(exc).__name__, exc)
@@ -159,6 +159,16 @@ def _rearm_native(native):
         _state["init"] = info
         logger.info("mstrace: vLLM enabled its OTLP tracing; hook tracer re-initialised")
         _log_exporters(info)
+
+
+def _init_kwargs():
+    # MSTRACE_PERFETTO_SOCKET: a non-default forwarder socket name (matching
+    # `mstrace forward --socket-name`), so tests and side-by-side runs do not
+    # share the well-known @MSP_PERFETTO_SOCKET.
+    return {
+        "service_name": os.environ.get("OTEL_SERVICE_NAME") or None,
+        "forward_socket": os.environ.get("MSTRACE_PERFETTO_SOCKET") or None,
+    }
 
 
 def _disable(message):
