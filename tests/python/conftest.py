@@ -153,6 +153,8 @@ def subprocess_env(staging):
     for key in list(env):
         if key.startswith(("MS_TRACE", "MS_PROFILER", "OTEL_", "PROFILING_SYMBOLS")):
             del env[key]
+    # Never send test spans to a forwarder someone runs on the default socket.
+    env["MSTRACE_PERFETTO_SOCKET"] = "mst_pytest_%d_%s" % (os.getpid(), os.urandom(4).hex())
     return env
 
 
