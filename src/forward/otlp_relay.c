@@ -473,8 +473,14 @@ static bool build_body(mst_otlp_relay *r, relay_item *first, uint32_t n, const u
         return true;
     }
     mst_buf_reset(&r->batch);
+    /* Never read the last item's next: the epoll thread may be linking a
+     * new tail behind it right now. */
     relay_item *it = first;
-    for (uint32_t i = 0; i < n; i++, it = it->next) mst_buf_append(&r->batch, it->data, it->len);
+    for (uint32_t i = 0;;) {
+        mst_buf_append(&r->batch, it->data, it->len);
+        if (++i == n) break;
+        it = it->next;
+    }
     if (r->batch.failed) return false;
     *body = r->batch.data;
     *len = r->batch.len;
