@@ -651,13 +651,13 @@ static void svc_get_counts(void *self, mst_daemon_counts *out) {
     out->rejected = s.rejected;
     out->dropped = s.dropped_full + s.failed + s.lost_at_exit;
     snprintf(out->extra, sizeof out->extra,
-             "relay: forwarded=%llu spans_received=%llu spans_forwarded=%llu dropped_full=%llu "
-             "failed=%llu lost_at_exit=%llu spans_dropped=%llu spans_refused=%llu retries=%llu "
-             "send_errors=%llu batches=%llu queued=%llu queued_bytes=%llu",
+             /* extra[] is 256 bytes: spans_forwarded is already "written" */
+             "relay: forwarded=%llu spans_received=%llu dropped_full=%llu failed=%llu "
+             "lost_at_exit=%llu spans_dropped=%llu retries=%llu send_errors=%llu batches=%llu "
+             "queued=%llu queued_bytes=%llu",
              (unsigned long long)s.forwarded, (unsigned long long)s.spans_received,
-             (unsigned long long)s.spans_forwarded, (unsigned long long)s.dropped_full,
-             (unsigned long long)s.failed, (unsigned long long)s.lost_at_exit,
-             (unsigned long long)s.spans_dropped, (unsigned long long)s.spans_refused,
+             (unsigned long long)s.dropped_full, (unsigned long long)s.failed,
+             (unsigned long long)s.lost_at_exit, (unsigned long long)s.spans_dropped,
              (unsigned long long)s.retries, (unsigned long long)s.send_errors,
              (unsigned long long)s.batches, (unsigned long long)s.queued,
              (unsigned long long)s.queued_bytes);
