@@ -4,7 +4,10 @@
  * Each measured span is: mst_span_start + 3 attributes (string, int, bool)
  * + mst_span_end into a running pipeline (default OTEL_BSP options, null
  * exporter). Prints the median ns/span over repeated rounds on 1 thread and
- * on 2 threads, then an overload run where the exporter is deliberately
+ * on 2 threads; then the same calls when the span is sampled out (NULL
+ * span: the always_off sampler, and a parent whose sampled flag is 0 under
+ * the default parentbased_always_on), printed next to the sampled figure;
+ * then an overload run where the exporter is deliberately
  * ~10x slower than the producers, printing VmRSS over time and the drop
  * counters to show that memory stays flat. Prints figures; asserts nothing.
  *
@@ -45,8 +48,8 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static inline void one_span(mst_tracer *t, const mst_scope *sc, int64_t i) {
-    mst_span *s = mst_span_start(t, sc, "vllm.scheduler.schedule", MST_SPAN_KIND_INTERNAL, NULL, 0);
+static inline void one_span(mst_tracer *t, const mst_scope *sc, const mst_span_context *parent, int64_t i) {
+    mst_span *s = mst_span_start(t, sc, "vllm.scheduler.schedule", MST_SPAN_KIND_INTERNAL, parent, 0);
     mst_span_set_str(s, "request.id", "cmpl-1234567890abcdef-0");
     mst_span_set_int(s, "batch.request_count", i);
     mst_span_set_bool(s, "sampled", true);
@@ -56,6 +59,7 @@ static inline void one_span(mst_tracer *t, const mst_scope *sc, int64_t i) {
 typedef struct worker {
     mst_tracer *t;
     const mst_scope *sc;
+    const mst_span_context *parent; /* NULL: root spans */
     pthread_barrier_t *barrier;
     double *ns_per_span; /* one per round */
     volatile int *stop;  /* overload mode: run until set */
@@ -67,7 +71,7 @@ static void *run_rounds(void *arg) {
     for (int r = 0; r < g_rounds; r++) {
         pthread_barrier_wait(w->barrier);
         uint64_t t0 = now_ns();
-        for (int i = 0; i < g_per_round; i++) one_span(w->t, w->sc, i);
+        for (int i = 0; i < g_per_round; i++) one_span(w->t, w->sc, w->parent, i);
         w->ns_per_span[r] = (double)(now_ns() - t0) / g_per_round;
     }
     return NULL;
@@ -76,24 +80,28 @@ static void *run_rounds(void *arg) {
 static void print_stats(const char *label, mst_tracer *t) {
     mst_tracer_stats st;
     mst_tracer_get_stats(t, &st);
-    printf("  %-10s started=%llu exported=%llu dropped=%llu failed=%llu queue_depth=%u\n", label,
-           (unsigned long long)st.spans_started, (unsigned long long)st.spans_exported,
-           (unsigned long long)st.spans_dropped, (unsigned long long)st.spans_failed, st.queue_depth);
+    printf("  %-10s started=%llu unsampled=%llu exported=%llu dropped=%llu failed=%llu queue_depth=%u\n", label,
+           (unsigned long long)st.spans_started, (unsigned long long)st.spans_unsampled,
+           (unsigned long long)st.spans_exported, (unsigned long long)st.spans_dropped,
+           (unsigned long long)st.spans_failed, st.queue_depth);
 }
 
-static void bench_threads(int nthreads) {
+/* Runs the rounds on `nthreads` threads and returns the median ns/span.
+ * `opts` NULL: default options (and the environment's sampler). */
+static double bench_threads(int nthreads, const mst_tracer_options *opts, const mst_span_context *parent,
+                            const char *label) {
     mst_tracer *t;
-    mst_tracer_create(NULL, &t);
+    mst_tracer_create(opts, &t);
     mst_tracer_add_exporter(t, mst_null_exporter_create());
     const mst_scope *sc = mst_tracer_scope(t, "ms_service_profiler.hook.Schedule", NULL);
-    for (int i = 0; i < 10000; i++) one_span(t, sc, i); /* warm the pool and the thread */
+    for (int i = 0; i < 10000; i++) one_span(t, sc, parent, i); /* warm the pool and the thread */
     mst_tracer_flush(t, 10000);
     pthread_barrier_t barrier;
     pthread_barrier_init(&barrier, NULL, (unsigned)nthreads);
     worker w[8];
     pthread_t th[8];
     for (int i = 0; i < nthreads; i++) {
-        w[i] = (worker){.t = t, .sc = sc, .barrier = &barrier};
+        w[i] = (worker){.t = t, .sc = sc, .parent = parent, .barrier = &barrier};
         w[i].ns_per_span = calloc((size_t)g_rounds, sizeof(double));
         pthread_create(&th[i], NULL, run_rounds, &w[i]);
     }
@@ -103,14 +111,16 @@ static void bench_threads(int nthreads) {
     double *all = malloc(sizeof(double) * (size_t)n);
     for (int i = 0; i < nthreads; i++) memcpy(all + i * g_rounds, w[i].ns_per_span, sizeof(double) * (size_t)g_rounds);
     qsort(all, (size_t)n, sizeof(double), cmp_double);
-    printf("%d thread(s): median %.1f ns/span per thread (min %.1f, max %.1f; %d rounds x %d spans per thread)\n",
-           nthreads, all[n / 2], all[0], all[n - 1], g_rounds, g_per_round);
+    double median = all[n / 2];
+    printf("%d thread(s), %s: median %.1f ns/span per thread (min %.1f, max %.1f; %d rounds x %d spans per thread)\n",
+           nthreads, label, median, all[0], all[n - 1], g_rounds, g_per_round);
     mst_tracer_flush(t, 30000);
     print_stats("pipeline", t);
     mst_tracer_shutdown(t, 30000);
     for (int i = 0; i < nthreads; i++) free(w[i].ns_per_span);
     free(all);
     pthread_barrier_destroy(&barrier);
+    return median;
 }
 
 /* An exporter that costs ~1 us per span: about 10x slower than producers. */
@@ -131,7 +141,7 @@ static void *run_until_stop(void *arg) {
     worker *w = arg;
     int64_t i = 0;
     while (!*w->stop) {
-        for (int k = 0; k < 1000; k++) one_span(w->t, w->sc, i++);
+        for (int k = 0; k < 1000; k++) one_span(w->t, w->sc, NULL, i++);
     }
     w->spans = (uint64_t)i;
     return NULL;
@@ -181,8 +191,18 @@ int main(int argc, char **argv) {
     if (g_rounds < 1) g_rounds = 1;
     if (g_per_round < 1) g_per_round = 1;
     printf("bench_span: start + 3 attributes + end, null exporter, default OTEL_BSP options\n");
-    bench_threads(1);
-    bench_threads(2);
+    double sampled1 = bench_threads(1, NULL, NULL, "sampled");
+    double sampled2 = bench_threads(2, NULL, NULL, "sampled");
+    mst_tracer_options off = {.sampler = MST_SAMPLER_ALWAYS_OFF};
+    double off1 = bench_threads(1, &off, NULL, "unsampled (always_off)");
+    mst_span_context unsampled_parent;
+    const char *tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00";
+    mst_ctx_parse_traceparent(tp, strlen(tp), &unsampled_parent);
+    mst_tracer_options dflt = {0}; /* parentbased_always_on */
+    double parent1 = bench_threads(1, &dflt, &unsampled_parent, "unsampled (parent flag 0)");
+    printf("summary, 1 thread, start + 3 attrs + end: sampled %.1f ns | unsampled always_off %.1f ns | "
+           "unsampled parent %.1f ns (2 threads sampled %.1f ns)\n",
+           sampled1, off1, parent1, sampled2);
     if (g_overload_s > 0) bench_overload();
     return 0;
 }

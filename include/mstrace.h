@@ -170,10 +170,12 @@ typedef struct mst_exporter mst_exporter; /* a sink the pipeline feeds      */
 /* The head samplers of the OTel SDK (OTEL_TRACES_SAMPLER). A parent-based
  * sampler follows the sampled flag of a valid parent (local or remote) and
  * uses its root sampler only for spans without one; the others ignore the
- * parent. The trace-id ratio rule is the one of the Go, Java and Python
- * SDKs: the last 8 bytes of the trace id read as a big-endian integer,
- * shifted right by one, sampled when below ratio * 2^63 — deterministic per
- * trace id, and every trace sampled at a ratio is sampled at a higher one. */
+ * parent. The trace-id ratio rule is the Go SDK's (and the Python SDK's up
+ * to rounding at the bound): the last 8 bytes of the trace id read as a
+ * big-endian integer, shifted right by one, sampled when below
+ * ratio * 2^63 — deterministic per trace id, and every trace sampled at a
+ * ratio is sampled at a higher one. (opentelemetry-cpp reads the first 8
+ * bytes instead; the OTel spec leaves the algorithm open.) */
 typedef enum mst_sampler_kind {
     MST_SAMPLER_PARENTBASED_ALWAYS_ON = 0,    /* the default                */
     MST_SAMPLER_PARENTBASED_ALWAYS_OFF = 1,

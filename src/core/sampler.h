@@ -33,8 +33,8 @@ void mst_sampler_init(mst_sampler *s, mst_tracer_options *opts);
 
 /* The trace-id ratio key: the last 8 bytes of the id as a big-endian
  * integer, shifted right by one (so ratio * 2^63 bounds it exactly); the
- * same rule as the Go/Java/Python OTel SDKs, so a trace is kept or dropped
- * alike by them and by us at the same ratio. */
+ * Go SDK's rule, and the Python SDK's (vLLM's) up to rounding at the bound,
+ * so a trace is kept or dropped alike by them and by us at the same ratio. */
 static inline uint64_t mst_sampler_key(const mst_trace_id *id) {
     uint64_t x = 0;
     for (int i = 8; i < 16; i++) x = x << 8 | id->bytes[i];
