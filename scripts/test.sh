@@ -14,10 +14,13 @@ stage_pass=0; stage_fail=0; failed_stages=()
 
 bash scripts/deps.sh || { echo "deps.sh failed"; exit 1; }
 
-run_stage() {  # run_stage NAME CMD...
+LOG=$(mktemp /tmp/mstrace-test.XXXXXX.log)
+trap 'rm -f "$LOG"' EXIT
+run_stage() {  # run_stage NAME CMD... (output also kept in $LOG for the totals)
   local name=$1; shift
   echo; echo "=== $name"
-  if "$@"; then stage_pass=$((stage_pass + 1)); echo "=== $name: ok"
+  "$@" 2>&1 | tee -a "$LOG"
+  if [ "${PIPESTATUS[0]}" -eq 0 ]; then stage_pass=$((stage_pass + 1)); echo "=== $name: ok"
   else stage_fail=$((stage_fail + 1)); failed_stages+=("$name"); echo "=== $name: FAILED"; fi
 }
 
@@ -89,7 +92,27 @@ valgrind_some() {
 [ -f tests/valgrind.supp ] || : > /dev/null
 run_stage "valgrind" valgrind_some
 
+# Totals over every runner: ctest's "N tests failed out of M" and pytest's
+# "N passed"/"N failed"; a failed stage that ran no test (build, fuzz,
+# valgrind) counts as one failure so the closing line can never look green.
+totals=$(python3 - "$LOG" <<'PY'
+import re, sys
+text = open(sys.argv[1], errors="replace").read()
+passed = failed = 0
+for f, m in re.findall(r"(\d+) tests failed out of (\d+)", text):
+    passed += int(m) - int(f); failed += int(f)
+for line in text.splitlines():
+    if re.match(r"^(=+ )?\d+ (passed|failed|errors?|skipped|deselected)\b.* in [\d.]+s", line):
+        p = re.search(r"(\d+) passed", line); f = re.search(r"(\d+) failed", line)
+        e = re.search(r"(\d+) errors?", line)
+        passed += int(p.group(1)) if p else 0
+        failed += (int(f.group(1)) if f else 0) + (int(e.group(1)) if e else 0)
+print(passed, failed)
+PY
+)
+read -r tests_passed tests_failed <<<"$totals"
 echo
-[ ${#failed_stages[@]} -gt 0 ] && echo "failed stages: ${failed_stages[*]}"
-echo "test stages: $stage_pass passed, $stage_fail failed"
+echo "stages: $stage_pass ok, $stage_fail failed${failed_stages:+ (${failed_stages[*]})}"
+if [ "$stage_fail" -gt 0 ] && [ "$tests_failed" -eq 0 ]; then tests_failed=$stage_fail; fi
+echo "$tests_passed passed, $tests_failed failed"
 [ $stage_fail -eq 0 ]
