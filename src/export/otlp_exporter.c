@@ -10,10 +10,15 @@
  * only, so producers never wait on the network; counters are atomics only
  * because get_stats may be called from any thread.
  *
- * Counting rule (exact): every span of a batch ends up in exactly one of
- * spans_exported or spans_failed; spans_rejected is the part of
- * spans_failed that a collector reported rejected in a partial success
- * (the batch still counts as batches_ok: a partial success is never retried).
+ * Counting rule (exact): every span handed to export_batch ends up in
+ * exactly one of spans_exported (the collector accepted it), spans_rejected
+ * (the collector answered success but listed it in
+ * partial_success.rejected_spans) or spans_failed (its whole batch was not
+ * delivered: encoding error, non-retryable status, retries or timeout used
+ * up, cancelled). A partially accepted batch counts as batches_ok (it was
+ * answered and is never retried) but export_batch returns MST_ERR_REJECTED
+ * for it, so the tracer, which counts whole batches, does not report the
+ * rejected spans as exported (see mst_exporter_stats in mstrace.h).
  *
  * fork(): the child gets a fresh resource (its own process.pid), zeroed
  * counters (they describe this process) and a fresh CURL handle made lazily
@@ -91,10 +96,11 @@ static mst_status otlp_export_batch(mst_exporter *self, const mst_span *const *s
     uint64_t rejected = r.rejected_spans > 0 ? (uint64_t)r.rejected_spans : 0;
     if (rejected > n) rejected = n; /* a collector cannot reject more than it got */
     count(&x->exported, n - rejected);
-    count(&x->failed, rejected);
     count(&x->rejected, rejected);
     count(&x->batches_ok, 1);
-    return MST_OK;
+    /* Not MST_OK: the tracer counts a batch all-or-nothing, and rejected
+     * spans must not appear there as exported. Never retried either way. */
+    return rejected ? MST_ERR_REJECTED : MST_OK;
 }
 
 static void otlp_after_fork_child(mst_exporter *self) {

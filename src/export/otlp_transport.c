@@ -14,6 +14,9 @@
  *     pipeline's queue (not the producers) absorbs a slow collector.
  *   - gRPC is spoken directly over libcurl's HTTP/2: length-prefixed message
  *     out, grpc-status from headers or trailers in. No gRPC library needed.
+ *   - Cancel (optional, for stop bounds): the progress callback and the
+ *     sliced backoff sleep poll a caller-owned atomic flag, so a stop can
+ *     abort a request in flight instead of waiting out the export timeout.
  *   - After fork() the child must not run curl_easy_cleanup on the inherited
  *     handle: cleanup would write a TLS close_notify or an HTTP/2 GOAWAY onto
  *     the socket the parent still uses. The child instead closes its own copy
@@ -44,6 +47,7 @@
 #define BACKOFF_MAX_MS 32000.0
 #define WARN_INTERVAL_NS (10ull * 1000000000ull)
 #define FORK_ORPHANS_MAX 64
+#define CANCEL_SLICE_MS 20             /* backoff sleeps check cancel this often */
 
 /* gRPC status codes the OTLP spec names as retryable. */
 enum {
@@ -74,6 +78,7 @@ struct mst_otlp_transport {
     uint64_t rng;
     warn_limiter warn_fail;       /* failures and rejections               */
     warn_limiter warn_partial;    /* partial successes (separate: both show) */
+    const atomic_bool *cancel;    /* optional, see set_cancel               */
     CURLcode last_rc;             /* of the last attempt, for messages      */
     char errbuf[CURL_ERROR_SIZE];
 };
@@ -95,9 +100,37 @@ static uint64_t mono_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static bool cancelled(const mst_otlp_transport *t) {
+    return t->cancel && atomic_load_explicit(t->cancel, memory_order_acquire);
+}
+
 static void sleep_ms(uint64_t ms) {
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0) { /* EINTR: keep the remaining time */ }
+}
+
+/* Sleeps `ms` in slices so a cancel is seen within CANCEL_SLICE_MS; false
+ * when cancelled. */
+static bool sleep_cancellable(const mst_otlp_transport *t, uint64_t ms) {
+    if (!t->cancel) {
+        sleep_ms(ms);
+        return true;
+    }
+    while (ms > 0) {
+        if (cancelled(t)) return false;
+        uint64_t slice = ms < CANCEL_SLICE_MS ? ms : CANCEL_SLICE_MS;
+        sleep_ms(slice);
+        ms -= slice;
+    }
+    return !cancelled(t);
+}
+
+/* CURLOPT_XFERINFOFUNCTION: non-zero aborts the transfer
+ * (CURLE_ABORTED_BY_CALLBACK), which attempt() maps to MST_ERR_CLOSED. */
+static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow) {
+    (void)dltotal; (void)dlnow; (void)ultotal; (void)ulnow;
+    return cancelled(ud) ? 1 : 0;
 }
 
 /* xorshift64*: jitter only needs to decorrelate processes, not be secret. */
@@ -516,6 +549,9 @@ static mst_status make_handle(mst_otlp_transport *t) {
     SETOPT(CURLOPT_TCP_NODELAY, 1L);
     SETOPT(CURLOPT_FOLLOWLOCATION, 0L);
     SETOPT(CURLOPT_PROTOCOLS_STR, "http,https");
+    SETOPT(CURLOPT_XFERINFOFUNCTION, on_progress);
+    SETOPT(CURLOPT_XFERINFODATA, t);
+    SETOPT(CURLOPT_NOPROGRESS, 0L); /* the progress callback checks cancel */
     if (t->grpc && !h2_reuse_ok) SETOPT(CURLOPT_FORBID_REUSE, 1L);
 #undef SETOPT
     if (rc != CURLE_OK) {
@@ -673,7 +709,9 @@ static attempt_outcome attempt(mst_otlp_transport *t, const uint8_t *p, size_t n
     r->attempts++;
     if (rc != CURLE_OK) {
         const char *why = t->errbuf[0] ? t->errbuf : curl_easy_strerror(rc);
-        if (rc == CURLE_OPERATION_TIMEDOUT) {
+        if (rc == CURLE_ABORTED_BY_CALLBACK) {
+            o.status = MST_ERR_CLOSED; /* only on_progress aborts: cancelled */
+        } else if (rc == CURLE_OPERATION_TIMEDOUT) {
             o.status = MST_ERR_TIMEOUT;
             warn_limited(&t->warn_fail, "OTLP export to %s timed out: %s", t->url, why);
         } else if (curl_error_retryable(rc)) {
@@ -724,6 +762,7 @@ mst_status mst_otlp_transport_send(mst_otlp_transport *t, const uint8_t *body, s
     }
     if (!t->curl && (st = make_handle(t)) != MST_OK) return st;
     for (;;) {
+        if (cancelled(t)) return MST_ERR_CLOSED;
         uint64_t now = mono_ns();
         if (now >= deadline) return r->attempts ? MST_ERR_UNAVAILABLE : MST_ERR_TIMEOUT;
         attempt_outcome o = attempt(t, p, n, (deadline - now + 999999) / 1000000, r);
@@ -740,7 +779,7 @@ mst_status mst_otlp_transport_send(mst_otlp_transport *t, const uint8_t *body, s
         }
         MST_DEBUG("OTLP export to %s: retry %u in %llu ms", t->url, r->retries + 1,
                   (unsigned long long)delay);
-        sleep_ms(delay);
+        if (!sleep_cancellable(t, delay)) return MST_ERR_CLOSED;
         r->retries++;
     }
 }
@@ -759,6 +798,10 @@ void mst_otlp_transport_after_fork_child(mst_otlp_transport *t) {
     t->curl = NULL;
     t->warn_fail.last_ns = t->warn_partial.last_ns = 0;
     t->rng ^= (uint64_t)getpid() << 17;
+}
+
+void mst_otlp_transport_set_cancel(mst_otlp_transport *t, const atomic_bool *flag) {
+    if (t) t->cancel = flag;
 }
 
 void mst_otlp_transport_destroy(mst_otlp_transport *t) {

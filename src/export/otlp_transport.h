@@ -14,6 +14,8 @@
 #ifndef MST_EXPORT_OTLP_TRANSPORT_H
 #define MST_EXPORT_OTLP_TRANSPORT_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "mstrace.h"
@@ -39,7 +41,9 @@ mst_status mst_otlp_transport_create(const mst_otlp_config *cfg, mst_otlp_transp
  * Returns MST_OK (also for a partial success: see res->rejected_spans),
  * MST_ERR_REJECTED (a non-retryable status), MST_ERR_UNAVAILABLE (retryable
  * failures until the budget ran out), MST_ERR_TIMEOUT (the export timeout
- * expired during a request), MST_ERR_NOMEM. `res` may be NULL. */
+ * expired during a request), MST_ERR_CLOSED (the cancel flag was set: the
+ * request in flight, if any, was aborted; the collector may or may not have
+ * received it), MST_ERR_NOMEM. `res` may be NULL. */
 mst_status mst_otlp_transport_send(mst_otlp_transport *t, const uint8_t *body, size_t len,
                                    mst_otlp_send_result *res);
 
@@ -48,6 +52,15 @@ mst_status mst_otlp_transport_send(mst_otlp_transport *t, const uint8_t *body, s
 void mst_otlp_transport_after_fork_child(mst_otlp_transport *t);
 
 void mst_otlp_transport_destroy(mst_otlp_transport *t);
+
+/* Optional cancel flag (NULL: none), owned by the caller and read from the
+ * sending thread while it sends: once another thread stores true, the send
+ * in progress stops within about a second (libcurl calls the progress
+ * callback that checks it at least that often; backoff sleeps in 20 ms
+ * slices) and returns MST_ERR_CLOSED, and so does every later send while it
+ * stays true. Why: a stop bound (the relay's flush deadline) must not be
+ * overrun by a whole export timeout. Set it before sending, not during. */
+void mst_otlp_transport_set_cancel(mst_otlp_transport *t, const atomic_bool *flag);
 
 /* Tests only: multiplies the exponential backoff (not Retry-After) by
  * `scale` (1.0 = production; 0.01 makes 1 s become 10 ms). Process-wide. */

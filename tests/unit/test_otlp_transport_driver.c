@@ -7,16 +7,20 @@
  *     400 is not retried; a 200 carrying partial_success is parsed and not
  *     retried; the connection is kept alive across sends; a fork()ed child
  *     gets a fresh connection while the parent keeps its own; a refused
- *     connection is retried with backoff and ends as MST_ERR_UNAVAILABLE.
+ *     connection is retried with backoff and ends as MST_ERR_UNAVAILABLE;
+ *     the cancel flag aborts a request in flight and a backoff sleep with
+ *     MST_ERR_CLOSED.
  *
- *   - `--url U --protocol P --spans N [--timeout-ms T] [--batch B]
+ *   - `--url U --protocol P --spans N [--timeout-ms T] [--batch B | --batches K]
  *      [--backoff-scale S] [--gzip]`: sets the OTEL_EXPORTER_OTLP_TRACES_*
  *     variables (other OTEL_* variables such as HEADERS come from the caller),
  *     builds the config with mst_otlp_config_from_env, creates the exporter
  *     with mst_otlp_exporter_create and exports N spans (a request span with
  *     children and linked batch spans) in batches of B through the
- *     exporter's ops, then prints the counters as one JSON line on stdout.
- *     Used by tests/integration/test_otlp_retry.py.
+ *     exporter's ops (--batches K: K batches of about N/K spans, all on one
+ *     exporter, i.e. one transport), then prints the counters as one JSON
+ *     line on stdout. Used by tests/integration/test_otlp_retry.py,
+ *     test_otlp_grpc.py and test_jaeger_export.py.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -37,7 +41,7 @@
 /* ------------------------------------------------------ tiny responder */
 
 typedef struct canned {
-    int status;
+    int status;               /* 0: never answer (hold until the peer leaves) */
     const char *body;
     size_t body_len;
 } canned;
@@ -91,6 +95,11 @@ static void *conn_main(void *arg) {
         size_t i = atomic_fetch_add(&a.r->next, 1);
         const canned *c = &a.r->script[i < a.r->script_len ? i : a.r->script_len - 1];
         atomic_fetch_add(&a.r->n_requests, 1);
+        if (c->status == 0) {
+            char sink[256];
+            while (read(a.fd, sink, sizeof sink) > 0) { /* hold */ }
+            break;
+        }
         char head[256];
         int n = snprintf(head, sizeof head,
                          "HTTP/1.1 %d X\r\nContent-Type: application/x-protobuf\r\n"
@@ -265,10 +274,71 @@ static void test_gzip_and_headers_accepted(void) {
     responder_stop(&r);
 }
 
+typedef struct cancel_later {
+    atomic_bool *flag;
+    responder *r;
+} cancel_later;
+
+/* Sets the flag once the responder has seen the first request, so the
+ * transport is inside a request or its backoff sleep (not before it). */
+static void *cancel_after_first_request(void *arg) {
+    cancel_later *c = arg;
+    while (atomic_load(&c->r->n_requests) < 1) usleep(1000);
+    usleep(50 * 1000);
+    atomic_store(c->flag, true);
+    return NULL;
+}
+
+/* script {0}: the request hangs; {503}: the transport backs off (~1 s with
+ * scale 1). Either way the export timeout (30 s) is far away, so
+ * MST_ERR_CLOSED can only come from the cancel flag. */
+static void run_cancel_case(const canned *script, size_t n) {
+    responder r;
+    CHECK(responder_start(&r, script, n));
+    mst_otlp_config cfg;
+    http_config(&cfg, r.port);
+    cfg.timeout_ms = 30000;
+    mst_otlp_transport *t = NULL;
+    CHECK_EQ_INT(mst_otlp_transport_create(&cfg, &t), MST_OK);
+    if (!t) return;
+    atomic_bool flag = false;
+    mst_otlp_transport_set_cancel(t, &flag);
+    cancel_later cl = {&flag, &r};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, cancel_after_first_request, &cl) == 0);
+    mst_otlp_send_result res;
+    CHECK_EQ_INT(mst_otlp_transport_send(t, k_body, sizeof k_body, &res), MST_ERR_CLOSED);
+    CHECK_EQ_INT(res.attempts, 1);
+    CHECK_EQ_INT(res.retries, 0);
+    pthread_join(th, NULL);
+    /* still set: later sends do not start at all */
+    CHECK_EQ_INT(mst_otlp_transport_send(t, k_body, sizeof k_body, &res), MST_ERR_CLOSED);
+    CHECK_EQ_INT(res.attempts, 0);
+    /* cleared: the transport works again */
+    atomic_store(&flag, false);
+    mst_otlp_transport_set_cancel(t, NULL);
+    mst_otlp_transport_destroy(t);
+    responder_stop(&r);
+    CHECK_EQ_INT(atomic_load(&r.n_requests), 1);
+}
+
+static void test_cancel_in_flight(void) {
+    static const canned script[] = {{0, NULL, 0}};
+    run_cancel_case(script, 1);
+}
+
+static void test_cancel_in_backoff(void) {
+    static const canned script[] = {{503, NULL, 0}, {200, NULL, 0}};
+    mst_otlp_transport_set_backoff_scale(1.0);
+    run_cancel_case(script, 2);
+}
+
 static const mst_test_case tests[] = {
     {"retry_reject_partial_keepalive", test_retry_reject_partial_keepalive},
     {"connection_refused", test_connection_refused},
     {"gzip_and_headers_accepted", test_gzip_and_headers_accepted},
+    {"cancel_in_flight", test_cancel_in_flight},
+    {"cancel_in_backoff", test_cancel_in_backoff},
 };
 
 /* --------------------------------------------------------- driver mode */
@@ -334,13 +404,14 @@ static void fill_span(mst_span *s, mst_link *link, size_t i, const mst_trace_id 
 
 static int usage(void) {
     fprintf(stderr, "usage: test_otlp_transport_driver [--url U --protocol grpc|http/protobuf|"
-                    "http/json --spans N [--timeout-ms T] [--batch B] [--backoff-scale S] [--gzip]]\n");
+                    "http/json --spans N [--timeout-ms T] [--batch B | --batches K] [--backoff-scale S] "
+                    "[--gzip]]\n");
     return 2;
 }
 
 static int driver_main(int argc, char **argv) {
     const char *url = NULL, *protocol = NULL, *timeout = NULL;
-    size_t n = 0, batch = 0;
+    size_t n = 0, batch = 0, batches = 0;
     bool gzip = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -352,11 +423,13 @@ static int driver_main(int argc, char **argv) {
         else if (strcmp(a, "--spans") == 0) n = strtoul(v, NULL, 10);
         else if (strcmp(a, "--timeout-ms") == 0) timeout = v;
         else if (strcmp(a, "--batch") == 0) batch = strtoul(v, NULL, 10);
+        else if (strcmp(a, "--batches") == 0) batches = strtoul(v, NULL, 10);
         else if (strcmp(a, "--backoff-scale") == 0) mst_otlp_transport_set_backoff_scale(atof(v));
         else return usage();
         i++;
     }
-    if (!url || !protocol || n == 0) return usage();
+    if (!url || !protocol || n == 0 || (batch && batches) || batches > n) return usage();
+    if (batches) batch = (n + batches - 1) / batches; /* K batches (the last may be short) */
     if (batch == 0 || batch > n) batch = n;
     setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", url, 1);
     setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", protocol, 1);
@@ -385,21 +458,23 @@ static int driver_main(int argc, char **argv) {
         fill_span(&spans[i], &links[i], i, &tid, &root, t0);
         ptrs[i] = &spans[i];
     }
-    int calls_failed = 0;
+    int calls_failed = 0, calls = 0;
     mst_status last = MST_OK;
     for (size_t off = 0; off < n; off += batch) {
         size_t m = n - off < batch ? n - off : batch;
         mst_status s = exp->ops->export_batch(exp, ptrs + off, m);
+        calls++;
         if (s != MST_OK) { calls_failed++; last = s; }
     }
     mst_exporter_stats stats;
     exp->ops->get_stats(exp, &stats);
     char tid_hex[33];
     mst_trace_id_to_hex(&tid, tid_hex);
-    printf("{\"status\": \"%s\", \"status_code\": %d, \"calls_failed\": %d, \"trace_id\": \"%s\", "
+    printf("{\"status\": \"%s\", \"status_code\": %d, \"calls\": %d, \"calls_failed\": %d, "
+           "\"trace_id\": \"%s\", "
            "\"spans_exported\": %llu, \"spans_failed\": %llu, \"spans_rejected\": %llu, "
            "\"batches_ok\": %llu, \"batches_failed\": %llu, \"retries\": %llu}\n",
-           mst_strerror(last), (int)last, calls_failed, tid_hex,
+           mst_strerror(last), (int)last, calls, calls_failed, tid_hex,
            (unsigned long long)stats.spans_exported, (unsigned long long)stats.spans_failed,
            (unsigned long long)stats.spans_rejected, (unsigned long long)stats.batches_ok,
            (unsigned long long)stats.batches_failed, (unsigned long long)stats.retries);
