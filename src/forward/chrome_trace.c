@@ -14,13 +14,18 @@
  * MAX_BUFFER_BYTES, beyond which it is dropped, ']' restored and the file
  * truncated back to the last good state).
  *
- * Tables: span positions (trace_id, span_id) -> (pid, tid, start) and
- * pending links (source trace_id, span_id) -> linking span (pid, tid,
- * start, span_id), plus a small "already named" set for M events. Each is a
- * chained hash table over a fixed pool with an intrusive FIFO list, so
- * find/insert/remove are O(1) on average and the oldest entry is evicted
- * (and counted) when the table holds MST_CHROME_MAX_TRACKED entries.
- * The pool is calloc'd, so untouched pages cost no memory.
+ * Tables: span positions (trace_id, span_id) -> (pid, tid, start), and
+ * an "already named" set for M events: each a chained hash table over a
+ * fixed pool with an intrusive FIFO list, so find/insert/remove are O(1) on
+ * average and the oldest entry is evicted (and counted) when the table
+ * holds MST_CHROME_MAX_TRACKED entries. Pending links are two-level,
+ * because many spans may link to one source that never arrives (every
+ * schedule span links to a long-lived request): a hash table of distinct
+ * source keys ("groups"), each owning a doubly linked list of waiting
+ * destinations (pid, tid, start, span_id) kept in a pool with its own
+ * global FIFO; so a long list under one key never lengthens a hash chain
+ * and evicting the oldest destination is O(1). The pools are calloc'd, so
+ * untouched pages cost no memory.
  */
 #include "forward/chrome_trace.h"
 
@@ -47,7 +52,7 @@ typedef struct track_entry {
     uint32_t older;    /* FIFO neighbours, index + 1 */
     uint32_t newer;
     int64_t pid, tid, ts_ns;
-    uint8_t dest_span[8]; /* pending links: the linking span */
+    uint32_t first, last; /* pending groups: their destinations, index + 1 */
 } track_entry;
 
 typedef struct track_table {
@@ -124,8 +129,8 @@ static void table_remove(track_table *t, uint32_t i) {
     t->count--;
 }
 
-/* Adds a new entry for key (duplicates allowed: the pending table is a
- * multimap); evicts the oldest first when full. Returns index + 1. */
+/* Adds a new entry for key (the caller checked it is absent); evicts the
+ * oldest first when full. Returns index + 1. */
 static uint32_t table_insert(track_table *t, const uint8_t key[24], bool *evicted) {
     *evicted = false;
     if (t->count == t->cap) {
@@ -152,6 +157,90 @@ static uint32_t table_insert(track_table *t, const uint8_t key[24], bool *evicte
     return i;
 }
 
+/* A link waiting for its source span: the linking span's position. */
+typedef struct pend_dest {
+    uint32_t group;         /* index + 1 into the groups table */
+    uint32_t g_prev, g_next; /* within the group's list, index + 1 */
+    uint32_t older, newer;  /* global FIFO, index + 1; `older` doubles as free list */
+    int64_t pid, tid, ts_ns;
+    uint8_t span[8];
+} pend_dest;
+
+typedef struct pend_table {
+    track_table groups;     /* distinct source keys; first/last = list */
+    pend_dest *d;
+    uint32_t cap, count, used, free_head, oldest, newest;
+} pend_table;
+
+static bool pend_init(pend_table *p, uint32_t cap) {
+    memset(p, 0, sizeof *p);
+    p->d = calloc(cap, sizeof *p->d);
+    if (!p->d || !table_init(&p->groups, cap)) {
+        free(p->d);
+        p->d = NULL;
+        return false;
+    }
+    p->cap = cap;
+    return true;
+}
+
+static void pend_free(pend_table *p) {
+    table_free(&p->groups);
+    free(p->d);
+    memset(p, 0, sizeof *p);
+}
+
+/* Unlinks destination i (index + 1) from its group (dropping an emptied
+ * group) and from the FIFO, and frees it. */
+static void pend_remove(pend_table *p, uint32_t i) {
+    pend_dest *x = &p->d[i - 1];
+    track_entry *g = &p->groups.e[x->group - 1];
+    if (x->g_prev) p->d[x->g_prev - 1].g_next = x->g_next; else g->first = x->g_next;
+    if (x->g_next) p->d[x->g_next - 1].g_prev = x->g_prev; else g->last = x->g_prev;
+    if (!g->first) table_remove(&p->groups, x->group);
+    if (x->older) p->d[x->older - 1].newer = x->newer; else p->oldest = x->newer;
+    if (x->newer) p->d[x->newer - 1].older = x->older; else p->newest = x->older;
+    x->older = p->free_head;
+    p->free_head = i;
+    p->count--;
+}
+
+/* Queues a destination under source `key`; evicts the oldest first when
+ * full (*evicted). Returns the new destination. */
+static pend_dest *pend_add(pend_table *p, const uint8_t key[24], bool *evicted) {
+    *evicted = false;
+    if (p->count == p->cap) {
+        pend_remove(p, p->oldest);
+        *evicted = true;
+    }
+    uint32_t g = table_find(&p->groups, key);
+    if (!g) {
+        bool unused; /* groups <= destinations < cap: never evicts */
+        g = table_insert(&p->groups, key, &unused);
+        p->groups.e[g - 1].first = p->groups.e[g - 1].last = 0;
+    }
+    uint32_t i;
+    if (p->free_head) {
+        i = p->free_head;
+        p->free_head = p->d[i - 1].older;
+    } else {
+        i = ++p->used;
+    }
+    pend_dest *x = &p->d[i - 1];
+    track_entry *ge = &p->groups.e[g - 1];
+    x->group = g;
+    x->g_next = 0;
+    x->g_prev = ge->last;
+    if (ge->last) p->d[ge->last - 1].g_next = i; else ge->first = i;
+    ge->last = i;
+    x->newer = 0;
+    x->older = p->newest;
+    if (p->newest) p->d[p->newest - 1].newer = i; else p->oldest = i;
+    p->newest = i;
+    p->count++;
+    return x;
+}
+
 /* ------------------------------------------------------------ writer */
 
 struct mst_chrome_writer {
@@ -162,7 +251,8 @@ struct mst_chrome_writer {
     mst_buf buf;              /* buffered events, each preceded by ',' */
     mst_buf scratch;          /* building "resource.<key>" */
     uint64_t buffered_spans, buffered_flows;
-    track_table pos, pend, names;
+    track_table pos, names;
+    pend_table pend;
     mst_chrome_stats st;
 };
 
@@ -397,16 +487,15 @@ mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s
     p->tid = tid;
     p->ts_ns = s->start_ns;
 
-    /* Links that were waiting for this span. */
-    uint32_t j = w->pend.buckets[key_hash(key) & w->pend.mask];
-    while (j) {
-        track_entry *x = &w->pend.e[j - 1];
-        uint32_t next = x->chain;
-        if (memcmp(x->key, key, 24) == 0) {
-            emit_flow(w, key, pid, tid, s->start_ns, x->dest_span, x->pid, x->tid, x->ts_ns);
-            table_remove(&w->pend, j);
-        }
-        j = next;
+    /* Links that were waiting for this span, oldest first. */
+    uint32_t g = table_find(&w->pend.groups, key);
+    while (g) {
+        uint32_t j = w->pend.groups.e[g - 1].first;
+        const pend_dest *x = &w->pend.d[j - 1];
+        emit_flow(w, key, pid, tid, s->start_ns, x->span, x->pid, x->tid, x->ts_ns);
+        bool last = w->pend.groups.e[g - 1].last == j;
+        pend_remove(&w->pend, j); /* removes the group with its last entry */
+        if (last) break;
     }
 
     uint8_t self_span[8];
@@ -420,13 +509,12 @@ mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s
             emit_flow(w, src, sp->pid, sp->tid, sp->ts_ns, self_span, pid, tid, s->start_ns);
             continue;
         }
-        uint32_t n = table_insert(&w->pend, src, &ev);
+        pend_dest *x = pend_add(&w->pend, src, &ev);
         if (ev) w->st.pending_evicted++;
-        track_entry *x = &w->pend.e[n - 1];
         x->pid = pid;
         x->tid = tid;
         x->ts_ns = s->start_ns;
-        memcpy(x->dest_span, self_span, 8);
+        memcpy(x->span, self_span, 8);
     }
     w->st.flows_pending = w->pend.count;
 
@@ -512,7 +600,7 @@ void mst_chrome_writer_get_stats(const mst_chrome_writer *w, mst_chrome_stats *o
 
 static void writer_free(mst_chrome_writer *w) {
     table_free(&w->pos);
-    table_free(&w->pend);
+    pend_free(&w->pend);
     table_free(&w->names);
     mst_buf_free(&w->buf);
     mst_buf_free(&w->scratch);
@@ -528,7 +616,7 @@ mst_status mst_chrome_writer_open(const char *path, int64_t default_pid,
     if (st != MST_OK) return st;
     mst_chrome_writer *w = calloc(1, sizeof *w);
     if (!w || !table_init(&w->pos, MST_CHROME_MAX_TRACKED) ||
-        !table_init(&w->pend, MST_CHROME_MAX_TRACKED) ||
+        !pend_init(&w->pend, MST_CHROME_MAX_TRACKED) ||
         !table_init(&w->names, MST_CHROME_MAX_TRACKED)) {
         if (w) writer_free(w);
         close(fd);

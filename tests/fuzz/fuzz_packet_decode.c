@@ -1,0 +1,170 @@
+/*
+ * fuzz_packet_decode.c — libFuzzer target for the forwarder's untrusted
+ * input path: the strict JSON reader and the Perfetto packet decoder
+ * (perfetto_packet_decode.c), then the Chrome Trace writer fed with
+ * whatever decodes. The input is tried as a whole packet and with the magic
+ * prefixed (so the fuzzer need not discover the magic).
+ *
+ * Invariants checked (abort on violation):
+ *   - a failed decode writes a non-empty message and the status is PARSE,
+ *     TOO_LARGE or NOMEM;
+ *   - a decoded span has lowercase hex ids of the right length, counts
+ *     within the limits, NUL-terminated keys, raw values that lie inside the
+ *     input and are each one valid JSON value, and process.pid/thread.id
+ *     taken out only when present as integers;
+ *   - the events the writer appends for it form valid JSON: after each
+ *     flush the bytes from the old closing ']' to the end of the file are
+ *     re-read and validated as an array.
+ */
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "forward/chrome_trace.h"
+#include "wire/json_reader.h"
+#include "wire/perfetto_packet.h"
+
+#define REQUIRE(c) do { if (!(c)) { fprintf(stderr, "invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__); abort(); } } while (0)
+
+static mst_chrome_writer *g_writer;
+static char g_path[64];
+static int g_read_fd = -1;
+static off_t g_prev_size;
+static unsigned g_spans_in_file;
+
+static void remove_output(void) {
+    if (g_path[0]) unlink(g_path);
+}
+
+static void open_writer(void) {
+    char err[256];
+    if (!g_path[0]) {
+        snprintf(g_path, sizeof g_path, "/tmp/mst_fuzz_packet_%d.json", (int)getpid());
+        atexit(remove_output);
+    }
+    REQUIRE(mst_chrome_writer_open(g_path, 4242, &g_writer, err, sizeof err) == MST_OK);
+    if (g_read_fd >= 0) close(g_read_fd);
+    g_read_fd = open(g_path, O_RDONLY | O_CLOEXEC);
+    REQUIRE(g_read_fd >= 0);
+    g_prev_size = 2; /* "[]" */
+    g_spans_in_file = 0;
+}
+
+static bool is_hex(const char *s, size_t n) {
+    if (strlen(s) != n) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return false;
+    return true;
+}
+
+static void check_kvs(const mst_pf_kv *kv, size_t n, const uint8_t *data, size_t len) {
+    REQUIRE(n <= MST_PF_MAX_ATTRS);
+    REQUIRE(n == 0 || kv != NULL);
+    for (size_t i = 0; i < n; i++) {
+        REQUIRE(kv[i].key.ptr && kv[i].key.ptr[kv[i].key.len] == '\0');
+        const uint8_t *v = (const uint8_t *)kv[i].value.ptr;
+        REQUIRE(v >= data && v + kv[i].value.len <= data + len && kv[i].value.len > 0);
+        REQUIRE(mst_json_validate(v, kv[i].value.len, MST_PF_MAX_DEPTH, NULL, NULL));
+        /* Keys are unique. */
+        for (size_t j = 0; j < i; j++)
+            REQUIRE(kv[j].key.len != kv[i].key.len ||
+                    memcmp(kv[j].key.ptr, kv[i].key.ptr, kv[i].key.len) != 0);
+    }
+}
+
+static void check_span(const mst_pf_span *s, const uint8_t *data, size_t len) {
+    REQUIRE(is_hex(s->trace_id, 32));
+    REQUIRE(is_hex(s->span_id, 16));
+    REQUIRE(s->parent_span_id[0] == '\0' || is_hex(s->parent_span_id, 16));
+    REQUIRE(s->name.ptr && s->name.ptr[s->name.len] == '\0');
+    REQUIRE(s->category.ptr && s->category.ptr[s->category.len] == '\0');
+    check_kvs(s->attrs, s->n_attrs, data, len);
+    check_kvs(s->resource, s->n_resource, data, len);
+    for (size_t i = 0; i < s->n_attrs; i++) {
+        int64_t v;
+        const mst_str *k = &s->attrs[i].key;
+        bool special = (k->len == 11 && !memcmp(k->ptr, "process.pid", 11)) ||
+                       (k->len == 9 && !memcmp(k->ptr, "thread.id", 9));
+        /* An integer pid/tid must have been taken out. */
+        if (special) REQUIRE(!mst_json_slice_to_i64(&s->attrs[i].value, &v));
+    }
+    REQUIRE(s->n_links <= MST_PF_MAX_LINKS);
+    for (size_t i = 0; i < s->n_links; i++) {
+        REQUIRE(is_hex(s->links[i].trace_id, 32));
+        REQUIRE(is_hex(s->links[i].span_id, 16));
+    }
+}
+
+/* Validates what the last flush appended. */
+static void check_appended(void) {
+    struct stat st;
+    REQUIRE(fstat(g_read_fd, &st) == 0);
+    REQUIRE(st.st_size >= g_prev_size);
+    size_t n = (size_t)(st.st_size - g_prev_size) + 1; /* from the old ']' */
+    char *buf = malloc(n + 1);
+    REQUIRE(buf);
+    REQUIRE(pread(g_read_fd, buf + 1, n, g_prev_size - 1) == (ssize_t)n);
+    REQUIRE(buf[n] == ']');
+    /* "[" + appended events (drop a leading ',') + "]" */
+    size_t off = 0;
+    if (buf[1] == ',') off = 1;
+    buf[off] = '[';
+    const char *err = NULL;
+    size_t err_off = 0;
+    if (!mst_json_validate(buf + off, n + 1 - off, 64, &err, &err_off)) {
+        fprintf(stderr, "writer produced invalid JSON (%s at %zu): %.*s\n", err, err_off,
+                (int)(n + 1 - off), buf + off);
+        abort();
+    }
+    free(buf);
+    g_prev_size = st.st_size;
+}
+
+static void decode_one(const uint8_t *data, size_t len) {
+    mst_arena arena;
+    mst_pf_span span;
+    char err[256];
+    mst_arena_init(&arena);
+    mst_status st = mst_perfetto_packet_decode(data, len, &arena, &span, err, sizeof err);
+    if (st != MST_OK) {
+        REQUIRE(st == MST_ERR_PARSE || st == MST_ERR_TOO_LARGE || st == MST_ERR_NOMEM);
+        REQUIRE(err[0] != '\0');
+    } else {
+        check_span(&span, data, len);
+        if (!g_writer) open_writer();
+        mst_status ws = mst_chrome_writer_add_span(g_writer, &span);
+        REQUIRE(ws == MST_OK);
+        REQUIRE(mst_chrome_writer_flush(g_writer) == MST_OK);
+        check_appended();
+        if (++g_spans_in_file >= 2048) { /* keep the file small */
+            REQUIRE(mst_chrome_writer_close(g_writer) == MST_OK);
+            open_writer();
+        }
+    }
+    mst_arena_release(&arena);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size > MST_FRAME_MAX_BYTES) return 0;
+    /* The reader on its own, on the raw bytes. */
+    (void)mst_json_validate(data, size, MST_PF_MAX_DEPTH, NULL, NULL);
+    /* Exact-size copies so any overread is caught by ASan. */
+    uint8_t *a = malloc(size ? size : 1);
+    if (!a) return 0;
+    memcpy(a, data, size);
+    decode_one(a, size);
+    free(a);
+    uint8_t *b = malloc(MST_PERFETTO_MAGIC_LEN + size);
+    if (!b) return 0;
+    memcpy(b, MST_PERFETTO_MAGIC, MST_PERFETTO_MAGIC_LEN);
+    memcpy(b + MST_PERFETTO_MAGIC_LEN, data, size);
+    decode_one(b, MST_PERFETTO_MAGIC_LEN + size);
+    free(b);
+    return 0;
+}
