@@ -526,7 +526,9 @@ mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s
         MST_WARN("perfetto output: out of memory buffering a span; span dropped");
         return MST_ERR_NOMEM;
     }
-    if (w->buf.len >= AUTO_FLUSH_BYTES) return mst_chrome_writer_flush(w);
+    /* The span is buffered either way; a failed write is counted in
+     * write_errors and retried by the next flush. */
+    if (w->buf.len >= AUTO_FLUSH_BYTES) (void)mst_chrome_writer_flush(w);
     return MST_OK;
 }
 
