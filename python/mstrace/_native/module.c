@@ -12,6 +12,7 @@
  * skips it: call _native.flush() or shutdown() first (see CONTRACT.md).
  */
 #include "native.h"
+#include "otel_bridge.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -20,13 +21,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 mstn_globals mstn_g;
 extern PyObject *mstn_trace_coro;
 
 /* What init() built: exporters kept for their counters (the tracer owns them). */
-#define MAX_EXPORTERS 3
+#define MAX_EXPORTERS 4
 static struct {
     mst_exporter *exp;
     const char *name;
@@ -128,16 +130,45 @@ static bool add_exporter(mst_exporter *e, const char *name) {
     return true;
 }
 
+/* MS_TRACE_EXPORTER: unset/"native" = the C OTLP exporter, "otel" = the
+ * process's global OpenTelemetry TracerProvider (otel_bridge.c); anything
+ * else warns once and means native. */
+static bool exporter_mode_otel(void) {
+    static bool warned;
+    const char *v = getenv("MS_TRACE_EXPORTER");
+    if (!v || !*v || strcasecmp(v, "native") == 0)
+        return false;
+    if (strcasecmp(v, "otel") == 0)
+        return true;
+    if (!warned) {
+        warned = true;
+        mstn_log("warning", "mstrace: MS_TRACE_EXPORTER=%.64s is not 'native' or 'otel'; using native", v);
+    }
+    return false;
+}
+
 /* Builds the tracer and its exporters; fills `info`. -1 with an exception. */
 static int build_tracer(const char *forward_socket, bool otlp, bool perfetto, bool null_exp,
                         PyObject *info) {
     mst_tracer_options opts;
     memset(&opts, 0, sizeof opts);
     mst_tracer_options_from_env(&opts);
+    /* otel mode takes the OTLP exporter's place. Without a usable SDK hook
+     * tracing is a no-op (SPEC §2): no span is ever started. */
+    bool otel = otlp && !null_exp && exporter_mode_otel();
+    mst_exporter *bridge = otel ? mstn_otel_bridge_create() : NULL;
+    if (otel && !bridge)
+        opts.sdk_disabled = true;
+    PyObject *mode = PyUnicode_FromString(otel ? "otel" : "native");
+    int mode_rc = mode ? PyDict_SetItemString(info, "exporter_mode", mode) : -1;
+    Py_XDECREF(mode);
     mst_tracer *t = NULL;
-    mst_status st = mst_tracer_create(&opts, &t);
+    mst_status st = mode_rc < 0 ? MST_ERR_NOMEM : mst_tracer_create(&opts, &t);
     if (st != MST_OK) {
-        PyErr_Format(PyExc_RuntimeError, "mstrace: tracer not created: %s", mst_strerror(st));
+        if (bridge)
+            bridge->ops->destroy(bridge);
+        if (mode_rc == 0)
+            PyErr_Format(PyExc_RuntimeError, "mstrace: tracer not created: %s", mst_strerror(st));
         return -1;
     }
     mstn_g.tracer = t;
@@ -169,7 +200,12 @@ static int build_tracer(const char *forward_socket, bool otlp, bool perfetto, bo
         else if (st != MST_OK)
             mstn_log("warning", "mstrace: Perfetto forwarder client not created: %s", mst_strerror(st));
     }
-    if (otlp && !null_exp) {
+    if (bridge) {
+        if (add_exporter(bridge, "otel"))
+            APPEND_NAME("otel");
+    } else if (otel) {
+        /* no SDK: warned by mstn_otel_bridge_create; spans are not started */
+    } else if (otlp && !null_exp) {
         mst_otlp_config cfg;
         char err[256] = "";
         memset(&cfg, 0, sizeof cfg);
@@ -455,6 +491,8 @@ static PyMethodDef methods[] = {
      "lookup_request(request_id) -> (trace_id_hex, span_id_hex, sampled) | None"},
     {"_reset_requests", mod_reset_requests, METH_NOARGS, "tests: clear the request table, re-read env rules"},
     {"_capture", mod_capture, METH_O, "tests: mirror recorded hook spans into a list"},
+    {"_otel_bridge_close", mstn_otel_bridge_close, METH_NOARGS,
+     "atexit (otel_bridge.py): flush hook spans into the TracerProvider, then keep the exporter thread out of Python"},
     {NULL, NULL, 0, NULL},
 };
 
