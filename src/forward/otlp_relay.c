@@ -13,15 +13,19 @@
  * Stop: close() sets a flush deadline and waits for the sender; during the
  * flush every send uses a transport whose timeout fits in what is left of
  * the deadline, a failure ends the flush, and whatever is still queued is
- * counted as lost. Only a send already in flight when the stop arrives can
- * run past the deadline (by at most the configured export timeout), because
- * the shared transport offers no way to cancel a request.
+ * counted as lost. A send already in flight when the stop arrives (it may
+ * have the full export timeout) is cancelled through the transports' cancel
+ * flag once the deadline passes; its payloads count as lost at exit (the
+ * collector may still have received them).
+ *
+ * gRPC over plain http on libcurl < 8 (h2c reuse bug curl#10634) needs no
+ * care here: the transport itself opens one connection per request there.
  */
 #include "forward/otlp_relay.h"
 
-#include <curl/curl.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +64,7 @@ struct mst_otlp_relay {
     uint64_t q_items, q_bytes;
     bool stopping;
     bool sender_done;
+    atomic_bool cancel;           /* set by close() when the flush bound ends */
     uint64_t flush_deadline_ms;
     uint64_t forwarded, spans_forwarded, spans_refused;
     uint64_t failed, spans_failed;
@@ -79,7 +84,6 @@ struct mst_otlp_relay {
     mst_otlp_transport *drain;    /* stop-time transport with a short timeout */
     uint32_t drain_timeout_ms;
     mst_buf batch;
-    bool fresh_per_send;          /* libcurl h2c reuse bug: see needs_fresh() */
     uint32_t backoff_ms;          /* 0: the collector is considered up */
     uint64_t down_since_ms;
     uint64_t last_down_warn_ms;
@@ -229,19 +233,6 @@ mst_status mst_otlp_relay_config_from_env(mst_otlp_config *cfg, char *err, size_
 
 /* ------------------------------------------------------------ lifetime */
 
-/* libcurl before 8.0.0 breaks the second request on a reused HTTP/2
- * prior-knowledge (h2c) connection with "Error in the HTTP2 framing layer"
- * (curl/curl#10634, fixed by #10643), and keeps reusing the broken
- * connection for the transport's retries. Plain-http gRPC is exactly that
- * case, so there each send gets a fresh transport (one TCP connect per
- * batch). TLS gRPC negotiates h2 through ALPN and is not affected. */
-static bool needs_fresh(const mst_otlp_config *cfg) {
-    if (cfg->protocol != MST_OTLP_GRPC || strncasecmp(cfg->endpoint, "http://", 7) != 0)
-        return false;
-    const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
-    return v && v->version_num < 0x080000;
-}
-
 static void apply_defaults(mst_otlp_relay_options *o) {
     if (!o->queue_max_bytes) o->queue_max_bytes = MST_RELAY_DEFAULT_QUEUE_BYTES;
     if (!o->queue_max_items) o->queue_max_items = MST_RELAY_DEFAULT_QUEUE_ITEMS;
@@ -272,12 +263,13 @@ mst_status mst_otlp_relay_create(const mst_otlp_config *cfg, const mst_otlp_rela
     pthread_cond_init(&r->cv_done, &ca);
     pthread_condattr_destroy(&ca);
     mst_buf_init(&r->batch, 0);
-    r->fresh_per_send = needs_fresh(&r->cfg);
+    atomic_init(&r->cancel, false);
     mst_status st = mst_otlp_transport_create(&r->cfg, &r->transport);
     if (st != MST_OK) {
         mst_otlp_relay_destroy(r);
         return st;
     }
+    mst_otlp_transport_set_cancel(r->transport, &r->cancel);
     *out = r;
     return MST_OK;
 }
@@ -403,24 +395,18 @@ static uint32_t batch_size(const mst_otlp_relay *r, uint64_t *spans) {
 /* The transport a send uses: the normal one, or during the stop flush one
  * whose timeout fits in what is left of the flush deadline. NULL: no time. */
 static mst_otlp_transport *pick_transport(mst_otlp_relay *r, bool stopping, uint64_t deadline) {
-    if (r->fresh_per_send) {
-        /* A new handle is a new connection (each easy handle has its own
-         * connection cache): never reuse a broken h2c connection. */
-        mst_otlp_transport_destroy(r->transport);
-        r->transport = NULL;
-        if (mst_otlp_transport_create(&r->cfg, &r->transport) != MST_OK) return NULL;
-    }
     if (!stopping) return r->transport;
     uint64_t now = now_ms();
     if (now + MIN_DRAIN_TIMEOUT_MS > deadline) return NULL;
     uint64_t left = deadline - now;
     if (left >= r->cfg.timeout_ms) return r->transport;
-    if (!r->drain || r->drain_timeout_ms > left || r->fresh_per_send) {
+    if (!r->drain || r->drain_timeout_ms > left) {
         mst_otlp_transport_destroy(r->drain);
         r->drain = NULL;
         mst_otlp_config c = r->cfg;
         c.timeout_ms = (uint32_t)left;
         if (mst_otlp_transport_create(&c, &r->drain) != MST_OK) return NULL;
+        mst_otlp_transport_set_cancel(r->drain, &r->cancel);
         r->drain_timeout_ms = c.timeout_ms;
     }
     return r->drain;
@@ -492,6 +478,11 @@ static relay_item *settle(mst_otlp_relay *r, uint32_t n, uint64_t spans, mst_sta
                           const mst_otlp_send_result *res, bool *give_up) {
     relay_item *freed = NULL;
     r->retries += res->retries;
+    if (st == MST_ERR_CLOSED) {
+        /* cancelled by close(): the items stay queued and count as lost */
+        *give_up = true;
+        return NULL;
+    }
     if (st == MST_OK) {
         pop_items(r, n, &freed);
         uint64_t refused = res->rejected_spans > 0 ? (uint64_t)res->rejected_spans : 0;
@@ -663,6 +654,24 @@ static void svc_get_counts(void *self, mst_daemon_counts *out) {
              (unsigned long long)s.queued_bytes);
 }
 
+/* Waits for the sender until the flush deadline; past it, cancels the send
+ * in flight (the transport returns MST_ERR_CLOSED within about a second)
+ * so the stop bound is not overrun by a whole export timeout. */
+static void wait_sender_or_cancel(mst_otlp_relay *r) {
+    pthread_mutex_lock(&r->mu);
+    struct timespec ts;
+    abs_deadline(&ts, r->flush_deadline_ms);
+    while (!r->sender_done && now_ms() < r->flush_deadline_ms)
+        pthread_cond_timedwait(&r->cv_done, &r->mu, &ts);
+    bool done = r->sender_done;
+    pthread_mutex_unlock(&r->mu);
+    if (!done) {
+        MST_WARN("OTLP relay: the flush bound (%u ms) expired with a send to %s in flight; "
+                 "cancelling it", r->opt.flush_timeout_ms, r->cfg.endpoint);
+        atomic_store_explicit(&r->cancel, true, memory_order_release);
+    }
+}
+
 /* Asks the sender to flush within flush_timeout_ms, waits for it, joins it
  * and prints the summary. Losing spans to a down collector is reported, not
  * an error: the exit code stays 0. */
@@ -678,6 +687,7 @@ static mst_status svc_close(void *self) {
         if (queued)
             MST_INFO("OTLP relay: flushing %llu queued payloads (up to %u ms)",
                      (unsigned long long)queued, r->opt.flush_timeout_ms);
+        wait_sender_or_cancel(r);
         pthread_join(r->thread, NULL);
         r->thread_started = false;
     }

@@ -102,6 +102,7 @@ class GrpcTestServer:
     def __init__(self, script: Optional[list] = None, max_workers: int = 8):
         self._lock = threading.Lock()
         self._script = list(script or [])
+        self._stopping = threading.Event()  # ends slow replies at stop()
         self.calls: list[Call] = []
         handler = grpc.method_handlers_generic_handler(SERVICE, {
             METHOD: grpc.unary_unary_rpc_method_handler(
@@ -133,7 +134,7 @@ class GrpcTestServer:
                     context.peer(), time.monotonic())
         entry = self._next(call)
         if entry.get("sleep"):
-            time.sleep(entry["sleep"])
+            self._stopping.wait(entry["sleep"])
         code = entry["code"]
         call.answered = code
         if code != grpc.StatusCode.OK:
@@ -163,6 +164,7 @@ class GrpcTestServer:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         self._server.stop(grace=None).wait(5)
 
     def __enter__(self) -> "GrpcTestServer":

@@ -5,14 +5,16 @@ Owns: driving $MSTRACE_BUILD_DIR/test_otlp_transport_driver with
 --protocol grpc through OK, partial success, retryable statuses, RetryInfo,
 non-retryable statuses, a slow collector (export timeout), gzip
 (grpc-encoding) and several batches on one exporter, and checking the number
-of calls the server saw and the exporter counters the driver prints. No
-wall-clock assertions except the lower bound a RetryInfo delay sets.
+of calls the server saw and the exporter counters the driver prints; and the
+OTLP relay's stop cancelling a gRPC send in flight. No wall-clock assertions
+except the lower bound a RetryInfo delay sets.
 """
 import ctypes
 import ctypes.util
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +24,8 @@ import pytest
 grpc = pytest.importorskip("grpc")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from grpc_test_server import GrpcTestServer, error, ok, partial, slow, unavailable  # noqa: E402
+from test_otlp_relay import (FAST, make_request, relay_env, relay_factory,  # noqa: E402,F401
+                             send_mindie)
 
 REPO = Path(__file__).resolve().parents[2]
 N = 12
@@ -214,3 +218,20 @@ def test_several_batches_with_failures_between(driver):
     assert c["calls"] == 4 and c["calls_failed"] == 1
     assert c["spans_exported"] == 30 and c["spans_failed"] == 10
     assert c["batches_ok"] == 3 and c["batches_failed"] == 1 and c["retries"] == 1
+
+
+def test_relay_stop_cancels_send_in_flight(relay_factory):  # noqa: F811
+    """The collector holds the relay's send (export timeout 120 s); SIGTERM
+    with a 300 ms flush bound cancels it instead of waiting it out. The daemon
+    must stop well inside Daemon.stop's 60 s (without the cancel it would take
+    the 120 s export timeout); the payload counts as lost at exit."""
+    with GrpcTestServer([slow(300)]) as srv:
+        env = relay_env(srv.url, "grpc", OTEL_EXPORTER_OTLP_TIMEOUT="120000")
+        d = relay_factory(env, FAST + ["--relay-flush-timeout-ms", "300"]).start()
+        send_mindie(d.socket_name, make_request(0))
+        assert len(srv.wait_calls(1, timeout=30)) == 1
+        assert d.stop(signal.SIGTERM, timeout=60) == 0
+    s = d.summary()
+    assert s["received"] == 1 and s["forwarded"] == 0
+    assert s["lost_at_exit"] == 1 and s["failed"] == 0
+    assert "cancelling it" in d.log()
