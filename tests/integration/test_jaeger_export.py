@@ -126,3 +126,26 @@ def test_many_batches_on_one_exporter(jaeger, protocol):  # noqa: F811
     assert out["spans_exported"] == 2000 and out["batches_ok"] == 8 and out["retries"] == 0, p.stderr
     spans = jaeger.wait_for_spans(service, 2000, timeout_s=30)
     assert len(spans) == 2000
+
+
+def test_grpc_batches_flag_all_arrive(jaeger):  # noqa: F811
+    """--batches K over gRPC on one exporter: with libcurl < 8 the transport
+    forbids HTTP/2 connection reuse (curl#10634), so each of the K exports
+    takes its own connection; every batch must reach Jaeger."""
+    path = driver_path()
+    k, n = 7, 70
+    service = f"mstrace-otlp-grpc-batches-{uuid.uuid4().hex[:8]}"
+    env = {k2: v for k2, v in os.environ.items() if not k2.startswith("OTEL_")}
+    env["OTEL_SERVICE_NAME"] = service
+    p = subprocess.run([str(path), "--url", f"http://{jaeger.otlp_grpc_addr}", "--protocol",
+                        "grpc", "--spans", str(n), "--batches", str(k), "--timeout-ms", "10000"],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["calls"] == k and out["calls_failed"] == 0, p.stderr
+    assert out["batches_ok"] == k and out["spans_exported"] == n and out["retries"] == 0, p.stderr
+    spans = jaeger.wait_for_spans(service, n, timeout_s=30)
+    assert len(spans) == n
+    assert len({s["spanID"] for s in spans}) == n
+    assert sorted(s["operationName"] for s in spans) == sorted(
+        "request" if i == 0 else "batch" if i % 3 == 2 else "child" for i in range(n))
