@@ -146,6 +146,16 @@ def _rearm_native(native):
     with _lock:
         if _state["otlp_rearmed"]:
             return
+        info = _state["init"]
+        if isinstance(info, dict) and info.get("exporter_mode") == "otel":
+            # MS_TRACE_EXPORTER=otel: vLLM's provider now exists; hook spans
+            # go to it (the exporter thread would also find it by itself).
+            _state["otlp_rearmed"] = True
+            if "otel" in (info.get("exporters") or ()):
+                from mstrace import otel_bridge
+                if otel_bridge.resolve() is not None:
+                    logger.info("mstrace: vLLM installed its TracerProvider; hook spans go to it")
+            return
         if not (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")):
             return
         _state["otlp_rearmed"] = True
@@ -187,7 +197,9 @@ def _log_exporters(info):
     if isinstance(exporters, (list, tuple)):
         parts = []
         for name in exporters:
-            if name == "otlp":
+            if name == "otel":
+                parts.append("otel (the process's global OpenTelemetry TracerProvider)")
+            elif name == "otlp":
                 parts.append("otlp (%s -> %s)" % (info.get("protocol") or "?", info.get("endpoint") or "?"))
             elif name == "perfetto":
                 parts.append("perfetto (abstract socket @%s)" % (info.get("perfetto_socket") or "?"))
