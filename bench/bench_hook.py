@@ -154,6 +154,37 @@ def main():
     print("mstrace spans: started=%d exported=%d dropped(queue full)=%d" % (
         st["spans_started"], st["spans_exported"], st["spans_dropped"]))
     n.shutdown()
+    bench_otel_bridge(n, hooked, hs, sc)
+
+
+def bench_otel_bridge(n, hooked, hs, count):
+    """MS_TRACE_EXPORTER=otel: the hooked call is the same C hot path; the
+    cost moves to the exporter thread (GIL held: C builds one SDK ReadableSpan
+    per span and calls the provider's span processor on_end). Reported as
+    spans/s of one flush of `count` queued spans into a TracerProvider with
+    a BatchSpanProcessor + no-op exporter (vLLM's set-up)."""
+    sys.path.insert(0, os.path.join(REPO, "python"))  # mstrace.otel_bridge
+    from opentelemetry import trace
+    provider, _ = otel_tracer()
+    trace.set_tracer_provider(provider)
+    # one batch, exported only by the flush below
+    os.environ.update(MS_TRACE_EXPORTER="otel", OTEL_BSP_MAX_EXPORT_BATCH_SIZE="65536",
+                      OTEL_BSP_SCHEDULE_DELAY="600000")
+    print("-- MS_TRACE_EXPORTER=otel bridge (exporter thread, GIL held)")
+    for label, fn in (("call adapter", lambda: hooked(1)), ("schedule adapter, 64 links", hs.schedule)):
+        n.init(perfetto=False)
+        fn()
+        n.flush(10000)  # provider resolved, caches warm
+        for _ in range(count):
+            fn()
+        t0 = time.perf_counter_ns()
+        n.flush(60000)
+        dt = time.perf_counter_ns() - t0
+        ex = n.stats()["exporters"].get("otel", {})
+        print("%-30s %10.0f spans/s  (%d spans in %.1f ms, handed over %d, failed %d)" % (
+            label, count * 1e9 / dt, count, dt / 1e6, ex.get("spans_exported", 0), ex.get("spans_failed", 0)))
+        n.shutdown()
+    provider.shutdown()
 
 
 if __name__ == "__main__":
