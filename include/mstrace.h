@@ -287,13 +287,25 @@ MST_EXPORT void mst_span_discard(mst_span *span);
 
 /* -------------------------------------------------------------- exporters */
 
+/* Per-exporter counters, exact: every span handed to export_batch lands in
+ * exactly one of spans_exported, spans_rejected, spans_failed. For the OTLP
+ * exporter a partial success (collector answered OK but listed
+ * partial_success.rejected_spans) splits its batch into exported and
+ * rejected, counts as batches_ok, is never retried, and export_batch returns
+ * MST_ERR_REJECTED for it; the tracer's counters are per whole batch, so
+ * there such a batch is in mst_tracer_stats.spans_failed, never exported. */
 typedef struct mst_exporter_stats {
-    uint64_t spans_exported;  /* acknowledged by the sink                   */
-    uint64_t spans_failed;    /* given up after retries / rejected          */
-    uint64_t spans_rejected;  /* reported rejected by a partial success     */
-    uint64_t batches_ok;
-    uint64_t batches_failed;
-    uint64_t retries;
+    uint64_t spans_exported;  /* accepted by the sink (OTLP: the batch minus
+                               * partial_success.rejected_spans)           */
+    uint64_t spans_failed;    /* whole batch not delivered: encoding error,
+                               * non-retryable status, retries or timeout
+                               * used up, cancelled; excludes rejected     */
+    uint64_t spans_rejected;  /* delivered but refused one by one in a
+                               * partial success (not in spans_failed)     */
+    uint64_t batches_ok;      /* batches the sink answered with success,
+                               * partial successes included                */
+    uint64_t batches_failed;  /* batches counted in spans_failed           */
+    uint64_t retries;         /* re-sent requests (not first attempts)     */
 } mst_exporter_stats;
 
 /* An exporter is a vtable + state; the pipeline calls it from its exporter
