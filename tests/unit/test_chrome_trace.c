@@ -29,12 +29,14 @@ static const char *tmp_path(const char *name) {
 }
 
 static char *read_all(const char *path, size_t *len) {
+    if (len) *len = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
+    char *s = malloc((size_t)(n < 0 ? 0 : n) + 1);
+    if (!s || n < 0) { free(s); fclose(f); return NULL; }
     size_t got = fread(s, 1, (size_t)n, f);
     fclose(f);
     s[got] = '\0';
