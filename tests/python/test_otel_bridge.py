@@ -256,3 +256,24 @@ def test_exit_with_queued_spans_reaches_the_provider(need_native, subprocess_env
     ''' % str(path), timeout=30)
     assert r["queued"] == 3
     assert path.read_text().split() == ["late.op"] * 3
+
+
+def test_plugin_resolves_after_vllm_init_tracer_in_otel_mode(need_native, subprocess_env):
+    """otel mode: vLLM's init_tracer is followed by a provider resolution, not
+    by a native shutdown/re-init (the OTLP re-arm of native mode)."""
+    [r], _ = run(subprocess_env, '''
+        from mstrace import plugin
+        calls = []
+        class FakeNative:
+            def shutdown(self): calls.append("shutdown")
+            def init(self, **kw): calls.append("init")
+        plugin._state["init"] = {"exporter_mode": "otel", "exporters": ["otel"]}
+        provider, mem = sdk_provider()
+        os.environ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = "http://127.0.0.1:9/v1/traces"
+        plugin._rearm_native(FakeNative())
+        from mstrace import otel_bridge
+        got = otel_bridge.resolve()
+        out(calls=calls, resolved=got is not None and got[1] is provider.resource,
+            logged=sum(1 for lvl, m in records if "vLLM installed its TracerProvider" in m))
+    ''')
+    assert r == {"calls": [], "resolved": True, "logged": 1}
