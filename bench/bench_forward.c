@@ -10,6 +10,13 @@
  * RSS (VmHWM just before the stop, and ru_maxrss from wait4). The daemon's
  * own final stats line is checked: written must equal N.
  *
+ * Why CPU time is reported too: on a small box the 8 client threads compete
+ * with the daemon for the same cores, and other work on the machine moves
+ * the wall-clock figure. The daemon's user/sys CPU (wait4) and the clients'
+ * CPU (RUSAGE_THREAD per client) per span tell where the time goes and are
+ * much less sensitive to machine load; the load average is printed with the
+ * summary so a figure can be judged.
+ *
  * usage: bench_forward [-n SPANS] [-t THREADS] [-r RUNS] [-b PATH/TO/mstrace]
  *        (default 2000000 spans, 8 threads, 3 runs, mstrace next to this binary
  *        or $MSTRACE_BIN)
@@ -41,6 +48,7 @@ typedef struct client {
     const char *sock_name;
     uint64_t spans;
     uint64_t bytes;
+    double cpu_s;     /* this client thread's user + sys CPU */
     int failed;
 } client;
 
@@ -64,6 +72,8 @@ static int connect_abstract(const char *name) {
     }
     return fd;
 }
+
+static double tv_s(struct timeval tv) { return (double)tv.tv_sec + (double)tv.tv_usec / 1e6; }
 
 static void put_hex16(char *p, uint64_t v) {
     static const char hx[] = "0123456789abcdef";
@@ -169,6 +179,8 @@ static void *client_main(void *arg) {
     free(batch);
     free(off);
     for (int i = 0; i < BATCH; i++) free(t[i].buf);
+    struct rusage ru;
+    if (getrusage(RUSAGE_THREAD, &ru) == 0) c->cpu_s = tv_s(ru.ru_utime) + tv_s(ru.ru_stime);
     return NULL;
 }
 
@@ -198,7 +210,11 @@ static long long final_written(const char *log_path) {
     return w;
 }
 
-typedef struct result { double spans_per_s, in_mb_s, out_mb_s; long hwm_kb, maxrss_kb; } result;
+typedef struct result {
+    double spans_per_s, in_mb_s, out_mb_s;
+    double daemon_user_s, daemon_sys_s, client_cpu_s;
+    long hwm_kb, maxrss_kb;
+} result;
 
 static int run_once(const char *bin, uint64_t total, int threads, result *res) {
     char sock[64], out[128], log_path[128];
@@ -228,9 +244,11 @@ static int run_once(const char *bin, uint64_t total, int threads, result *res) {
     }
     uint64_t in_bytes = 0;
     int failed = 0;
+    res->client_cpu_s = 0;
     for (int i = 0; i < threads; i++) {
         pthread_join(cs[i].th, NULL);
         in_bytes += cs[i].bytes;
+        res->client_cpu_s += cs[i].cpu_s;
         failed |= cs[i].failed;
     }
     res->hwm_kb = vm_hwm_kb(pid);
@@ -240,6 +258,8 @@ static int run_once(const char *bin, uint64_t total, int threads, result *res) {
     wait4(pid, &status, 0, &ru);
     double dt = now_s() - t0;
     res->maxrss_kb = ru.ru_maxrss;
+    res->daemon_user_s = tv_s(ru.ru_utime);
+    res->daemon_sys_s = tv_s(ru.ru_stime);
     struct stat st;
     double out_bytes = stat(out, &st) == 0 ? (double)st.st_size : 0;
     long long written = final_written(log_path);
@@ -247,9 +267,12 @@ static int run_once(const char *bin, uint64_t total, int threads, result *res) {
     res->in_mb_s = (double)in_bytes / dt / 1e6;
     res->out_mb_s = out_bytes / dt / 1e6;
     printf("  run: %llu spans in %.3f s: %.0f spans/s, in %.1f MB/s, out %.1f MB/s, "
-           "daemon VmHWM %.1f MB (maxrss %.1f MB), exit %d, written %lld\n",
+           "daemon VmHWM %.1f MB (maxrss %.1f MB), daemon CPU user %.2f s sys %.2f s "
+           "(%.2f us/span), clients CPU %.2f s (%.2f us/span), exit %d, written %lld\n",
            (unsigned long long)total, dt, res->spans_per_s, res->in_mb_s, res->out_mb_s,
-           res->hwm_kb / 1024.0, res->maxrss_kb / 1024.0,
+           res->hwm_kb / 1024.0, res->maxrss_kb / 1024.0, res->daemon_user_s,
+           res->daemon_sys_s, (res->daemon_user_s + res->daemon_sys_s) / (double)total * 1e6,
+           res->client_cpu_s, res->client_cpu_s / (double)total * 1e6,
            WIFEXITED(status) ? WEXITSTATUS(status) : -1, written);
     free(cs);
     unlink(out);
@@ -295,7 +318,7 @@ int main(int argc, char **argv) {
     srandom((unsigned)getpid());
     printf("bench_forward: %s forward, %d client threads, %llu spans per run, %d runs\n", bin,
            threads, (unsigned long long)total, runs);
-    double sps[99], in[99], out[99];
+    double sps[99], in[99], out[99], dcpu[99], ccpu[99];
     long hwm = 0;
     int failures = 0;
     for (int r = 0; r < runs; r++) {
@@ -304,13 +327,23 @@ int main(int argc, char **argv) {
         sps[r] = res.spans_per_s;
         in[r] = res.in_mb_s;
         out[r] = res.out_mb_s;
+        dcpu[r] = (res.daemon_user_s + res.daemon_sys_s) / (double)total * 1e6;
+        ccpu[r] = res.client_cpu_s / (double)total * 1e6;
         if (res.hwm_kb > hwm) hwm = res.hwm_kb;
+        if (res.maxrss_kb > hwm) hwm = res.maxrss_kb;
     }
     qsort(sps, (size_t)runs, sizeof sps[0], cmp_double);
     qsort(in, (size_t)runs, sizeof in[0], cmp_double);
     qsort(out, (size_t)runs, sizeof out[0], cmp_double);
-    printf("median: %.0f spans/s, in %.1f MB/s, out %.1f MB/s; peak daemon VmHWM %.1f MB%s\n",
-           sps[runs / 2], in[runs / 2], out[runs / 2], hwm / 1024.0,
+    qsort(dcpu, (size_t)runs, sizeof dcpu[0], cmp_double);
+    qsort(ccpu, (size_t)runs, sizeof ccpu[0], cmp_double);
+    double load[3] = {-1, -1, -1};
+    if (getloadavg(load, 3) < 0) load[0] = -1;
+    printf("SUMMARY bench_forward: median %.0f spans/s (min %.0f, max %.0f, %d runs), "
+           "in %.1f MB/s, out %.1f MB/s, peak daemon RSS %.1f MB, daemon CPU %.2f us/span, "
+           "clients CPU %.2f us/span, %ld CPUs, loadavg %.2f%s\n",
+           sps[runs / 2], sps[0], sps[runs - 1], runs, in[runs / 2], out[runs / 2],
+           hwm / 1024.0, dcpu[runs / 2], ccpu[runs / 2], sysconf(_SC_NPROCESSORS_ONLN), load[0],
            failures ? " (SOME RUNS FAILED)" : "");
     return failures ? 1 : 0;
 }
