@@ -171,7 +171,7 @@ run_case() {
               otlp_args=(--otlp-traces-endpoint "http://$MST_JAEGER_OTLP_GRPC") ;;
         *) die "unknown case $name" ;;
     esac
-    [[ "$SOCK_SUPPORTED" == 1 ]] && env_case+=(MSTRACE_PERFETTO_SOCKET="$sock")
+    [[ "$SOCK_SUPPORTED" == 1 && "$perfetto" == 1 ]] && env_case+=(MSTRACE_PERFETTO_SOCKET="$sock")
     log "=== case $name: port $port, env ${env_case[*]} ${otlp_args[*]}"
 
     if [[ "$perfetto" == 1 ]]; then
@@ -215,6 +215,11 @@ run_case() {
         "$VPY" "$E2E/send_traced.py" --url "http://127.0.0.1:$port" --model "$MODEL_NAME" --count "$TRACED" \
             --out "$dir/traced_requests.json" >&2 || log "some traced requests failed (see $dir/traced_requests.json)"
     fi
+    # vLLM's shutdown (shutdown_timeout 0) SIGKILLs EngineCore and the
+    # workers right after SIGTERM: whatever their exporters still queue is
+    # lost (mstrace's and vLLM's own batch processors alike). Wait one
+    # OTEL_BSP_SCHEDULE_DELAY (5 s) + margin so the periodic export runs.
+    sleep "${MST_E2E_DRAIN_S:-7}"
     stop_vllm
     if [[ -n "$FWD_PID" ]]; then
         sleep 1
