@@ -112,12 +112,15 @@ void mst_buf_append_json_str(mst_buf *b, const char *str, size_t n) {
     static const char digits[] = "0123456789abcdef";
     const uint8_t *s = (const uint8_t *)str;
     if (!mst_buf_reserve(b, n + 2)) return;
-    mst_buf_append_byte(b, '"');
+    b->data[b->len++] = '"';
     size_t run = 0; /* start of a run of bytes copied verbatim */
     size_t i = 0;
     while (i < n) {
+        /* Plain ASCII runs are found 8 bytes at a time and copied at the end
+         * of the run with one memcpy. */
+        i += mst_json_plain_prefix(s + i, n - i);
+        if (i >= n) break;
         uint8_t c = s[i];
-        if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) { i++; continue; }
         size_t seq = c >= 0x80 ? utf8_seq_len(s + i, n - i) : 0;
         if (seq) { i += seq; continue; }
         mst_buf_append(b, s + run, i - run);

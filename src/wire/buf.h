@@ -56,4 +56,43 @@ void mst_buf_append_hex(mst_buf *b, const uint8_t *p, size_t n); /* lowercase */
  * control characters \uXXXX. */
 void mst_buf_append_json_str(mst_buf *b, const char *s, size_t n);
 
+/* Length of the leading run of s[0..n) made of "plain" bytes: printable
+ * ASCII other than '"' and '\\', i.e. bytes a JSON string holds verbatim
+ * with nothing to check. Shared by the escaper above and the strict reader
+ * (json_reader.c), which both spend most of their time in such runs.
+ *
+ * Why word-at-a-time: 8 bytes are tested with a handful of ALU operations
+ * (no SIMD, no alignment needs: memcpy loads). For a word w and the byte
+ * pattern K = 0x0101..01:
+ *   control  (b < 0x20): (w - 0x20*K) & ~w & 0x80*K
+ *   quote / backslash:   z = w ^ c*K; (z - K) & ~z & 0x80*K (zero byte test)
+ *   non-ASCII (b >= 0x80): w & 0x80*K
+ * A borrow can only flag a byte above a truly special byte, never below,
+ * so the lowest flagged byte is exact. */
+static inline uint64_t mst_json_special_mask8(uint64_t w) {
+    const uint64_t k = 0x0101010101010101ull, hi = 0x8080808080808080ull;
+    uint64_t ctl = (w - 0x20 * k) & ~w;
+    uint64_t q = w ^ ('"' * k), bs = w ^ ('\\' * k);
+    q = (q - k) & ~q;
+    bs = (bs - k) & ~bs;
+    return (ctl | q | bs | w) & hi;
+}
+
+static inline size_t mst_json_plain_prefix(const uint8_t *s, size_t n) {
+    size_t i = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (; n - i >= 8; i += 8) {
+        uint64_t w;
+        __builtin_memcpy(&w, s + i, 8);
+        uint64_t m = mst_json_special_mask8(w);
+        if (m) return i + ((size_t)__builtin_ctzll(m) >> 3);
+    }
+#endif
+    for (; i < n; i++) {
+        uint8_t c = s[i];
+        if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\') break;
+    }
+    return i;
+}
+
 #endif /* MST_WIRE_BUF_H */

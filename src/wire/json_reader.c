@@ -1,9 +1,9 @@
 /*
  * json_reader.c — the strict pull JSON reader of json_reader.h.
  *
- * Shape: strings are scanned once to validate them (a table marks the
- * plain ASCII bytes so the common case is one load and one branch per
- * byte) and unescaped in a second pass only when they contain a backslash.
+ * Shape: strings are scanned once to validate them (runs of plain ASCII
+ * are skipped 8 bytes at a time by mst_json_plain_prefix, buf.h) and
+ * unescaped in a second pass only when they contain a backslash.
  * Containers are tracked as two 64-bit bit stacks (object-or-array, has a
  * member yet), so skipping a nested value is an iterative loop with no
  * recursion: deep or hostile input cannot exhaust the C stack.
@@ -12,18 +12,6 @@
 #include "wire/json_reader.h"
 
 #include <string.h>
-
-/* 1 for bytes a string may hold verbatim without further checks. */
-static const uint8_t plain_byte[256] = {
-#define R16(v) v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v
-    R16(0), R16(0),                                   /* 0x00-0x1f: control */
-    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,   /* 0x20-0x2f: '"' */
-    R16(1), R16(1),                                   /* 0x30-0x4f */
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,   /* 0x50-0x5f: '\\' */
-    R16(1), R16(1),                                   /* 0x60-0x7f */
-    R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), R16(0), R16(0) /* >= 0x80 */
-#undef R16
-};
 
 static bool fail(mst_json_reader *r, const uint8_t *at, const char *msg) {
     if (!r->err) {
@@ -95,7 +83,8 @@ static bool scan_string(mst_json_reader *r, const uint8_t **s, const uint8_t **e
     bool has_esc = false;
     *s = p;
     for (;;) {
-        while (p < end && plain_byte[*p]) p++;
+        /* Plain ASCII 8 bytes at a time (buf.h), then byte by byte. */
+        p += mst_json_plain_prefix(p, (size_t)(end - p));
         if (p >= end) return fail(r, p, "unterminated string");
         uint8_t c = *p;
         if (c == '"') break;
