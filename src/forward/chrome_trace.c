@@ -15,10 +15,11 @@
  * truncated back to the last good state).
  *
  * Tables: span positions (trace_id, span_id) -> (pid, tid, start), and
- * an "already named" set for M events: each a chained hash table over a
- * fixed pool with an intrusive FIFO list, so find/insert/remove are O(1) on
- * average and the oldest entry is evicted (and counted) when the table
- * holds MST_CHROME_MAX_TRACKED entries. Pending links are two-level,
+ * an "already named" set for M events: each an open-addressing hash index
+ * (seeded hash, linear probing, backward-shift deletion; see track_table)
+ * over a fixed pool with an intrusive FIFO list, so find/insert/remove are
+ * O(1) on average and the oldest entry is evicted (and counted) when the
+ * table holds MST_CHROME_MAX_TRACKED entries. Pending links are two-level,
  * because many spans may link to one source that never arrives (every
  * schedule span links to a long-lived request): a hash table of distinct
  * source keys ("groups"), each owning a doubly linked list of waiting
@@ -33,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/log.h"
@@ -43,26 +45,35 @@
 /* Buffered bytes kept across failing writes before they are dropped. */
 #define MAX_BUFFER_BYTES (64u << 20)
 #define DEFAULT_SERVICE_NAME "ms_service_profiler"
+/* Links whose table lines are prefetched (the rest are simply looked up). */
+#define PREFETCH_LINKS 4
 
 /* ------------------------------------------------------------ tables */
 
 typedef struct track_entry {
     uint8_t key[24];   /* trace_id(16) + span_id(8), or a names key */
-    uint32_t chain;    /* next entry in the bucket, index + 1 (0 = none) */
-    uint32_t older;    /* FIFO neighbours, index + 1 */
+    uint32_t older;    /* FIFO neighbours, index + 1; `older` doubles as free list */
     uint32_t newer;
     int64_t pid, tid, ts_ns;
     uint32_t first, last; /* pending groups: their destinations, index + 1 */
-} track_entry;
+} track_entry;             /* 64 bytes: one cache line in the aligned pool */
 
+/* Open addressing over a power-of-two slot array (load <= 0.5), linear
+ * probing, backward-shift deletion (no tombstones, so probe sequences never
+ * lengthen with churn). A slot holds (32-bit hash << 32) | (index + 1), 0 =
+ * empty: the stored hash gives the slot's home for the backward shift and
+ * filters almost every non-matching slot without touching its entry, so a
+ * lookup of an absent key (the common case for the pending-link groups and
+ * for a new span's position) costs one cache line. */
 typedef struct track_table {
-    track_entry *e;
-    uint32_t *buckets;  /* index + 1 of the first entry, 0 = empty */
+    track_entry *e;     /* pool, 64-byte aligned; untouched pages stay unbacked */
+    uint64_t *slots;
+    uint64_t seed;
     uint32_t mask;
     uint32_t cap;
     uint32_t count;
     uint32_t used;      /* pool slots ever handed out */
-    uint32_t free_head; /* index + 1, chained through `chain` */
+    uint32_t free_head; /* index + 1, chained through `older` */
     uint32_t oldest, newest;
 } track_table;
 
@@ -70,22 +81,30 @@ static bool table_init(track_table *t, uint32_t cap) {
     memset(t, 0, sizeof *t);
     uint32_t nb = 16;
     while (nb < cap * 2u && nb < (1u << 30)) nb <<= 1;
-    t->e = calloc(cap, sizeof *t->e);
-    t->buckets = calloc(nb, sizeof *t->buckets);
-    if (!t->e || !t->buckets) {
+    /* Entries are fully written when handed out, so the pool needs no
+     * zeroing (and big allocations come from mmap: lazily backed). */
+    t->e = aligned_alloc(64, ((size_t)cap * sizeof *t->e + 63) & ~(size_t)63);
+    t->slots = calloc(nb, sizeof *t->slots);
+    if (!t->e || !t->slots) {
         free(t->e);
-        free(t->buckets);
+        free(t->slots);
         memset(t, 0, sizeof *t);
         return false;
     }
     t->mask = nb - 1;
     t->cap = cap;
+    /* Per-table random seed: ids come from other processes, so a fixed hash
+     * would let a client craft colliding keys and long probe runs. */
+    uint64_t seed = (uint64_t)(uintptr_t)t->e ^ ((uint64_t)getpid() << 32);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    t->seed = seed ^ (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull;
     return true;
 }
 
 static void table_free(track_table *t) {
     free(t->e);
-    free(t->buckets);
+    free(t->slots);
     memset(t, 0, sizeof *t);
 }
 
@@ -95,36 +114,65 @@ static uint64_t load64(const uint8_t *p) {
     return v;
 }
 
-/* Mixes the 24 key bytes (murmur3 finaliser per word) into a bucket hash. */
-static uint32_t key_hash(const uint8_t key[24]) {
-    uint64_t h = 0x9E3779B97F4A7C15ull;
-    for (int i = 0; i < 3; i++) {
-        uint64_t k = load64(key + 8 * i) + h;
-        k ^= k >> 33;
-        k *= 0xff51afd7ed558ccdull;
-        k ^= k >> 33;
-        k *= 0xc4ceb9fe1a85ec53ull;
-        k ^= k >> 33;
-        h = (h * 31u) ^ k;
-    }
+/* 64x64->128 multiply folded to 64 bits (the wyhash mixing step). */
+static inline uint64_t mum(uint64_t a, uint64_t b) {
+    unsigned __int128 r = (unsigned __int128)a * b;
+    return (uint64_t)r ^ (uint64_t)(r >> 64);
+}
+
+/* Seeded hash of the 24 key bytes; 32 bits are kept in the slot. */
+static inline uint32_t key_hash(const track_table *t, const uint8_t key[24]) {
+    uint64_t h = mum(load64(key) ^ t->seed, load64(key + 8) ^ 0xe7037ed1a0b428dbull);
+    h = mum(h ^ load64(key + 16), 0x8ebc6af09c88c6e3ull ^ t->seed);
     return (uint32_t)(h ^ (h >> 32));
 }
 
 static uint32_t table_find(const track_table *t, const uint8_t key[24]) {
-    for (uint32_t i = t->buckets[key_hash(key) & t->mask]; i; i = t->e[i - 1].chain)
-        if (memcmp(t->e[i - 1].key, key, 24) == 0) return i;
-    return 0;
+    uint32_t h = key_hash(t, key);
+    for (uint32_t pos = h & t->mask;; pos = (pos + 1) & t->mask) {
+        uint64_t sl = t->slots[pos];
+        if (!sl) return 0;
+        uint32_t i = (uint32_t)sl;
+        if ((uint32_t)(sl >> 32) == h && memcmp(t->e[i - 1].key, key, 24) == 0) return i;
+    }
 }
 
-/* Removes entry `i` (index + 1) from its bucket and the FIFO list. */
+/* Starts loading the cache lines a later find/insert of `key` will touch
+ * (its home slot and, when the table is full, the entry that insert would
+ * evict), so those misses overlap the event formatting done meanwhile. */
+static inline void table_prefetch(const track_table *t, const uint8_t key[24]) {
+    __builtin_prefetch(&t->slots[key_hash(t, key) & t->mask]);
+    if (t->count == t->cap) __builtin_prefetch(&t->e[t->oldest - 1]);
+}
+
+/* Empties slot `hole` and shifts later members of its probe run back so
+ * every entry stays reachable from its home slot (Knuth's algorithm R). */
+static void slots_delete(track_table *t, uint32_t hole) {
+    uint32_t j = hole;
+    for (;;) {
+        j = (j + 1) & t->mask;
+        uint64_t sl = t->slots[j];
+        if (!sl) break;
+        uint32_t home = (uint32_t)(sl >> 32) & t->mask;
+        /* The entry at j may fill the hole unless its home lies cyclically
+         * in (hole, j]. */
+        bool stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+        if (stays) continue;
+        t->slots[hole] = sl;
+        hole = j;
+    }
+    t->slots[hole] = 0;
+}
+
+/* Removes entry `i` (index + 1) from the slots and the FIFO list. */
 static void table_remove(track_table *t, uint32_t i) {
     track_entry *x = &t->e[i - 1];
-    uint32_t *link = &t->buckets[key_hash(x->key) & t->mask];
-    while (*link != i) link = &t->e[*link - 1].chain;
-    *link = x->chain;
+    uint32_t pos = key_hash(t, x->key) & t->mask;
+    while ((uint32_t)t->slots[pos] != i) pos = (pos + 1) & t->mask;
+    slots_delete(t, pos);
     if (x->older) t->e[x->older - 1].newer = x->newer; else t->oldest = x->newer;
     if (x->newer) t->e[x->newer - 1].older = x->older; else t->newest = x->older;
-    x->chain = t->free_head;
+    x->older = t->free_head;
     t->free_head = i;
     t->count--;
 }
@@ -140,17 +188,19 @@ static uint32_t table_insert(track_table *t, const uint8_t key[24], bool *evicte
     uint32_t i;
     if (t->free_head) {
         i = t->free_head;
-        t->free_head = t->e[i - 1].chain;
+        t->free_head = t->e[i - 1].older;
     } else {
         i = ++t->used;
     }
     track_entry *x = &t->e[i - 1];
     memcpy(x->key, key, 24);
-    uint32_t *b = &t->buckets[key_hash(key) & t->mask];
-    x->chain = *b;
-    *b = i;
+    uint32_t h = key_hash(t, key);
+    uint32_t pos = h & t->mask;
+    while (t->slots[pos]) pos = (pos + 1) & t->mask;
+    t->slots[pos] = ((uint64_t)h << 32) | i;
     x->older = t->newest;
     x->newer = 0;
+    x->first = x->last = 0;
     if (t->newest) t->e[t->newest - 1].newer = i; else t->oldest = i;
     t->newest = i;
     t->count++;
@@ -256,20 +306,20 @@ struct mst_chrome_writer {
     mst_chrome_stats st;
 };
 
-static int hexnib(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return 0;
-}
+/* Hex digit values (any case; every other byte 0, as before). */
+static const uint8_t hexval_tbl[256] = {
+    ['0'] = 0, ['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 5, ['6'] = 6, ['7'] = 7,
+    ['8'] = 8, ['9'] = 9, ['a'] = 10, ['b'] = 11, ['c'] = 12, ['d'] = 13, ['e'] = 14,
+    ['f'] = 15, ['A'] = 10, ['B'] = 11, ['C'] = 12, ['D'] = 13, ['E'] = 14, ['F'] = 15};
 
+/* Up to 2n hex digits (stopping at a NUL; missing digits count as 0). */
 static void hex_to_bytes(const char *hex, uint8_t *out, size_t n) {
-    size_t len = strnlen(hex, 2 * n);
-    for (size_t i = 0; i < n; i++) {
-        int hi = 2 * i < len ? hexnib(hex[2 * i]) : 0;
-        int lo = 2 * i + 1 < len ? hexnib(hex[2 * i + 1]) : 0;
-        out[i] = (uint8_t)((hi << 4) | lo);
-    }
+    const uint8_t *h = (const uint8_t *)hex;
+    size_t i = 0;
+    for (; i < n && h[0] && h[1]; i++, h += 2)
+        out[i] = (uint8_t)((hexval_tbl[h[0]] << 4) | hexval_tbl[h[1]]);
+    if (i < n && h[0]) out[i++] = (uint8_t)(hexval_tbl[h[0]] << 4);
+    for (; i < n; i++) out[i] = 0;
 }
 
 static void make_key(const char *trace_hex, const char *span_hex, uint8_t key[24]) {
@@ -470,12 +520,25 @@ mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s
     int64_t tid = s->has_tid ? s->tid : 0;
     const mst_json_slice *service = find_kv(s->resource, s->n_resource, "service.name");
 
+    /* Table keys first, with prefetches: the position/pending tables are
+     * megabytes of random accesses, mostly cache misses, which then overlap
+     * the formatting of the span's events below. */
+    uint8_t key[24];
+    make_key(s->trace_id, s->span_id, key);
+    table_prefetch(&w->pos, key);
+    table_prefetch(&w->pend.groups, key);
+    uint8_t link_keys[PREFETCH_LINKS][24];
+    size_t n_pre = s->n_links < PREFETCH_LINKS ? s->n_links : PREFETCH_LINKS;
+    for (size_t l = 0; l < n_pre; l++) {
+        make_key(s->links[l].trace_id, s->links[l].span_id, link_keys[l]);
+        table_prefetch(&w->pos, link_keys[l]);
+        table_prefetch(&w->pend.groups, link_keys[l]);
+    }
+
     maybe_name(w, pid, 0, false, service);
     maybe_name(w, pid, tid, true, find_kv(s->attrs, s->n_attrs, "thread.name"));
     emit_span(w, s, pid, tid, service);
 
-    uint8_t key[24];
-    make_key(s->trace_id, s->span_id, key);
     bool ev;
     uint32_t i = table_find(&w->pos, key);
     if (!i) {
@@ -502,7 +565,8 @@ mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s
     memcpy(self_span, key + 16, 8);
     for (size_t l = 0; l < s->n_links; l++) {
         uint8_t src[24];
-        make_key(s->links[l].trace_id, s->links[l].span_id, src);
+        if (l < n_pre) memcpy(src, link_keys[l], 24);
+        else make_key(s->links[l].trace_id, s->links[l].span_id, src);
         uint32_t k = table_find(&w->pos, src);
         if (k) {
             const track_entry *sp = &w->pos.e[k - 1];
