@@ -435,13 +435,18 @@ static void emit_flow(mst_chrome_writer *w, const uint8_t src_key[24], int64_t s
     w->buffered_flows++;
 }
 
-/* True for attribute keys the fixed args replace (upstream: fixed win). */
+/* True for attribute keys the fixed args replace (upstream: fixed win).
+ * Dispatch on the length first: this runs for every attribute. */
 static bool fixed_arg(const mst_str *k) {
-    static const char *const fixed[] = {"trace_id", "span_id", "parent_span_id",
-                                        "span.kind", "span.status", "service.name"};
-    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
-        if (k->len == strlen(fixed[i]) && memcmp(k->ptr, fixed[i], k->len) == 0) return true;
-    return false;
+    switch (k->len) {
+    case 7: return memcmp(k->ptr, "span_id", 7) == 0;
+    case 8: return memcmp(k->ptr, "trace_id", 8) == 0;
+    case 9: return memcmp(k->ptr, "span.kind", 9) == 0;
+    case 11: return memcmp(k->ptr, "span.status", 11) == 0;
+    case 12: return memcmp(k->ptr, "service.name", 12) == 0;
+    case 14: return memcmp(k->ptr, "parent_span_id", 14) == 0;
+    default: return false;
+    }
 }
 
 /* Does an attribute named "resource.<rkey>" exist (attributes win)? */
@@ -458,19 +463,21 @@ static bool attr_shadows(const mst_pf_span *s, const mst_str *rkey) {
 static void emit_span(mst_chrome_writer *w, const mst_pf_span *s, int64_t pid, int64_t tid,
                       const mst_json_slice *service) {
     mst_buf *b = &w->buf;
-    LIT(b, ",{");
-    append_str_member(b, "name", s->name.ptr ? s->name.ptr : "", s->name.ptr ? s->name.len : 0);
-    mst_buf_append_byte(b, ',');
-    if (s->category.ptr) append_str_member(b, "cat", s->category.ptr, s->category.len);
-    else append_str_member(b, "cat", "Tracing", 7);
+    /* Fixed keys are literals (nothing to escape); values still go through
+     * the escaper, whose plain-ASCII fast path makes that one memcpy. */
+    LIT(b, ",{\"name\":");
+    mst_buf_append_json_str(b, s->name.ptr ? s->name.ptr : "", s->name.ptr ? s->name.len : 0);
+    LIT(b, ",\"cat\":");
+    if (s->category.ptr) mst_buf_append_json_str(b, s->category.ptr, s->category.len);
+    else LIT(b, "\"Tracing\"");
     LIT(b, ",\"ph\":\"X\",\"ts\":");
     append_ts(b, s->start_ns);
     LIT(b, ",\"dur\":");
     append_us(b, false, s->end_ns > s->start_ns ? (uint64_t)s->end_ns - (uint64_t)s->start_ns : 0);
-    mst_buf_append_byte(b, ',');
-    append_int_member(b, "pid", pid);
-    mst_buf_append_byte(b, ',');
-    append_int_member(b, "tid", tid);
+    LIT(b, ",\"pid\":");
+    mst_buf_append_i64(b, pid);
+    LIT(b, ",\"tid\":");
+    mst_buf_append_i64(b, tid);
     LIT(b, ",\"args\":{");
     bool any_resource_prefixed = false;
     for (size_t i = 0; i < s->n_attrs; i++) {
@@ -482,15 +489,16 @@ static void emit_span(mst_chrome_writer *w, const mst_pf_span *s, int64_t pid, i
         mst_buf_append(b, kv->value.ptr, kv->value.len);
         mst_buf_append_byte(b, ',');
     }
-    append_str_member(b, "trace_id", s->trace_id, strnlen(s->trace_id, 32));
-    mst_buf_append_byte(b, ',');
-    append_str_member(b, "span_id", s->span_id, strnlen(s->span_id, 16));
-    mst_buf_append_byte(b, ',');
-    append_str_member(b, "parent_span_id", s->parent_span_id, strnlen(s->parent_span_id, 16));
-    mst_buf_append_byte(b, ',');
-    append_int_member(b, "span.kind", s->kind);
-    mst_buf_append_byte(b, ',');
-    append_int_member(b, "span.status", s->status);
+    LIT(b, "\"trace_id\":");
+    mst_buf_append_json_str(b, s->trace_id, strnlen(s->trace_id, 32));
+    LIT(b, ",\"span_id\":");
+    mst_buf_append_json_str(b, s->span_id, strnlen(s->span_id, 16));
+    LIT(b, ",\"parent_span_id\":");
+    mst_buf_append_json_str(b, s->parent_span_id, strnlen(s->parent_span_id, 16));
+    LIT(b, ",\"span.kind\":");
+    mst_buf_append_i64(b, s->kind);
+    LIT(b, ",\"span.status\":");
+    mst_buf_append_i64(b, s->status);
     LIT(b, ",\"service.name\":");
     if (service) mst_buf_append(b, service->ptr, service->len);
     else mst_buf_append_json_str(b, DEFAULT_SERVICE_NAME, sizeof DEFAULT_SERVICE_NAME - 1);
