@@ -232,8 +232,9 @@ typedef struct mst_tracer_stats {
     uint64_t spans_queued;       /* accepted into the queue                 */
     uint64_t spans_dropped;      /* queue full at mst_span_end              */
     uint64_t spans_filtered;     /* not ERROR while export_errors_only      */
-    uint64_t spans_exported;     /* delivered by every exporter             */
-    uint64_t spans_failed;       /* some exporter failed to deliver them    */
+    uint64_t spans_exported;     /* delivered by at least one exporter (or
+                                  * there is none); per sink: exporter stats */
+    uint64_t spans_failed;       /* no exporter delivered them              */
     uint64_t batches_exported;
     uint32_t queue_depth;        /* spans in the queue right now            */
     uint64_t spans_unsampled;    /* starts refused by the sampler or by

@@ -385,13 +385,18 @@ void mst_tracer_discard(mst_tracer *t, mst_span *s) {
 
 /* ------------------------------------------------------ exporter thread */
 
+/* A batch counts as exported when at least one exporter delivered it (or
+ * there is none): sinks are independent (SPEC §2: "Perfetto forwarder not
+ * running → Jaeger unaffected"), so an absent forwarder must not make
+ * spans that reached Jaeger look lost. It counts as failed only when no
+ * exporter delivered it. Per-sink truth is in each exporter's stats. */
 static void export_batch(mst_tracer *t, size_t n) {
     size_t ne = atomic_load_explicit(&t->n_exporters, memory_order_acquire);
-    bool ok = true;
+    bool ok = ne == 0;
     for (size_t i = 0; i < ne; i++) {
         mst_exporter *e = t->exporters[i];
         mst_status st = e->ops->export_batch(e, (const mst_span *const *)t->batch, n);
-        if (st != MST_OK) ok = false;
+        if (st == MST_OK) ok = true;
     }
     atomic_fetch_add_explicit(ok ? &t->exported : &t->failed, n, memory_order_relaxed);
     if (ok) atomic_fetch_add_explicit(&t->batches, 1, memory_order_relaxed);
