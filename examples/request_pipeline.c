@@ -2,7 +2,7 @@
  * request_pipeline.c — an LLM serving loop traced with libmstrace, using only
  * the public header. It shows the shape of a real integration:
  *   - a tracer configured from the environment (OTEL_BSP_*), feeding the
- *     Perfetto forwarder (socket from MSTRACE_SOCKET_NAME, default
+ *     Perfetto forwarder (socket from MSTRACE_PERFETTO_SOCKET, default
  *     MSP_PERFETTO_SOCKET) and, when OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT is
  *     set, an OTLP collector such as Jaeger;
  *   - an "API server" thread (main) that receives requests: one root
@@ -277,7 +277,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     mst_exporter *fwd = NULL;
-    st = mst_forward_exporter_create(getenv("MSTRACE_SOCKET_NAME"), &fwd);
+    st = mst_forward_exporter_create(getenv("MSTRACE_PERFETTO_SOCKET"), &fwd);
     if (st == MST_OK) st = mst_tracer_add_exporter(tracer, fwd);
     if (st != MST_OK) {
         fprintf(stderr, "forwarder exporter: %s\n", mst_strerror(st));

@@ -78,7 +78,7 @@ if [ -n "${OTEL_EXPORTER_OTLP_TRACES_ENDPOINT:-}${OTEL_EXPORTER_OTLP_ENDPOINT:-}
   echo "==> OTLP endpoint set: the example also exports there"
 fi
 echo "==> running the example ($REQUESTS requests, at most $STEPS engine steps)"
-MSTRACE_SOCKET_NAME="$SOCKET_NAME" OTEL_SERVICE_NAME="${OTEL_SERVICE_NAME:-mstrace-demo}" \
+MSTRACE_PERFETTO_SOCKET="$SOCKET_NAME" OTEL_SERVICE_NAME="${OTEL_SERVICE_NAME:-mstrace-demo}" \
   "$BUILD_DIR/example_request_pipeline" --requests "$REQUESTS" --steps "$STEPS"
 
 # ---- 4. stop the forwarder: SIGTERM drains and closes the JSON array

@@ -36,7 +36,7 @@ def example_bin():
 
 def run_example(example_bin, socket_name, *args):
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_EXPORTER_OTLP")}
-    env["MSTRACE_SOCKET_NAME"] = socket_name
+    env["MSTRACE_PERFETTO_SOCKET"] = socket_name
     proc = subprocess.run([str(example_bin), *args], env=env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
