@@ -2,7 +2,8 @@
  * arena.c — the per-span bump allocator declared in arena.h.
  *
  * Owns: carving 8-byte aligned blocks from the span's inline buffer, then
- * from malloc'd chunks (newest first), and releasing those chunks in one go.
+ * from malloc'd chunks (newest first), and releasing those chunks in one go
+ * (or all but the first, for arenas reused many times: reset_keep).
  * Why: a span with a few short attributes needs no allocation beyond the span
  * itself, and the exporter thread frees a span with one walk of its chunks.
  * mst_arena_init deliberately does not touch inline_buf: zeroing 512 bytes
@@ -82,5 +83,21 @@ void mst_arena_release(mst_arena *arena) {
         c = next;
     }
     arena->chunks = NULL;
+    arena->inline_used = 0;
+}
+
+void mst_arena_reset_keep(mst_arena *arena, size_t keep_max) {
+    mst_arena_chunk *c = arena->chunks, *keep = NULL;
+    while (c) {
+        mst_arena_chunk *next = c->next;
+        if (!next && c->cap <= keep_max) keep = c; /* the oldest chunk */
+        else free(c);
+        c = next;
+    }
+    if (keep) {
+        keep->used = 0;
+        keep->next = NULL;
+    }
+    arena->chunks = keep;
     arena->inline_used = 0;
 }

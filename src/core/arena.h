@@ -34,5 +34,11 @@ char *mst_arena_strndup(mst_arena *arena, const char *s, size_t len, size_t max_
                         size_t *out_len);
 /* Frees every chunk; the arena may be reused after mst_arena_init. */
 void mst_arena_release(mst_arena *arena);
+/* Empties the arena for reuse but keeps its oldest chunk (the first one
+ * malloc'd) when that chunk's capacity is at most keep_max bytes; every
+ * other chunk is freed. Why: a long-lived arena emptied after every unit of
+ * work (the forwarder's per-packet decode) then needs no malloc/free per
+ * unit, while one huge unit's memory is still returned at once. */
+void mst_arena_reset_keep(mst_arena *arena, size_t keep_max);
 
 #endif /* MST_CORE_ARENA_H */

@@ -4,7 +4,9 @@
  *
  * Why per-packet arena reset: the decoder's strings/arrays live in an arena
  * that is emptied after every packet, so memory does not grow with traffic
- * and a huge packet's allocations are returned at once.
+ * and a huge packet's allocations are returned at once. Its first chunk
+ * (up to ARENA_KEEP_BYTES) is kept across packets, so an ordinary packet
+ * costs no malloc/free.
  */
 #include "forward/perfetto_sink.h"
 
@@ -20,6 +22,8 @@
 
 /* Buffered spans are written at the latest this long after they arrived. */
 #define FLUSH_MAX_DELAY_MS 100
+/* Arena chunk kept between packets (a bigger one is freed after its packet). */
+#define ARENA_KEEP_BYTES (64u * 1024u)
 
 struct mst_perfetto_sink {
     char *path;
@@ -77,8 +81,7 @@ void mst_perfetto_sink_on_frame(void *self, const uint8_t *payload, size_t len, 
     } else {
         s->unflushed++;
     }
-    mst_arena_release(&s->arena);
-    mst_arena_init(&s->arena);
+    mst_arena_reset_keep(&s->arena, ARENA_KEEP_BYTES);
 }
 
 static void do_flush(mst_perfetto_sink *s, uint64_t now_ms) {
