@@ -15,12 +15,15 @@
  * the wall-clock figure. The daemon's user/sys CPU (wait4) and the clients'
  * CPU (RUSAGE_THREAD per client) per span tell where the time goes and are
  * much less sensitive to machine load; the load average is printed with the
- * summary so a figure can be judged.
+ * summary so a figure can be judged. The daemon's main (epoll/decode/format)
+ * thread is reported apart from its output writer thread: its CPU per span
+ * is the throughput bound when it has a core of its own.
  *
  * usage: bench_forward [-n SPANS] [-t THREADS] [-r RUNS] [-b PATH/TO/mstrace]
  *        (default 2000000 spans, 8 threads, 3 runs, mstrace next to this binary
  *        or $MSTRACE_BIN)
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -196,6 +199,39 @@ static long vm_hwm_kb(pid_t pid) {
     return kb;
 }
 
+/* CPU seconds (user + sys) of the daemon's main (epoll) thread and of all
+ * its other threads (the output writer), from /proc/PID/task/TID/stat.
+ * Why: the main thread's CPU per span bounds the throughput when it has a
+ * core to itself; the writer's runs on the other core. */
+static void thread_cpu(pid_t pid, double *main_s, double *other_s) {
+    *main_s = *other_s = 0;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d) return;
+    double tick = (double)sysconf(_SC_CLK_TCK);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        char sp[320], line[1024];
+        snprintf(sp, sizeof sp, "/proc/%d/task/%s/stat", (int)pid, e->d_name);
+        FILE *f = fopen(sp, "r");
+        if (!f) continue;
+        if (fgets(line, sizeof line, f)) {
+            char *p = strrchr(line, ')'); /* the name may hold spaces */
+            unsigned long long ut = 0, st = 0;
+            if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+                            &ut, &st) == 2) {
+                double cpu = (double)(ut + st) / tick;
+                if (atoi(e->d_name) == (int)pid) *main_s += cpu;
+                else *other_s += cpu;
+            }
+        }
+        fclose(f);
+    }
+    closedir(d);
+}
+
 /* The last "written=N" in the daemon's log (its final stats line). */
 static long long final_written(const char *log_path) {
     FILE *f = fopen(log_path, "r");
@@ -213,6 +249,7 @@ static long long final_written(const char *log_path) {
 typedef struct result {
     double spans_per_s, in_mb_s, out_mb_s;
     double daemon_user_s, daemon_sys_s, client_cpu_s;
+    double main_thread_s, other_threads_s; /* sampled when the clients are done */
     long hwm_kb, maxrss_kb;
 } result;
 
@@ -252,6 +289,7 @@ static int run_once(const char *bin, uint64_t total, int threads, result *res) {
         failed |= cs[i].failed;
     }
     res->hwm_kb = vm_hwm_kb(pid);
+    thread_cpu(pid, &res->main_thread_s, &res->other_threads_s);
     kill(pid, SIGTERM);
     int status = 0;
     struct rusage ru;
@@ -268,10 +306,12 @@ static int run_once(const char *bin, uint64_t total, int threads, result *res) {
     res->out_mb_s = out_bytes / dt / 1e6;
     printf("  run: %llu spans in %.3f s: %.0f spans/s, in %.1f MB/s, out %.1f MB/s, "
            "daemon VmHWM %.1f MB (maxrss %.1f MB), daemon CPU user %.2f s sys %.2f s "
-           "(%.2f us/span), clients CPU %.2f s (%.2f us/span), exit %d, written %lld\n",
+           "(%.2f us/span; main thread %.2f, writer %.2f), clients CPU %.2f s (%.2f us/span), "
+           "exit %d, written %lld\n",
            (unsigned long long)total, dt, res->spans_per_s, res->in_mb_s, res->out_mb_s,
            res->hwm_kb / 1024.0, res->maxrss_kb / 1024.0, res->daemon_user_s,
            res->daemon_sys_s, (res->daemon_user_s + res->daemon_sys_s) / (double)total * 1e6,
+           res->main_thread_s / (double)total * 1e6, res->other_threads_s / (double)total * 1e6,
            res->client_cpu_s, res->client_cpu_s / (double)total * 1e6,
            WIFEXITED(status) ? WEXITSTATUS(status) : -1, written);
     free(cs);
@@ -318,7 +358,7 @@ int main(int argc, char **argv) {
     srandom((unsigned)getpid());
     printf("bench_forward: %s forward, %d client threads, %llu spans per run, %d runs\n", bin,
            threads, (unsigned long long)total, runs);
-    double sps[99], in[99], out[99], dcpu[99], ccpu[99];
+    double sps[99], in[99], out[99], dcpu[99], ccpu[99], mcpu[99];
     long hwm = 0;
     int failures = 0;
     for (int r = 0; r < runs; r++) {
@@ -329,6 +369,7 @@ int main(int argc, char **argv) {
         out[r] = res.out_mb_s;
         dcpu[r] = (res.daemon_user_s + res.daemon_sys_s) / (double)total * 1e6;
         ccpu[r] = res.client_cpu_s / (double)total * 1e6;
+        mcpu[r] = res.main_thread_s / (double)total * 1e6;
         if (res.hwm_kb > hwm) hwm = res.hwm_kb;
         if (res.maxrss_kb > hwm) hwm = res.maxrss_kb;
     }
@@ -337,13 +378,14 @@ int main(int argc, char **argv) {
     qsort(out, (size_t)runs, sizeof out[0], cmp_double);
     qsort(dcpu, (size_t)runs, sizeof dcpu[0], cmp_double);
     qsort(ccpu, (size_t)runs, sizeof ccpu[0], cmp_double);
+    qsort(mcpu, (size_t)runs, sizeof mcpu[0], cmp_double);
     double load[3] = {-1, -1, -1};
     if (getloadavg(load, 3) < 0) load[0] = -1;
     printf("SUMMARY bench_forward: median %.0f spans/s (min %.0f, max %.0f, %d runs), "
-           "in %.1f MB/s, out %.1f MB/s, peak daemon RSS %.1f MB, daemon CPU %.2f us/span, "
-           "clients CPU %.2f us/span, %ld CPUs, loadavg %.2f%s\n",
+           "in %.1f MB/s, out %.1f MB/s, peak daemon RSS %.1f MB, daemon CPU %.2f us/span "
+           "(main thread %.2f), clients CPU %.2f us/span, %ld CPUs, loadavg %.2f%s\n",
            sps[runs / 2], sps[0], sps[runs - 1], runs, in[runs / 2], out[runs / 2],
-           hwm / 1024.0, dcpu[runs / 2], ccpu[runs / 2], sysconf(_SC_NPROCESSORS_ONLN), load[0],
+           hwm / 1024.0, dcpu[runs / 2], mcpu[runs / 2], ccpu[runs / 2], sysconf(_SC_NPROCESSORS_ONLN), load[0],
            failures ? " (SOME RUNS FAILED)" : "");
     return failures ? 1 : 0;
 }

@@ -3,16 +3,23 @@
  * (chrome_trace.h, SPEC §5). Owns the output file, the event buffer and the
  * two bounded link tables.
  *
- * File protocol: the file starts as "[]" and `end_off` tracks the offset of
- * its closing ']'. Events are buffered, each preceded by ','; a flush
- * pwrite()s "<events>]" at end_off (dropping the first ',' while the file
- * has no event yet), so the file is valid JSON after every flush, and a
- * SIGKILL in the middle of a pwrite leaves "[...complete events,{partial"
- * which Perfetto's importer accepts. Because every flush writes at a fixed
- * offset, retrying after a failed or partial write is idempotent: the
- * buffer is kept and rewritten at the same place next time (bounded by
- * MAX_BUFFER_BYTES, beyond which it is dropped, ']' restored and the file
- * truncated back to the last good state).
+ * Output: events are formatted here, on the caller's (the epoll) thread,
+ * into the current chunk of an out_queue (out_queue.h), whose own thread
+ * writes them: each write puts "<events>]" over the previous closing ']'
+ * (each event is preceded by ','; the file starts as "[]"), so the file is
+ * valid JSON after every write, and the page-cache copy of the output runs
+ * on another core while the next events are decoded. Chunks are handed
+ * over at the end of every batch (mst_chrome_writer_handoff) and when full.
+ * A slow disk (or a writeback stall) makes unwritten events pile up; at
+ * MAX_UNWRITTEN_BYTES the caller waits for the writer thread, exactly as
+ * the single-threaded writer waited in pwrite: the epoll loop stops
+ * reading, the clients' socket buffers fill and their exporters (100 ms
+ * budget per batch on their own thread) count what does not fit. Why wait
+ * rather than drop here: a stall of a few hundred ms is common on a busy
+ * box (seen in the benchmark), and waiting loses nothing that the clients
+ * could still deliver, while the traced processes never wait either way.
+ * Only when the writer cannot progress (writes failing) is a span dropped
+ * and counted (spans_dropped).
  *
  * Tables: span positions (trace_id, span_id) -> (pid, tid, start), and
  * an "already named" set for M events: each an open-addressing hash index
@@ -38,12 +45,12 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "forward/out_queue.h"
 #include "forward/output_path.h"
 
-/* A flush happens automatically once this much is buffered. */
-#define AUTO_FLUSH_BYTES (1u << 20)
-/* Buffered bytes kept across failing writes before they are dropped. */
-#define MAX_BUFFER_BYTES (64u << 20)
+/* Unwritten output (queued + being formatted) at which add_span waits for
+ * the writer thread: about 0.2 s of output at the forwarder's full speed. */
+#define MAX_UNWRITTEN_BYTES (64u << 20)
 #define DEFAULT_SERVICE_NAME "ms_service_profiler"
 /* Links whose table lines are prefetched (the rest are simply looked up). */
 #define PREFETCH_LINKS 4
@@ -296,11 +303,11 @@ static pend_dest *pend_add(pend_table *p, const uint8_t key[24], bool *evicted) 
 struct mst_chrome_writer {
     int fd;
     int64_t default_pid;
-    uint64_t end_off;         /* offset of the closing ']' */
-    bool file_has_events;
-    mst_buf buf;              /* buffered events, each preceded by ',' */
+    mst_outq *out;            /* the writer thread and its chunks */
+    mst_buf *buf;             /* out's current chunk, during add_span */
+    uint64_t full_dropped;    /* spans refused at MAX_UNWRITTEN_BYTES */
     mst_buf scratch;          /* building "resource.<key>" */
-    uint64_t buffered_spans, buffered_flows;
+    uint64_t buffered_spans, buffered_flows; /* events of the span being added */
     track_table pos, names;
     pend_table pend;
     mst_chrome_stats st;
@@ -374,7 +381,7 @@ static bool is_string(const mst_json_slice *v) { return v && v->len >= 2 && v->p
  * already validated JSON string. */
 static void emit_name(mst_chrome_writer *w, int64_t pid, int64_t tid, bool thread,
                       const mst_json_slice *name) {
-    mst_buf *b = &w->buf;
+    mst_buf *b = w->buf;
     LIT(b, ",{");
     append_str_member(b, "name", thread ? "thread_name" : "process_name", thread ? 11 : 12);
     LIT(b, ",\"ph\":\"M\",\"ts\":0,");
@@ -412,7 +419,7 @@ static void emit_flow(mst_chrome_writer *w, const uint8_t src_key[24], int64_t s
     for (int i = 16; i < 24; i++) { id[n++] = hx[src_key[i] >> 4]; id[n++] = hx[src_key[i] & 15]; }
     id[n++] = ':';
     for (int i = 0; i < 8; i++) { id[n++] = hx[dest_span[i] >> 4]; id[n++] = hx[dest_span[i] & 15]; }
-    mst_buf *b = &w->buf;
+    mst_buf *b = w->buf;
     for (int phase = 0; phase < 2; phase++) {
         LIT(b, ",{\"name\":\"request.link\",\"cat\":\"Tracing.Flow\",");
         if (phase == 0) LIT(b, "\"ph\":\"s\",\"ts\":");
@@ -462,7 +469,7 @@ static bool attr_shadows(const mst_pf_span *s, const mst_str *rkey) {
 
 static void emit_span(mst_chrome_writer *w, const mst_pf_span *s, int64_t pid, int64_t tid,
                       const mst_json_slice *service) {
-    mst_buf *b = &w->buf;
+    mst_buf *b = w->buf;
     /* Fixed keys are literals (nothing to escape); values still go through
      * the escaper, whose plain-ASCII fast path makes that one memcpy. */
     LIT(b, ",{\"name\":");
@@ -522,8 +529,17 @@ static void emit_span(mst_chrome_writer *w, const mst_pf_span *s, int64_t pid, i
 
 mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s) {
     if (!w || !s) return MST_ERR_INVALID_ARG;
-    size_t mark = w->buf.len;
-    uint64_t spans0 = w->buffered_spans, flows0 = w->buffered_flows;
+    if (mst_outq_unwritten(w->out) >= MAX_UNWRITTEN_BYTES &&
+        !mst_outq_wait_room(w->out, MAX_UNWRITTEN_BYTES)) {
+        w->full_dropped++; /* before any table change: as if never received */
+        return MST_ERR_QUEUE_FULL;
+    }
+    if (!(w->buf = mst_outq_buf(w->out))) {
+        MST_WARN("perfetto output: out of memory buffering a span; span dropped");
+        return MST_ERR_NOMEM;
+    }
+    size_t mark = w->buf->len;
+    w->buffered_spans = w->buffered_flows = 0;
     int64_t pid = s->has_pid ? s->pid : w->default_pid;
     int64_t tid = s->has_tid ? s->tid : 0;
     const mst_json_slice *service = find_kv(s->resource, s->n_resource, "service.name");
@@ -590,18 +606,55 @@ mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s
     }
     w->st.flows_pending = w->pend.count;
 
-    if (w->buf.failed) {
-        w->buf.len = mark;
-        w->buf.failed = false;
-        w->buffered_spans = spans0;
-        w->buffered_flows = flows0;
+    if (w->buf->failed) {
+        w->buf->len = mark;
+        w->buf->failed = false;
         MST_WARN("perfetto output: out of memory buffering a span; span dropped");
         return MST_ERR_NOMEM;
     }
-    /* The span is buffered either way; a failed write is counted in
-     * write_errors and retried by the next flush. */
-    if (w->buf.len >= AUTO_FLUSH_BYTES) (void)mst_chrome_writer_flush(w);
+    mst_outq_added(w->out, w->buffered_spans, w->buffered_flows);
     return MST_OK;
+}
+
+int mst_chrome_writer_handoff(mst_chrome_writer *w) {
+    return w ? mst_outq_handoff(w->out) : 0;
+}
+
+mst_status mst_chrome_writer_flush(mst_chrome_writer *w) {
+    if (!w) return MST_ERR_INVALID_ARG;
+    return mst_outq_flush(w->out);
+}
+
+/* Adds the output queue's counters (written, write errors, drops) to st. */
+static void merge_out_stats(const mst_chrome_writer *w, const mst_outq_stats *os,
+                            mst_chrome_stats *out) {
+    out->bytes_written = os->bytes_written;
+    out->spans_written = os->spans_written;
+    out->flows_written = os->flows_written;
+    out->write_errors = os->write_errors;
+    out->spans_dropped = w->full_dropped + os->spans_dropped;
+    out->write_waits = os->waits;
+}
+
+void mst_chrome_writer_get_stats(const mst_chrome_writer *w, mst_chrome_stats *out) {
+    if (!out) return;
+    if (!w) {
+        memset(out, 0, sizeof *out);
+        return;
+    }
+    *out = w->st;
+    out->flows_pending = w->pend.count;
+    mst_outq_stats os;
+    mst_outq_get_stats(w->out, &os);
+    merge_out_stats(w, &os, out);
+}
+
+static void writer_free(mst_chrome_writer *w) {
+    table_free(&w->pos);
+    pend_free(&w->pend);
+    table_free(&w->names);
+    mst_buf_free(&w->scratch);
+    free(w);
 }
 
 /* pwrite of all n bytes at off, retrying EINTR and short writes. */
@@ -618,67 +671,6 @@ static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off) {
         off += (uint64_t)k;
     }
     return 0;
-}
-
-/* Gives up on the buffered events after repeated write errors: restores
- * the last good end of the file. */
-static void drop_buffer(mst_chrome_writer *w) {
-    MST_ERROR("perfetto output: dropping %llu buffered spans after write errors",
-              (unsigned long long)w->buffered_spans);
-    mst_buf_reset(&w->buf);
-    w->buffered_spans = w->buffered_flows = 0;
-    if (pwrite_all(w->fd, (const uint8_t *)"]", 1, w->end_off) != 0 ||
-        ftruncate(w->fd, (off_t)(w->end_off + 1)) != 0)
-        w->st.write_errors++;
-}
-
-mst_status mst_chrome_writer_flush(mst_chrome_writer *w) {
-    if (!w) return MST_ERR_INVALID_ARG;
-    if (w->buf.len == 0) return MST_OK;
-    mst_buf_append_byte(&w->buf, ']');
-    if (w->buf.failed) { /* cannot even add the bracket: keep the events */
-        w->buf.failed = false;
-        return MST_ERR_NOMEM;
-    }
-    size_t skip = w->file_has_events ? 0 : 1; /* the first event's ',' */
-    size_t n = w->buf.len - skip;
-    int e = pwrite_all(w->fd, w->buf.data + skip, n, w->end_off);
-    w->buf.len--; /* the ']' again */
-    if (e) {
-        w->st.write_errors++;
-        if (w->st.write_errors == 1 || w->st.write_errors % 1000 == 0)
-            MST_ERROR("perfetto output: write failed: %s (%llu errors so far)", strerror(e),
-                      (unsigned long long)w->st.write_errors);
-        if (w->buf.len > MAX_BUFFER_BYTES) drop_buffer(w);
-        return MST_ERR_IO;
-    }
-    w->end_off += n - 1;
-    w->file_has_events = true;
-    w->st.bytes_written += n - 1; /* the old ']' was overwritten */
-    w->st.spans_written += w->buffered_spans;
-    w->st.flows_written += w->buffered_flows;
-    w->buffered_spans = w->buffered_flows = 0;
-    mst_buf_reset(&w->buf);
-    return MST_OK;
-}
-
-void mst_chrome_writer_get_stats(const mst_chrome_writer *w, mst_chrome_stats *out) {
-    if (!out) return;
-    if (!w) {
-        memset(out, 0, sizeof *out);
-        return;
-    }
-    *out = w->st;
-    out->flows_pending = w->pend.count;
-}
-
-static void writer_free(mst_chrome_writer *w) {
-    table_free(&w->pos);
-    pend_free(&w->pend);
-    table_free(&w->names);
-    mst_buf_free(&w->buf);
-    mst_buf_free(&w->scratch);
-    free(w);
 }
 
 mst_status mst_chrome_writer_open(const char *path, int64_t default_pid,
@@ -699,26 +691,28 @@ mst_status mst_chrome_writer_open(const char *path, int64_t default_pid,
     }
     w->fd = fd;
     w->default_pid = default_pid;
-    mst_buf_init(&w->buf, 0);
     mst_buf_init(&w->scratch, 0);
     int e = pwrite_all(fd, (const uint8_t *)"[]", 2, 0);
     if (e) {
         if (err && err_size) snprintf(err, err_size, "cannot write %s: %s", path, strerror(e));
         close(fd);
-        w->fd = -1;
         writer_free(w);
         return MST_ERR_IO;
     }
-    w->end_off = 1;
-    w->st.bytes_written = 2;
+    if (mst_outq_start(fd, 1, 2, &w->out) != MST_OK) {
+        if (err && err_size) snprintf(err, err_size, "cannot start the Chrome Trace writer thread");
+        close(fd);
+        writer_free(w);
+        return MST_ERR_NOMEM;
+    }
     *out = w;
     return MST_OK;
 }
 
 mst_status mst_chrome_writer_close(mst_chrome_writer *w) {
     if (!w) return MST_ERR_INVALID_ARG;
-    mst_status st = mst_chrome_writer_flush(w);
-    if (st != MST_OK && w->buf.len) drop_buffer(w);
+    mst_outq_stats os;
+    mst_status st = mst_outq_stop(w->out, &os);
     if (close(w->fd) != 0 && st == MST_OK) st = MST_ERR_IO;
     writer_free(w);
     return st;

@@ -3,8 +3,9 @@
  * Turns decoded hook span packets into "X" events plus "s"/"f" flow pairs
  * for links (a link whose source span has not arrived yet waits in a bounded
  * table), and "M" process/thread name events where known. The file is always
- * valid JSON after mst_chrome_writer_flush(): events are appended before a
- * closing "]" that is rewritten on each flush.
+ * valid JSON after every write: events are appended before a closing "]"
+ * that is rewritten with each write. Writes run on the writer's own thread
+ * (see chrome_trace.c); every function here is called from one thread.
  */
 #ifndef MST_FORWARD_CHROME_TRACE_H
 #define MST_FORWARD_CHROME_TRACE_H
@@ -24,6 +25,8 @@ typedef struct mst_chrome_stats {
     uint64_t pending_evicted;
     uint64_t bytes_written;
     uint64_t write_errors;
+    uint64_t spans_dropped;        /* dropped after write errors */
+    uint64_t write_waits;          /* times add_span waited for the writer thread */
 } mst_chrome_stats;
 
 /* Checks `path` against the output path rules (SPEC §5; see output_path.h),
@@ -31,9 +34,19 @@ typedef struct mst_chrome_stats {
  * for spans without process.pid. */
 mst_status mst_chrome_writer_open(const char *path, int64_t default_pid,
                                   mst_chrome_writer **out, char *err, size_t err_size);
-/* Buffers the events for one span (and any flows it completes). */
+/* Buffers the events for one span (and any flows it completes). When the
+ * unwritten output has reached its cap (64 MiB; the disk is slower than the
+ * traffic) it first waits for the writer thread. MST_ERR_QUEUE_FULL: the
+ * writer cannot make progress (writes failing); the span was dropped and
+ * counted in spans_dropped, nothing else changed. */
 mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *span);
-/* Writes buffered events and the closing "]"; the file is valid JSON after. */
+/* Hands the buffered events to the writer thread when it is idle and
+ * returns at once (the write runs on the writer thread; the file is valid
+ * JSON after it). Returns 1 when events are still buffered here (the writer
+ * was busy: call again soon), else 0. */
+int mst_chrome_writer_handoff(mst_chrome_writer *w);
+/* Hands over the buffered events and waits until the writer has written
+ * them and the closing "]"; the file is complete, valid JSON after. */
 mst_status mst_chrome_writer_flush(mst_chrome_writer *w);
 void mst_chrome_writer_get_stats(const mst_chrome_writer *w, mst_chrome_stats *out);
 /* Flushes and closes; frees w. */

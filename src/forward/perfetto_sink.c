@@ -20,8 +20,9 @@
 #include "forward/chrome_trace.h"
 #include "wire/perfetto_packet.h"
 
-/* Buffered spans are written at the latest this long after they arrived. */
-#define FLUSH_MAX_DELAY_MS 100
+/* While events wait for a busy writer thread, the loop wakes this often to
+ * hand them over (so they are written soon even if no traffic follows). */
+#define HANDOFF_RETRY_MS 2
 /* Arena chunk kept between packets (a bigger one is freed after its packet). */
 #define ARENA_KEEP_BYTES (64u * 1024u)
 
@@ -30,10 +31,9 @@ struct mst_perfetto_sink {
     mst_chrome_writer *writer;
     uint64_t received;
     uint64_t rejected;
-    uint64_t add_errors;        /* decoded but the writer refused (OOM...) */
-    uint64_t flush_errors;
-    uint64_t unflushed;         /* spans added since the last flush */
-    uint64_t last_flush_ms;
+    uint64_t add_errors;        /* decoded but the writer refused (OOM) */
+    uint64_t full_drops;        /* decoded but dropped: writes failing, output at its cap */
+    uint64_t unflushed;         /* spans added since the last hand-off */
     mst_chrome_stats final_stats; /* kept at close for the final stats line */
     mst_arena arena;
 };
@@ -73,7 +73,13 @@ void mst_perfetto_sink_on_frame(void *self, const uint8_t *payload, size_t len, 
             MST_WARN("rejected a %zu-byte packet from connection %llu: %s (%llu rejected so far)",
                      len, (unsigned long long)conn_id, err[0] ? err : mst_strerror(st),
                      (unsigned long long)s->rejected);
-    } else if ((st = mst_chrome_writer_add_span(s->writer, &span)) != MST_OK) {
+    } else if ((st = mst_chrome_writer_add_span(s->writer, &span)) == MST_ERR_QUEUE_FULL) {
+        s->full_drops++; /* counted by the writer as spans_dropped */
+        if (log_this(s->full_drops))
+            MST_WARN("perfetto output: cannot buffer more unwritten output while writes fail; "
+                     "span dropped (%llu dropped so far)",
+                     (unsigned long long)s->full_drops);
+    } else if (st != MST_OK) {
         s->add_errors++;
         if (log_this(s->add_errors))
             MST_WARN("could not add a span to the Chrome Trace output: %s (%llu so far)",
@@ -84,33 +90,22 @@ void mst_perfetto_sink_on_frame(void *self, const uint8_t *payload, size_t len, 
     mst_arena_reset_keep(&s->arena, ARENA_KEEP_BYTES);
 }
 
-static void do_flush(mst_perfetto_sink *s, uint64_t now_ms) {
-    mst_status st = mst_chrome_writer_flush(s->writer);
-    if (st != MST_OK) {
-        s->flush_errors++;
-        if (log_this(s->flush_errors))
-            MST_ERROR("writing %s failed: %s (%llu failed flushes so far)", s->path,
-                      mst_strerror(st), (unsigned long long)s->flush_errors);
-    }
-    s->unflushed = 0;
-    s->last_flush_ms = now_ms;
-}
-
 static mst_status svc_open(void *self, char *err, size_t err_size) {
     mst_perfetto_sink *s = self;
     return mst_chrome_writer_open(s->path, (int64_t)getpid(), &s->writer, err, err_size);
 }
 
-/* Flush after every batch that added spans: a batch is what one epoll_wait
- * returned, so under load it already holds many spans (one large write),
- * and when traffic is light the file is valid JSON right away. */
+/* Hand over after every batch: a batch is what one epoll_wait returned, so
+ * under load it already holds many spans (one large write), and when
+ * traffic is light the file is valid JSON right away. The write itself runs
+ * on the writer's thread; if that thread is still busy with the previous
+ * events, these stay buffered and the loop comes back in HANDOFF_RETRY_MS. */
 static int svc_after_batch(void *self, uint64_t now_ms) {
     mst_perfetto_sink *s = self;
-    if (s->unflushed == 0) {
-        s->last_flush_ms = now_ms;
-        return -1;
-    }
-    do_flush(s, now_ms);
+    (void)now_ms;
+    if (s->unflushed == 0) return -1;
+    if (mst_chrome_writer_handoff(s->writer)) return HANDOFF_RETRY_MS;
+    s->unflushed = 0;
     return -1;
 }
 
@@ -122,13 +117,15 @@ static void svc_get_counts(void *self, mst_daemon_counts *out) {
     out->received = s->received;
     out->written = cs.spans_written;
     out->rejected = s->rejected;
-    out->dropped = cs.pending_evicted + cs.write_errors + s->add_errors;
+    out->dropped = cs.pending_evicted + cs.write_errors + s->add_errors + cs.spans_dropped;
     snprintf(out->extra, sizeof out->extra,
              "flows=%llu pending_links=%llu evicted_positions=%llu evicted_links=%llu "
-             "write_errors=%llu bytes_out=%llu",
+             "write_errors=%llu spans_dropped=%llu write_waits=%llu bytes_out=%llu",
              (unsigned long long)cs.flows_written, (unsigned long long)cs.flows_pending,
              (unsigned long long)cs.positions_evicted, (unsigned long long)cs.pending_evicted,
-             (unsigned long long)cs.write_errors, (unsigned long long)cs.bytes_written);
+             (unsigned long long)cs.write_errors, (unsigned long long)cs.spans_dropped,
+             (unsigned long long)cs.write_waits,
+             (unsigned long long)cs.bytes_written);
 }
 
 static mst_status svc_close(void *self) {

@@ -4,9 +4,11 @@
  * Trace writer. Bad packets are counted and logged (rate-limited); they
  * never close the connection or harm the output.
  *
- * Flush policy: the file is flushed after every batch of readiness events
- * that added spans, and in any case within 100 ms of buffered data, so it is
- * valid JSON quickly while bursts still become one large write.
+ * Flush policy: the events of every batch of readiness events are handed
+ * to the Chrome writer's thread, which writes them (valid JSON after each
+ * write) while the next batch is decoded; when that thread is still busy
+ * they stay buffered and are handed over as soon as it is idle (the loop
+ * checks every few ms), so bursts become large writes.
  */
 #ifndef MST_FORWARD_PERFETTO_SINK_H
 #define MST_FORWARD_PERFETTO_SINK_H

@@ -1,0 +1,91 @@
+/*
+ * out_queue.h — the Chrome Trace writer's output path: an ordered queue of
+ * multi-MB chunks of JSON array elements, written by a thread of its own
+ * into a file that always ends in the array's closing "]".
+ *
+ * Why a thread: the kernel's copy of the output into the page cache was a
+ * large share of the forwarder's single-threaded time; on a thread of its
+ * own it overlaps the decoding/formatting of the next events on another
+ * core. Why chunks that are reused: a fresh multi-MB buffer costs a page
+ * fault per 4 KiB on first touch, so a few chunks are kept and recycled.
+ *
+ * File protocol (unchanged from the single-threaded writer): `end_off` is
+ * the offset of the closing ']'. Each write is one pwritev of
+ * "<queued elements>]" at end_off (each element begins with ',', the very
+ * first one's ',' is skipped), so the file is valid JSON after every write
+ * and a SIGKILL mid-write leaves "[...complete,{partial". A failed write is
+ * retried at the same offset (idempotent) together with the next chunk
+ * handed over or at the next flush; beyond MST_OUTQ_MAX_RETAIN_BYTES of
+ * failing data it is dropped, ']' restored and the file cut back.
+ *
+ * Threads: every function is called from one producer thread; the writer
+ * thread is internal. Memory: the caller bounds it with
+ * mst_outq_unwritten() / mst_outq_wait_room() (the Chrome writer waits for
+ * the writer thread at its cap).
+ */
+#ifndef MST_FORWARD_OUT_QUEUE_H
+#define MST_FORWARD_OUT_QUEUE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mstrace.h"
+#include "wire/buf.h"
+
+/* Failing writes keep at most this much before it is dropped. */
+#define MST_OUTQ_MAX_RETAIN_BYTES (32u << 20)
+
+typedef struct mst_outq mst_outq;
+
+typedef struct mst_outq_stats {
+    uint64_t bytes_written;  /* file bytes, counting the closing ']' once */
+    uint64_t spans_written;
+    uint64_t flows_written;
+    uint64_t write_errors;   /* failed writes (and failed ']' restores) */
+    uint64_t spans_dropped;  /* dropped after failing writes */
+    uint64_t waits;          /* mst_outq_wait_room calls (the producer waited) */
+} mst_outq_stats;
+
+/* Starts the writer thread for `fd`, whose closing ']' is at end_off with
+ * no element before it (the file is "[]"); bytes_written starts at
+ * `bytes_so_far`. The fd stays the caller's. */
+mst_status mst_outq_start(int fd, uint64_t end_off, uint64_t bytes_so_far, mst_outq **out);
+
+/* The chunk being filled: append elements (each starting with ','), then
+ * call mst_outq_added. NULL when out of memory. Valid until the next call
+ * of any other mst_outq function. */
+mst_buf *mst_outq_buf(mst_outq *q);
+
+/* Counts the span/flows just appended; hands the chunk over when it is
+ * full, or big enough and the writer idle. */
+void mst_outq_added(mst_outq *q, uint64_t spans, uint64_t flows);
+
+/* Bytes not yet in the file: the chunk being filled + everything handed
+ * over and not yet written (retained failed writes included). */
+uint64_t mst_outq_unwritten(const mst_outq *q);
+
+/* Waits until fewer than `cap` bytes are unwritten (the writer makes
+ * progress; a write stalled on errors is retried with the buffered data).
+ * False when that cannot happen (writes keep failing below the retain
+ * bound, or out of memory): the caller then drops what it wanted to add. */
+bool mst_outq_wait_room(mst_outq *q, uint64_t cap);
+
+/* Hands the chunk being filled to the writer if it is idle (or stalled on
+ * a failed write: then this is the retry). Returns 1 when events stay
+ * buffered because the writer is busy writing (call again soon), else 0. */
+int mst_outq_handoff(mst_outq *q);
+
+/* Hands everything over (retrying a failed write) and waits for the
+ * writer: MST_OK when every element is in the file, else MST_ERR_IO /
+ * MST_ERR_NOMEM (the elements are kept for the next attempt). */
+mst_status mst_outq_flush(mst_outq *q);
+
+void mst_outq_get_stats(mst_outq *q, mst_outq_stats *out);
+
+/* Flushes, stops the thread and frees q; what still cannot be written is
+ * dropped (counted in *final) and the file cut back to its last valid
+ * state. Returns the flush's status. `final` (may be NULL) gets the last
+ * counters. The fd is not closed. */
+mst_status mst_outq_stop(mst_outq *q, mst_outq_stats *final);
+
+#endif /* MST_FORWARD_OUT_QUEUE_H */

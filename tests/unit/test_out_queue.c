@@ -1,0 +1,201 @@
+/*
+ * test_out_queue.c — the Chrome writer's threaded output (forward/out_queue.h):
+ * elements handed to the writer thread end up in the file in order, each
+ * exactly once, the file is valid JSON after every flush, and failed writes
+ * (made with RLIMIT_FSIZE, SIGXFSZ ignored) are counted, retried at the same
+ * offset once the file can grow again, and dropped (file cut back to its
+ * last valid state) beyond the retain bound.
+ */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "forward/out_queue.h"
+#include "testlib.h"
+#include "wire/json_reader.h"
+
+static char g_path[64];
+
+/* A fresh "[]" file; returns its fd. */
+static int open_array_file(void) {
+    snprintf(g_path, sizeof g_path, "/tmp/mst_outq_test_XXXXXX");
+    int fd = mkstemp(g_path);
+    if (fd < 0) abort();
+    if (pwrite(fd, "[]", 2, 0) != 2) abort();
+    return fd;
+}
+
+static char *read_all(size_t *len) {
+    *len = 0;
+    FILE *f = fopen(g_path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)(n < 0 ? 0 : n) + 1);
+    size_t got = s && n >= 0 ? fread(s, 1, (size_t)n, f) : 0;
+    fclose(f);
+    if (s) s[got] = '\0';
+    *len = got;
+    return s;
+}
+
+/* Valid JSON array whose elements are the integers 0..n-1 in order. */
+static bool file_holds_0_to(long n) {
+    size_t len;
+    char *s = read_all(&len);
+    bool ok = s && mst_json_validate(s, len, 4, NULL, NULL) && s[0] == '[' && s[len - 1] == ']';
+    long want = 0;
+    for (char *p = s + 1; ok && *p && *p != ']'; want++) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v != want) ok = false;
+        while (*end == ' ') end++;
+        p = *end == ',' ? end + 1 : end;
+    }
+    if (ok && want != n) ok = false;
+    if (!ok) fprintf(stderr, "  file does not hold 0..%ld (%zu bytes)\n", n - 1, len);
+    free(s);
+    return ok;
+}
+
+/* Appends ",<i>" padded with spaces to `width` bytes. */
+static void add_element(mst_outq *q, long i, int width) {
+    mst_buf *b = mst_outq_buf(q);
+    char tmp[64];
+    int n = snprintf(tmp, sizeof tmp, ",%ld", i);
+    mst_buf_append(b, tmp, (size_t)n);
+    for (int k = n; k < width; k++) mst_buf_append_byte(b, ' ');
+    mst_outq_added(q, 1, 0);
+}
+
+static void test_many_chunks_in_order(void) {
+    int fd = open_array_file();
+    mst_outq *q;
+    CHECK_EQ_INT(mst_outq_start(fd, 1, 2, &q), MST_OK);
+    long n = 0;
+    /* ~12 MB: several full chunks, early hand-offs and end-of-batch ones. */
+    for (int batch = 0; batch < 60; batch++) {
+        for (int k = 0; k < 2000; k++) add_element(q, n++, 100);
+        (void)mst_outq_handoff(q);
+    }
+    CHECK_EQ_INT(mst_outq_flush(q), MST_OK);
+    CHECK(file_holds_0_to(n));
+    mst_outq_stats st;
+    CHECK_EQ_INT(mst_outq_stop(q, &st), MST_OK);
+    CHECK_EQ_INT(st.spans_written, n);
+    CHECK_EQ_INT(st.write_errors, 0);
+    struct stat sb;
+    CHECK(fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == st.bytes_written);
+    close(fd);
+    unlink(g_path);
+}
+
+static void test_valid_after_every_flush(void) {
+    int fd = open_array_file();
+    mst_outq *q;
+    CHECK_EQ_INT(mst_outq_start(fd, 1, 2, &q), MST_OK);
+    CHECK_EQ_INT(mst_outq_flush(q), MST_OK); /* nothing buffered */
+    CHECK(file_holds_0_to(0));
+    long n = 0;
+    for (int round = 0; round < 20; round++) {
+        for (int k = 0; k < round * 50; k++) add_element(q, n++, 1 + round);
+        CHECK_EQ_INT(mst_outq_flush(q), MST_OK);
+        CHECK(file_holds_0_to(n));
+        CHECK_EQ_INT(mst_outq_unwritten(q), 0);
+    }
+    CHECK_EQ_INT(mst_outq_stop(q, NULL), MST_OK);
+    CHECK(file_holds_0_to(n));
+    close(fd);
+    unlink(g_path);
+}
+
+static void set_fsize_limit(rlim_t lim) {
+    struct rlimit rl;
+    getrlimit(RLIMIT_FSIZE, &rl);
+    rl.rlim_cur = lim;
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0) perror("setrlimit");
+}
+
+static void test_write_errors_retried_then_written(void) {
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit saved;
+    getrlimit(RLIMIT_FSIZE, &saved);
+    int fd = open_array_file();
+    mst_outq *q;
+    CHECK_EQ_INT(mst_outq_start(fd, 1, 2, &q), MST_OK);
+    long n = 0;
+    for (int k = 0; k < 100; k++) add_element(q, n++, 10);
+    CHECK_EQ_INT(mst_outq_flush(q), MST_OK);
+    set_fsize_limit(1500); /* room for ~50 more elements: the next write fails midway */
+    for (int k = 0; k < 200; k++) add_element(q, n++, 10);
+    CHECK_EQ_INT(mst_outq_flush(q), MST_ERR_IO);
+    mst_outq_stats st;
+    mst_outq_get_stats(q, &st);
+    CHECK(st.write_errors >= 1);
+    CHECK_EQ_INT(st.spans_written, 100);
+    /* More events while stalled: they join the retry (still failing). */
+    for (int k = 0; k < 50; k++) add_element(q, n++, 10);
+    CHECK_EQ_INT(mst_outq_handoff(q), 0);
+    CHECK_EQ_INT(mst_outq_flush(q), MST_ERR_IO);
+    setrlimit(RLIMIT_FSIZE, &saved);
+    CHECK_EQ_INT(mst_outq_flush(q), MST_OK); /* retried at the same offset */
+    CHECK(file_holds_0_to(n));
+    CHECK_EQ_INT(mst_outq_stop(q, &st), MST_OK);
+    CHECK_EQ_INT(st.spans_written, n);
+    CHECK_EQ_INT(st.spans_dropped, 0);
+    close(fd);
+    unlink(g_path);
+}
+
+static void test_failing_writes_dropped_beyond_retain_bound(void) {
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit saved;
+    getrlimit(RLIMIT_FSIZE, &saved);
+    int fd = open_array_file();
+    mst_outq *q;
+    CHECK_EQ_INT(mst_outq_start(fd, 1, 2, &q), MST_OK);
+    long n = 0;
+    for (int k = 0; k < 10; k++) add_element(q, n++, 10);
+    CHECK_EQ_INT(mst_outq_flush(q), MST_OK);
+    set_fsize_limit(4096);
+    /* More than the retain bound of failing output: dropped, counted, and
+     * the file cut back to its valid 10 elements. */
+    long before = n;
+    while ((uint64_t)(n - before) * 1000 < MST_OUTQ_MAX_RETAIN_BYTES + (4u << 20)) {
+        add_element(q, n++, 1000);
+        (void)mst_outq_handoff(q);
+    }
+    (void)mst_outq_flush(q);
+    mst_outq_stats st;
+    mst_outq_get_stats(q, &st);
+    CHECK(st.spans_dropped > 0);
+    CHECK(st.write_errors >= 2);
+    CHECK(mst_outq_unwritten(q) <= MST_OUTQ_MAX_RETAIN_BYTES);
+    /* The bound holds for a producer that waits for room, too. */
+    CHECK(mst_outq_wait_room(q, MST_OUTQ_MAX_RETAIN_BYTES + (8u << 20)));
+    setrlimit(RLIMIT_FSIZE, &saved);
+    mst_status fst = mst_outq_flush(q);
+    CHECK_EQ_INT(fst, MST_OK);
+    CHECK_EQ_INT(mst_outq_stop(q, &st), MST_OK);
+    CHECK_EQ_INT(st.spans_written + st.spans_dropped, n);
+    size_t len;
+    char *s = read_all(&len);
+    CHECK(s && mst_json_validate(s, len, 4, NULL, NULL));
+    free(s);
+    close(fd);
+    unlink(g_path);
+}
+
+static const mst_test_case TESTS[] = {
+    {"many_chunks_in_order", test_many_chunks_in_order},
+    {"valid_after_every_flush", test_valid_after_every_flush},
+    {"write_errors_retried_then_written", test_write_errors_retried_then_written},
+    {"failing_writes_dropped_beyond_retain_bound", test_failing_writes_dropped_beyond_retain_bound},
+};
+MST_TEST_MAIN(TESTS)
