@@ -9,7 +9,7 @@ set -euo pipefail
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev libfuzzer-14-dev
               libcurl4-openssl-dev zlib1g-dev valgrind python3 python3-venv curl ca-certificates git)
 PIP_PACKAGES=(pytest pyyaml protobuf opentelemetry-proto opentelemetry-sdk
-              opentelemetry-exporter-otlp-proto-common scikit-build-core grpcio googleapis-common-protos)
+              opentelemetry-exporter-otlp-proto-common scikit-build-core grpcio googleapis-common-protos atheris)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -25,7 +25,7 @@ fi
 PY=${PYTHON:-python3}
 need_pip=0
 for mod in pytest yaml google.protobuf opentelemetry.proto opentelemetry.sdk \
-           opentelemetry.exporter.otlp.proto.common scikit_build_core grpc google.rpc.status_pb2; do
+           opentelemetry.exporter.otlp.proto.common scikit_build_core grpc google.rpc.status_pb2 atheris; do
   "$PY" -c "import $mod" >/dev/null 2>&1 || need_pip=1
 done
 if [ $need_pip -eq 1 ]; then

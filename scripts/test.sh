@@ -75,6 +75,18 @@ fuzz_all() {
     "$f" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -print_final_stats=1 "$work" 2>&1 | tail -n 4 || rc=1
     rm -rf "$work"
   done
+  # Python targets (atheris = libFuzzer for Python): the symbols YAML and the
+  # extension's trace_headers intake (built by the pytest helper into build-py).
+  for f in tests/fuzz/fuzz_*.py; do
+    [ -f "$f" ] || continue
+    local name; name=$(basename "$f" .py)
+    local corpus="tests/fuzz/corpus/$name" work; work=$(mktemp -d)
+    [ -d "$corpus" ] && cp -r "$corpus"/. "$work"/
+    echo "--- $name for ${FUZZ_SECONDS}s"
+    python3 "$f" -max_total_time="$FUZZ_SECONDS" -timeout=30 -rss_limit_mb=2048 -print_final_stats=1 "$work" 2>&1 \
+      | tail -n 4 || rc=1
+    rm -rf "$work"
+  done
   return $rc
 }
 [ -d tests/fuzz ] && run_stage "fuzz (libFuzzer, ${FUZZ_SECONDS}s each)" fuzz_all

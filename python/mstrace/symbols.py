@@ -12,14 +12,15 @@ Rules kept from the upstream tool (msServiceProfiler):
     default, which is then loaded, so users have a file to edit;
   * a bad entry is skipped with a message naming its index and the problem;
     every other entry still applies.
-A file that cannot be used at all (wrong extension, unreadable, not YAML, not
-a list) is reported clearly and the packaged default is used instead, so a
+A file that cannot be used at all (wrong extension, unreadable, not UTF-8, not
+YAML, not a list) is reported clearly and the packaged default is used instead, so a
 typo never silently turns tracing off.
 """
 
 import logging
 import os
 import re
+import reprlib
 import shutil
 
 logger = logging.getLogger("mstrace.symbols")
@@ -135,7 +136,10 @@ _VERSION_RE = re.compile(
     (?:[-_.]?(?P<dev>dev)[-_.]?(?P<dev_n>\d*))?
     (?:\+(?P<local>[A-Za-z0-9.]+))?
     \s*$""",
-    re.VERBOSE | re.IGNORECASE,
+    # ASCII: with Unicode case folding, "prevıew" (dotless i) or "poſt" would
+    # match the suffix words and then miss _PRE_RANK; Unicode digits are no
+    # version digits either (PEP 440 says [0-9]).
+    re.VERBOSE | re.IGNORECASE | re.ASCII,
 )
 _PRE_RANK = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2, "pre": 2, "preview": 2}
 
@@ -153,7 +157,7 @@ class Version(object):
     def __init__(self, text):
         m = _VERSION_RE.match(str(text))
         if not m:
-            raise ValueError("not a version: %r" % (text,))
+            raise ValueError("not a version: %s" % _show(text))
         self.text = str(text).strip()
         release = [int(p) for p in m.group("release").split(".")]
         self.parts = tuple(release)  # as written, for "max covers its series"
@@ -267,12 +271,36 @@ class _EntryError(Exception):
     pass
 
 
+_SHOW = reprlib.Repr()
+_SHOW.maxlevel = 3
+_SHOW.maxlist = _SHOW.maxtuple = _SHOW.maxdict = _SHOW.maxset = _SHOW.maxfrozenset = 6
+_SHOW.maxstring = _SHOW.maxother = _SHOW.maxlong = 120
+
+
+def _show(value):
+    """repr() for messages, bounded in size and time.
+
+    YAML anchors can build a value that is tiny in memory but astronomically
+    large when walked (`&a [*b, *b, ...]` nested, "billion laughs"); a plain
+    %r of it in an error message never returns. An int beyond Python's
+    4300-digit str limit (a long hex literal) cannot be repr'd at all.
+    """
+    try:
+        return _SHOW.repr(value)
+    except Exception:
+        return "<%s>" % type(value).__name__
+
+
+def _unknown_keys(mapping, allowed):
+    return sorted(_show(k) if not isinstance(k, str) else k for k in mapping if k not in allowed)
+
+
 def _opt_str(entry, key):
     value = entry.get(key)
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
-        raise _EntryError("'%s' must be a non-empty string, got %r" % (key, value))
+        raise _EntryError("'%s' must be a non-empty string, got %s" % (key, _show(value)))
     return value.strip()
 
 
@@ -284,9 +312,12 @@ def _opt_version(entry, key):
         # YAML reads 0.10 as the float 0.1: refuse rather than compare wrongly.
         raise _EntryError("'%s' must be a quoted string such as \"%s\", got the number %r" % (key, value, value))
     if isinstance(value, int):
-        value = str(value)
+        try:
+            value = str(value)
+        except ValueError:  # beyond Python's int->str digit limit (a long hex literal)
+            raise _EntryError("'%s' is not a version: an integer too large to print" % key)
     if not isinstance(value, str) or parse_version(value) is None:
-        raise _EntryError("'%s' is not a version: %r" % (key, value))
+        raise _EntryError("'%s' is not a version: %s" % (key, _show(value)))
     return value.strip()
 
 
@@ -315,18 +346,19 @@ def _parse_trace(value, entry_name, entry_domain_explicit):
     if value is True:
         value = {}
     if not isinstance(value, dict):
-        raise _EntryError("'trace' must be true, false or a mapping with name/domain/kind/adapter, got %r" % (value,))
-    unknown = sorted(str(k) for k in value if k not in TRACE_KEYS)
+        raise _EntryError("'trace' must be true, false or a mapping with name/domain/kind/adapter, got %s"
+                          % _show(value))
+    unknown = _unknown_keys(value, TRACE_KEYS)
     if unknown:
         raise _EntryError("'trace' has unknown key(s) %s (allowed: %s)" % (", ".join(unknown), ", ".join(sorted(TRACE_KEYS))))
     name = _opt_str(value, "name") or entry_name
     domain = _opt_str(value, "domain") or entry_domain_explicit or DEFAULT_TRACE_DOMAIN
     kind = value.get("kind", "INTERNAL")
     if not isinstance(kind, str) or kind.upper() not in KINDS:
-        raise _EntryError("trace.kind %r is not one of %s" % (kind, ", ".join(KINDS)))
+        raise _EntryError("trace.kind %s is not one of %s" % (_show(kind), ", ".join(KINDS)))
     adapter = value.get("adapter", "call")
     if not isinstance(adapter, str) or adapter.lower() not in ADAPTERS:
-        raise _EntryError("trace.adapter %r is not one of %s" % (adapter, ", ".join(ADAPTERS)))
+        raise _EntryError("trace.adapter %s is not one of %s" % (_show(adapter), ", ".join(ADAPTERS)))
     return TraceSpec(name=name, domain=domain, kind=kind.upper(), adapter=adapter.lower())
 
 
@@ -341,12 +373,12 @@ def parse_entry(index, raw):
         symbol = symbol.strip()
         if not _SYMBOL_RE.match(symbol):
             raise _EntryError(
-                "'symbol' %r is not of the form 'pkg.module:Class.method', 'pkg.module:function' "
-                "or a pattern such as 'pkg.models.*:*.method'" % symbol
+                "'symbol' %s is not of the form 'pkg.module:Class.method', 'pkg.module:function' "
+                "or a pattern such as 'pkg.models.*:*.method'" % _show(symbol)
             )
         handler = _opt_str(raw, "handler")
         if handler is not None and not _HANDLER_RE.match(handler):
-            raise _EntryError("'handler' %r is not of the form 'pkg.module:function'" % handler)
+            raise _EntryError("'handler' %s is not of the form 'pkg.module:function'" % _show(handler))
         name = _opt_str(raw, "name")
         domain_explicit = _opt_str(raw, "domain")
         min_v = _opt_version(raw, "min_version")
@@ -354,13 +386,16 @@ def parse_entry(index, raw):
         if min_v and max_v and not version_in_range(min_v, None, max_v):
             raise _EntryError("min_version %s is above max_version %s" % (min_v, max_v))
         caller_filter = raw.get("caller_filter")
-        if caller_filter is not None and not isinstance(caller_filter, (str, list)):
+        if caller_filter is not None and not (
+            isinstance(caller_filter, str)
+            or (isinstance(caller_filter, list) and all(isinstance(c, str) for c in caller_filter))
+        ):
             raise _EntryError("'caller_filter' must be a string or a list of strings")
         attributes = _parse_attributes(raw.get("attributes"))
         trace = _parse_trace(raw.get("trace"), name, domain_explicit)
     except _EntryError as exc:
         raise ValueError("entry #%d%s: %s" % (index, _label(raw), exc))
-    unknown = sorted(str(k) for k in raw if k not in ENTRY_KEYS)
+    unknown = _unknown_keys(raw, ENTRY_KEYS)
     if unknown:
         logger.warning("symbols entry #%d (%s): ignoring unknown key(s) %s", index, symbol, ", ".join(unknown))
     return SymbolEntry(
@@ -423,10 +458,20 @@ def _read_yaml(path):
     import yaml  # lazy: PyYAML is only needed once tracing is on
 
     try:
-        with open(path, "r", encoding="utf-8") as fh:
-            return yaml.safe_load(fh)
+        with open(path, "rb") as fh:
+            raw = fh.read()
     except OSError as exc:
         raise SymbolsError("cannot read symbols file %s: %s" % (path, exc.strerror or exc))
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # Decoded here rather than by PyYAML's reader, whose error would escape
+        # as a UnicodeDecodeError with an offset into its own read buffer.
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise SymbolsError("symbols file %s is not UTF-8 text: byte %d (line %d): %s"
+                           % (path, exc.start, line, exc.reason))
+    try:
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         where = ""
         mark = getattr(exc, "problem_mark", None)
@@ -434,6 +479,15 @@ def _read_yaml(path):
             where = " at line %d, column %d" % (mark.line + 1, mark.column + 1)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise SymbolsError("symbols file %s is not valid YAML%s: %s" % (path, where, problem))
+    except RecursionError:
+        raise SymbolsError("symbols file %s is nested too deeply to load" % path)
+    except Exception as exc:
+        # PyYAML's constructors let plain Python errors through for some
+        # scalars (`!!int ''` IndexError, `!!timestamp x` AttributeError, a date
+        # such as 2024-02-30 or an int over Python's 4300-digit limit
+        # ValueError): such a file is as unusable as invalid YAML.
+        raise SymbolsError("symbols file %s has a value YAML cannot construct: %s: %s"
+                           % (path, type(exc).__name__, str(exc)[:200]))
 
 
 def resolve_symbols_path(env=None):

@@ -331,3 +331,94 @@ def test_installed_vllm_version_from_module(monkeypatch):
 def test_parse_entries_rejects_non_list():
     with pytest.raises(symbols.SymbolsError):
         parse_entries({"symbol": "a:f"})
+
+
+# ------------------------------------------- fuzz findings (tests/fuzz/fuzz_symbols_spec.py)
+
+
+@pytest.mark.parametrize("body,what", [
+    (b"- symbol: a.\xa8.:c\n  trace: true\n", "not UTF-8 text: byte 12 (line 1)"),
+    (b"- symbol: a.b:c\n  min_version: 2024-02-30\n", "ValueError"),  # PyYAML: date out of range
+    (b"- symbol: a.b:c\n  name: !!int ''\n", "IndexError"),
+    (b"- symbol: a.b:c\n  name: !!timestamp 'abc'\n", "AttributeError"),
+    (b"- symbol: a.b:c\n  name: !!bool ''\n", "KeyError"),
+    (b"- symbol: a.b:c\n  name: " + b"1" * 5000 + b"\n", "ValueError"),  # over the int->str digit limit
+    (b"[" * 2000 + b"]" * 2000, "nested too deeply"),
+])
+def test_yaml_errors_outside_yamlerror_fall_back(tmp_path, body, what):
+    # Each of these escaped load_symbols as a plain Python exception.
+    path = tmp_path / "s.yaml"
+    path.write_bytes(body)
+    res = load_symbols(str(path), vllm_version=None, detect_version=False)
+    assert res.source == symbols.DEFAULT_SYMBOLS_PATH
+    assert any(what in e for e in res.errors), res.errors
+    assert any("falling back to the packaged default" in e for e in res.errors)
+
+
+def _alias_bomb(levels, width):
+    lines = ['- &l0 ["lol"]']
+    for i in range(1, levels + 1):
+        lines.append("- &l%d [%s]" % (i, ", ".join(["*l%d" % (i - 1)] * width)))
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("field", ["name: *l6", "domain: *l6", "trace: *l6", "trace: {kind: *l6}",
+                                   "trace: {adapter: *l6}", "min_version: *l6", "handler: *l6"])
+def test_alias_bomb_in_a_field_gives_a_short_message(tmp_path, field):
+    # YAML anchors make a value tiny in memory but width**levels long when
+    # walked; a %r of it in the error message hung the loader (at 9**9).
+    # 6**6 leaves keep the test quick even if this regresses; the bound is
+    # on the message, never on time.
+    res = load(tmp_path, _alias_bomb(6, 6) + "- symbol: a.b:c\n  %s\n" % field)
+    bad = [e for e in res.errors if "entry #7" in e]
+    assert len(bad) == 1 and len(bad[0]) < 2000, [len(e) for e in res.errors]
+    assert res.entries == []
+
+
+@pytest.mark.parametrize("text", ["1.0prev\u0131ew1", "1.0PREV\u0130EW", "1.0.po\u017ft1", "1.0\u212a",
+                                  "\u0661.\u0662", "1.0\u2003"])
+def test_version_is_ascii_only(text):
+    # Unicode case folding let "prevıew" (dotless i) match the suffix words,
+    # then _PRE_RANK raised KeyError; Unicode digits and spaces are no
+    # version characters either.
+    assert symbols.parse_version(text) is None
+    assert version_in_range(text, "0.1", "9") is True  # an unparseable installed version is admitted
+
+
+def test_non_ascii_min_version_is_an_entry_error(tmp_path):
+    res = load(tmp_path, """
+        - symbol: a.b:c
+          min_version: "1.0prev\u0131ew1"
+        - symbol: a.b:d
+    """)
+    assert [e.symbol for e in res.entries] == ["a.b:d"]
+    assert any("entry #0" in e and "not a version" in e for e in res.errors)
+
+
+def test_caller_filter_list_must_hold_strings(tmp_path):
+    res = load(tmp_path, """
+        - symbol: a.b:c
+          caller_filter: [pkg.a, 3]
+        - symbol: a.b:d
+          caller_filter: [pkg.a, pkg.b]
+    """)
+    assert [e.symbol for e in res.entries] == ["a.b:d"]
+    assert res.entries[0].caller_filter == ["pkg.a", "pkg.b"]
+    assert any("entry #0" in e and "caller_filter" in e for e in res.errors)
+
+
+def test_huge_hex_int_version_and_key(tmp_path, caplog):
+    # Hex ints are not bound by Python's 4300-digit str limit at parse time,
+    # but str()/repr() of them raise ValueError.
+    big = "0x" + "f" * 4000
+    with caplog.at_level(logging.WARNING, logger="mstrace.symbols"):
+        res = load(tmp_path, """
+            - symbol: a.b:c
+              min_version: %s
+            - symbol: a.b:d
+              ? %s
+              : 1
+        """ % (big, big))  # "? key" form: a plain key is limited to 1024 characters
+    assert [e.symbol for e in res.entries] == ["a.b:d"]  # an unknown key only warns
+    assert any("entry #0" in e and "too large" in e for e in res.errors)
+    assert "<int>" in caplog.text
