@@ -12,6 +12,7 @@ daemon. In-process checks read spans through `_native._capture`; env-rule
 and daemon checks run a child Python (the tracer is process-global).
 """
 
+import collections.abc
 import json
 import os
 import signal
@@ -157,6 +158,85 @@ def test_request_adapter_kwargs_and_request_context(native, cap):
     assert hc(Request("r9", trace_headers=tp(T1, S1, "00"))) == "r9"
     assert native.lookup_request("r9") == (T1, S1, False)  # unsampled, still known
     assert cap == []
+
+
+class HeaderBag(object):
+    """A read-only Mapping that is not a dict (vLLM types trace_headers as Mapping[str, str])."""
+
+    def __init__(self, d):
+        self._d = d
+
+    def __getitem__(self, k):
+        return self._d[k]
+
+    def __len__(self):
+        return len(self._d)
+
+    def __iter__(self):
+        return iter(self._d)
+
+
+collections.abc.Mapping.register(HeaderBag)
+
+MALFORMED_HEADERS = ["00-%s-%s-01" % (T1, S1), b"traceparent", ["traceparent"], ("traceparent",), 42, 3.5,
+                     {"traceparent"}, bytearray(b"x")]
+
+
+@pytest.mark.parametrize("adapter", ["request", "request_context"])
+def test_malformed_trace_headers_never_switch_the_hook_off(native, cap, adapter):
+    """trace_headers that is not a mapping means "no headers"; a non-str
+    traceparent value is ignored. Neither is an internal failure, so a run of
+    malformed requests cannot switch the hook off for the requests after them."""
+    def add_request(request):
+        return request.request_id
+
+    h = native.Hook(add_request, name="add." + adapter, adapter=adapter)
+    before = native.stats()
+    n = 0
+    for _ in range(2):  # 16 malformed requests, well past the 5-failure switch-off
+        for bad in MALFORMED_HEADERS:
+            n += 1
+            assert h(Request("bad-%d" % n, trace_headers=bad)) == "bad-%d" % n
+            assert native.lookup_request("bad-%d" % n) is None
+    for value in (b"00-%s-%s-01" % (T1.encode(), S1.encode()), None, 7, ["00-%s-%s-01" % (T1, S1)],
+                  "00-%s-%s-01\udcff" % (T1, S1)):
+        n += 1
+        h(Request("val-%d" % n, trace_headers={"traceparent": value}))
+        assert native.lookup_request("val-%d" % n) is None
+    after = native.stats()
+    assert after["hook_failures"] == before["hook_failures"]
+    assert after["hooks_disabled"] == before["hooks_disabled"]
+    assert h._mstrace_hook["disabled"] is False and h._mstrace_hook["failures"] == 0
+    # the hook still registers well-formed requests, dict or other Mapping
+    h(Request("good-1", trace_headers=tp(T1, S1)))
+    h(Request("good-2", trace_headers=HeaderBag(tp(T2, S2))))
+    assert native.lookup_request("good-1") == (T1, S1, True)
+    assert native.lookup_request("good-2") == (T2, S2, True)
+
+
+def test_register_request_and_kwargs_treat_non_mappings_as_no_headers(native, cap):
+    for bad in MALFORMED_HEADERS:
+        assert native.register_request("direct", bad) is False
+        assert native.register_request("direct", {"traceparent": b"00-" + T1.encode()}) is False
+    assert native.lookup_request("direct") is None
+
+    def add_request(request_id, prompt, trace_headers=None):
+        return request_id
+
+    h = native.Hook(add_request, name="api.add", adapter="request")
+    before = native.stats()["hook_failures"]
+    for i, bad in enumerate(MALFORMED_HEADERS):
+        h(request_id="kw-%d" % i, prompt="p", trace_headers=bad)
+    assert native.stats()["hook_failures"] == before
+    h(request_id="kw-ok", prompt="p", trace_headers=HeaderBag(tp(T2, S2)))
+    assert native.lookup_request("kw-ok") == (T2, S2, True)
+    # the output adapter learns contexts through the same rules
+    ho = native.Hook(lambda outs: None, name="api.out", adapter="output")
+    ho([EngineCoreOutput("out-1", trace_headers="00-%s-%s-01" % (T1, S1)),
+        EngineCoreOutput("out-2", trace_headers=tp(T2, S2))])
+    assert native.stats()["hook_failures"] == before
+    assert native.lookup_request("out-1") is None
+    assert native.lookup_request("out-2") == (T2, S2, True)
 
 
 # --------------------------------------------------------------- schedule

@@ -92,7 +92,34 @@ bool mstn_current(mstn_ctx *out) {
 
 /* ------------------------------------------------------- context rules */
 
-/* headers.get(key) as a borrowed-or-new str; 1 found, 0 not, -1 error. */
+/* Is `o` a mapping in the collections.abc sense? A str, bytes, list or tuple
+ * also has __getitem__ (PyMapping_Check says yes) but indexing it with
+ * "traceparent" raises TypeError, which would count as an internal failure
+ * of the hook and, after five malformed requests, switch registration off
+ * for every later request. dict (the usual case) never gets here. An error
+ * of the check itself (a broken __instancecheck__) means "not a mapping". */
+static bool is_mapping(PyObject *o) {
+    static PyObject *mapping_abc; /* collections.abc.Mapping, kept for the process */
+    if (PyUnicode_Check(o) || PyBytes_Check(o) || PyByteArray_Check(o) || PyList_Check(o) ||
+        PyTuple_Check(o) || !PyMapping_Check(o))
+        return false;
+    if (!mapping_abc) {
+        PyObject *m = PyImport_ImportModule("collections.abc");
+        mapping_abc = m ? PyObject_GetAttrString(m, "Mapping") : NULL;
+        Py_XDECREF(m);
+        if (!mapping_abc) {
+            PyErr_Clear();
+            return false;
+        }
+    }
+    int r = PyObject_IsInstance(o, mapping_abc);
+    if (r < 0)
+        PyErr_Clear();
+    return r == 1;
+}
+
+/* headers[key] as a new reference; 1 found, 0 not (or `headers` is not a
+ * mapping: treated as no headers), -1 error from a mapping's own lookup. */
 static int header_get(PyObject *headers, PyObject *key, PyObject **out) {
     *out = NULL;
     if (PyDict_Check(headers)) {
@@ -103,7 +130,7 @@ static int header_get(PyObject *headers, PyObject *key, PyObject **out) {
         *out = v;
         return 1;
     }
-    if (!PyMapping_Check(headers))
+    if (!is_mapping(headers))
         return 0;
     PyObject *v = PyObject_GetItem(headers, key);
     if (!v) {
@@ -137,15 +164,14 @@ int mstn_ctx_from_headers(PyObject *headers, mstn_ctx *out, bool allow_auto) {
         int r = header_get(headers, mstn_n.traceparent, &tp);
         if (r < 0)
             return -1;
+        /* Only a str value can be a traceparent; bytes, None, numbers are ignored. */
         if (r > 0 && PyUnicode_Check(tp)) {
             Py_ssize_t n = 0;
             const char *s = PyUnicode_AsUTF8AndSize(tp, &n);
             mst_span_context pc;
-            if (!s) {
-                Py_DECREF(tp);
-                return -1;
-            }
-            if (mst_ctx_parse_traceparent(s, (size_t)n, &pc) == MST_OK) {
+            if (!s) /* lone surrogates: not UTF-8, so not a valid traceparent */
+                PyErr_Clear();
+            if (s && mst_ctx_parse_traceparent(s, (size_t)n, &pc) == MST_OK) {
                 Py_DECREF(tp);
                 out->trace_id = pc.trace_id;
                 out->span_id = pc.span_id;
