@@ -26,7 +26,8 @@
 # has the overhead table. Exit status: non-zero if any case's checker failed.
 #
 # Env: MST_E2E_PROMPTS (bench prompts, 64), MST_E2E_TRACED (traceparent
-# requests, 6), MST_E2E_CONCURRENCY (4), MSTRACE_VLLM_VENV, MST_E2E_MODEL_DIR.
+# requests, 6), MST_E2E_CONCURRENCY (4), MST_E2E_DRAIN_S (7), MST_E2E_FWD_NICE,
+# MSTRACE_VLLM_VENV, MST_E2E_MODEL_DIR.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -177,7 +178,11 @@ run_case() {
     if [[ "$perfetto" == 1 ]]; then
         local -a sockarg=()
         [[ "$SOCK_SUPPORTED" == 1 ]] && sockarg=(--socket-name "$sock")
-        "$MSTRACE_BIN" forward --log-level info "${sockarg[@]}" --perfetto-output "$dir/hook_tracing.json" \
+        # MST_E2E_FWD_NICE (e.g. -10): run the forwarder at another priority,
+        # to tell CPU starvation from a slow forwarder (docs/e2e.md, finding 4).
+        local -a nicecmd=()
+        [[ -n "${MST_E2E_FWD_NICE:-}" ]] && nicecmd=(nice -n "$MST_E2E_FWD_NICE")
+        "${nicecmd[@]}" "$MSTRACE_BIN" forward --log-level info "${sockarg[@]}" --perfetto-output "$dir/hook_tracing.json" \
             >"$dir/forwarder.log" 2>&1 &
         FWD_PID=$!
         sleep 0.5
@@ -207,7 +212,7 @@ run_case() {
     "$VPY" "$E2E/vllm_cli.py" bench serve --backend vllm --host 127.0.0.1 --port "$port" \
         --endpoint /v1/completions --model "$MODEL_NAME" --tokenizer "$MODEL_DIR" \
         --dataset-name random --random-input-len 64 --random-output-len 8 --num-prompts "$PROMPTS" \
-        --max-concurrency "$CONC" --ignore-eos --seed 0 --percentile-metrics ttft,tpot,itl,e2el \
+        --max-concurrency "$CONC" --ignore-eos --seed 0 --num-warmups 8 --percentile-metrics ttft,tpot,itl,e2el \
         --save-result --result-dir "$dir" --result-filename bench.json >"$dir/bench.log" 2>&1 \
         || { tail -n 40 "$dir/bench.log" >&2; die "vllm bench serve failed ($name)"; }
     sed -n '/Serving Benchmark Result/,/^=*$/p' "$dir/bench.log" | tail -n +1 >&2 || true
@@ -223,6 +228,9 @@ run_case() {
     stop_vllm
     if [[ -n "$FWD_PID" ]]; then
         sleep 1
+        # Its CPU time (utime+stime, clock ticks): evidence for finding 4.
+        awk -v t="$(getconf CLK_TCK)" '{printf "[e2e] forwarder cpu %.2f s (user %.2f, sys %.2f)\n", ($14+$15)/t, $14/t, $15/t}' \
+            "/proc/$FWD_PID/stat" >>"$dir/forwarder.cpu" 2>/dev/null || true
         kill -TERM "$FWD_PID" 2>/dev/null || true
         wait "$FWD_PID" 2>/dev/null || true
         FWD_PID=""
