@@ -315,6 +315,85 @@ def test_model_adapter_reads_the_scheduler_output_argument(native, cap):
     assert seen["ctx"] == (spans[1]["trace_id"], spans[1]["span_id"])  # current during the call
 
 
+class CpuGpuBuffer(object):
+    """vLLM's pinned-CPU/GPU buffer pair (vllm/v1/utils.py), as far as shape goes."""
+
+    def __init__(self, n):
+        self.cpu = [0] * n
+        self.np = self.cpu
+        self.gpu = self.cpu
+
+
+def inference_mode(fn):
+    """Like @torch.inference_mode(): a functools.wraps'd wrapper around the method."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+class GPUModelRunner(object):
+    """Shaped like vLLM 0.32/0.33's v1 GPUModelRunner: it has its own
+    `num_scheduled_tokens` attribute (a CpuGpuBuffer made in __init__), and
+    Worker.execute_model calls `execute_model(scheduler_output,
+    intermediate_tensors)` positionally."""
+
+    def __init__(self):
+        self.num_scheduled_tokens = CpuGpuBuffer(8)
+        self.seen = None
+
+    @inference_mode
+    def execute_model(self, scheduler_output, intermediate_tensors=None):
+        self.seen = len(scheduler_output.num_scheduled_tokens)
+        return None
+
+
+class CPUModelRunner(GPUModelRunner):
+    pass
+
+
+def test_model_adapter_on_a_model_runner_with_its_own_num_scheduled_tokens(native, cap):
+    """The runner's own buffer attribute must not be taken for the
+    SchedulerOutput (vllm.model_runner.execute spans had no request.ids)."""
+    native.register_request("cmpl-m", tp(T1, S1))
+    saved = GPUModelRunner.__dict__["execute_model"]
+    GPUModelRunner.execute_model = native.Hook(saved, name="vllm.model_runner.execute", domain="Execute",
+                                               adapter="model")
+    try:
+        runner = CPUModelRunner()
+        so = scheduler_output({"cmpl-m-0123abcd": 5, "cmpl-n-0123abcd": 2})
+        runner.execute_model(so, None)                                      # Worker.execute_model's call
+        runner.execute_model(so)
+        runner.execute_model(scheduler_output=so, intermediate_tensors=None)
+        runner.execute_model(intermediate_tensors=None, scheduler_output=so)
+        assert runner.seen == 2
+    finally:
+        GPUModelRunner.execute_model = saved
+    spans = [s for s in cap if s["name"] == "vllm.model_runner.execute"]
+    assert len(spans) == 4
+    for s in spans:
+        assert s["attributes"]["request.ids"] == ["cmpl-m-0123abcd", "cmpl-n-0123abcd"], s["attributes"]
+        assert s["attributes"]["batch.request_count"] == 2
+        assert s["attributes"]["batch.scheduled_tokens"] == 7
+        assert s["links"] == [{"trace_id": T1, "span_id": S1, "request.id": "cmpl-m-0123abcd"}]
+
+
+def test_model_adapter_prefers_the_scheduler_output_keyword(native, cap):
+    """`scheduler_output=` wins over any other argument with num_scheduled_tokens."""
+    def execute(other, scheduler_output=None):
+        return None
+
+    h = native.Hook(execute, name="m", adapter="model")
+    h(scheduler_output({"decoy": 1}), scheduler_output=scheduler_output({"real": 3}))
+    h(scheduler_output({"pos": 2}))                                  # no keyword: the positional one
+    h(CpuGpuBuffer(2), scheduler_output=None)                        # neither: a plain span
+    spans = [s for s in cap if s["name"] == "m"]
+    assert [s["attributes"].get("request.ids") for s in spans] == [["real"], ["pos"], None]
+
+
 # ----------------------------------------------------------------- output
 
 

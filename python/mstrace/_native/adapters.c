@@ -141,6 +141,11 @@ static int visit_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
     return 0;
 }
 
+/* Is `arg` a SchedulerOutput? It must have num_scheduled_tokens *as a
+ * dict*: the model runner itself (self, the first argument of
+ * GPUModelRunner.execute_model) has a `num_scheduled_tokens` attribute too,
+ * a CpuGpuBuffer, and taking it for the batch recorded nothing.
+ * 1 yes (read into the batch), 0 no, -1 error. */
 static int visit_scheduler_output(PyObject *arg, void *state) {
     if (plain_value(arg) || PyList_Check(arg))
         return 0;
@@ -149,12 +154,26 @@ static int visit_scheduler_output(PyObject *arg, void *state) {
     int r = mstn_getattr_opt(arg, mstn_n.num_scheduled_tokens, &nst);
     if (r <= 0)
         return r;
+    bool is_dict = PyDict_Check(nst);
     Py_DECREF(nst);
+    if (!is_dict)
+        return 0;
     return mstn_batch_from_scheduler_output(b, arg) < 0 ? -1 : 1;
 }
 
+static PyObject *kwarg(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                       PyObject *name);
+
+/* The `scheduler_output=` keyword first (vLLM's parameter name everywhere),
+ * then any positional or keyword argument that is a SchedulerOutput. */
 int mstn_batch_from_model_args(mstn_batch *b, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames) {
+    PyObject *so = kwarg(args, nargs, kwnames, mstn_n.scheduler_output);
+    if (so) {
+        int r = visit_scheduler_output(so, b);
+        if (r)
+            return r < 0 ? -1 : 0;
+    }
     return visit_args(args, nargs, kwnames, visit_scheduler_output, b) < 0 ? -1 : 0;
 }
 

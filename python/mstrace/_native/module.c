@@ -527,6 +527,7 @@ static int init_names(void) {
     N(iscoroutinefunction, "iscoroutinefunction");
     N(func, "__func__");
     N(get, "__get__");
+    N(scheduler_output, "scheduler_output");
 #undef N
     return 0;
 }

@@ -177,7 +177,7 @@ int mstn_getattr_opt(PyObject *obj, PyObject *name, PyObject **out);
 typedef struct mstn_names {
     PyObject *request_id, *trace_headers, *traceparent, *tracestate,
         *num_scheduled_tokens, *total_num_scheduled_tokens, *outputs,
-        *finish_reason, *iscoroutinefunction, *func, *get;
+        *finish_reason, *iscoroutinefunction, *func, *get, *scheduler_output;
 } mstn_names;
 extern mstn_names mstn_n;
 
