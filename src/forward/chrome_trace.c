@@ -334,16 +334,57 @@ static void make_key(const char *trace_hex, const char *span_hex, uint8_t key[24
     hex_to_bytes(span_hex, key + 16, 8);
 }
 
+/* ---- formatting fast paths (every event has several numbers and short
+ * strings; the generic appenders were ~15% of the forwarder's time) ---- */
+
+static const char digits2[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+/* Decimal digits of v written to end at `end` (two per step); returns the
+ * first digit. At most 20 bytes before `end`. */
+static inline char *u64_digits(char *end, uint64_t v) {
+    while (v >= 100) {
+        unsigned r = (unsigned)(v % 100);
+        v /= 100;
+        end -= 2;
+        memcpy(end, digits2 + 2 * r, 2);
+    }
+    if (v >= 10) {
+        end -= 2;
+        memcpy(end, digits2 + 2 * v, 2);
+    } else {
+        *--end = (char)('0' + v);
+    }
+    return end;
+}
+
+/* Appends a signed decimal (same text as mst_buf_append_i64). */
+static inline void put_i64(mst_buf *b, int64_t v) {
+    char tmp[24];
+    char *end = tmp + sizeof tmp;
+    bool neg = v < 0;
+    char *p = u64_digits(end, neg ? 0u - (uint64_t)v : (uint64_t)v);
+    if (neg) *--p = '-';
+    mst_buf_append(b, p, (size_t)(end - p));
+}
+
 /* Nanoseconds as exact decimal microseconds ("1000", "1.5", "-0.001"). */
 static void append_us(mst_buf *b, bool neg, uint64_t ns) {
-    if (neg && ns) mst_buf_append_byte(b, '-');
-    mst_buf_append_u64(b, ns / 1000);
+    char tmp[32];
+    char *end = tmp + 24; /* the fraction goes after it */
+    char *p = u64_digits(end, ns / 1000);
+    if (neg && ns) *--p = '-';
     unsigned frac = (unsigned)(ns % 1000);
-    if (!frac) return;
-    char d[4] = {'.', (char)('0' + frac / 100), (char)('0' + frac / 10 % 10), (char)('0' + frac % 10)};
-    size_t n = 4;
-    while (d[n - 1] == '0') n--;
-    mst_buf_append(b, d, n);
+    if (frac) {
+        end[0] = '.';
+        end[1] = (char)('0' + frac / 100);
+        memcpy(end + 2, digits2 + 2 * (frac % 100), 2);
+        end += 4;
+        while (end[-1] == '0') end--;
+    }
+    mst_buf_append(b, p, (size_t)(end - p));
 }
 
 static void append_ts(mst_buf *b, int64_t ns) {
@@ -351,21 +392,38 @@ static void append_ts(mst_buf *b, int64_t ns) {
     append_us(b, neg, neg ? 0u - (uint64_t)ns : (uint64_t)ns);
 }
 
+/* A JSON string: short plain-ASCII text (the usual name, key, id) is
+ * copied between quotes in place; anything else goes to the escaper in
+ * buf.c, which owns the escaping rules (mst_json_plain_prefix decides what
+ * is plain for both). */
+static inline void put_str(mst_buf *b, const char *s, size_t n) {
+    if (n <= 256 && mst_json_plain_prefix((const uint8_t *)s, n) == n &&
+        mst_buf_reserve(b, n + 2)) {
+        uint8_t *d = b->data + b->len;
+        d[0] = '"';
+        memcpy(d + 1, s, n);
+        d[n + 1] = '"';
+        b->len += n + 2;
+        return;
+    }
+    mst_buf_append_json_str(b, s, n);
+}
+
 #define LIT(b, s) mst_buf_append((b), (s), sizeof(s) - 1)
 
 static void append_key(mst_buf *b, const char *k, size_t n) {
-    mst_buf_append_json_str(b, k, n);
+    put_str(b, k, n);
     mst_buf_append_byte(b, ':');
 }
 
 static void append_str_member(mst_buf *b, const char *k, const char *v, size_t vn) {
     append_key(b, k, strlen(k));
-    mst_buf_append_json_str(b, v, vn);
+    put_str(b, v, vn);
 }
 
 static void append_int_member(mst_buf *b, const char *k, int64_t v) {
     append_key(b, k, strlen(k));
-    mst_buf_append_i64(b, v);
+    put_i64(b, v);
 }
 
 static const mst_json_slice *find_kv(const mst_pf_kv *kv, size_t n, const char *key) {
@@ -430,10 +488,10 @@ static void emit_flow(mst_chrome_writer *w, const uint8_t src_key[24], int64_t s
         mst_buf_append_byte(b, ',');
         append_int_member(b, "tid", phase == 0 ? stid : dtid);
         LIT(b, ",\"id\":");
-        mst_buf_append_json_str(b, id, n);
+        put_str(b, id, n);
         if (phase == 0) {
             LIT(b, ",\"args\":{\"source.span_id\":");
-            mst_buf_append_json_str(b, id + 33, 16);
+            put_str(b, id + 33, 16);
             LIT(b, "}}");
         } else {
             LIT(b, ",\"bp\":\"e\"}");
@@ -473,18 +531,18 @@ static void emit_span(mst_chrome_writer *w, const mst_pf_span *s, int64_t pid, i
     /* Fixed keys are literals (nothing to escape); values still go through
      * the escaper, whose plain-ASCII fast path makes that one memcpy. */
     LIT(b, ",{\"name\":");
-    mst_buf_append_json_str(b, s->name.ptr ? s->name.ptr : "", s->name.ptr ? s->name.len : 0);
+    put_str(b, s->name.ptr ? s->name.ptr : "", s->name.ptr ? s->name.len : 0);
     LIT(b, ",\"cat\":");
-    if (s->category.ptr) mst_buf_append_json_str(b, s->category.ptr, s->category.len);
+    if (s->category.ptr) put_str(b, s->category.ptr, s->category.len);
     else LIT(b, "\"Tracing\"");
     LIT(b, ",\"ph\":\"X\",\"ts\":");
     append_ts(b, s->start_ns);
     LIT(b, ",\"dur\":");
     append_us(b, false, s->end_ns > s->start_ns ? (uint64_t)s->end_ns - (uint64_t)s->start_ns : 0);
     LIT(b, ",\"pid\":");
-    mst_buf_append_i64(b, pid);
+    put_i64(b, pid);
     LIT(b, ",\"tid\":");
-    mst_buf_append_i64(b, tid);
+    put_i64(b, tid);
     LIT(b, ",\"args\":{");
     bool any_resource_prefixed = false;
     for (size_t i = 0; i < s->n_attrs; i++) {
@@ -497,15 +555,15 @@ static void emit_span(mst_chrome_writer *w, const mst_pf_span *s, int64_t pid, i
         mst_buf_append_byte(b, ',');
     }
     LIT(b, "\"trace_id\":");
-    mst_buf_append_json_str(b, s->trace_id, strnlen(s->trace_id, 32));
+    put_str(b, s->trace_id, strnlen(s->trace_id, 32));
     LIT(b, ",\"span_id\":");
-    mst_buf_append_json_str(b, s->span_id, strnlen(s->span_id, 16));
+    put_str(b, s->span_id, strnlen(s->span_id, 16));
     LIT(b, ",\"parent_span_id\":");
-    mst_buf_append_json_str(b, s->parent_span_id, strnlen(s->parent_span_id, 16));
+    put_str(b, s->parent_span_id, strnlen(s->parent_span_id, 16));
     LIT(b, ",\"span.kind\":");
-    mst_buf_append_i64(b, s->kind);
+    put_i64(b, s->kind);
     LIT(b, ",\"span.status\":");
-    mst_buf_append_i64(b, s->status);
+    put_i64(b, s->status);
     LIT(b, ",\"service.name\":");
     if (service) mst_buf_append(b, service->ptr, service->len);
     else mst_buf_append_json_str(b, DEFAULT_SERVICE_NAME, sizeof DEFAULT_SERVICE_NAME - 1);

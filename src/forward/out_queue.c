@@ -217,6 +217,7 @@ static void after_write_locked(mst_outq *q, chunk *last, int e, uint64_t bytes) 
 
 static void *writer_main(void *arg) {
     mst_outq *q = arg;
+    pthread_setname_np(pthread_self(), "mstrace-writer"); /* for top/perf */
     pthread_mutex_lock(&q->mu);
     for (;;) {
         while (!q->stop && !(q->head && (!q->stalled || q->retry)))

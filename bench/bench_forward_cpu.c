@@ -1,0 +1,147 @@
+/*
+ * bench_forward_cpu.c — the forwarder's per-span CPU cost without sockets:
+ * the packets bench_forward sends (same shape: ~10 attributes, 1-2 links,
+ * ids linking to the previous and the next span) are decoded and written
+ * to a Chrome Trace file in-process, exactly as the Perfetto sink does
+ * (decode into a reused arena, add_span, hand over to the writer thread
+ * every 256 spans like an epoll batch).
+ *
+ * Why: on a small, shared box the end-to-end benchmark's spans/s moves with
+ * other load and even its CPU figures wobble; this measures the epoll
+ * thread's own work (its thread CPU time, CLOCK_THREAD_CPUTIME_ID) and
+ * splits it into decoding and formatting, so a change to either can be
+ * judged. The writer thread's pwrite is not counted (it runs elsewhere).
+ *
+ * usage: bench_forward_cpu [-n SPANS] [-r RUNS]   (default 1000000, 5)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/arena.h"
+#include "forward/chrome_trace.h"
+#include "wire/perfetto_packet.h"
+
+#define SLOTS 256
+
+static double thread_cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void put_hex16(char *p, unsigned long long v) {
+    static const char hx[] = "0123456789abcdef";
+    for (int i = 15; i >= 0; i--) {
+        p[i] = hx[v & 15];
+        v >>= 4;
+    }
+}
+
+typedef struct tmpl {
+    char json[2048];
+    size_t len;
+    size_t off_span, off_link1, off_link2;
+} tmpl;
+
+static void build(tmpl *t, int thread, int slot) {
+    int two_links = slot % 2;
+    int n = snprintf(t->json, sizeof t->json,
+        "MSPF_PERFETTO_V1\n"
+        "{\"name\":\"vllm.scheduler.schedule\",\"category\":\"ms_service_profiler.hook.Schedule\","
+        "\"trace_id\":\"%032x\",\"span_id\":\"SSSSSSSSSSSSSSSS\",\"parent_span_id\":\"\","
+        "\"start_time_ns\":%llu,\"end_time_ns\":%llu,\"kind\":1,\"status\":1,"
+        "\"attributes\":{\"process.pid\":%d,\"thread.id\":%d,\"request.id\":\"chatcmpl-%08x\","
+        "\"hook.module\":\"vllm.v1.core.sched.scheduler\",\"hook.class\":\"Scheduler\","
+        "\"hook.method\":\"schedule\",\"batch.size\":%d,\"input.len\":%d,\"output.len\":%d,"
+        "\"model\":\"Qwen2.5-0.5B-Instruct\",\"is_prefill\":true,\"kv_cache.usage\":0.4375},"
+        "\"resource_attributes\":{\"service.name\":\"vllm\",\"host.name\":\"node-1\"},"
+        "\"links\":[{\"trace_id\":\"%032x\",\"span_id\":\"LLLLLLLLLLLLLLLL\"}%s]}",
+        thread + 1, 1700000000000000000ull + (unsigned long long)slot * 1000,
+        1700000000000500000ull + (unsigned long long)slot * 1000, 4000 + thread, 4100 + thread,
+        (unsigned)slot, slot % 64 + 1, 100 + slot % 900, slot % 300, thread + 1,
+        two_links ? ",{\"trace_id\":\"00000000000000000000000000000001\","
+                    "\"span_id\":\"MMMMMMMMMMMMMMMM\"}" : "");
+    t->len = (size_t)n;
+    t->off_span = (size_t)(strstr(t->json, "SSSSSSSSSSSSSSSS") - t->json);
+    t->off_link1 = (size_t)(strstr(t->json, "LLLLLLLLLLLLLLLL") - t->json);
+    char *m = strstr(t->json, "MMMMMMMMMMMMMMMM");
+    t->off_link2 = m ? (size_t)(m - t->json) : 0;
+}
+
+/* One pass over n spans; with w == NULL only decodes. Returns CPU s. */
+static double pass(tmpl *t, unsigned long long n, mst_chrome_writer *w, int *errors) {
+    mst_arena arena;
+    mst_arena_init(&arena);
+    double t0 = thread_cpu_s();
+    for (unsigned long long i = 0; i < n; i++) {
+        tmpl *p = &t[i % SLOTS];
+        unsigned long long id = (1ull << 40) + i + 1;
+        put_hex16(p->json + p->off_span, id);
+        put_hex16(p->json + p->off_link1, id - 1);
+        if (p->off_link2) put_hex16(p->json + p->off_link2, id + 1);
+        mst_pf_span span;
+        if (mst_perfetto_packet_decode((const uint8_t *)p->json, p->len, &arena, &span, NULL, 0) !=
+            MST_OK)
+            (*errors)++;
+        else if (w && mst_chrome_writer_add_span(w, &span) != MST_OK)
+            (*errors)++;
+        mst_arena_reset_keep(&arena, 64u * 1024u);
+        if (w && i % SLOTS == SLOTS - 1) (void)mst_chrome_writer_handoff(w);
+    }
+    double dt = thread_cpu_s() - t0;
+    mst_arena_release(&arena);
+    return dt;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+    unsigned long long n = 1000000;
+    int runs = 5, opt;
+    while ((opt = getopt(argc, argv, "n:r:")) != -1) {
+        if (opt == 'n') n = strtoull(optarg, NULL, 10);
+        else if (opt == 'r') runs = atoi(optarg);
+        else {
+            fprintf(stderr, "usage: %s [-n SPANS] [-r RUNS]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (runs < 1 || runs > 99 || n < 1) return 2;
+    static tmpl t[SLOTS];
+    for (int i = 0; i < SLOTS; i++) build(&t[i], i % 8, i);
+    double dec[99], all[99];
+    int errors = 0;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/bench_forward_cpu_%d.json", (int)getpid());
+    for (int r = 0; r < runs; r++) {
+        dec[r] = pass(t, n, NULL, &errors) / (double)n * 1e6;
+        mst_chrome_writer *w;
+        char err[256];
+        if (mst_chrome_writer_open(path, 1, &w, err, sizeof err) != MST_OK) {
+            fprintf(stderr, "bench_forward_cpu: %s\n", err);
+            return 1;
+        }
+        all[r] = pass(t, n, w, &errors) / (double)n * 1e6;
+        double t0 = thread_cpu_s();
+        if (mst_chrome_writer_close(w) != MST_OK) errors++;
+        all[r] += (thread_cpu_s() - t0) / (double)n * 1e6;
+        unlink(path);
+        printf("  run: decode %.3f us/span, decode+format %.3f us/span (format %.3f)\n", dec[r],
+               all[r], all[r] - dec[r]);
+    }
+    qsort(dec, (size_t)runs, sizeof dec[0], cmp_double);
+    qsort(all, (size_t)runs, sizeof all[0], cmp_double);
+    double load[1] = {-1};
+    getloadavg(load, 1);
+    printf("SUMMARY bench_forward_cpu: median decode %.3f us/span, decode+format %.3f us/span "
+           "(format ~%.3f), %llu spans x %d runs, loadavg %.2f%s\n",
+           dec[runs / 2], all[runs / 2], all[runs / 2] - dec[runs / 2], n, runs, load[0],
+           errors ? " (ERRORS)" : "");
+    return errors ? 1 : 0;
+}
