@@ -172,16 +172,21 @@ static bool ensure_connected(fwd_exporter *x) {
     return try_connect(x);
 }
 
-/* Writes len bytes with non-blocking sends, waiting for POLLOUT only until
- * deadline_ms. *written tells how far it got. */
+/* Writes len bytes with non-blocking sends. It waits for POLLOUT at most
+ * send_budget_ms without progress (each successful send restarts that
+ * budget) and never past hard_deadline_ms. *written tells how far it got. */
 static mst_status send_all(fwd_exporter *x, const uint8_t *data, size_t len,
-                           uint64_t deadline_ms, size_t *written) {
+                           uint64_t hard_deadline_ms, size_t *written) {
     size_t off = 0;
     mst_status st = MST_OK;
+    uint64_t deadline_ms = mono_ms() + x->send_budget_ms;
+    if (deadline_ms > hard_deadline_ms) deadline_ms = hard_deadline_ms;
     while (off < len) {
         ssize_t r = send(x->fd, data + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (r > 0) {
             off += (size_t)r;
+            deadline_ms = mono_ms() + x->send_budget_ms;
+            if (deadline_ms > hard_deadline_ms) deadline_ms = hard_deadline_ms;
             continue;
         }
         if (r < 0 && errno == EINTR) continue;
@@ -260,7 +265,7 @@ static mst_status fwd_export_batch(mst_exporter *self, const mst_span *const *sp
         count(&x->batches_failed, 1);
         return MST_ERR_NOMEM;
     }
-    uint64_t deadline = mono_ms() + x->send_budget_ms;
+    uint64_t deadline = mono_ms() + (uint64_t)x->send_budget_ms * MST_FORWARD_BATCH_LIMIT_FACTOR;
     mst_status result = MST_OK;
     size_t i = 0;
     while (i < n) {
@@ -283,8 +288,9 @@ static mst_status fwd_export_batch(mst_exporter *self, const mst_span *const *sp
             count(&x->failed, n - i);
             if (st == MST_ERR_TIMEOUT && !x->slow_logged) {
                 x->slow_logged = true;
-                MST_WARN("perfetto forwarder @%s is not reading fast enough; spans over the "
-                         "%u ms send budget are counted as failed", x->name, x->send_budget_ms);
+                MST_WARN("perfetto forwarder @%s is not reading fast enough (no progress for %u ms, "
+                         "or a batch over %u ms); the rest of the batch is counted as failed",
+                         x->name, x->send_budget_ms, x->send_budget_ms * MST_FORWARD_BATCH_LIMIT_FACTOR);
             }
             result = st;
             break;

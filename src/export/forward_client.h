@@ -12,9 +12,15 @@
 /* Minimum time between two connect attempts while the forwarder is absent
  * (upstream: 5 s). */
 #define MST_FORWARD_RETRY_INTERVAL_MS 5000u
-/* Longest time one batch may wait for a full socket before the rest of the
- * batch is counted as failed (the exporter thread must not stall). */
-#define MST_FORWARD_SEND_BUDGET_MS 100u
+/* Longest time one send may wait on a full socket *without progress*
+ * before the rest of the batch is counted as failed. The wait is on the
+ * exporter thread (producers never wait; the bounded queue absorbs spans),
+ * so it can be generous: a forwarder on a busy host can stall for tens of
+ * ms while the kernel writes its file, and 100 ms lost whole batches in the
+ * real-vLLM runs (docs/e2e.md). A whole batch never waits longer than
+ * MST_FORWARD_BATCH_LIMIT_FACTOR budgets even when it trickles. */
+#define MST_FORWARD_SEND_BUDGET_MS 1000u
+#define MST_FORWARD_BATCH_LIMIT_FACTOR 5u
 /* Frames are gathered into chunks of about this size before a send(). */
 #define MST_FORWARD_CHUNK_BYTES (256u * 1024u)
 
