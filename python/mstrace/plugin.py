@@ -11,7 +11,10 @@ than once per process, so `register()`:
   * imports PyYAML and the C extension only then; if either is missing it
     logs one warning and returns, and inference goes on untraced;
   * initialises the native tracer, loads the symbols YAML, installs the
-    import hook, and logs which exporters are active.
+    import hook, and logs which exporters are active;
+  * arranges a short flush before the process ends (see _arm_exit_flush):
+    vLLM's EngineCore and worker processes end through multiprocessing's
+    os._exit(), which skips the extension's Py_AtExit shutdown.
 Nothing raised in here may reach vLLM: a tracing problem must never stop an
 inference server from starting.
 """
@@ -19,6 +22,7 @@ inference server from starting.
 import functools
 import logging
 import os
+import signal
 import threading
 
 ENV_ENABLE = "MS_TRACE_ENABLE"
@@ -26,7 +30,12 @@ ENV_ENABLE = "MS_TRACE_ENABLE"
 logger = logging.getLogger("mstrace")
 
 _lock = threading.Lock()
-_state = {"pid": None, "patcher": None, "init": None, "disabled": None, "otlp_rearmed": False}
+_state = {"pid": None, "patcher": None, "init": None, "disabled": None, "otlp_rearmed": False,
+          "exit_flush_pid": None, "sigterm": None}
+
+# Flush timeout at process end: short, because vLLM escalates to SIGKILL a
+# few seconds after SIGTERM and a slow collector must not hold shutdown up.
+EXIT_FLUSH_TIMEOUT_MS = 1000
 
 # Modules whose global `init_tracer` vLLM calls when --otlp-traces-endpoint is
 # given (AsyncLLM in the API server, LLMEngine offline).
@@ -62,6 +71,8 @@ def register():
                 # fork()ed child: the hooks and finder came along with the
                 # memory; the native side re-arms its exporters after fork.
                 _state["pid"] = os.getpid()
+                if _state["patcher"] is not None:
+                    _arm_exit_flush()
             return _state["patcher"]
         try:
             _ensure_log_handler()
@@ -97,6 +108,7 @@ def _register_locked():
     p.install()
     _state["patcher"] = p
     _state["pid"] = os.getpid()
+    _arm_exit_flush()
     if isinstance(info, dict) and "otlp" not in (info.get("exporters") or ()):
         _arm_otlp_rearm(p, _native)
 
@@ -110,6 +122,93 @@ def _register_locked():
     if waiting:
         logger.debug("mstrace: waiting for import: %s", ", ".join(waiting))
     return p
+
+
+# ------------------------------------------------------------ process end
+
+class _ForkToken(object):
+    """Kept alive for multiprocessing's after-fork registry (a weak mapping)."""
+
+
+_FORK_TOKEN = _ForkToken()
+_after_fork_registered = [False]
+
+
+def _exit_flush():
+    try:
+        from mstrace import _native
+        _native.flush(timeout_ms=EXIT_FLUSH_TIMEOUT_MS)
+    except Exception:  # pragma: no cover - never in the way of an exit
+        pass
+
+
+def _arm_exit_flush():
+    """Flush queued spans before this process ends (once per process).
+
+    * multiprocessing.util.Finalize(exitpriority=-100): Process._bootstrap
+      runs the finalizers (util._exit_function) after the target returned
+      *or raised* - including the SystemExit that vLLM's EngineCore
+      (run_engine_core: SIGTERM -> shutdown requested -> busy loop raises
+      SystemExit -> finally: engine_core.shutdown()) and WorkerProc
+      (worker_main: SIGTERM handler raises SystemExit -> finally:
+      worker.shutdown()) end with - and only then calls os._exit(). -100
+      runs after the daemon children were joined.
+    * A multiprocessing child clears the finalizers it inherited by fork;
+      util.register_after_fork re-arms them there (and the process role).
+    * SIGTERM while the handler is still SIG_DFL (a process where nobody
+      installed one): flush, then die by SIGTERM as before. A handler that
+      vLLM (or anyone) installs later simply replaces ours.
+    Not covered: SIGKILL, crashes, os._exit() outside multiprocessing's
+    bootstrap, and anything a 1 s flush cannot deliver.
+    """
+    pid = os.getpid()
+    if _state["exit_flush_pid"] == pid:
+        return
+    _state["exit_flush_pid"] = pid
+    try:
+        from multiprocessing import util as mp_util
+        mp_util.Finalize(None, _exit_flush, exitpriority=-100)
+        if not _after_fork_registered[0]:  # the registry itself is inherited by fork
+            _after_fork_registered[0] = True
+            mp_util.register_after_fork(_FORK_TOKEN, _after_mp_fork)
+    except Exception as exc:  # pragma: no cover - defensive
+        logger.debug("mstrace: exit flush not armed: %s: %s", type(exc).__name__, exc)
+    _install_sigterm_flush()
+
+
+def _after_mp_fork(_token):
+    # In a multiprocessing child (Process._bootstrap, after it cleared the
+    # finalizer registry); the lock may have been held by another thread at
+    # fork time, so it is not taken here.
+    if _state["patcher"] is not None:
+        _state["pid"] = os.getpid()
+        _arm_exit_flush()
+
+
+def _on_sigterm(signum, frame):
+    _exit_flush()
+    try:
+        if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)  # the default action, as before
+    except Exception:  # pragma: no cover
+        os._exit(128 + signal.SIGTERM)
+
+
+def _install_sigterm_flush():
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal.signal works only there; Finalize still covers the exit
+    try:
+        current = signal.getsignal(signal.SIGTERM)
+        if current is _on_sigterm:
+            return
+        if current != signal.SIG_DFL:
+            _state["sigterm"] = "left alone (a handler is installed)"
+            return
+        signal.signal(signal.SIGTERM, _on_sigterm)
+        _state["sigterm"] = "flush, then default"
+    except (ValueError, OSError, RuntimeError) as exc:
+        _state["sigterm"] = "not installed: %s" % exc
 
 
 def _arm_otlp_rearm(p, native):

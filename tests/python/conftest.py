@@ -21,11 +21,15 @@ $MSTRACE_PY_BUILD defaults to <repo>/build-py.
 import functools
 import glob
 import importlib
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
+import time
+import uuid
 
 import pytest
 
@@ -156,6 +160,51 @@ def subprocess_env(staging):
     # Never send test spans to a forwarder someone runs on the default socket.
     env["MSTRACE_PERFETTO_SOCKET"] = "mst_pytest_%d_%s" % (os.getpid(), os.urandom(4).hex())
     return env
+
+
+@pytest.fixture
+def daemon(build, tmp_path):
+    """A real `mstrace forward` on a unique abstract socket, output under tmp_path.
+
+    daemon.events(expect) polls the output until `expect` X events are there
+    (at most 30 s), stops the daemon with SIGTERM and returns every event."""
+    if build.binary is None:
+        pytest.skip("mstrace binary unavailable: %s" % build.reason)
+    name = "mstrace-native-%d-%s" % (os.getpid(), uuid.uuid4().hex[:10])
+    out = tmp_path / "hook_tracing.json"
+    log = open(tmp_path / "daemon.log", "wb")
+    proc = subprocess.Popen([build.binary, "forward", "--log-level", "debug", "--perfetto-output", str(out),
+                             "--socket-name", name], stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    deadline = time.monotonic() + 30
+    while "listening on" not in (tmp_path / "daemon.log").read_text(errors="replace"):
+        assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "daemon.log").read_text()
+        time.sleep(0.02)
+
+    class D:
+        socket_name = name
+
+        @staticmethod
+        def events(expect):
+            # Wait until the daemon logged receipt of `expect` spans is not
+            # portable; poll the file instead, then stop with SIGTERM.
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                try:
+                    xs = [e for e in json.loads(out.read_text()) if e.get("ph") == "X"]
+                except ValueError:
+                    xs = []
+                if len(xs) >= expect:
+                    break
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=60) == 0
+            return json.loads(out.read_text())
+
+    yield D
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    log.close()
 
 
 @pytest.fixture

@@ -15,12 +15,10 @@ and daemon checks run a child Python (the tracer is process-global).
 import collections.abc
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -544,47 +542,6 @@ def test_uninitialised_hooks_pass_through(native, subprocess_env):
 
 
 # ------------------------------------------------- the real Perfetto path
-
-
-@pytest.fixture
-def daemon(build, tmp_path):
-    if build.binary is None:
-        pytest.skip("mstrace binary unavailable: %s" % build.reason)
-    name = "mstrace-native-%d-%s" % (os.getpid(), uuid.uuid4().hex[:10])
-    out = tmp_path / "hook_tracing.json"
-    log = open(tmp_path / "daemon.log", "wb")
-    proc = subprocess.Popen([build.binary, "forward", "--log-level", "debug", "--perfetto-output", str(out),
-                             "--socket-name", name], stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-    deadline = time.monotonic() + 30
-    while "listening on" not in (tmp_path / "daemon.log").read_text(errors="replace"):
-        assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "daemon.log").read_text()
-        time.sleep(0.02)
-
-    class D:
-        socket_name = name
-
-        @staticmethod
-        def events(expect):
-            # Wait until the daemon logged receipt of `expect` spans is not
-            # portable; poll the file instead, then stop with SIGTERM.
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                try:
-                    xs = [e for e in json.loads(out.read_text()) if e.get("ph") == "X"]
-                except ValueError:
-                    xs = []
-                if len(xs) >= expect:
-                    break
-                time.sleep(0.05)
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=60) == 0
-            return json.loads(out.read_text())
-
-    yield D
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
-    log.close()
 
 
 PIPELINE = """
