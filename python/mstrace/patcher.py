@@ -19,10 +19,16 @@ Symbol forms:
                               functions *defined* in the module, and methods
                               in the class's own __dict__.
 
-Failure rules: a missing module, class or method skips that hook with a log
-line and nothing else; an exception while patching never fails the import
-that triggered it. A resolved symbol gets one trace: the first entry wins,
-later ones are ignored with a log line.
+Failure rules: a missing module, class or method skips that hook with one
+INFO line per symbol and process (SPEC section 2) and nothing else. A class or
+method is found missing when its module is imported; a module is found
+missing by `report_missing_modules()` (the plugin calls it after install),
+which asks the import system's finders without importing anything. Symbols
+of a top-level package that is not installed at all (vllm_ascend on a
+non-Ascend host) get one summary line per package instead. Other skips (not
+a function, not a class, errors) are warnings, also once. An exception while
+patching never fails the import that triggered it. A resolved symbol gets
+one trace: the first entry wins, later ones are ignored with a log line.
 """
 
 import fnmatch
@@ -36,6 +42,7 @@ import types
 logger = logging.getLogger("mstrace.patcher")
 
 _MISSING = object()
+_UNKNOWN = object()
 
 
 def _has_wildcard(text):
@@ -53,6 +60,12 @@ class PatchRecord(object):
         self.symbol = symbol
         self.target = target
         self.reason = reason
+
+    @property
+    def missing(self):
+        """A skip because the module, class or method does not exist."""
+        return self.status == "skipped" and (
+            " has no attribute " in self.reason or self.reason.startswith(("module ", "package ")))
 
     def __repr__(self):
         return "PatchRecord(%s #%d %s -> %s%s)" % (
@@ -97,6 +110,7 @@ class Patcher(object):
         self._handlers = {}  # handler path -> callable or None
         self._callbacks = {}  # module name -> [callback(module)], see on_import
         self.records = []
+        self._logged = set()  # (entry index, target, reason) already logged
         self._finder = None
         handler_by_symbol = {}
         for entry in entries:
@@ -177,6 +191,56 @@ class Patcher(object):
     def pending_modules(self):
         """Exact target modules not imported yet (their hooks wait for the import)."""
         return sorted(m for m in self._exact if m not in sys.modules)
+
+    def report_missing_modules(self):
+        """Record and log (INFO, once) the target modules that do not exist.
+
+        Nothing is imported: each module's finder is asked with its parent
+        package's path (packages already imported use their __path__), the
+        way the import system would search, minus executing any module. A
+        module that exists but is not imported yet is not reported (its
+        hooks wait for the import). Patterns count only when their fixed
+        top-level package is missing. Returns {module: reason}.
+        """
+        with self._lock:
+            exact = sorted(self._exact.items())
+            patterns = list(self._patterns)
+        missing = {}
+        absent_pkgs = {}  # top-level package -> [symbols]
+        for name, items in exact:
+            if name in sys.modules:
+                continue
+            found, reason = _module_status(name, self._finder)
+            if found is not False:
+                continue
+            missing[name] = reason
+            if ("module", name) in self._logged:
+                continue  # recorded and logged by an earlier call
+            self._logged.add(("module", name))
+            top = name.partition(".")[0]
+            for entry, _ in items:
+                if reason.startswith("package"):
+                    absent_pkgs.setdefault(top, []).append(entry)
+                    self._record("skipped", entry, name, reason, log=False)
+                else:
+                    self._record("skipped", entry, name, reason)
+        for pat, (entry, _) in patterns:
+            top = pat.prefix.partition(".")[0]
+            if not top or _has_wildcard(top) or "." not in pat.prefix:
+                continue
+            found, reason = _module_status(top, self._finder)
+            if found is False and ("pattern", entry.index) not in self._logged:
+                self._logged.add(("pattern", entry.index))
+                absent_pkgs.setdefault(top, []).append(entry)
+                self._record("skipped", entry, pat.prefix + "*", reason, log=False)
+        for top, entries in sorted(absent_pkgs.items()):
+            key = ("package", top)
+            if key in self._logged:
+                continue
+            self._logged.add(key)
+            logger.info("mstrace: %d %s symbol(s) skipped: %s not installed", len(entries), top, top)
+            logger.debug("mstrace: skipped (%s not installed): %s", top, ", ".join(e.symbol for e in entries))
+        return missing
 
     def import_and_apply(self):
         """Import every exact target module now and report the ones missing.
@@ -312,17 +376,31 @@ class Patcher(object):
             self._handlers[path] = fn
         return self._handlers[path]
 
-    def _record(self, status, entry, target, reason=""):
+    def _record(self, status, entry, target, reason="", log=True):
         rec = PatchRecord(status, entry.index, entry.symbol, target, reason)
         self.records.append(rec)
         if status == "applied":
             logger.debug("mstrace: hooked %s (entry #%d): %s", target, entry.index, reason)
         elif status == "present":
             logger.debug("mstrace: %s (entry #%d): %s", target, entry.index, reason)
-        elif status == "duplicate":
-            logger.info("mstrace: %s (entry #%d %s): %s", target, entry.index, entry.symbol, reason)
+        elif not log:
+            return
         else:
-            logger.warning("mstrace: hook skipped for entry #%d %s (%s): %s", entry.index, entry.symbol, target, reason)
+            # Once per process: a reload, or apply_module for a module seen
+            # again, says nothing new.
+            key = (entry.index, target, reason)
+            if key in self._logged:
+                return
+            self._logged.add(key)
+            if status == "duplicate":
+                logger.info("mstrace: %s (entry #%d %s): %s", target, entry.index, entry.symbol, reason)
+            elif rec.missing:
+                # A symbol this vLLM does not have (version drift): expected, INFO.
+                logger.info("mstrace: hook skipped for entry #%d %s (%s): %s", entry.index, entry.symbol,
+                            target, reason)
+            else:
+                logger.warning("mstrace: hook skipped for entry #%d %s (%s): %s", entry.index, entry.symbol,
+                               target, reason)
 
 
 def native_hook_types(native):
@@ -333,6 +411,58 @@ def native_hook_types(native):
         if isinstance(obj, type) and name.endswith("Hook"):
             found.append(obj)
     return tuple(found) or (native.Hook,)
+
+
+def _module_status(name, skip_finder=None):
+    """(True | False | None, reason): does module `name` exist? None = cannot tell.
+
+    Asks the meta path finders (not ours) with the parent package's search
+    path, which is what the import system does before loading; no module
+    code runs. Parents already imported answer through their __path__.
+    """
+    spec = _find_spec_quietly(name, skip_finder)
+    if spec is _UNKNOWN:
+        return None, ""
+    if spec is not None:
+        return True, ""
+    top = name.partition(".")[0]
+    if top != name and _find_spec_quietly(top, skip_finder) is None:
+        return False, "package %s is not installed" % top
+    if top == name:
+        return False, "package %s is not installed" % top
+    return False, "module %s does not exist in this installation" % name
+
+
+def _find_spec_quietly(name, skip_finder):
+    module = sys.modules.get(name)
+    if module is not None:
+        return getattr(module, "__spec__", None) or True
+    parent = name.rpartition(".")[0]
+    path = None
+    if parent:
+        pmod = sys.modules.get(parent)
+        if pmod is not None:
+            path = getattr(pmod, "__path__", None)
+        else:
+            pspec = _find_spec_quietly(parent, skip_finder)
+            if pspec is None or pspec is _UNKNOWN:
+                return pspec
+            path = getattr(pspec, "submodule_search_locations", None)
+        if path is None:
+            return None  # the parent is a plain module: no submodules
+    for finder in list(sys.meta_path):
+        if finder is skip_finder or isinstance(finder, _PostImportFinder):
+            continue
+        find = getattr(finder, "find_spec", None)
+        if find is None:
+            continue
+        try:
+            spec = find(name, path)
+        except Exception:
+            return _UNKNOWN
+        if spec is not None:
+            return spec
+    return None
 
 
 def _lookup(obj, name):

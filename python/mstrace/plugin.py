@@ -106,6 +106,11 @@ def _register_locked():
     traced = [e for e in result.entries if e.trace is not None]
     p = patcher_mod.Patcher(traced, hook_factory=_native.Hook, hook_types=patcher_mod.native_hook_types(_native))
     p.install()
+    try:
+        missing = p.report_missing_modules()  # INFO lines (SPEC section 2); imports nothing
+    except Exception as exc:  # pragma: no cover - diagnostics only
+        missing = {}
+        logger.debug("mstrace: missing-module check failed: %s: %s", type(exc).__name__, exc)
     _state["patcher"] = p
     _state["pid"] = os.getpid()
     _arm_exit_flush()
@@ -113,11 +118,11 @@ def _register_locked():
         _arm_otlp_rearm(p, _native)
 
     applied = sum(1 for r in p.records if r.status == "applied")
-    waiting = p.pending_modules
+    waiting = [m for m in p.pending_modules if m not in missing]
     logger.info(
         "mstrace: hook tracing on: %d entries from %s (%d skipped as invalid, %d outside the vLLM version range), "
-        "%d hooks applied now, %d module(s) hooked when imported",
-        len(traced), result.source, len(result.errors), len(result.gated), applied, len(waiting),
+        "%d hooks applied now, %d module(s) hooked when imported, %d module(s) not installed",
+        len(traced), result.source, len(result.errors), len(result.gated), applied, len(waiting), len(missing),
     )
     if waiting:
         logger.debug("mstrace: waiting for import: %s", ", ".join(waiting))

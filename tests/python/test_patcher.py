@@ -228,6 +228,9 @@ def test_static_class_async_nested_and_inherited(pkg, make_patcher, hooks):
 
 
 def test_missing_module_class_method_skipped_others_work(pkg, make_patcher, caplog):
+    import logging
+
+    caplog.set_level(logging.INFO, logger="mstrace")  # a missing symbol is INFO, not a warning
     core = importlib.import_module(pkg + ".core")
     p = make_patcher("""
         - {symbol: '%(p)s.core:Nope.run', trace: true}
@@ -385,3 +388,75 @@ def test_reload_is_patched_again(pkg, make_patcher):
     importlib.reload(core)
     assert is_hook(p, vars(core)["top"])
     assert core.top(2) == ("top", 2)
+
+
+# ------------------------------------------- missing symbols: one INFO line each
+
+
+def info_lines(caplog, text):
+    return [r for r in caplog.records if text in r.getMessage()]
+
+
+def test_missing_module_class_method_each_logged_once_at_info(pkg, make_patcher, caplog):
+    """SPEC section 2: a symbol that does not exist is skipped with a log line
+    naming it and the reason: INFO, once per process, module included."""
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="mstrace")
+    p = make_patcher("""
+        - {symbol: '%(p)s.core:Nope.run', trace: true}
+        - {symbol: '%(p)s.core:Engine.nope', trace: true}
+        - {symbol: '%(p)s.nosuchmodule:f', trace: true}
+        - {symbol: '%(p)s.models.nosuch:M.f', trace: true}
+        - {symbol: '%(p)s.core:Engine.run', trace: {name: ok}}
+    """ % {"p": pkg})
+    p.install()
+    missing = p.report_missing_modules()
+    assert sorted(missing) == [pkg + ".models.nosuch", pkg + ".nosuchmodule"]
+    assert pkg not in sys.modules  # nothing was imported to find out
+    core = importlib.import_module(pkg + ".core")  # class/method found missing on import
+    importlib.reload(core)                             # ...and again: no new lines
+    p.report_missing_modules()
+    for symbol, reason in [(pkg + ".core:Nope.run", "has no attribute 'Nope'"),
+                           (pkg + ".core:Engine.nope", "has no attribute 'nope'"),
+                           (pkg + ".nosuchmodule:f", "module %s.nosuchmodule does not exist" % pkg),
+                           (pkg + ".models.nosuch:M.f", "module %s.models.nosuch does not exist" % pkg)]:
+        lines = [r for r in caplog.records if symbol in r.getMessage() and "skipped" in r.getMessage()]
+        assert len(lines) == 1, (symbol, [r.getMessage() for r in caplog.records])
+        assert lines[0].levelname == "INFO" and reason in lines[0].getMessage()
+    assert core.Engine().run(1) == ("engine", 1)
+
+
+def test_not_installed_package_is_one_summary_line(pkg, make_patcher, caplog):
+    import logging
+
+    caplog.set_level(logging.INFO, logger="mstrace")
+    absent = "mst_absent_" + uuid.uuid4().hex[:8]
+    p = make_patcher("""
+        - {symbol: '%(a)s.worker.model_runner_v1:NPUModelRunner.execute_model', trace: true}
+        - {symbol: '%(a)s.worker.worker_v1:NPUWorker.execute_model', trace: true}
+        - {symbol: '%(a)s.models.*:*.forward', trace: true}
+        - {symbol: '%(p)s.core:top', trace: true}
+    """ % {"a": absent, "p": pkg})
+    p.install()
+    missing = p.report_missing_modules()
+    p.report_missing_modules()
+    assert sorted(missing) == [absent + ".worker.model_runner_v1", absent + ".worker.worker_v1"]
+    lines = [r.getMessage() for r in caplog.records if absent in r.getMessage()]
+    assert lines == ["mstrace: 3 %s symbol(s) skipped: %s not installed" % (absent, absent)], lines
+    assert all(r.levelname == "INFO" for r in caplog.records if absent in r.getMessage())
+    assert [r.reason for r in p.records if r.status == "skipped"] == ["package %s is not installed" % absent] * 3
+
+
+def test_modules_that_exist_but_are_not_imported_are_not_reported(pkg, make_patcher, caplog):
+    import logging
+
+    caplog.set_level(logging.INFO, logger="mstrace")
+    p = make_patcher("""
+        - {symbol: '%(p)s.models.llava:LlavaModel.forward', trace: true}
+        - {symbol: 'json.decoder:JSONDecoder.decode', trace: true}
+    """ % {"p": pkg})
+    p.install()
+    assert p.report_missing_modules() == {}
+    assert "skipped" not in caplog.text
+    assert pkg not in sys.modules and pkg + ".models" not in sys.modules

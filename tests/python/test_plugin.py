@@ -232,3 +232,38 @@ def test_otlp_endpoint_set_later_by_vllm_is_picked_up(subprocess_env, tmp_path, 
     assert "otlp" not in out["before"]
     assert "otlp" in out["after"] and out["endpoint"] == "http://127.0.0.1:9/v1/traces", err
     assert "re-initialised" in err
+
+
+MISSING_PROBE = textwrap.dedent('''
+    import json, sys
+    import mstrace.plugin as plugin
+    p = plugin.register()
+    print("PROBE" + json.dumps({"vllm_imported": sorted(m for m in sys.modules if m.split(".")[0] == "vllm")}))
+''')
+
+
+def test_missing_symbols_of_the_default_yaml_are_named_once_at_info(subprocess_env, tmp_path, native):
+    """SPEC section 2 with the packaged YAML against a vLLM that lacks some
+    modules: one INFO line per missing symbol naming it and why, one summary
+    line for vllm_ascend (not installed), nothing imported to find out."""
+    root = tmp_path / "fakevllm"
+    sched = root / "vllm" / "v1" / "core" / "sched"
+    sched.mkdir(parents=True)
+    for d in (root / "vllm", root / "vllm" / "v1", root / "vllm" / "v1" / "core", sched):
+        (d / "__init__.py").write_text("raise RuntimeError('imported!')\n" if d == root / "vllm" else "")
+    (sched / "scheduler.py").write_text("class Scheduler:\n    def schedule(self): pass\n")
+    (root / "vllm" / "version.py").write_text("__version__ = '0.32.0'\n")
+    env = dict(subprocess_env, MS_TRACE_ENABLE="1", VLLM_LOGGING_LEVEL="INFO",
+               PYTHONPATH=subprocess_env["PYTHONPATH"] + os.pathsep + str(root))
+    out, err = run_probe(env, MISSING_PROBE)
+    assert out["vllm_imported"] == []
+    lines = [l for l in err.splitlines() if "skipped" in l]
+    # a module that exists (the scheduler) is not reported; missing ones are, once each
+    assert not [l for l in lines if "vllm.v1.core.sched.scheduler" in l], lines
+    gpu = [l for l in lines if "vllm.v1.worker.gpu_model_runner:GPUModelRunner.execute_model" in l]
+    assert len(gpu) == 1 and gpu[0].startswith("INFO") and "does not exist" in gpu[0], lines
+    ascend = [l for l in lines if "vllm_ascend" in l]
+    assert len(ascend) == 1 and ascend[0].startswith("INFO"), lines
+    assert "vllm_ascend symbol(s) skipped: vllm_ascend not installed" in ascend[0]
+    assert not [l for l in err.splitlines() if l.startswith("WARNING")], err
+    assert "module(s) not installed" in err
