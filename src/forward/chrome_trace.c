@@ -306,7 +306,7 @@ struct mst_chrome_writer {
     mst_outq *out;            /* the writer thread and its chunks */
     mst_buf *buf;             /* out's current chunk, during add_span */
     uint64_t full_dropped;    /* spans refused at MAX_UNWRITTEN_BYTES */
-    mst_buf scratch;          /* building "resource.<key>" */
+    mst_buf scratch;          /* building "resource.<key>", process names */
     uint64_t buffered_spans, buffered_flows; /* events of the span being added */
     track_table pos, names;
     pend_table pend;
@@ -465,6 +465,41 @@ static void maybe_name(mst_chrome_writer *w, int64_t pid, int64_t tid, bool thre
     emit_name(w, pid, tid, thread, name);
 }
 
+/* The process_name M event, once per pid: "<process.role> (<service.name>)"
+ * when the span carries a `process.role` attribute (the mstrace plugin sets
+ * it: api_server, engine_core, worker_0, ...; otherwise every vLLM process
+ * would be named just "vllm"), else service.name. Both are raw, validated
+ * JSON strings, so joining their escaped contents gives a valid one. The
+ * attribute is looked up only for a pid not named yet. */
+static void maybe_name_process(mst_chrome_writer *w, int64_t pid, const mst_pf_span *s,
+                               const mst_json_slice *service) {
+    uint8_t key[24] = {0};
+    key[0] = 1;
+    memcpy(key + 8, &pid, 8);
+    if (table_find(&w->names, key)) return;
+    const mst_json_slice *role = find_kv(s->attrs, s->n_attrs, "process.role");
+    if (!is_string(role) || role->len <= 2) {
+        maybe_name(w, pid, 0, false, service);
+        return;
+    }
+    mst_buf_reset(&w->scratch);
+    mst_buf_append(&w->scratch, role->ptr, role->len - 1); /* '"role' */
+    if (is_string(service)) {
+        LIT(&w->scratch, " (");
+        mst_buf_append(&w->scratch, service->ptr + 1, service->len - 2);
+        mst_buf_append_byte(&w->scratch, ')');
+    }
+    mst_buf_append_byte(&w->scratch, '"');
+    if (w->scratch.failed) {
+        w->buf->failed = true;
+        return;
+    }
+    bool ev;
+    table_insert(&w->names, key, &ev);
+    mst_json_slice name = {(const char *)w->scratch.data, w->scratch.len};
+    emit_name(w, pid, 0, false, &name);
+}
+
 /* One s/f flow pair: source = the linked span, dest = the linking span. */
 static void emit_flow(mst_chrome_writer *w, const uint8_t src_key[24], int64_t spid, int64_t stid,
                       int64_t sts, const uint8_t dest_span[8], int64_t dpid, int64_t dtid,
@@ -617,7 +652,7 @@ mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s
         table_prefetch(&w->pend.groups, link_keys[l]);
     }
 
-    maybe_name(w, pid, 0, false, service);
+    maybe_name_process(w, pid, s, service);
     maybe_name(w, pid, tid, true, find_kv(s->attrs, s->n_attrs, "thread.name"));
     emit_span(w, s, pid, tid, service);
 

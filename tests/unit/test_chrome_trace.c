@@ -393,6 +393,51 @@ static void test_valid_after_every_flush_and_names_once(void) {
     unlink(path);
 }
 
+/* process.role names the process track "<role> (<service.name>)", once per
+ * pid, escapes intact; without a service it is the role alone; a pid whose
+ * first span has no role keeps the service name. */
+static void test_process_role_names_the_process(void) {
+    const char *path = tmp_path("roles.json");
+    mst_chrome_writer *w;
+    char err[256];
+    CHECK_EQ_INT(mst_chrome_writer_open(path, 7, &w, err, sizeof err), MST_OK);
+    static const char *spans[] = {
+        "{\"name\":\"a\",\"trace_id\":\"" T1 "\",\"span_id\":\"0000000000000001\","
+        "\"attributes\":{\"process.pid\":11,\"process.role\":\"engine_core\"},"
+        "\"resource_attributes\":{\"service.name\":\"vllm\"}}",
+        "{\"name\":\"b\",\"trace_id\":\"" T1 "\",\"span_id\":\"0000000000000002\","
+        "\"attributes\":{\"process.pid\":11,\"process.role\":\"other\"},"
+        "\"resource_attributes\":{\"service.name\":\"vllm\"}}",
+        "{\"name\":\"c\",\"trace_id\":\"" T1 "\",\"span_id\":\"0000000000000003\","
+        "\"attributes\":{\"process.pid\":12,\"process.role\":\"w\\u00e9\\\"0\"},"
+        "\"resource_attributes\":{\"service.name\":\"s\\n\"}}",
+        "{\"name\":\"d\",\"trace_id\":\"" T1 "\",\"span_id\":\"0000000000000004\","
+        "\"attributes\":{\"process.pid\":13,\"process.role\":\"worker_1\"}}",
+        "{\"name\":\"e\",\"trace_id\":\"" T1 "\",\"span_id\":\"0000000000000005\","
+        "\"attributes\":{\"process.pid\":14,\"process.role\":7},"
+        "\"resource_attributes\":{\"service.name\":\"vllm\"}}",
+    };
+    for (size_t i = 0; i < sizeof spans / sizeof spans[0]; i++)
+        CHECK_EQ_INT(add_json(w, spans[i]), MST_OK);
+    CHECK_EQ_INT(mst_chrome_writer_close(w), MST_OK);
+    size_t len;
+    char *text = read_all(path, &len);
+    CHECK(mst_json_validate(text, len, 32, NULL, NULL));
+    ev evs[16];
+    size_t n = parse_events(text, len, evs, 16);
+    const char *want[] = {"{\"name\":\"engine_core (vllm)\"}", "{\"name\":\"w\\u00e9\\\"0 (s\\n)\"}",
+                          "{\"name\":\"worker_1\"}", "{\"name\":\"vllm\"}"};
+    size_t pn = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(evs[i].name, "process_name") != 0) continue;
+        if (pn < 4) CHECK_EQ_STR(evs[i].args, want[pn]);
+        pn++;
+    }
+    CHECK_EQ_INT(pn, 4);
+    free(text);
+    unlink(path);
+}
+
 static void test_tables_are_bounded(void) {
     const char *path = tmp_path("evict.json");
     mst_chrome_writer *w;
@@ -455,6 +500,7 @@ static const mst_test_case TESTS[] = {
     {"microsecond_formatting", test_microsecond_formatting},
     {"unicode_and_escapes_round_trip", test_unicode_and_escapes_round_trip},
     {"valid_after_every_flush_and_names_once", test_valid_after_every_flush_and_names_once},
+    {"process_role_names_the_process", test_process_role_names_the_process},
     {"tables_are_bounded", test_tables_are_bounded},
     {"open_refuses_bad_paths", test_open_refuses_bad_paths},
 };
