@@ -2,8 +2,9 @@
  * json_reader.c — the strict pull JSON reader of json_reader.h.
  *
  * Shape: strings are scanned once to validate them (runs of plain ASCII
- * are skipped 8 bytes at a time by mst_json_plain_prefix, buf.h) and
- * unescaped in a second pass only when they contain a backslash.
+ * are skipped a word at a time: plain_run below, mst_json_special_mask8
+ * in buf.h) and unescaped in a second pass only when they contain a
+ * backslash.
  * Containers are tracked as two 64-bit bit stacks (object-or-array, has a
  * member yet), so skipping a nested value is an iterative loop with no
  * recursion: deep or hostile input cannot exhaust the C stack.
@@ -12,6 +13,9 @@
 #include "wire/json_reader.h"
 
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 static bool fail(mst_json_reader *r, const uint8_t *at, const char *msg) {
     if (!r->err) {
@@ -30,8 +34,11 @@ void mst_json_reader_init(mst_json_reader *r, const void *data, size_t len, unsi
     r->max_depth = max_depth;
 }
 
+/* Packets are compact JSON: the next byte is almost never whitespace, so
+ * one compare (every JSON whitespace byte is <= ' ') settles the usual case. */
 static inline void skip_ws(mst_json_reader *r) {
     const uint8_t *p = r->p, *end = r->end;
+    if (p < end && *p > ' ') return;
     while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
     r->p = p;
 }
@@ -75,16 +82,50 @@ static inline long hex4(const uint8_t *s) {
     return (long)((a << 12) | (b << 8) | (c << 4) | d);
 }
 
-/* Validates the string whose opening quote is at r->p. On success the
- * content is [*s, *e), r->p is past the closing quote, *esc tells whether a
- * backslash occurs. */
-static bool scan_string(mst_json_reader *r, const uint8_t **s, const uint8_t **e, bool *esc) {
-    const uint8_t *p = r->p + 1, *end = r->end;
+/* Skips plain bytes (printable ASCII but '"' and '\\') from p; returns the
+ * first other byte's address or end. Whole blocks are tested while a block
+ * remains (16 bytes with SSE2, else 8-byte words, mst_json_special_mask8):
+ * a string is followed by at least its closing quote and usually the rest
+ * of the packet, so nearly every string is scanned with block loads only
+ * and the byte loop of mst_json_plain_prefix runs just at the very end of
+ * the input. (That byte tail, up to 7 steps per string, was most of the
+ * scan cost for the short keys and values of a packet.) */
+static inline const uint8_t *plain_run(const uint8_t *p, const uint8_t *end) {
+#ifdef __SSE2__
+    /* 16 bytes per step: one signed compare below 0x20 catches both control
+     * bytes and bytes >= 0x80 (negative as int8), plus the two equalities. */
+    const __m128i lim = _mm_set1_epi8(0x20), quote = _mm_set1_epi8('"'),
+                  bslash = _mm_set1_epi8('\\');
+    while (end - p >= 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+        __m128i m = _mm_or_si128(_mm_cmplt_epi8(x, lim),
+                                 _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)));
+        unsigned bits = (unsigned)_mm_movemask_epi8(m);
+        if (bits) return p + __builtin_ctz(bits);
+        p += 16;
+    }
+#endif
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    while (end - p >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        uint64_t m = mst_json_special_mask8(w);
+        if (m) return p + (__builtin_ctzll(m) >> 3);
+        p += 8;
+    }
+#endif
+    return p + mst_json_plain_prefix(p, (size_t)(end - p));
+}
+
+/* The rest of a string from p, its first byte that is not plain (an
+ * escape, non-ASCII, a control byte, the closing quote or the end); [s,
+ * p) was plain. Kept out of line so the common all-plain string costs no
+ * register saves (the caller below is inlined into every reader). */
+__attribute__((noinline)) static bool scan_string_rest(mst_json_reader *r, const uint8_t *p,
+                                                       const uint8_t **e, bool *esc) {
+    const uint8_t *end = r->end;
     bool has_esc = false;
-    *s = p;
-    for (;;) {
-        /* Plain ASCII 8 bytes at a time (buf.h), then byte by byte. */
-        p += mst_json_plain_prefix(p, (size_t)(end - p));
+    for (;; p = plain_run(p, end)) {
         if (p >= end) return fail(r, p, "unterminated string");
         uint8_t c = *p;
         if (c == '"') break;
@@ -123,6 +164,22 @@ static bool scan_string(mst_json_reader *r, const uint8_t **s, const uint8_t **e
     *esc = has_esc;
     r->p = p + 1;
     return true;
+}
+
+/* Validates the string whose opening quote is at r->p. On success the
+ * content is [*s, *e), r->p is past the closing quote, *esc tells whether a
+ * backslash occurs. */
+static inline bool scan_string(mst_json_reader *r, const uint8_t **s, const uint8_t **e,
+                               bool *esc) {
+    const uint8_t *p = plain_run(r->p + 1, r->end);
+    *s = r->p + 1;
+    if (p < r->end && *p == '"') {
+        *e = p;
+        *esc = false;
+        r->p = p + 1;
+        return true;
+    }
+    return scan_string_rest(r, p, e, esc);
 }
 
 static size_t put_utf8(uint32_t cp, uint8_t out[4]) {
@@ -281,23 +338,25 @@ static bool scan_number(mst_json_reader *r) {
 }
 
 /* Integer syntax at [p, end): 0 ok (*stop = first byte after), 1 not an
- * integer (not a number, fraction, exponent, leading zero), 2 overflow. */
+ * integer (not a number, fraction, exponent, leading zero), 2 overflow.
+ * Why no per-digit overflow test: int64 has 19 digits, and any 19-digit
+ * value fits uint64 (< 10^19 < 2^64), so the digits are accumulated
+ * unchecked and compared with the limit once; 20 or more digits (no
+ * leading zeros are allowed) always overflow. */
 static int parse_int(const uint8_t *p, const uint8_t *end, int64_t *out, const uint8_t **stop) {
     bool neg = false;
     if (p < end && *p == '-') { neg = true; p++; }
-    if (p >= end || *p < '0' || *p > '9') return 1;
-    if (*p == '0' && p + 1 < end && p[1] >= '0' && p[1] <= '9') return 1;
-    uint64_t limit = neg ? (uint64_t)INT64_MAX + 1u : (uint64_t)INT64_MAX;
+    if (p >= end || (unsigned)(*p - '0') > 9) return 1;
+    if (*p == '0' && p + 1 < end && (unsigned)(p[1] - '0') <= 9) return 1;
+    const uint8_t *first = p;
     uint64_t v = 0;
-    bool over = false;
-    while (p < end && *p >= '0' && *p <= '9') {
-        unsigned d = (unsigned)(*p - '0');
-        if (v > (limit - d) / 10) over = true;
-        else v = v * 10 + d;
+    while (p < end && (unsigned)(*p - '0') <= 9) {
+        if (p - first < 19) v = v * 10 + (unsigned)(*p - '0');
         p++;
     }
     if (p < end && (*p == '.' || *p == 'e' || *p == 'E')) return 1;
-    if (over) return 2;
+    uint64_t limit = neg ? (uint64_t)INT64_MAX + 1u : (uint64_t)INT64_MAX;
+    if (p - first > 19 || v > limit) return 2;
     *out = neg ? (int64_t)(0u - v) : (int64_t)v;
     *stop = p;
     return 0;
@@ -496,7 +555,20 @@ bool mst_json_read_raw(mst_json_reader *r, mst_json_slice *out) {
     if (r->err) return false;
     skip_ws(r);
     const uint8_t *begin = r->p;
-    if (!skip_value(r)) return false;
+    /* Strings and numbers (most attribute values) are scanned directly;
+     * scan_number checks its own first byte. Containers and literals take
+     * the general loop. */
+    bool ok;
+    if (begin < r->end && *begin == '"') {
+        const uint8_t *s, *e;
+        bool esc;
+        ok = scan_string(r, &s, &e, &esc);
+    } else if (begin < r->end && (*begin == '-' || (unsigned)(*begin - '0') <= 9)) {
+        ok = scan_number(r);
+    } else {
+        ok = skip_value(r);
+    }
+    if (!ok) return false;
     out->ptr = (const char *)begin;
     out->len = (size_t)(r->p - begin);
     return true;
