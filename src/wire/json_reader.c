@@ -260,6 +260,25 @@ static bool string_to_arena(mst_json_reader *r, mst_arena *arena, mst_str *out) 
     return true;
 }
 
+/* The content as it is when it has no escape (why: most keys and values
+ * are plain, and copying each one into the arena was a malloc-free but
+ * still measurable alloc + libc memcpy per key), else unescaped. */
+static bool string_to_slice(mst_json_reader *r, mst_arena *arena, mst_str *out) {
+    const uint8_t *s, *e;
+    bool esc;
+    const uint8_t *at = r->p;
+    if (!scan_string(r, &s, &e, &esc)) return false;
+    if (esc) {
+        r->p = at; /* rare: rescan through the copying path */
+        return string_to_arena(r, arena, out);
+    }
+    size_t raw = (size_t)(e - s);
+    if (raw >= UINT32_MAX) return fail(r, at, "string too long");
+    out->ptr = (const char *)s;
+    out->len = (uint32_t)raw;
+    return true;
+}
+
 static bool string_to_buf(mst_json_reader *r, char *dst, size_t cap, size_t *len, bool *fits) {
     const uint8_t *s, *e;
     bool esc;
@@ -293,6 +312,15 @@ static bool at_string(mst_json_reader *r, const char *what) {
 bool mst_json_read_key(mst_json_reader *r, mst_arena *arena, mst_str *out) {
     return at_string(r, "expected an object key") && string_to_arena(r, arena, out) &&
            expect_colon(r);
+}
+
+bool mst_json_read_key_slice(mst_json_reader *r, mst_arena *arena, mst_str *out) {
+    return at_string(r, "expected an object key") && string_to_slice(r, arena, out) &&
+           expect_colon(r);
+}
+
+bool mst_json_read_str_slice(mst_json_reader *r, mst_arena *arena, mst_str *out) {
+    return at_string(r, "expected a string") && string_to_slice(r, arena, out);
 }
 
 bool mst_json_read_key_into(mst_json_reader *r, char *dst, size_t cap, size_t *len, bool *fits) {

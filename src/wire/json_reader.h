@@ -80,6 +80,14 @@ bool mst_json_read_key(mst_json_reader *r, mst_arena *arena, mst_str *out);
  * not fit is still validated and consumed; *fits tells which. */
 bool mst_json_read_key_into(mst_json_reader *r, char *dst, size_t cap, size_t *len, bool *fits);
 
+/* Zero-copy forms for hot paths: the key (plus ':') / string value as a
+ * length-carrying slice. Without escapes it points into the input (NOT
+ * NUL-terminated; the input must outlive it); with escapes it is unescaped
+ * into the arena (then NUL-terminated, and may hold NUL bytes from
+ * \u0000). Validation is the same as for the copying forms. */
+bool mst_json_read_key_slice(mst_json_reader *r, mst_arena *arena, mst_str *out);
+bool mst_json_read_str_slice(mst_json_reader *r, mst_arena *arena, mst_str *out);
+
 /* A string value, unescaped into the arena (NUL-terminated). */
 bool mst_json_read_str(mst_json_reader *r, mst_arena *arena, mst_str *out);
 /* A string value into a caller buffer; see mst_json_read_key_into. */

@@ -36,7 +36,11 @@ typedef struct mst_json_slice {
 } mst_json_slice;
 
 typedef struct mst_pf_kv {
-    mst_str key;            /* unescaped, NUL-terminated, in the arena */
+    /* Unescaped key as a length-carrying slice, NOT NUL-terminated: it
+     * points into the packet buffer when the key has no escape (why: no
+     * copy per key on the forwarder's hot path), else into the arena. Use
+     * key.len with memcmp, never strcmp/%s. */
+    mst_str key;
     mst_json_slice value;   /* points into the packet buffer */
 } mst_pf_kv;
 

@@ -114,20 +114,20 @@ static inline bool hex8_lower(uint64_t w, uint64_t *low) {
 /* Reads a string of exactly `n` hex digits into out (lowercase + NUL).
  * Returns 1 ok, 0 wrong shape (message set), -1 reader error. */
 static int read_hex_id(decoder *d, const char *field, size_t n, char *out, bool allow_empty) {
-    char buf[40];
-    size_t len;
-    bool fits;
+    mst_str str; /* the digits in the packet (or unescaped in the arena) */
     if (mst_json_peek(&d->r) != MST_JSON_STRING) {
         if (d->r.err) return -1;
         set_err(d, MST_ERR_PARSE, "field '%s' must be a string of %zu hex digits", field, n);
         return 0;
     }
-    if (!mst_json_read_str_into(&d->r, buf, sizeof buf, &len, &fits)) return -1;
+    if (!mst_json_read_str_slice(&d->r, d->arena, &str)) return -1;
+    const char *buf = str.ptr;
+    size_t len = str.len;
     if (allow_empty && len == 0) {
         out[0] = '\0';
         return 1;
     }
-    if (!fits || len != n) {
+    if (len != n) {
         set_err(d, MST_ERR_PARSE, "field '%s' must be %zu hex digits (got %zu characters)", field,
                 n, len);
         return 0;
@@ -166,6 +166,10 @@ static int read_hex_id(decoder *d, const char *field, size_t n, char *out, bool 
 }
 
 /* ------------------------------------------------------------ helpers */
+
+/* Keys are length-carrying slices (not NUL-terminated): messages print at
+ * most 64 bytes of them (stopping at a NUL byte, as before). */
+static int key_shown(const mst_str *k) { return k->len < 64 ? (int)k->len : 64; }
 
 static bool key_is(const char *k, size_t len, const char *lit) {
     size_t n = strlen(lit);
@@ -240,19 +244,21 @@ static mst_status decode_kv_object(decoder *d, const char *field, bool take_pid_
         if (more == 0) break;
         mst_str key;
         mst_json_slice val;
-        if (!mst_json_read_key(&d->r, d->arena, &key) || !mst_json_read_raw(&d->r, &val))
+        if (!mst_json_read_key_slice(&d->r, d->arena, &key) || !mst_json_read_raw(&d->r, &val))
             return reader_err(d, field);
         uint64_t h = hash_key(key.ptr, key.len);
         for (size_t i = 0; i < n; i++)
             if (hashes[i] == h && kvs[i].key.len == key.len &&
                 memcmp(kvs[i].key.ptr, key.ptr, key.len) == 0)
-                return set_err(d, MST_ERR_PARSE, "duplicate key '%.64s' in '%s'", key.ptr, field);
+                return set_err(d, MST_ERR_PARSE, "duplicate key '%.*s' in '%s'", key_shown(&key),
+                               key.ptr, field);
         bool *flag = NULL;
         int64_t *target = pick_target(out, &key, take_pid_tid, &flag);
         if (target) {
             int slot = target == &out->pid ? 0 : 1;
             if (pid_seen[slot])
-                return set_err(d, MST_ERR_PARSE, "duplicate key '%s' in '%s'", key.ptr, field);
+                return set_err(d, MST_ERR_PARSE, "duplicate key '%.*s' in '%s'", key_shown(&key),
+                               key.ptr, field);
             pid_seen[slot] = true;
             int64_t v;
             if (mst_json_slice_to_i64(&val, &v)) {
@@ -313,17 +319,14 @@ static mst_status decode_links(decoder *d, mst_pf_span *out) {
             int m = mst_json_object_next(&d->r);
             if (m < 0) return reader_err(d, "links");
             if (m == 0) break;
-            char key[16];
-            size_t klen;
-            bool fits;
-            if (!mst_json_read_key_into(&d->r, key, sizeof key, &klen, &fits))
-                return reader_err(d, "links");
+            mst_str key;
+            if (!mst_json_read_key_slice(&d->r, d->arena, &key)) return reader_err(d, "links");
             int rc;
-            if (fits && key_is(key, klen, "trace_id")) {
+            if (key_is(key.ptr, key.len, "trace_id")) {
                 if (have_trace) return set_err(d, MST_ERR_PARSE, "duplicate key 'trace_id' in a link");
                 have_trace = true;
                 rc = read_hex_id(d, "links[].trace_id", 32, l->trace_id, false);
-            } else if (fits && key_is(key, klen, "span_id")) {
+            } else if (key_is(key.ptr, key.len, "span_id")) {
                 if (have_span) return set_err(d, MST_ERR_PARSE, "duplicate key 'span_id' in a link");
                 have_span = true;
                 rc = read_hex_id(d, "links[].span_id", 16, l->span_id, false);
@@ -382,7 +385,7 @@ static unsigned field_of(const char *k, size_t n) {
     }
 }
 
-static mst_status decode_field(decoder *d, unsigned f, const char *key, mst_pf_span *out) {
+static mst_status decode_field(decoder *d, unsigned f, const mst_str *key, mst_pf_span *out) {
     int rc;
     switch (f) {
     case F_NAME: return read_str_field(d, "name", &out->name);
@@ -413,7 +416,16 @@ static mst_status decode_field(decoder *d, unsigned f, const char *key, mst_pf_s
     case F_LINKS: return decode_links(d, out);
     default: {
         mst_json_slice raw;
-        return mst_json_read_raw(&d->r, &raw) ? MST_OK : reader_err(d, key);
+        if (mst_json_read_raw(&d->r, &raw)) return MST_OK;
+        /* The message names a key of up to 23 bytes (up to a NUL byte). */
+        char name[24];
+        if (key->len < sizeof name) {
+            memcpy(name, key->ptr, key->len);
+            name[key->len] = '\0';
+        } else {
+            memcpy(name, "(long key)", 11);
+        }
+        return reader_err(d, name);
     }
     }
 }
@@ -445,17 +457,13 @@ mst_status mst_perfetto_packet_decode(const uint8_t *data, size_t len, mst_arena
         int more = mst_json_object_next(&d.r);
         if (more < 0) return reader_err(&d, "packet");
         if (more == 0) break;
-        char key[24];
-        size_t klen;
-        bool fits;
-        if (!mst_json_read_key_into(&d.r, key, sizeof key - 1, &klen, &fits))
-            return reader_err(&d, "packet");
-        unsigned f = fits ? field_of(key, klen) : 0;
-        if (fits) key[klen] = '\0';
-        else memcpy(key, "(long key)", 11);
-        if (f & seen) return set_err(&d, MST_ERR_PARSE, "duplicate key '%s'", key);
+        mst_str key; /* in the packet unless escaped */
+        if (!mst_json_read_key_slice(&d.r, arena, &key)) return reader_err(&d, "packet");
+        unsigned f = field_of(key.ptr, key.len);
+        if (f & seen) /* f != 0: a known field, so the key is its name */
+            return set_err(&d, MST_ERR_PARSE, "duplicate key '%.*s'", key_shown(&key), key.ptr);
         seen |= f;
-        mst_status st = decode_field(&d, f, key, out);
+        mst_status st = decode_field(&d, f, &key, out);
         if (st != MST_OK) return st;
     }
     if (!mst_json_finish(&d.r)) return reader_err(&d, "packet");

@@ -9,7 +9,8 @@
  *   - a failed decode writes a non-empty message and the status is PARSE,
  *     TOO_LARGE or NOMEM;
  *   - a decoded span has lowercase hex ids of the right length, counts
- *     within the limits, NUL-terminated keys, raw values that lie inside the
+ *     within the limits, keys that lie inside the input (plain) or are
+ *     NUL-terminated arena copies (escaped), raw values that lie inside the
  *     input and are each one valid JSON value, and process.pid/thread.id
  *     taken out only when present as integers;
  *   - the events the writer appends for it form valid JSON: after each
@@ -65,7 +66,11 @@ static void check_kvs(const mst_pf_kv *kv, size_t n, const uint8_t *data, size_t
     REQUIRE(n <= MST_PF_MAX_ATTRS);
     REQUIRE(n == 0 || kv != NULL);
     for (size_t i = 0; i < n; i++) {
-        REQUIRE(kv[i].key.ptr && kv[i].key.ptr[kv[i].key.len] == '\0');
+        /* A key is a slice: inside the input (no escapes) or an arena copy. */
+        const uint8_t *k = (const uint8_t *)kv[i].key.ptr;
+        REQUIRE(k);
+        bool in_input = k >= data && k < data + len;
+        REQUIRE(in_input ? k + kv[i].key.len <= data + len : k[kv[i].key.len] == '\0');
         const uint8_t *v = (const uint8_t *)kv[i].value.ptr;
         REQUIRE(v >= data && v + kv[i].value.len <= data + len && kv[i].value.len > 0);
         REQUIRE(mst_json_validate(v, kv[i].value.len, MST_PF_MAX_DEPTH, NULL, NULL));

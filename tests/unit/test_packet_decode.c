@@ -23,6 +23,11 @@ typedef struct decoded {
 } decoded;
 
 /* Decodes magic + json from an exact-size heap copy (ASan bounds). */
+/* Keys are length-carrying slices (not NUL-terminated; perfetto_packet.h). */
+static bool key_eq(const mst_str *k, const char *want) {
+    return k->ptr && k->len == strlen(want) && memcmp(k->ptr, want, k->len) == 0;
+}
+
 static void decode_json(decoded *d, const char *json) {
     size_t n = strlen(json);
     d->copy = malloc(MST_PERFETTO_MAGIC_LEN + n);
@@ -75,10 +80,10 @@ static void test_seed_packet(void) {
     CHECK(s->has_pid && s->pid == 100);
     CHECK(s->has_tid && s->tid == 200);
     CHECK_EQ_INT(s->n_attrs, 1);
-    CHECK_EQ_STR(s->attrs[0].key.ptr, "request.id");
+    CHECK(key_eq(&s->attrs[0].key, "request.id"));
     CHECK(s->attrs[0].value.len == 11 && memcmp(s->attrs[0].value.ptr, "\"request-1\"", 11) == 0);
     CHECK_EQ_INT(s->n_resource, 1);
-    CHECK_EQ_STR(s->resource[0].key.ptr, "service.name");
+    CHECK(key_eq(&s->resource[0].key, "service.name"));
     CHECK_EQ_INT(s->n_links, 1);
     CHECK_EQ_STR(s->links[0].trace_id, "33333333333333333333333333333333");
     CHECK_EQ_STR(s->links[0].span_id, "4444444444444444");
@@ -109,8 +114,8 @@ static void test_defaults_and_normalisation(void) {
     /* Non-integer pid/tid stay as ordinary attributes. */
     CHECK(!d.span.has_pid && !d.span.has_tid);
     CHECK_EQ_INT(d.span.n_attrs, 3);
-    CHECK_EQ_STR(d.span.attrs[0].key.ptr, "process.pid");
-    CHECK_EQ_STR(d.span.attrs[1].key.ptr, "thread.id");
+    CHECK(key_eq(&d.span.attrs[0].key, "process.pid"));
+    CHECK(key_eq(&d.span.attrs[1].key, "thread.id"));
     done(&d);
 
     decode_json(&d, "{\"trace_id\":\"" T32 "\",\"span_id\":\"" S16 "\",\"parent_span_id\":\"ABCDEF0123456789\","
