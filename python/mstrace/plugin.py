@@ -22,7 +22,9 @@ inference server from starting.
 import functools
 import logging
 import os
+import re
 import signal
+import sys
 import threading
 
 ENV_ENABLE = "MS_TRACE_ENABLE"
@@ -72,6 +74,7 @@ def register():
                 # memory; the native side re-arms its exporters after fork.
                 _state["pid"] = os.getpid()
                 if _state["patcher"] is not None:
+                    _set_role()
                     _arm_exit_flush()
             return _state["patcher"]
         try:
@@ -121,8 +124,9 @@ def _register_locked():
     waiting = [m for m in p.pending_modules if m not in missing]
     logger.info(
         "mstrace: hook tracing on: %d entries from %s (%d skipped as invalid, %d outside the vLLM version range), "
-        "%d hooks applied now, %d module(s) hooked when imported, %d module(s) not installed",
+        "%d hooks applied now, %d module(s) hooked when imported, %d module(s) not installed; process role %s",
         len(traced), result.source, len(result.errors), len(result.gated), applied, len(waiting), len(missing),
+        process_role(),
     )
     if waiting:
         logger.debug("mstrace: waiting for import: %s", ", ".join(waiting))
@@ -187,6 +191,7 @@ def _after_mp_fork(_token):
     # fork time, so it is not taken here.
     if _state["patcher"] is not None:
         _state["pid"] = os.getpid()
+        _set_role()
         _arm_exit_flush()
 
 
@@ -282,7 +287,53 @@ def _init_kwargs():
     return {
         "service_name": os.environ.get("OTEL_SERVICE_NAME") or None,
         "forward_socket": os.environ.get("MSTRACE_PERFETTO_SOCKET") or None,
+        "process_role": process_role(),
     }
+
+
+# ---------------------------------------------------------- process role
+
+_ROLE_PATTERNS = (
+    (re.compile(r"EngineCore(?:_DP(\d+))?$"), lambda m: "engine_core" + ("_dp" + m.group(1) if m.group(1) else "")),
+    (re.compile(r"VllmWorker-(\d+)$"), lambda m: "worker_" + m.group(1)),
+    (re.compile(r"ApiServer_(\d+)$"), lambda m: "api_server_" + m.group(1)),
+)
+
+
+def process_role(name=None, argv=None):
+    """What this vLLM process is, for the `process.role` span attribute (the
+    Perfetto process track is named "<role> (<service.name>)"; every vLLM
+    process shares one service.name). From the multiprocessing process name
+    vLLM gives its children (vllm/v1/engine/utils.py, multiproc_executor.py,
+    v1/utils.py): EngineCore[_DP<n>] -> engine_core[_dp<n>], VllmWorker-<r>
+    -> worker_<r>, ApiServer_<i> -> api_server_<i>; the main process is
+    api_server under `vllm serve` / the OpenAI api_server module, else main;
+    any other name is used as it is."""
+    if name is None:
+        try:
+            import multiprocessing
+            name = multiprocessing.current_process().name
+        except Exception:  # pragma: no cover
+            name = "MainProcess"
+    for pattern, role in _ROLE_PATTERNS:
+        m = pattern.match(name)
+        if m:
+            return role(m)
+    if name != "MainProcess":
+        return name
+    argv = sys.argv if argv is None else argv
+    prog = os.path.basename(argv[0]) if argv else ""
+    if (prog == "vllm" and len(argv) > 1 and argv[1] == "serve") or prog.startswith("api_server"):
+        return "api_server"
+    return "main"
+
+
+def _set_role():
+    try:
+        from mstrace import _native
+        _native.set_process_role(process_role())
+    except Exception as exc:  # pragma: no cover - a label only
+        logger.debug("mstrace: process role not set: %s: %s", type(exc).__name__, exc)
 
 
 def _disable(message):

@@ -8,6 +8,9 @@ busy loop turns into SystemExit (vLLM's EngineCore); a plain process with
 the default SIGTERM action; and a process whose SIGTERM handler was
 installed after the plugin (left alone). OTEL_BSP_SCHEDULE_DELAY is one
 minute, so without the exit flush nothing would be exported before the end.
+Also the process role: vLLM-named multiprocessing children (EngineCore,
+VllmWorker-<rank>) get their own Perfetto process track name through the
+`process.role` span attribute.
 Every case runs in a child Python (process state, signals).
 """
 
@@ -197,3 +200,80 @@ def test_a_later_sigterm_handler_is_left_alone(exit_env, daemon):
     '''
     run(exit_env, code2)
     daemon.events(0)
+
+
+# ------------------------------------------------------------ process roles
+
+ROLES = '''
+def child():
+    mst_exit_target.work(multiprocessing.current_process().name)
+
+if __name__ == "__main__":
+    plugin.register()
+    mst_exit_target.work("main")
+    ctx = multiprocessing.get_context("fork")
+    pids = {"main": os.getpid()}
+    for name in ("EngineCore", "EngineCore_DP1", "VllmWorker-0", "VllmWorker-1"):
+        p = ctx.Process(target=child, name=name)
+        p.start()
+        p.join(60)
+        assert p.exitcode == 0, (name, p.exitcode)
+        pids[name] = p.pid
+    print("PIDS" + __import__("json").dumps(pids))
+'''
+
+
+def test_each_vllm_process_gets_its_own_perfetto_process_name(exit_env, daemon, tmp_path):
+    script = tmp_path / "roles.py"
+    script.write_text(PRELUDE + textwrap.dedent(ROLES))
+    env = dict(exit_env, OTEL_SERVICE_NAME="mst-roles")
+    p = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    import json
+    pids = json.loads([l for l in p.stdout.splitlines() if l.startswith("PIDS")][0][4:])
+    events = daemon.events(5)
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "process_name"}
+    assert names == {pids["main"]: "main (mst-roles)", pids["EngineCore"]: "engine_core (mst-roles)",
+                     pids["EngineCore_DP1"]: "engine_core_dp1 (mst-roles)",
+                     pids["VllmWorker-0"]: "worker_0 (mst-roles)", pids["VllmWorker-1"]: "worker_1 (mst-roles)"}
+    roles = {e["pid"]: e["args"]["process.role"] for e in events if e.get("ph") == "X"}
+    assert roles[pids["VllmWorker-1"]] == "worker_1" and roles[pids["main"]] == "main"
+    assert "process role main" in p.stderr
+
+
+@pytest.mark.parametrize("name,argv,role", [
+    ("EngineCore", None, "engine_core"),
+    ("EngineCore_DP3", None, "engine_core_dp3"),
+    ("VllmWorker-7", None, "worker_7"),
+    ("ApiServer_2", None, "api_server_2"),
+    ("MainProcess", ["/venv/bin/vllm", "serve", "model"], "api_server"),
+    ("MainProcess", ["/x/vllm/entrypoints/openai/api_server.py", "--model", "m"], "api_server"),
+    ("MainProcess", ["bench.py"], "main"),
+    ("MainProcess", [], "main"),
+    ("SpawnProcess-3", None, "SpawnProcess-3"),
+    ("EngineCoreX", None, "EngineCoreX"),
+])
+def test_process_role_names(name, argv, role):
+    from mstrace import plugin
+    assert plugin.process_role(name, argv) == role
+
+
+def test_native_process_role_on_every_span(native):
+    spans = native._capture(True)
+    try:
+        h = native.Hook(lambda: 1, name="role.span")
+        native.set_process_role("worker_3")
+        h()
+        native.init(process_role="engine_core")  # repeated init still sets the role
+        h()
+        native.set_process_role(None)
+        h()
+        with pytest.raises(TypeError):
+            native.set_process_role(b"x")
+        native.set_process_role("\u00e9" * 100)       # 200 bytes: cut on a character boundary
+        h()
+    finally:
+        native._capture(False)
+        native.set_process_role(None)
+    roles = [s["attributes"].get("process.role") for s in spans]
+    assert roles == ["worker_3", "engine_core", None, "\u00e9" * 63]

@@ -341,6 +341,8 @@ static bool span_begin(MstnHook *r, span_run *sr, const mstn_batch *b, uint64_t 
     sr->ctx.synthetic = false;
     mst_span_set_int(sr->span, "process.pid", mstn_g.pid);
     mst_span_set_int(sr->span, "thread.id", mstn_thread_id());
+    if (mstn_g.role[0]) /* names the process track in Perfetto */
+        mst_span_set_str(sr->span, "process.role", mstn_g.role);
     return true;
 }
 
@@ -363,6 +365,11 @@ static void capture(MstnHook *r, const span_run *sr, const mstn_batch *b, uint64
     v = PyLong_FromLong(mstn_thread_id());
     if (!v || PyDict_SetItemString(attrs, "thread.id", v) < 0) { Py_XDECREF(v); goto fail; }
     Py_DECREF(v);
+    if (mstn_g.role[0]) {
+        v = PyUnicode_FromString(mstn_g.role);
+        if (!v || PyDict_SetItemString(attrs, "process.role", v) < 0) { Py_XDECREF(v); goto fail; }
+        Py_DECREF(v);
+    }
     if (b && b->n_ids) {
         PyObject *ids = PyList_New((Py_ssize_t)b->n_ids);
         if (!ids)

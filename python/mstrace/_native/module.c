@@ -252,13 +252,40 @@ static PyObject *set_item_str(PyObject *d, const char *k, const char *v) {
     return d;
 }
 
-static PyObject *mod_init(PyObject *m, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"service_name", "forward_socket", "otlp", "perfetto", "null_exporter", NULL};
-    const char *service = NULL, *sock = NULL;
-    int otlp = 1, perfetto = 1, null_exp = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$zzppp:init", kwlist, &service, &sock, &otlp,
-                                     &perfetto, &null_exp))
+/* Stores `role` (UTF-8, cut to MSTN_ROLE_MAX-1 bytes on a character
+ * boundary) as the process.role of every later span; NULL/"" clears it. */
+static void set_role(const char *role) {
+    size_t n = role ? strlen(role) : 0;
+    if (n >= MSTN_ROLE_MAX) {
+        n = MSTN_ROLE_MAX - 1;
+        while (n > 0 && ((unsigned char)role[n] & 0xC0) == 0x80)
+            n--;
+    }
+    if (n)
+        memcpy(mstn_g.role, role, n);
+    mstn_g.role[n] = '\0';
+}
+
+static PyObject *mod_set_process_role(PyObject *m, PyObject *arg) {
+    if (arg != Py_None && !PyUnicode_Check(arg))
+        return PyErr_Format(PyExc_TypeError, "process role must be str or None");
+    const char *s = arg == Py_None ? NULL : PyUnicode_AsUTF8(arg);
+    if (arg != Py_None && !s)
         return NULL;
+    set_role(s);
+    Py_RETURN_NONE;
+}
+
+static PyObject *mod_init(PyObject *m, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"service_name", "forward_socket", "otlp", "perfetto", "null_exporter",
+                             "process_role", NULL};
+    const char *service = NULL, *sock = NULL, *role = NULL;
+    int otlp = 1, perfetto = 1, null_exp = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$zzpppz:init", kwlist, &service, &sock, &otlp,
+                                     &perfetto, &null_exp, &role))
+        return NULL;
+    if (role) /* also on a repeated init: the role is per process, not per tracer */
+        set_role(role);
     if (mstn_g.tracer && g_init_info)
         return PyDict_Copy(g_init_info);
     if (g_initializing) /* re-entered (e.g. from a log handler): nothing yet */
@@ -477,7 +504,10 @@ static PyObject *mod_capture(PyObject *m, PyObject *on) {
 
 static PyMethodDef methods[] = {
     {"init", (PyCFunction)(void (*)(void))mod_init, METH_VARARGS | METH_KEYWORDS,
-     "init(*, service_name=None, forward_socket=None, otlp=True, perfetto=True, null_exporter=False) -> dict"},
+     "init(*, service_name=None, forward_socket=None, otlp=True, perfetto=True, null_exporter=False, "
+     "process_role=None) -> dict"},
+    {"set_process_role", mod_set_process_role, METH_O,
+     "set_process_role(role or None): the process.role attribute of every later hook span"},
     {"flush", (PyCFunction)(void (*)(void))mod_flush, METH_VARARGS | METH_KEYWORDS,
      "flush(timeout_ms=5000) -> bool: export everything queued"},
     {"shutdown", mod_shutdown, METH_NOARGS, "shutdown(): flush and stop the tracer"},

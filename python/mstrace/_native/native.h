@@ -26,6 +26,7 @@
 #define MSTN_MAX_LINKS MST_MAX_LINKS      /* links per span               */
 #define MSTN_FAILURE_LIMIT 5              /* internal failures before off */
 #define MSTN_STACK_DEPTH 64               /* nested hook spans per thread */
+#define MSTN_ROLE_MAX 128                 /* process.role bytes + NUL     */
 
 /* --------------------------------------------------- compact contexts */
 
@@ -67,6 +68,7 @@ typedef struct mstn_globals {
     bool async_used;            /* some async hook exists: consult the contextvar */
     PyObject *capture;          /* list: test-only span capture, or NULL   */
     PyObject *ctxvar;           /* ContextVar for the current span of async hooks */
+    char role[MSTN_ROLE_MAX];   /* process.role on every span; "" = none    */
 } mstn_globals;
 
 extern mstn_globals mstn_g;
