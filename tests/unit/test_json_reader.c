@@ -6,6 +6,7 @@
  * read past the end.
  */
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 
 #include "testlib.h"
@@ -121,6 +122,28 @@ static void test_integers(void) {
     CHECK(!read_int("\"1\"", &v));
     CHECK(!read_int("-", &v));
     CHECK(!read_int("", &v));
+    /* Every digit count, inside a document (the 8-digit word path) and at
+     * the very end of the input (the byte path), against strtoll. */
+    for (int digits = 1; digits <= 21; digits++) {
+        for (int k = 0; k < 3; k++) {
+            char num[32], doc[64];
+            for (int i = 0; i < digits; i++)
+                num[i] = (char)('0' + (i == 0 ? 1 + k * 4 % 9 : (k * 7 + i * 3) % 10));
+            num[digits] = '\0';
+            if (k == 2) memset(num, '9', (size_t)digits);
+            errno = 0;
+            long long want = strtoll(num, NULL, 10);
+            bool fits = errno == 0;
+            CHECK(read_int(num, &v) == fits && (!fits || v == want));
+            snprintf(doc, sizeof doc, "[%s,\"tail-of-doc\"]", num);
+            mst_json_reader r;
+            mst_json_reader_init(&r, doc, strlen(doc), 32);
+            CHECK(mst_json_array_begin(&r) && mst_json_array_next(&r) == 1);
+            CHECK(mst_json_read_i64(&r, &v) == fits && (!fits || v == want));
+        }
+    }
+    CHECK(!read_int("12345678.5", &v));
+    CHECK(!read_int("1234567812345678e1", &v));
     mst_json_slice s = {"42", 2};
     CHECK(mst_json_slice_to_i64(&s, &v) && v == 42);
     s = (mst_json_slice){"4.2", 3};
