@@ -237,6 +237,7 @@ static mst_status decode_kv_object(decoder *d, const char *field, bool take_pid_
     mst_pf_kv *kvs = NULL;
     uint64_t *hashes = NULL;
     size_t n = 0, cap = 0, hcap = 0;
+    uint64_t bits = 0; /* hash bits of the stored keys */
     bool pid_seen[2] = {false, false}; /* duplicate check for taken-out keys */
     for (;;) {
         int more = mst_json_object_next(&d->r);
@@ -247,7 +248,10 @@ static mst_status decode_kv_object(decoder *d, const char *field, bool take_pid_
         if (!mst_json_read_key_slice(&d->r, d->arena, &key) || !mst_json_read_raw(&d->r, &val))
             return reader_err(d, field);
         uint64_t h = hash_key(key.ptr, key.len);
-        for (size_t i = 0; i < n; i++)
+        /* One bit per stored key's hash: a key whose bit is clear cannot be a
+         * duplicate, so the scan below runs only on a (rare) bit match. */
+        uint64_t bit = (uint64_t)1 << (h >> 58);
+        for (size_t i = 0; (bits & bit) && i < n; i++)
             if (hashes[i] == h && kvs[i].key.len == key.len &&
                 memcmp(kvs[i].key.ptr, key.ptr, key.len) == 0)
                 return set_err(d, MST_ERR_PARSE, "duplicate key '%.*s' in '%s'", key_shown(&key),
@@ -278,6 +282,7 @@ static mst_status decode_kv_object(decoder *d, const char *field, bool take_pid_
         kvs[n].key = key;
         kvs[n].value = val;
         hashes[n] = h;
+        bits |= bit;
         n++;
     }
     *kvs_out = kvs;
