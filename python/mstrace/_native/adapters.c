@@ -315,8 +315,10 @@ static PyObject *kwarg(PyObject *const *args, Py_ssize_t nargs, PyObject *kwname
 }
 
 int mstn_register_from_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                            bool skip_self, bool kw_allowed) {
+                            bool skip_self, bool kw_allowed, const mst_scope *span_scope) {
     PyObject *rid = NULL, *headers = NULL; /* new references */
+    PyObject *obj = NULL;                  /* borrowed: the request object  */
+    bool headers_from_obj = false;
     int rc = 0;
     if (kw_allowed) {
         PyObject *k = kwarg(args, nargs, kwnames, mstn_n.request_id);
@@ -340,16 +342,24 @@ int mstn_register_from_args(PyObject *const *args, Py_ssize_t nargs, PyObject *k
         if (r == 0)
             continue;
         rid = v;
+        obj = a;
         if (!headers) {
             r = mstn_getattr_opt(a, mstn_n.trace_headers, &headers);
             if (r < 0) {
                 rc = -1;
                 goto done;
             }
+            headers_from_obj = true;
         }
     }
+    /* Only the request adapter (kw_allowed) may auto-generate: it runs in
+     * the front-end process and writes the decision into trace_headers
+     * for EngineCore; request_context (EngineCore) only reads, so the 1-in-N
+     * counter of MS_PROFILER_SAMPLE_RATE is applied once per request. The
+     * span + injection need the headers read from the object itself. */
     if (rid && rid != Py_None)
-        rc = mstn_register(rid, headers, true) < 0 ? -1 : 0;
+        rc = mstn_register_ex(rid, headers, kw_allowed, headers_from_obj ? obj : NULL,
+                              span_scope) < 0 ? -1 : 0;
 done:
     Py_XDECREF(rid);
     Py_XDECREF(headers);

@@ -10,6 +10,7 @@
  */
 #include "native.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -35,6 +36,7 @@ long mstn_thread_id(void) {
 void mstn_after_fork_child(void) {
     t_tls.tid = 0;
     mstn_g.pid = (long)getpid();
+    mstn_req_after_fork_child();
 }
 
 void mstn_ctx_to_public(const mstn_ctx *c, mst_span_context *out) {
@@ -189,7 +191,104 @@ int mstn_ctx_from_headers(PyObject *headers, mstn_ctx *out, bool allow_auto) {
     return 1;
 }
 
+/* ------------------------------------------------ request spans (auto) */
+
+/* May the generated context be written into `obj.trace_headers` (whose value
+ * is `headers`, NULL when the attribute is missing)? Only when it is None or
+ * a dict without a "traceparent" key: a client's header (even an invalid
+ * one) is never replaced, and other mappings are left alone. */
+static bool can_inject(PyObject *headers) {
+    if (!headers)
+        return false;
+    if (headers == Py_None)
+        return true;
+    if (!PyDict_Check(headers))
+        return false;
+    int has = PyDict_Contains(headers, mstn_n.traceparent);
+    if (has < 0)
+        PyErr_Clear();
+    return has == 0;
+}
+
+/* obj.trace_headers = {**headers, "traceparent": "00-<trace>-<span>-01"}:
+ * a new dict, so a dict shared with other requests (n > 1 children) is not
+ * changed under them. False (exception cleared) when the attribute is
+ * read-only or anything fails: the request is then traced as before. */
+static bool inject_traceparent(PyObject *obj, PyObject *headers, const mstn_ctx *c) {
+    char tp[56]; /* 00-<32>-<16>-<2> + NUL */
+    char t[33], sp[17];
+    mst_trace_id_to_hex(&c->trace_id, t);
+    mst_span_id_to_hex(&c->span_id, sp);
+    snprintf(tp, sizeof tp, "00-%s-%s-%02x", t, sp, (unsigned)c->flags);
+    PyObject *d = headers != Py_None ? PyDict_Copy(headers) : PyDict_New();
+    PyObject *v = d ? PyUnicode_FromString(tp) : NULL;
+    bool ok = v && PyDict_SetItem(d, mstn_n.traceparent, v) == 0 &&
+              PyObject_SetAttr(obj, mstn_n.trace_headers, d) == 0;
+    if (!ok)
+        PyErr_Clear();
+    Py_XDECREF(v);
+    Py_XDECREF(d);
+    return ok;
+}
+
+/* Start time of a request span: obj.arrival_time (epoch seconds, vLLM's
+ * EngineCoreRequest) when it is a number within the last day and not in the
+ * future, else now. */
+static uint64_t arrival_ns(PyObject *obj) {
+    uint64_t now = mst_clock_now_ns();
+    PyObject *a = NULL;
+    if (mstn_getattr_opt(obj, mstn_n.arrival_time, &a) <= 0) {
+        PyErr_Clear();
+        return now;
+    }
+    double sec = PyFloat_Check(a) ? PyFloat_AS_DOUBLE(a) : PyLong_Check(a) ? PyLong_AsDouble(a) : -1.0;
+    Py_DECREF(a);
+    if (sec == -1.0 && PyErr_Occurred())
+        PyErr_Clear();
+    if (!(sec > 0.0))
+        return now;
+    uint64_t ns = (uint64_t)(sec * 1e9);
+    if (ns > now || now - ns > 86400ull * 1000000000ull)
+        return now;
+    return ns;
+}
+
+/* Starts `vllm.request` with the ids of the generated context `c`; carries
+ * the hook span attributes plus request.id (the id registered) and
+ * request.external_id (obj.external_req_id when it is another str). */
+static mst_span *start_request_span(const mstn_ctx *c, PyObject *obj, const mst_scope *scope,
+                                    const char *id, size_t id_len) {
+    mst_span *sp = mst_span_start_with_ids(mstn_g.tracer, scope, "vllm.request",
+                                           MST_SPAN_KIND_INTERNAL, NULL, &c->trace_id,
+                                           &c->span_id, arrival_ns(obj));
+    if (!sp)
+        return NULL;
+    mst_span_set_int(sp, "process.pid", mstn_g.pid);
+    mst_span_set_int(sp, "thread.id", mstn_thread_id());
+    if (mstn_g.role[0])
+        mst_span_set_str(sp, "process.role", mstn_g.role);
+    mst_span_set_strn(sp, "request.id", id, id_len);
+    const char *ids[1] = {id};
+    if (id[id_len] == '\0')
+        mst_span_set_str_list(sp, "request.ids", ids, 1);
+    PyObject *ext = NULL;
+    if (mstn_getattr_opt(obj, mstn_n.external_req_id, &ext) > 0 && PyUnicode_Check(ext)) {
+        Py_ssize_t n = 0;
+        const char *u = PyUnicode_AsUTF8AndSize(ext, &n);
+        if (u && ((size_t)n != id_len || memcmp(u, id, id_len) != 0))
+            mst_span_set_strn(sp, "request.external_id", u, (size_t)n);
+    }
+    Py_XDECREF(ext);
+    PyErr_Clear();
+    return sp;
+}
+
 int mstn_register(PyObject *request_id, PyObject *headers, bool allow_auto) {
+    return mstn_register_ex(request_id, headers, allow_auto, NULL, NULL);
+}
+
+int mstn_register_ex(PyObject *request_id, PyObject *headers, bool allow_auto, PyObject *obj,
+                     const mst_scope *scope) {
     mstn_ctx ctx;
     int r = mstn_ctx_from_headers(headers, &ctx, false);
     if (r < 0)
@@ -209,12 +308,31 @@ int mstn_register(PyObject *request_id, PyObject *headers, bool allow_auto) {
     if (r > 0) {
         ok = mstn_req_put(s, (size_t)n, &ctx);
     } else {
-        /* Auto-trace: a request seen twice (EngineCore.add_request and
-         * Scheduler.add_request both hooked) keeps its first context. */
+        /* Auto-trace: a request seen twice keeps its first context. */
         mstn_ctx old;
         if (!mstn_req_get(s, (size_t)n, &old)) {
             auto_context(&ctx);
-            ok = mstn_req_put(s, (size_t)n, &ctx);
+            mst_span *span = NULL;
+            /* The request adapter on the request object that goes to
+             * EngineCore: a real span named by the context, and the
+             * context written into obj.trace_headers (CONTRACT.md). */
+            if (obj && scope && mstn_g.tracer && mstn_ctx_sampled(&ctx) && can_inject(headers)) {
+                span = start_request_span(&ctx, obj, scope, s, (size_t)n);
+                if (span && !inject_traceparent(obj, headers, &ctx)) {
+                    mst_span_discard(span);
+                    span = NULL;
+                }
+                if (span) {
+                    ctx.synthetic = false;
+                    mstn_g.inflight++;
+                    mstn_req_span_started();
+                }
+            }
+            ok = mstn_req_put_span(s, (size_t)n, &ctx, span);
+            if (!ok && span) { /* out of memory: nothing owns it */
+                mst_span_end(span, 0);
+                mstn_g.inflight--;
+            }
         }
     }
     Py_DECREF(sid);

@@ -532,7 +532,9 @@ static PyObject *dispatch(MstnHook *h, PyObject *const *args, Py_ssize_t nargs, 
     switch (r->adapter) {
     case MSTN_AD_REQUEST:
     case MSTN_AD_REQUEST_CONTEXT:
-        if (mstn_register_from_args(args, nargs, kwnames, false, r->adapter == MSTN_AD_REQUEST) < 0)
+        if (mstn_register_from_args(args, nargs, kwnames, false, r->adapter == MSTN_AD_REQUEST,
+                                    r->adapter == MSTN_AD_REQUEST && mstn_g.auto_trace && mstn_g.tracer
+                                        ? hook_scope(r) : NULL) < 0)
             hook_failed(r);
         return invoke(h, r, args, nargs, kwnames);
     default:

@@ -397,6 +397,10 @@ static PyObject *mod_stats(PyObject *m, PyObject *unused) {
         put_u64(d, "hook_failures", mstn_g.hook_failures) < 0 ||
         put_u64(d, "requests_tracked", rs.tracked) < 0 || put_u64(d, "requests_registered", rs.registered) < 0 ||
         put_u64(d, "requests_evicted", rs.evicted) < 0 || put_u64(d, "requests_finished", rs.finished) < 0 ||
+        put_u64(d, "request_spans_started", rs.spans_started) < 0 ||
+        put_u64(d, "request_spans_open", rs.spans_open) < 0 ||
+        put_u64(d, "request_spans_finished", rs.spans_finished) < 0 ||
+        put_u64(d, "request_spans_evicted", rs.spans_evicted) < 0 ||
         put_u64(d, "auto_contexts", mstn_g.auto_contexts) < 0 ||
         put_u64(d, "auto_contexts_unsampled", mstn_g.auto_unsampled) < 0)
         goto fail;
@@ -558,6 +562,8 @@ static int init_names(void) {
     N(func, "__func__");
     N(get, "__get__");
     N(scheduler_output, "scheduler_output");
+    N(arrival_time, "arrival_time");
+    N(external_req_id, "external_req_id");
 #undef N
     return 0;
 }

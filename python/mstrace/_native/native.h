@@ -100,13 +100,22 @@ void mstn_pop(void);
  * evicts the oldest entry when 10,000 are in flight. Returns false only on
  * out-of-memory. */
 bool mstn_req_put(const char *id, size_t len, const mstn_ctx *ctx);
+/* Like mstn_req_put, and the entry takes ownership of `span` (the open
+ * vllm.request span named by ctx, or NULL): the table ends it on drop (OK),
+ * eviction/clear (`mstrace.evicted`) or a replacing context. */
+bool mstn_req_put_span(const char *id, size_t len, const mstn_ctx *ctx, mst_span *span);
+/* fork() child: forget (never end) the inherited open request spans. */
+void mstn_req_after_fork_child(void);
 /* Looks `id` up exactly, then with a trailing "-<8 hex>" stripped. */
 bool mstn_req_get(const char *id, size_t len, mstn_ctx *out);
 /* Drops `id` (exact, else stripped); true if something was dropped. */
 bool mstn_req_drop(const char *id, size_t len);
 typedef struct mstn_req_stats {
     uint64_t tracked, registered, evicted, finished;
+    uint64_t spans_started, spans_open, spans_finished, spans_evicted; /* vllm.request */
 } mstn_req_stats;
+/* Counts a request span started by context.c (the table counts its end). */
+void mstn_req_span_started(void);
 void mstn_req_stats_get(mstn_req_stats *out);
 void mstn_req_clear(void);
 
@@ -120,6 +129,13 @@ void mstn_req_clear(void);
 int mstn_ctx_from_headers(PyObject *headers, mstn_ctx *out, bool allow_auto);
 /* register_request semantics for C callers (adapters). 1/0/-1 as above. */
 int mstn_register(PyObject *request_id, PyObject *headers, bool allow_auto);
+/* The request adapter's form: when the context is auto-generated and
+ * sampled, a tracer exists, `scope` is given and `obj.trace_headers` (value
+ * `headers`, NULL if the attribute is missing) is None or a dict without a
+ * traceparent, starts the `vllm.request` span named by the context, writes
+ * the traceparent into obj.trace_headers and hands the span to the table. */
+int mstn_register_ex(PyObject *request_id, PyObject *headers, bool allow_auto, PyObject *obj,
+                     const mst_scope *scope);
 
 /* ---------------------------------------------------------- Hook type */
 
@@ -170,7 +186,7 @@ int mstn_batch_from_output_args(mstn_batch *b, PyObject *const *args, Py_ssize_t
 int mstn_finish_outputs(PyObject *outputs_list);
 /* request / request_context adapters: register from the call's arguments. */
 int mstn_register_from_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                            bool skip_self, bool kw_allowed);
+                            bool skip_self, bool kw_allowed, const mst_scope *span_scope);
 
 /* Optional attribute lookup: 1 found (*out new ref), 0 missing, -1 error. */
 int mstn_getattr_opt(PyObject *obj, PyObject *name, PyObject **out);
@@ -179,7 +195,8 @@ int mstn_getattr_opt(PyObject *obj, PyObject *name, PyObject **out);
 typedef struct mstn_names {
     PyObject *request_id, *trace_headers, *traceparent, *tracestate,
         *num_scheduled_tokens, *total_num_scheduled_tokens, *outputs,
-        *finish_reason, *iscoroutinefunction, *func, *get, *scheduler_output;
+        *finish_reason, *iscoroutinefunction, *func, *get, *scheduler_output,
+        *arrival_time, *external_req_id;
 } mstn_names;
 extern mstn_names mstn_n;
 

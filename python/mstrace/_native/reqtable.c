@@ -12,6 +12,13 @@
  * registered under the external id in one process is found under the
  * internal id in another. Contexts are stored under the id given.
  *
+ * Request spans (MS_PROFILER_AUTO_TRACE=1, see context.c): an entry may own
+ * the open `vllm.request` span whose span id is the entry's context. The
+ * table ends it: finish (drop) → status OK; eviction, clearing or a
+ * replacing context → status UNSET with `mstrace.evicted=true` /
+ * `mstrace.replaced=true`. A fork()ed child forgets (never ends) the spans
+ * it inherited: the parent ends and exports them.
+ *
  * Protected by the GIL (see native.h).
  */
 #include "native.h"
@@ -30,6 +37,7 @@ typedef struct req_entry {
     char *key;                          /* inline_key or malloc'd         */
     size_t key_len;
     mstn_ctx ctx;
+    mst_span *span;                     /* open vllm.request span or NULL */
     char inline_key[REQ_INLINE_KEY];
 } req_entry;
 
@@ -95,6 +103,26 @@ static void fifo_append(req_entry *e) {
     g_tail = e;
 }
 
+/* Ends the entry's request span, if any: `ok` → status OK (finished),
+ * else UNSET with the boolean attribute `why` set (evicted, replaced). */
+static void end_span(req_entry *e, bool ok, const char *why) {
+    mst_span *sp = e->span;
+    if (!sp)
+        return;
+    e->span = NULL;
+    if (ok)
+        mst_span_set_status(sp, MST_STATUS_OK, NULL);
+    else if (why)
+        mst_span_set_bool(sp, why, true);
+    mst_span_end(sp, 0);
+    mstn_g.inflight--;
+    g_stats.spans_open--;
+    if (ok)
+        g_stats.spans_finished++;
+    else
+        g_stats.spans_evicted++;
+}
+
 /* Unlinks `e` from its bucket and the FIFO and returns it to the free list. */
 static void release(req_entry *e) {
     req_entry **pp = bucket_of(e->hash);
@@ -123,18 +151,33 @@ static size_t stripped_len(const char *id, size_t len) {
 }
 
 bool mstn_req_put(const char *id, size_t len, const mstn_ctx *ctx) {
+    return mstn_req_put_span(id, len, ctx, NULL);
+}
+
+bool mstn_req_put_span(const char *id, size_t len, const mstn_ctx *ctx, mst_span *span) {
     if (!pool_ready())
         return false;
     uint64_t h = id_hash(id, len);
     req_entry *e = find(id, len, h);
     if (e) { /* refresh: newest context wins, and it is young again */
+        /* The same context seen again (EngineCore in this process reads
+         * the traceparent we injected) keeps its span; another one ends it. */
+        if (e->span && (span || memcmp(&e->ctx.span_id, &ctx->span_id, sizeof ctx->span_id) != 0))
+            end_span(e, false, "mstrace.replaced");
         e->ctx = *ctx;
+        if (e->span)
+            e->ctx.synthetic = false;
+        if (span) {
+            e->span = span;
+            g_stats.spans_open++;
+        }
         fifo_unlink(e);
         fifo_append(e);
         g_stats.registered++;
         return true;
     }
     if (!g_free) { /* full: the oldest request in flight goes */
+        end_span(g_head, false, "mstrace.evicted");
         release(g_head);
         g_stats.evicted++;
     }
@@ -152,6 +195,9 @@ bool mstn_req_put(const char *id, size_t len, const mstn_ctx *ctx) {
     e->key_len = len;
     e->hash = h;
     e->ctx = *ctx;
+    e->span = span;
+    if (span)
+        g_stats.spans_open++;
     e->hnext = *bucket_of(h);
     *bucket_of(h) = e;
     fifo_append(e);
@@ -186,6 +232,7 @@ bool mstn_req_drop(const char *id, size_t len) {
     }
     if (!e)
         return false;
+    end_span(e, true, NULL);
     release(e);
     g_stats.finished++;
     return true;
@@ -194,6 +241,21 @@ bool mstn_req_drop(const char *id, size_t len) {
 void mstn_req_stats_get(mstn_req_stats *out) { *out = g_stats; }
 
 void mstn_req_clear(void) {
-    while (g_head)
+    while (g_head) {
+        end_span(g_head, false, "mstrace.evicted");
         release(g_head);
+    }
 }
+
+/* pthread_atfork child: the inherited open spans are the parent's to end;
+ * the child only forgets them (their contexts stay registered). */
+void mstn_req_after_fork_child(void) {
+    for (req_entry *e = g_head; e; e = e->next)
+        if (e->span) {
+            e->span = NULL;
+            mstn_g.inflight--;
+            g_stats.spans_open--;
+        }
+}
+
+void mstn_req_span_started(void) { g_stats.spans_started++; }
