@@ -16,8 +16,13 @@
 #      tests/e2e/check_levels.py on what Jaeger and the JSON hold.
 #
 # Cases (MST_E2E_CASES, default "http grpc perfetto off"):
-#   http      MS_TRACE_ENABLE=1, OTLP http/protobuf -> Jaeger :4318-equivalent + Perfetto
-#   grpc      MS_TRACE_ENABLE=1, OTLP grpc (vLLM's default) + Perfetto
+#   http      MS_TRACE_ENABLE=1, MS_PROFILER_AUTO_TRACE=1, OTLP http/protobuf -> Jaeger
+#             :4318-equivalent + Perfetto
+#   grpc      MS_TRACE_ENABLE=1, MS_PROFILER_AUTO_TRACE=1, OTLP grpc (vLLM's default) + Perfetto
+#   (Without MS_PROFILER_AUTO_TRACE=1 only the requests that carry a client
+#   traceparent are joined in Jaeger: the others have no context, and vLLM's
+#   llm_request is a lone root. With it, the plugin's vllm.request span and the
+#   traceparent it writes into trace_headers join every request; docs/e2e.md.)
 #   perfetto  MS_TRACE_ENABLE=1, MS_PROFILER_AUTO_TRACE=1, no OTLP endpoint: Perfetto only
 #   off       MS_TRACE_ENABLE unset, no OTLP: the baseline for the overhead table
 #   vllmotel  MS_TRACE_ENABLE unset, vLLM's own OTLP (grpc) on: vLLM tracing without hooks
@@ -163,9 +168,10 @@ run_case() {
     local -a otlp_args=()
     local tracing=1 perfetto=1
     case "$name" in
-        http) env_case+=(OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf)
+        http) env_case+=(MS_PROFILER_AUTO_TRACE=1 OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf)
               otlp_args=(--otlp-traces-endpoint "http://$MST_JAEGER_OTLP_HTTP/v1/traces") ;;
-        grpc) otlp_args=(--otlp-traces-endpoint "http://$MST_JAEGER_OTLP_GRPC") ;;
+        grpc) env_case+=(MS_PROFILER_AUTO_TRACE=1)
+              otlp_args=(--otlp-traces-endpoint "http://$MST_JAEGER_OTLP_GRPC") ;;
         perfetto) env_case+=(MS_PROFILER_AUTO_TRACE=1) ;;
         off) env_case=(OTEL_SERVICE_NAME="mstrace-e2e-$name" VLLM_CPU_KVCACHE_SPACE=1); tracing=0; perfetto=0 ;;
         vllmotel) env_case=(OTEL_SERVICE_NAME="mstrace-e2e-$name" VLLM_CPU_KVCACHE_SPACE=1); tracing=0; perfetto=0

@@ -261,6 +261,11 @@ def level3_jaeger(v, jspans, jaeger, bench, traced):
             unjoined.append(r)
     frac = n_joined / len(reqs) if reqs else 0.0
     _p("joined to schedule+model+output: %d / %d llm_request spans (%.0f%%)" % (n_joined, len(reqs), 100 * frac))
+    # MS_PROFILER_AUTO_TRACE=1: the plugin's vllm.request span parents vLLM's llm_request.
+    rspans = {s["spanID"] for s in jspans if s["operationName"] == "vllm.request"}
+    on_rspan = sum(1 for r in reqs if any(ref.get("refType") == "CHILD_OF" and ref.get("spanID") in rspans
+                                          for ref in r.get("references", [])))
+    _p("vllm.request spans (auto-trace): %d; llm_request spans parented on one: %d" % (len(rspans), on_rspan))
 
     # Requests that carried their own traceparent: vLLM parents llm_request on it, hooks must join it.
     tp_ok = 0
@@ -339,6 +344,10 @@ def level3_perfetto(v, xs, events, bench, traced):
     n_s = sum(1 for e in flows if e["ph"] == "s")
     n_f = sum(1 for e in flows if e["ph"] == "f")
     _p("flow events: %d starts, %d finishes (links drawn as arrows)" % (n_s, n_f))
+    rq = [e for e in xs if e["name"] == "vllm.request"]
+    rq_keys = {"%s:%s" % (e["args"].get("trace_id"), e["args"].get("span_id")) for e in rq}
+    from_rq = sum(1 for e in flows if e["ph"] == "s" and str(e.get("id", ""))[:49] in rq_keys)
+    _p("vllm.request spans (auto-trace): %d; flow starts from one: %d" % (len(rq), from_rq))
     # Link trace ids per request, per stage: does one request keep one trace id across processes?
     link_traces = {}
     for e in xs:
