@@ -342,38 +342,70 @@ static const char digits2[201] =
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
 
-/* Decimal digits of v written to end at `end` (two per step); returns the
- * first digit. At most 20 bytes before `end`. */
+/* Eight decimal digits of x (< 10^8) at p, two per table lookup. */
+static inline void put8_digits(char *p, uint32_t x) {
+    uint32_t hi = x / 10000, lo = x % 10000;
+    memcpy(p, digits2 + 2 * (hi / 100), 2);
+    memcpy(p + 2, digits2 + 2 * (hi % 100), 2);
+    memcpy(p + 4, digits2 + 2 * (lo / 100), 2);
+    memcpy(p + 6, digits2 + 2 * (lo % 100), 2);
+}
+
+/* Decimal digits of v written to end at `end`; returns the first digit.
+ * At most 20 bytes before `end`. Eight digits per 64-bit division, then
+ * 32-bit arithmetic (timestamps in us have 16 digits). */
 static inline char *u64_digits(char *end, uint64_t v) {
-    while (v >= 100) {
-        unsigned r = (unsigned)(v % 100);
-        v /= 100;
+    while (v >= 100000000u) {
+        uint32_t lo = (uint32_t)(v % 100000000u);
+        v /= 100000000u;
+        end -= 8;
+        put8_digits(end, lo);
+    }
+    uint32_t x = (uint32_t)v;
+    while (x >= 100) {
+        unsigned r = x % 100;
+        x /= 100;
         end -= 2;
         memcpy(end, digits2 + 2 * r, 2);
     }
-    if (v >= 10) {
+    if (x >= 10) {
         end -= 2;
-        memcpy(end, digits2 + 2 * v, 2);
+        memcpy(end, digits2 + 2 * x, 2);
     } else {
-        *--end = (char)('0' + v);
+        *--end = (char)('0' + x);
     }
     return end;
 }
 
-/* Appends a signed decimal (same text as mst_buf_append_i64). */
-static inline void put_i64(mst_buf *b, int64_t v) {
-    char tmp[24];
-    char *end = tmp + sizeof tmp;
+/* Number text is built in a 64-byte scratch, right-aligned at NUM_END, and
+ * copied out as a fixed NUM_COPY bytes (two vector moves, no length-
+ * dependent memcpy call); only its real length is kept, so the event's
+ * reserved room includes NUM_COPY of slack per number (EV_NUM). */
+#define NUM_END 28
+#define NUM_COPY 32
+#define EV_NUM (NUM_COPY + 8)
+
+static inline void raw_num(mst_buf *b, const char *p, const char *end) {
+    memcpy(b->data + b->len, p, NUM_COPY);
+    b->len += (size_t)(end - p);
+}
+
+/* Unchecked signed decimal (same text as mst_buf_append_i64); the caller
+ * reserved EV_NUM bytes. */
+static inline void raw_i64(mst_buf *b, int64_t v) {
+    char tmp[64];
+    char *end = tmp + NUM_END;
     bool neg = v < 0;
     char *p = u64_digits(end, neg ? 0u - (uint64_t)v : (uint64_t)v);
     if (neg) *--p = '-';
-    mst_buf_append(b, p, (size_t)(end - p));
+    raw_num(b, p, end);
 }
 
-/* Nanoseconds as exact decimal microseconds ("1000", "1.5", "-0.001"). */
-static void append_us(mst_buf *b, bool neg, uint64_t ns) {
-    char tmp[32];
-    char *end = tmp + 24; /* the fraction goes after it */
+/* Unchecked nanoseconds as exact decimal microseconds ("1000", "1.5",
+ * "-0.001"); the caller reserved EV_NUM bytes. */
+static inline void raw_us(mst_buf *b, bool neg, uint64_t ns) {
+    char tmp[64];
+    char *end = tmp + NUM_END - 4; /* the fraction goes after it */
     char *p = u64_digits(end, ns / 1000);
     if (neg && ns) *--p = '-';
     unsigned frac = (unsigned)(ns % 1000);
@@ -384,12 +416,59 @@ static void append_us(mst_buf *b, bool neg, uint64_t ns) {
         end += 4;
         while (end[-1] == '0') end--;
     }
-    mst_buf_append(b, p, (size_t)(end - p));
+    raw_num(b, p, end);
 }
 
-static void append_ts(mst_buf *b, int64_t ns) {
+static inline void raw_ts(mst_buf *b, int64_t ns) {
     bool neg = ns < 0;
-    append_us(b, neg, neg ? 0u - (uint64_t)ns : (uint64_t)ns);
+    raw_us(b, neg, neg ? 0u - (uint64_t)ns : (uint64_t)ns);
+}
+
+/* Checked signed decimal (M events). */
+static inline void put_i64(mst_buf *b, int64_t v) {
+    if (mst_buf_reserve(b, EV_NUM)) raw_i64(b, v);
+}
+
+/* Unchecked bytes / literal into reserved room. */
+static inline void raw(mst_buf *b, const void *p, size_t n) {
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+}
+#define RLIT(b, s) raw((b), (s), sizeof(s) - 1)
+
+/* A JSON string into room reserved for `need` bytes (n + 2 of them for
+ * this string): plain text is copied between quotes; anything else goes to
+ * the escaper in buf.c (which owns the escaping rules, reserves for itself
+ * and may write up to 6n + 2 bytes), after which `need` is reserved again
+ * for the rest of the event. False when out of memory (b->failed). */
+static inline bool raw_str(mst_buf *b, const char *s, size_t n, size_t need) {
+    if (mst_json_plain_prefix((const uint8_t *)s, n) == n) {
+        uint8_t *d = b->data + b->len;
+        d[0] = '"';
+        memcpy(d + 1, s, n);
+        d[n + 1] = '"';
+        b->len += n + 2;
+        return true;
+    }
+    mst_buf_append_json_str(b, s, n);
+    return mst_buf_reserve(b, need);
+}
+
+/* A lowercase-hex id (as the decoder leaves it) of at most `max` digits,
+ * quoted; the usual full length is copied as a fixed-size block. False
+ * when out of memory. */
+static inline bool raw_id(mst_buf *b, const char *id, size_t max, size_t need) {
+    size_t n = strnlen(id, max);
+    if (n == max && mst_json_plain_prefix((const uint8_t *)id, n) == n) {
+        uint8_t *d = b->data + b->len;
+        d[0] = '"';
+        if (max == 32) memcpy(d + 1, id, 32);
+        else memcpy(d + 1, id, 16);
+        d[max + 1] = '"';
+        b->len += max + 2;
+        return true;
+    }
+    return raw_str(b, id, n, need);
 }
 
 /* A JSON string: short plain-ASCII text (the usual name, key, id) is
@@ -500,7 +579,12 @@ static void maybe_name_process(mst_chrome_writer *w, int64_t pid, const mst_pf_s
     emit_name(w, pid, 0, false, &name);
 }
 
-/* One s/f flow pair: source = the linked span, dest = the linking span. */
+/* Room for one s/f flow pair: the literals (~190 bytes), four numbers
+ * with their copy slack and the id (~66 bytes) twice: ~590 bytes. */
+#define FLOW_NEED 768
+
+/* One s/f flow pair: source = the linked span, dest = the linking span.
+ * Room is reserved once; everything written is plain ASCII. */
 static void emit_flow(mst_chrome_writer *w, const uint8_t src_key[24], int64_t spid, int64_t stid,
                       int64_t sts, const uint8_t dest_span[8], int64_t dpid, int64_t dtid,
                       int64_t dts) {
@@ -513,25 +597,27 @@ static void emit_flow(mst_chrome_writer *w, const uint8_t src_key[24], int64_t s
     id[n++] = ':';
     for (int i = 0; i < 8; i++) { id[n++] = hx[dest_span[i] >> 4]; id[n++] = hx[dest_span[i] & 15]; }
     mst_buf *b = w->buf;
-    for (int phase = 0; phase < 2; phase++) {
-        LIT(b, ",{\"name\":\"request.link\",\"cat\":\"Tracing.Flow\",");
-        if (phase == 0) LIT(b, "\"ph\":\"s\",\"ts\":");
-        else LIT(b, "\"ph\":\"f\",\"ts\":");
-        append_ts(b, phase == 0 ? sts : dts);
-        mst_buf_append_byte(b, ',');
-        append_int_member(b, "pid", phase == 0 ? spid : dpid);
-        mst_buf_append_byte(b, ',');
-        append_int_member(b, "tid", phase == 0 ? stid : dtid);
-        LIT(b, ",\"id\":");
-        put_str(b, id, n);
-        if (phase == 0) {
-            LIT(b, ",\"args\":{\"source.span_id\":");
-            put_str(b, id + 33, 16);
-            LIT(b, "}}");
-        } else {
-            LIT(b, ",\"bp\":\"e\"}");
-        }
-    }
+    if (!mst_buf_reserve(b, FLOW_NEED)) return;
+    RLIT(b, ",{\"name\":\"request.link\",\"cat\":\"Tracing.Flow\",\"ph\":\"s\",\"ts\":");
+    raw_ts(b, sts);
+    RLIT(b, ",\"pid\":");
+    raw_i64(b, spid);
+    RLIT(b, ",\"tid\":");
+    raw_i64(b, stid);
+    RLIT(b, ",\"id\":\"");
+    raw(b, id, sizeof id);
+    RLIT(b, "\",\"args\":{\"source.span_id\":\"");
+    raw(b, id + 33, 16);
+    RLIT(b, "\"}}");
+    RLIT(b, ",{\"name\":\"request.link\",\"cat\":\"Tracing.Flow\",\"ph\":\"f\",\"ts\":");
+    raw_ts(b, dts);
+    RLIT(b, ",\"pid\":");
+    raw_i64(b, dpid);
+    RLIT(b, ",\"tid\":");
+    raw_i64(b, dtid);
+    RLIT(b, ",\"id\":\"");
+    raw(b, id, sizeof id);
+    RLIT(b, "\",\"bp\":\"e\"}");
     w->buffered_flows++;
 }
 
@@ -560,63 +646,104 @@ static bool attr_shadows(const mst_pf_span *s, const mst_str *rkey) {
     return false;
 }
 
+/* Room a span event needs besides its strings: literals (~230 bytes),
+ * six numbers with their copy slack, three ids, the default service name. */
+#define SPAN_FIXED 768
+/* Per attribute: quotes, ':' and ','; per resource entry also "resource.". */
+#define ATTR_EXTRA 4
+#define RES_EXTRA 13
+
+/* Room for the whole event, assuming plain strings (raw_str re-reserves
+ * after escaping one); values are validated raw JSON copied verbatim. */
+static size_t span_need(const mst_pf_span *s, const mst_json_slice *service) {
+    size_t need = SPAN_FIXED + (s->name.ptr ? s->name.len : 0) +
+                  (s->category.ptr ? s->category.len : 0) + (service ? service->len : 0);
+    for (size_t i = 0; i < s->n_attrs; i++)
+        need += s->attrs[i].key.len + s->attrs[i].value.len + ATTR_EXTRA;
+    for (size_t i = 0; i < s->n_resource; i++)
+        need += s->resource[i].key.len + s->resource[i].value.len + RES_EXTRA;
+    return need;
+}
+
+/* ,"resource.<key>":<value> — the rare escaped key is joined in scratch
+ * and escaped whole, as before (the prefix is plain, so the text is the
+ * same either way). */
+static bool emit_resource_kv(mst_chrome_writer *w, const mst_pf_kv *kv, size_t need) {
+    mst_buf *b = w->buf;
+    if (mst_json_plain_prefix((const uint8_t *)kv->key.ptr, kv->key.len) == kv->key.len) {
+        RLIT(b, ",\"resource.");
+        raw(b, kv->key.ptr, kv->key.len);
+        RLIT(b, "\":");
+    } else {
+        mst_buf_reset(&w->scratch);
+        LIT(&w->scratch, "resource.");
+        mst_buf_append(&w->scratch, kv->key.ptr, kv->key.len);
+        if (w->scratch.failed) {
+            b->failed = true;
+            return false;
+        }
+        RLIT(b, ",");
+        if (!raw_str(b, (const char *)w->scratch.data, w->scratch.len, need)) return false;
+        RLIT(b, ":");
+    }
+    raw(b, kv->value.ptr, kv->value.len);
+    return true;
+}
+
 static void emit_span(mst_chrome_writer *w, const mst_pf_span *s, int64_t pid, int64_t tid,
                       const mst_json_slice *service) {
     mst_buf *b = w->buf;
-    /* Fixed keys are literals (nothing to escape); values still go through
-     * the escaper, whose plain-ASCII fast path makes that one memcpy. */
-    LIT(b, ",{\"name\":");
-    put_str(b, s->name.ptr ? s->name.ptr : "", s->name.ptr ? s->name.len : 0);
-    LIT(b, ",\"cat\":");
-    if (s->category.ptr) put_str(b, s->category.ptr, s->category.len);
-    else LIT(b, "\"Tracing\"");
-    LIT(b, ",\"ph\":\"X\",\"ts\":");
-    append_ts(b, s->start_ns);
-    LIT(b, ",\"dur\":");
-    append_us(b, false, s->end_ns > s->start_ns ? (uint64_t)s->end_ns - (uint64_t)s->start_ns : 0);
-    LIT(b, ",\"pid\":");
-    put_i64(b, pid);
-    LIT(b, ",\"tid\":");
-    put_i64(b, tid);
-    LIT(b, ",\"args\":{");
+    size_t need = span_need(s, service);
+    if (!mst_buf_reserve(b, need)) return;
+    /* Fixed keys are literals (nothing to escape); strings go through
+     * raw_str (plain ones are one copy); room was reserved above. */
+    RLIT(b, ",{\"name\":");
+    if (!raw_str(b, s->name.ptr ? s->name.ptr : "", s->name.ptr ? s->name.len : 0, need)) return;
+    RLIT(b, ",\"cat\":");
+    if (s->category.ptr) {
+        if (!raw_str(b, s->category.ptr, s->category.len, need)) return;
+    } else {
+        RLIT(b, "\"Tracing\"");
+    }
+    RLIT(b, ",\"ph\":\"X\",\"ts\":");
+    raw_ts(b, s->start_ns);
+    RLIT(b, ",\"dur\":");
+    raw_us(b, false, s->end_ns > s->start_ns ? (uint64_t)s->end_ns - (uint64_t)s->start_ns : 0);
+    RLIT(b, ",\"pid\":");
+    raw_i64(b, pid);
+    RLIT(b, ",\"tid\":");
+    raw_i64(b, tid);
+    RLIT(b, ",\"args\":{");
     bool any_resource_prefixed = false;
     for (size_t i = 0; i < s->n_attrs; i++) {
         const mst_pf_kv *kv = &s->attrs[i];
         if (kv->key.len > 9 && memcmp(kv->key.ptr, "resource.", 9) == 0)
             any_resource_prefixed = true;
         if (fixed_arg(&kv->key)) continue;
-        append_key(b, kv->key.ptr, kv->key.len);
-        mst_buf_append(b, kv->value.ptr, kv->value.len);
-        mst_buf_append_byte(b, ',');
+        if (!raw_str(b, kv->key.ptr, kv->key.len, need)) return;
+        RLIT(b, ":");
+        raw(b, kv->value.ptr, kv->value.len);
+        RLIT(b, ",");
     }
-    LIT(b, "\"trace_id\":");
-    put_str(b, s->trace_id, strnlen(s->trace_id, 32));
-    LIT(b, ",\"span_id\":");
-    put_str(b, s->span_id, strnlen(s->span_id, 16));
-    LIT(b, ",\"parent_span_id\":");
-    put_str(b, s->parent_span_id, strnlen(s->parent_span_id, 16));
-    LIT(b, ",\"span.kind\":");
-    put_i64(b, s->kind);
-    LIT(b, ",\"span.status\":");
-    put_i64(b, s->status);
-    LIT(b, ",\"service.name\":");
-    if (service) mst_buf_append(b, service->ptr, service->len);
-    else mst_buf_append_json_str(b, DEFAULT_SERVICE_NAME, sizeof DEFAULT_SERVICE_NAME - 1);
+    RLIT(b, "\"trace_id\":");
+    if (!raw_id(b, s->trace_id, 32, need)) return;
+    RLIT(b, ",\"span_id\":");
+    if (!raw_id(b, s->span_id, 16, need)) return;
+    RLIT(b, ",\"parent_span_id\":");
+    if (!raw_id(b, s->parent_span_id, 16, need)) return;
+    RLIT(b, ",\"span.kind\":");
+    raw_i64(b, s->kind);
+    RLIT(b, ",\"span.status\":");
+    raw_i64(b, s->status);
+    RLIT(b, ",\"service.name\":");
+    if (service) raw(b, service->ptr, service->len);
+    else RLIT(b, "\"" DEFAULT_SERVICE_NAME "\"");
     for (size_t i = 0; i < s->n_resource; i++) {
         const mst_pf_kv *kv = &s->resource[i];
         if (any_resource_prefixed && attr_shadows(s, &kv->key)) continue;
-        mst_buf_reset(&w->scratch);
-        LIT(&w->scratch, "resource.");
-        mst_buf_append(&w->scratch, kv->key.ptr, kv->key.len);
-        if (w->scratch.failed) {
-            b->failed = true;
-            return;
-        }
-        mst_buf_append_byte(b, ',');
-        append_key(b, (const char *)w->scratch.data, w->scratch.len);
-        mst_buf_append(b, kv->value.ptr, kv->value.len);
+        if (!emit_resource_kv(w, kv, need)) return;
     }
-    LIT(b, "}}");
+    RLIT(b, "}}");
     w->buffered_spans++;
 }
 
