@@ -33,6 +33,9 @@ die() { echo "jaeger.sh: $*" >&2; exit 1; }
 
 do_build() {
     if [[ -x "$BIN" ]]; then return 0; fi
+    # The image ships Go in /usr/local/go, which a non-login shell may not
+    # have on PATH; Debian's golang-go (scripts/deps.sh) is the fallback.
+    command -v go >/dev/null || [ ! -x /usr/local/go/bin/go ] || export PATH="$PATH:/usr/local/go/bin"
     command -v go >/dev/null || die "go is not installed"
     mkdir -p "$CACHE_DIR"
     local json dir src
