@@ -33,11 +33,18 @@ if [ $need_pip -eq 1 ]; then
   "$PY" -m pip install -q --disable-pip-version-check "${PIP_PACKAGES[@]}"
 fi
 
-# Go builds Jaeger for the integration tests (tests/harness/jaeger.sh). The
-# image ships Go; without it, Debian's golang-go plus GOTOOLCHAIN=auto fetches
-# the toolchain Jaeger's go.mod asks for through the Go module proxy.
-if ! command -v go >/dev/null 2>&1 && [ ! -x /usr/local/go/bin/go ]; then
+# Go builds Jaeger for the integration tests (tests/harness/jaeger.sh). This
+# kind of machine ships Go in /usr/local/go (new enough: Jaeger v1.76.0 needs
+# Go >= 1.24, and any Go >= 1.21 fetches the toolchain its go.mod names
+# through the module proxy by itself). Debian 12's golang-go (1.19) is only a
+# last resort on a machine without Go, and is too old to do that: say so.
+export PATH="$PATH:/usr/local/go/bin"
+if ! command -v go >/dev/null 2>&1; then
   echo "deps: installing golang-go"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends golang-go
+fi
+go_minor=$(go env GOVERSION 2>/dev/null | sed -n 's/^go1\.\([0-9]*\).*/\1/p')
+if [ -z "$go_minor" ] || [ "$go_minor" -lt 21 ]; then
+  echo "deps: WARNING: $(go version 2>/dev/null || echo 'no go') cannot build Jaeger v1.76.0 (needs Go >= 1.21 to fetch its toolchain); the Jaeger tests will fail" >&2
 fi
 echo "deps: ok"
