@@ -4,26 +4,7 @@
  * length-delimited field. Everything on the hot path is inline in the header.
  */
 #include "wire/pb_writer.h"
-
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 when invalid. */
-static size_t utf8_seq(const uint8_t *s, size_t n) {
-    uint8_t c = s[0];
-    if (c < 0x80) return 1;
-    size_t len;
-    uint32_t cp;
-    if (c >= 0xC2 && c <= 0xDF) { len = 2; cp = c & 0x1F; }
-    else if (c >= 0xE0 && c <= 0xEF) { len = 3; cp = c & 0x0F; }
-    else if (c >= 0xF0 && c <= 0xF4) { len = 4; cp = c & 0x07; }
-    else return 0;
-    if (n < len) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF))) return 0;
-    if (cp >= 0xD800 && cp <= 0xDFFF) return 0;
-    return len;
-}
+#include "wire/utf8.h"
 
 /* Index of the first byte that is not plain ASCII (or n). Eight bytes at a
  * time: attribute keys and values are almost always ASCII. */
@@ -42,7 +23,7 @@ bool mst_pb_utf8_valid(const char *str, size_t n) {
     const uint8_t *s = (const uint8_t *)str;
     size_t i = ascii_prefix(s, n);
     while (i < n) {
-        size_t k = utf8_seq(s + i, n - i);
+        size_t k = mst_utf8_seq_len(s + i, n - i);
         if (!k) return false;
         i += k;
     }
@@ -53,7 +34,7 @@ bool mst_pb_utf8_valid(const char *str, size_t n) {
 static size_t repaired_len(const uint8_t *s, size_t n) {
     size_t out = 0;
     for (size_t i = 0; i < n;) {
-        size_t k = utf8_seq(s + i, n - i);
+        size_t k = mst_utf8_seq_len(s + i, n - i);
         if (k) { out += k; i += k; }
         else { out += 3; i++; }
     }
@@ -72,7 +53,7 @@ void mst_pb_field_string_slow(mst_buf *b, uint32_t field, const char *str, size_
     if (!mst_pb_room(b, out_len)) return;
     uint8_t *o = b->data + b->len;
     for (size_t i = 0; i < n;) {
-        size_t k = utf8_seq(s + i, n - i);
+        size_t k = mst_utf8_seq_len(s + i, n - i);
         if (k) {
             memcpy(o, s + i, k);
             o += k;
