@@ -68,6 +68,25 @@ static mst_status get_id(const mst_pb_field *f, uint8_t *out, size_t n) {
 /* ------------------------------------------------------- values, attrs */
 
 static mst_status parse_kv(dctx *d, mst_otlp_bytes body, unsigned depth, mst_otlp_kv *out);
+static mst_status parse_value(dctx *d, mst_otlp_bytes body, unsigned depth, mst_otlp_value *out);
+
+/* Checks the items (field 1, LEN) of an ArrayValue (AnyValues) or a
+ * KeyValueList (KeyValues, when `kvs`); both containers share this shape. */
+static mst_status parse_items(dctx *d, mst_otlp_bytes list, unsigned depth, bool kvs) {
+    FOR_FIELDS(list, g) {
+        if (g.number != 1) continue;
+        TRY(want(&g, MST_PB_WT_LEN));
+        if (kvs) {
+            mst_otlp_kv kv;
+            TRY(parse_kv(d, as_bytes(&g), depth, &kv));
+        } else {
+            mst_otlp_value item;
+            TRY(parse_value(d, as_bytes(&g), depth, &item));
+        }
+    }
+    END_FIELDS(g);
+    return MST_OK;
+}
 
 static mst_status parse_value(dctx *d, mst_otlp_bytes body, unsigned depth, mst_otlp_value *out) {
     if (depth > MST_OTLP_MAX_DEPTH) return MST_ERR_PARSE;
@@ -93,32 +112,18 @@ static mst_status parse_value(dctx *d, mst_otlp_bytes body, unsigned depth, mst_
             out->type = MST_OTLP_VALUE_DOUBLE;
             memcpy(&out->d, &f.u, sizeof out->d);
             break;
-        case 5: { /* ArrayValue{values=1} */
+        case 5: /* ArrayValue{values=1} */
             TRY(want(&f, MST_PB_WT_LEN));
             out->type = MST_OTLP_VALUE_ARRAY;
             out->raw = as_bytes(&f);
-            FOR_FIELDS(out->raw, g) {
-                if (g.number != 1) continue;
-                TRY(want(&g, MST_PB_WT_LEN));
-                mst_otlp_value item;
-                TRY(parse_value(d, as_bytes(&g), depth + 1, &item));
-            }
-            END_FIELDS(g);
+            TRY(parse_items(d, out->raw, depth + 1, false));
             break;
-        }
-        case 6: { /* KeyValueList{values=1} */
+        case 6: /* KeyValueList{values=1} */
             TRY(want(&f, MST_PB_WT_LEN));
             out->type = MST_OTLP_VALUE_KVLIST;
             out->raw = as_bytes(&f);
-            FOR_FIELDS(out->raw, g) {
-                if (g.number != 1) continue;
-                TRY(want(&g, MST_PB_WT_LEN));
-                mst_otlp_kv kv;
-                TRY(parse_kv(d, as_bytes(&g), depth + 1, &kv));
-            }
-            END_FIELDS(g);
+            TRY(parse_items(d, out->raw, depth + 1, true));
             break;
-        }
         case 7:
             TRY(want(&f, MST_PB_WT_LEN));
             out->type = MST_OTLP_VALUE_BYTES;
