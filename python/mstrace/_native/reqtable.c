@@ -150,6 +150,20 @@ static size_t stripped_len(const char *id, size_t len) {
     return len - 9;
 }
 
+/* The entry for `id`, or for `id` without its "-<8 hex>" suffix; NULL when
+ * neither is tracked (or the table was never set up). */
+static req_entry *lookup(const char *id, size_t len) {
+    if (!g_pool || g_stats.tracked == 0)
+        return NULL;
+    req_entry *e = find(id, len, id_hash(id, len));
+    if (!e) {
+        size_t s = stripped_len(id, len);
+        if (s)
+            e = find(id, s, id_hash(id, s));
+    }
+    return e;
+}
+
 bool mstn_req_put(const char *id, size_t len, const mstn_ctx *ctx) {
     return mstn_req_put_span(id, len, ctx, NULL);
 }
@@ -207,14 +221,7 @@ bool mstn_req_put_span(const char *id, size_t len, const mstn_ctx *ctx, mst_span
 }
 
 bool mstn_req_get(const char *id, size_t len, mstn_ctx *out) {
-    if (!g_pool || g_stats.tracked == 0)
-        return false;
-    req_entry *e = find(id, len, id_hash(id, len));
-    if (!e) {
-        size_t s = stripped_len(id, len);
-        if (s)
-            e = find(id, s, id_hash(id, s));
-    }
+    req_entry *e = lookup(id, len);
     if (!e)
         return false;
     *out = e->ctx;
@@ -222,14 +229,7 @@ bool mstn_req_get(const char *id, size_t len, mstn_ctx *out) {
 }
 
 bool mstn_req_drop(const char *id, size_t len) {
-    if (!g_pool || g_stats.tracked == 0)
-        return false;
-    req_entry *e = find(id, len, id_hash(id, len));
-    if (!e) {
-        size_t s = stripped_len(id, len);
-        if (s)
-            e = find(id, s, id_hash(id, s));
-    }
+    req_entry *e = lookup(id, len);
     if (!e)
         return false;
     end_span(e, true, NULL);
