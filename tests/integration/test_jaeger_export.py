@@ -19,16 +19,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from jaeger_fixture import jaeger  # noqa: E402,F401  (the fixture)
+from otlp_driver import driver_path  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
 N = 12  # span 0 request; i % 3 == 2 batch; else child (ERROR when i % 4 == 0)
-
-
-def driver_path() -> Path:
-    build = Path(os.environ.get("MSTRACE_BUILD_DIR", "build"))
-    if not build.is_absolute():
-        build = REPO / build
-    return build / "test_otlp_transport_driver"
 
 
 def export(jaeger, protocol: str, service: str, gzip: bool = False) -> dict:  # noqa: F811

@@ -11,11 +11,8 @@ except the lower bound a RetryInfo delay sets.
 """
 import ctypes
 import ctypes.util
-import json
-import os
 import re
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -26,25 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from grpc_test_server import GrpcTestServer, error, ok, partial, slow, unavailable  # noqa: E402
 from test_otlp_relay import (FAST, make_request, relay_env, relay_factory,  # noqa: E402,F401
                              send_mindie)
+from otlp_driver import N, driver, run_driver  # noqa: E402,F401  (driver: the fixture)
 
-REPO = Path(__file__).resolve().parents[2]
-N = 12
 SC = grpc.StatusCode
-
-
-def driver_path() -> Path:
-    build = Path(os.environ.get("MSTRACE_BUILD_DIR", "build"))
-    if not build.is_absolute():
-        build = REPO / build
-    return build / "test_otlp_transport_driver"
-
-
-@pytest.fixture(scope="module")
-def driver():
-    path = driver_path()
-    if not os.access(path, os.X_OK):
-        pytest.fail(f"{path} not found; build it or set MSTRACE_BUILD_DIR")
-    return path
 
 
 def libcurl_version() -> tuple:
@@ -55,21 +36,8 @@ def libcurl_version() -> tuple:
     return tuple(int(x) for x in m.groups())
 
 
-def run(driver, url, spans=N, timeout_ms=10000, backoff_scale=0.01, gzip=False, batches=None,
-        env=None):
-    argv = [str(driver), "--url", url, "--protocol", "grpc", "--spans", str(spans),
-            "--timeout-ms", str(timeout_ms), "--backoff-scale", str(backoff_scale)]
-    if gzip:
-        argv.append("--gzip")
-    if batches:
-        argv += ["--batches", str(batches)]
-    e = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    e.update(env or {})
-    p = subprocess.run(argv, env=e, capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    out = json.loads(p.stdout.strip().splitlines()[-1])
-    out["stderr"] = p.stderr
-    return out
+def run(driver, url, **kw):
+    return run_driver(driver, url, protocol="grpc", **kw)
 
 
 def test_ok(driver):

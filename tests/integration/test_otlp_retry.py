@@ -7,8 +7,6 @@ otlp_test_server.OTLPTestServer and checking request counts and the exporter
 counters it prints. No wall-clock assertions except lower bounds that a
 Retry-After header sets.
 """
-import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,43 +16,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from otlp_test_server import (OTLPTestServer, ok, partial_json, partial_proto,  # noqa: E402
                               slow, status)
-
-REPO = Path(__file__).resolve().parents[2]
-N = 12
-
-
-def driver_path() -> Path:
-    build = Path(os.environ.get("MSTRACE_BUILD_DIR", "build"))
-    if not build.is_absolute():
-        build = REPO / build
-    return build / "test_otlp_transport_driver"
-
-
-@pytest.fixture(scope="module")
-def driver():
-    path = driver_path()
-    if not os.access(path, os.X_OK):
-        pytest.fail(f"{path} not found; build it or set MSTRACE_BUILD_DIR")
-    return path
-
-
-def clean_env(extra=None):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    env.update(extra or {})
-    return env
-
-
-def run(driver, url, protocol="http/protobuf", spans=N, timeout_ms=10000, backoff_scale=0.01,
-        gzip=False, env=None):
-    argv = [str(driver), "--url", url, "--protocol", protocol, "--spans", str(spans),
-            "--timeout-ms", str(timeout_ms), "--backoff-scale", str(backoff_scale)]
-    if gzip:
-        argv.append("--gzip")
-    p = subprocess.run(argv, env=clean_env(env), capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    out = json.loads(p.stdout.strip().splitlines()[-1])
-    out["stderr"] = p.stderr
-    return out
+from otlp_driver import N, clean_env, driver  # noqa: E402,F401  (driver: the fixture)
+from otlp_driver import run_driver as run  # noqa: E402  (protocol defaults to http/protobuf)
 
 
 def test_429_retry_after_then_success(driver):
