@@ -121,6 +121,7 @@ class Daemon:
         self.stderr_path = Path(stderr_path or (self.output.parent / f"{self.socket_name}.log"))
         self.proc = None
         self.returncode = None
+        self.env = None  # None: the daemon inherits this process's environment
 
     def argv(self):
         return [str(self.binary), "forward", "--log-level", self.log_level,
@@ -129,7 +130,7 @@ class Daemon:
     def start(self, wait=True):
         self._err = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=self._err)
+                                     stdout=subprocess.DEVNULL, stderr=self._err, env=self.env)
         if wait:
             self.wait_ready()
         return self
@@ -212,12 +213,14 @@ class Daemon:
         raise AssertionError(f"only {len(got)} of {count} spans arrived: {self.log()[-4000:]}")
 
 
-@pytest.fixture
-def daemon_factory(mstrace_bin, tmp_path):
+def tracked_daemons(build):
+    """Body of a daemon factory fixture (`yield from` it): yields a factory
+    that calls build(*args, **kw) and remembers each daemon; at teardown,
+    kills the ones still running."""
     started = []
 
-    def make(output=None, **kw):
-        d = Daemon(mstrace_bin, output or (tmp_path / "hook_trace.json"), **kw)
+    def make(*args, **kw):
+        d = build(*args, **kw)
         started.append(d)
         return d
 
@@ -226,6 +229,14 @@ def daemon_factory(mstrace_bin, tmp_path):
         if d.proc is not None and d.proc.poll() is None:
             d.proc.kill()
             d.proc.wait()
+
+
+@pytest.fixture
+def daemon_factory(mstrace_bin, tmp_path):
+    def build(output=None, **kw):
+        return Daemon(mstrace_bin, output or (tmp_path / "hook_trace.json"), **kw)
+
+    yield from tracked_daemons(build)
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import Daemon, frame, unique_socket_name  # noqa: E402
+from conftest import Daemon, frame, tracked_daemons, unique_socket_name  # noqa: E402
 from otlp_test_server import OTLPTestServer  # noqa: E402
 
 trace_pb2 = pytest.importorskip("opentelemetry.proto.trace.v1.trace_pb2")
@@ -105,14 +105,6 @@ class RelayDaemon(Daemon):
         return [str(self.binary), "forward", "--log-level", self.log_level,
                 "--socket-name", self.socket_name] + self.extra_args
 
-    def start(self, wait=True):
-        self._err = open(self.stderr_path, "wb")
-        self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=self._err, env=self.env)
-        if wait:
-            self.wait_ready()
-        return self
-
     def summary(self) -> dict:
         lines = [l for l in self.log().splitlines() if "OTLP relay summary:" in l]
         assert lines, f"no summary line in the daemon log:\n{self.log()[-4000:]}"
@@ -138,18 +130,10 @@ def relay_env(endpoint=None, protocol=None, **extra) -> dict:
 
 @pytest.fixture
 def relay_factory(mstrace_bin, tmp_path):
-    started = []
+    def build(env, extra_args=(), **kw):
+        return RelayDaemon(mstrace_bin, tmp_path, env, extra_args, **kw)
 
-    def make(env, extra_args=(), **kw):
-        d = RelayDaemon(mstrace_bin, tmp_path, env, extra_args, **kw)
-        started.append(d)
-        return d
-
-    yield make
-    for d in started:
-        if d.proc is not None and d.proc.poll() is None:
-            d.proc.kill()
-            d.proc.wait()
+    yield from tracked_daemons(build)
 
 
 def wait_spans(srv: OTLPTestServer, n: int, timeout: float = 30.0) -> list:
