@@ -616,11 +616,18 @@ static bool curl_error_retryable(CURLcode rc) {
     }
 }
 
-static void log_partial(mst_otlp_transport *t, const partial_info *pi) {
+/* The collector accepted the export (gRPC OK or HTTP 2xx): records a partial
+ * success from its response in r, warns about it, and returns ATTEMPT_OK. */
+static attempt_outcome accepted(mst_otlp_transport *t, const partial_info *pi,
+                                mst_otlp_send_result *r) {
+    r->partial_success = pi->present && (pi->rejected > 0 || pi->message[0]);
+    r->rejected_spans = pi->rejected > 0 ? pi->rejected : 0;
     if (pi->rejected > 0 || pi->message[0])
         warn_limited(&t->warn_partial, "OTLP collector at %s accepted the export partially: %lld span(s) "
                      "rejected: %s", t->url, (long long)pi->rejected,
                      pi->message[0] ? pi->message : "(no message)");
+    attempt_outcome o = {ATTEMPT_OK, MST_OK, -1};
+    return o;
 }
 
 static attempt_outcome classify_grpc(mst_otlp_transport *t, long http, mst_otlp_send_result *r) {
@@ -646,12 +653,7 @@ static attempt_outcome classify_grpc(mst_otlp_transport *t, long http, mst_otlp_
                           ((size_t)b->data[3] << 8) | b->data[4];
             if (mlen <= b->len - 5) parse_partial_proto(b->data + 5, mlen, &pi);
         }
-        r->partial_success = pi.present && (pi.rejected > 0 || pi.message[0]);
-        r->rejected_spans = pi.rejected > 0 ? pi.rejected : 0;
-        log_partial(t, &pi);
-        o.kind = ATTEMPT_OK;
-        o.status = MST_OK;
-        return o;
+        return accepted(t, &pi, r);
     }
     bool retry = gs == GRPC_CANCELLED || gs == GRPC_DEADLINE_EXCEEDED || gs == GRPC_ABORTED ||
                  gs == GRPC_OUT_OF_RANGE || gs == GRPC_UNAVAILABLE || gs == GRPC_DATA_LOSS ||
@@ -675,12 +677,7 @@ static attempt_outcome classify_http(mst_otlp_transport *t, long http, mst_otlp_
             parse_partial_json((const char *)t->resp.data, t->resp.len, &pi);
         else
             parse_partial_proto(t->resp.data, t->resp.len, &pi);
-        r->partial_success = pi.present && (pi.rejected > 0 || pi.message[0]);
-        r->rejected_spans = pi.rejected > 0 ? pi.rejected : 0;
-        log_partial(t, &pi);
-        o.kind = ATTEMPT_OK;
-        o.status = MST_OK;
-        return o;
+        return accepted(t, &pi, r);
     }
     if (http == 429 || http == 502 || http == 503 || http == 504) {
         o.kind = ATTEMPT_RETRY;
