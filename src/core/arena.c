@@ -55,18 +55,9 @@ void *mst_arena_alloc(mst_arena *arena, size_t n) {
     return chunk_alloc(arena, n);
 }
 
-/* Largest cut <= max_len that does not split a UTF-8 sequence: step back
- * over continuation bytes (10xxxxxx) so s[cut] starts a character. */
-static size_t utf8_cut(const char *s, size_t len, size_t max_len) {
-    if (len <= max_len) return len;
-    size_t cut = max_len;
-    while (cut > 0 && ((unsigned char)s[cut] & 0xC0u) == 0x80u) cut--;
-    return cut;
-}
-
 char *mst_arena_strndup(mst_arena *arena, const char *s, size_t len, size_t max_len,
                         size_t *out_len) {
-    size_t n = s ? utf8_cut(s, len, max_len) : 0;
+    size_t n = s ? mst_utf8_cut(s, len, max_len) : 0;
     char *p = mst_arena_alloc(arena, n + 1);
     if (!p) return NULL;
     if (n) memcpy(p, s, n);

@@ -25,6 +25,17 @@ typedef struct mst_arena {
     _Alignas(16) char inline_buf[MST_ARENA_INLINE_BYTES];
 } mst_arena;
 
+/* Largest cut <= max_len of s[0..len) that does not split a UTF-8 sequence:
+ * step back over continuation bytes (10xxxxxx) so s[cut] starts a character.
+ * The cut mst_arena_strndup applies; span.c uses it for strings it sizes
+ * itself. Inline: it runs for every string a span copies. */
+static inline size_t mst_utf8_cut(const char *s, size_t len, size_t max_len) {
+    if (len <= max_len) return len;
+    size_t cut = max_len;
+    while (cut > 0 && ((unsigned char)s[cut] & 0xC0u) == 0x80u) cut--;
+    return cut;
+}
+
 void mst_arena_init(mst_arena *arena);
 /* 8-byte aligned memory of n bytes, or NULL when malloc fails. */
 void *mst_arena_alloc(mst_arena *arena, size_t n);

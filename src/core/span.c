@@ -33,13 +33,6 @@ static const char k_empty[] = "";
 
 /* ------------------------------------------------------------- helpers */
 
-static size_t utf8_cut(const char *s, size_t len, size_t max_len) {
-    if (len <= max_len) return len;
-    size_t cut = max_len;
-    while (cut > 0 && ((unsigned char)s[cut] & 0xC0u) == 0x80u) cut--;
-    return cut;
-}
-
 static size_t arena_bytes(const mst_arena *a) {
     size_t n = a->inline_used;
     for (const mst_arena_chunk *c = a->chunks; c; c = c->next) n += c->cap;
@@ -59,7 +52,7 @@ static bool str_copy(mst_arena *a, mst_str *dst, const char *s, size_t len, size
 /* Replaces an arena-owned string: in place when it fits, else fresh space
  * within the replacement budget. */
 static bool str_replace(mst_arena *a, mst_str *dst, const char *s, size_t len, size_t max) {
-    len = utf8_cut(s, len, max);
+    len = mst_utf8_cut(s, len, max);
     if (dst->ptr && dst->ptr != k_empty && len <= dst->len) {
         char *p = (char *)dst->ptr;
         memmove(p, s, len);
@@ -127,7 +120,7 @@ static bool attr_store(mst_arena *ar, mst_attr *a, bool is_new, const mst_attr_i
  * length for MST_ATTR_STRING. Over-limit or failed: counted as dropped. */
 static void attr_set(mst_arena *ar, const attr_table *t, const mst_attr_in *in, size_t slen) {
     if (!in->key || !in->key[0]) return;
-    size_t klen = utf8_cut(in->key, strlen(in->key), MST_MAX_KEY_LEN);
+    size_t klen = mst_utf8_cut(in->key, strlen(in->key), MST_MAX_KEY_LEN);
     mst_attr *a = attr_find(t, in->key, klen);
     bool is_new = a == NULL;
     if (is_new) {
