@@ -106,15 +106,21 @@ static void put_event(mst_buf *b, const mst_event *e) {
     mst_buf_append_byte(b, '}');
 }
 
-static void put_link(mst_buf *b, const mst_link *l) {
+/* Opens a Span or Span.Link object with the fields both start with. */
+static void put_ids(mst_buf *b, const mst_trace_id *trace_id, const mst_span_id *span_id,
+                    mst_str trace_state) {
     LIT(b, "{\"traceId\":");
-    put_hex(b, l->trace_id.bytes, 16);
+    put_hex(b, trace_id->bytes, 16);
     LIT(b, ",\"spanId\":");
-    put_hex(b, l->span_id.bytes, 8);
-    if (l->trace_state.len) {
+    put_hex(b, span_id->bytes, 8);
+    if (trace_state.len) {
         LIT(b, ",\"traceState\":");
-        put_str(b, l->trace_state);
+        put_str(b, trace_state);
     }
+}
+
+static void put_link(mst_buf *b, const mst_link *l) {
+    put_ids(b, &l->trace_id, &l->span_id, l->trace_state);
     put_attrs(b, l->attrs, l->n_attrs, l->dropped_attrs);
     LIT(b, ",\"flags\":");
     mst_buf_append_u64(b, remote_flags(l->trace_flags, l->is_remote));
@@ -122,14 +128,7 @@ static void put_link(mst_buf *b, const mst_link *l) {
 }
 
 static void put_span(mst_buf *b, const mst_span *s) {
-    LIT(b, "{\"traceId\":");
-    put_hex(b, s->trace_id.bytes, 16);
-    LIT(b, ",\"spanId\":");
-    put_hex(b, s->span_id.bytes, 8);
-    if (s->trace_state.len) {
-        LIT(b, ",\"traceState\":");
-        put_str(b, s->trace_state);
-    }
+    put_ids(b, &s->trace_id, &s->span_id, s->trace_state);
     if (s->has_parent) {
         LIT(b, ",\"parentSpanId\":");
         put_hex(b, s->parent_span_id.bytes, 8);
