@@ -133,9 +133,7 @@ static bool has_http_scheme(const char *url) {
     return strncasecmp(url, "http://", 7) == 0 || strncasecmp(url, "https://", 8) == 0;
 }
 
-/* A full check by libcurl's own URL parser, so what passes here is what the
- * transport can post to. */
-static mst_status check_url(const char *url, const char *var, char *err, size_t err_size) {
+mst_status mst_otlp_url_check_basic(const char *url, const char *var, char *err, size_t err_size) {
     if (!has_http_scheme(url)) {
         set_err(err, err_size, "%s=\"%s\": the URL must start with http:// or https://", var, url);
         return MST_ERR_PARSE;
@@ -146,6 +144,14 @@ static mst_status check_url(const char *url, const char *var, char *err, size_t 
             return MST_ERR_PARSE;
         }
     }
+    return MST_OK;
+}
+
+/* A full check by libcurl's own URL parser, so what passes here is what the
+ * transport can post to. */
+static mst_status check_url(const char *url, const char *var, char *err, size_t err_size) {
+    mst_status st = mst_otlp_url_check_basic(url, var, err, err_size);
+    if (st != MST_OK) return st;
     const char *auth = strstr(url, "://") + 3;
     if (strcspn(auth, "/?#") == 0) { /* libcurl would accept "http:///x" */
         set_err(err, err_size, "%s=\"%s\": the URL has no host", var, url);

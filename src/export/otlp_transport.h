@@ -74,4 +74,10 @@ typedef int (*mst_otlp_header_cb)(void *ctx, const char *key, const char *value)
 mst_status mst_otlp_headers_parse(const char *spec, mst_otlp_header_cb cb, void *ctx,
                                   char *err, size_t err_size);
 
+/* The URL checks the exporter's config and the OTLP relay share: an http://
+ * or https:// scheme (any case) and no blank or control character. On
+ * failure writes `<var>="<url>": <why>` into err and returns MST_ERR_PARSE.
+ * Implemented in otlp_config.c. */
+mst_status mst_otlp_url_check_basic(const char *url, const char *var, char *err, size_t err_size);
+
 #endif /* MST_EXPORT_OTLP_TRANSPORT_H */

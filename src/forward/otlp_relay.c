@@ -30,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
 #include "core/log.h"
@@ -180,16 +179,8 @@ static mst_status read_endpoint(mst_otlp_protocol proto, char *out, size_t out_s
                 "(http/protobuf) or http://localhost:4317 (grpc)");
         return MST_ERR_INVALID_ARG;
     }
-    if (strncasecmp(v, "http://", 7) != 0 && strncasecmp(v, "https://", 8) != 0) {
-        set_err(err, err_size, "%s=\"%s\": the URL must start with http:// or https://", var, v);
-        return MST_ERR_PARSE;
-    }
-    for (const char *c = v; *c; c++) {
-        if ((unsigned char)*c <= ' ') {
-            set_err(err, err_size, "%s=\"%s\": the URL contains a blank or control character", var, v);
-            return MST_ERR_PARSE;
-        }
-    }
+    mst_status st = mst_otlp_url_check_basic(v, var, err, err_size);
+    if (st != MST_OK) return st;
     size_t path_at = 0;
     if (!has_explicit_port(v, &path_at)) {
         set_err(err, err_size, "%s=\"%s\": the URL needs a host and an explicit port "
