@@ -56,15 +56,11 @@ static int batch_add_id(mstn_batch *b, PyObject *key) {
         b->n_ids_dropped++;
         return 0;
     }
-    PyObject *s = PyUnicode_Check(key) ? Py_NewRef(key) : PyObject_Str(key);
+    const char *u;
+    Py_ssize_t n;
+    PyObject *s = mstn_id_utf8(key, &u, &n);
     if (!s)
         return -1;
-    Py_ssize_t n = 0;
-    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
-    if (!u) {
-        Py_DECREF(s);
-        return -1;
-    }
     mstn_ctx ctx;
     bool known = mstn_req_get(u, (size_t)n, &ctx);
     if (known && !mstn_ctx_sampled(&ctx)) {
@@ -280,10 +276,10 @@ int mstn_finish_outputs(PyObject *list) {
         else
             r = r < 0 ? -1 : 0;
         if (r > 0) {
-            PyObject *s = PyUnicode_Check(rid) ? Py_NewRef(rid) : PyObject_Str(rid);
-            Py_ssize_t len = 0;
-            const char *u = s ? PyUnicode_AsUTF8AndSize(s, &len) : NULL;
-            if (u)
+            const char *u;
+            Py_ssize_t len;
+            PyObject *s = mstn_id_utf8(rid, &u, &len);
+            if (s)
                 mstn_req_drop(u, (size_t)len);
             else
                 r = -1;

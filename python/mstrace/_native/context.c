@@ -295,15 +295,11 @@ int mstn_register_ex(PyObject *request_id, PyObject *headers, bool allow_auto, P
         return -1;
     if (r == 0 && !(allow_auto && mstn_g.auto_trace))
         return 0;
-    PyObject *sid = PyUnicode_Check(request_id) ? Py_NewRef(request_id) : PyObject_Str(request_id);
+    const char *s;
+    Py_ssize_t n;
+    PyObject *sid = mstn_id_utf8(request_id, &s, &n);
     if (!sid)
         return -1;
-    Py_ssize_t n = 0;
-    const char *s = PyUnicode_AsUTF8AndSize(sid, &n);
-    if (!s) {
-        Py_DECREF(sid);
-        return -1;
-    }
     bool ok = true;
     if (r > 0) {
         ok = mstn_req_put(s, (size_t)n, &ctx);

@@ -453,12 +453,12 @@ static PyObject *mod_register_request(PyObject *m, PyObject *args, PyObject *kw)
 }
 
 static PyObject *mod_finish_request(PyObject *m, PyObject *rid) {
-    PyObject *s = PyUnicode_Check(rid) ? Py_NewRef(rid) : PyObject_Str(rid);
+    const char *u;
+    Py_ssize_t n;
+    PyObject *s = mstn_id_utf8(rid, &u, &n);
     if (!s)
         return NULL;
-    Py_ssize_t n = 0;
-    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
-    PyObject *res = u ? PyBool_FromLong(mstn_req_drop(u, (size_t)n)) : NULL;
+    PyObject *res = PyBool_FromLong(mstn_req_drop(u, (size_t)n));
     Py_DECREF(s);
     return res;
 }

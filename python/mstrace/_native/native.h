@@ -191,6 +191,22 @@ int mstn_register_from_args(PyObject *const *args, Py_ssize_t nargs, PyObject *k
 /* Optional attribute lookup: 1 found (*out new ref), 0 missing, -1 error. */
 int mstn_getattr_opt(PyObject *obj, PyObject *name, PyObject **out);
 
+/* A request id as the request table's key: str(id) (id itself when it is a
+ * str) in UTF-8. Returns the new reference that owns *u, or NULL with an
+ * exception set. */
+static inline PyObject *mstn_id_utf8(PyObject *id, const char **u, Py_ssize_t *n) {
+    PyObject *s = PyUnicode_Check(id) ? Py_NewRef(id) : PyObject_Str(id);
+    if (!s)
+        return NULL;
+    *n = 0;
+    *u = PyUnicode_AsUTF8AndSize(s, n);
+    if (!*u) {
+        Py_DECREF(s);
+        return NULL;
+    }
+    return s;
+}
+
 /* Interned attribute names. */
 typedef struct mstn_names {
     PyObject *request_id, *trace_headers, *traceparent, *tracestate,
