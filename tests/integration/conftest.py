@@ -26,11 +26,16 @@ MAGIC = b"MSPF_PERFETTO_V1\n"
 FRAME_MAX = 4 * 1024 * 1024
 
 
-def mstrace_binary() -> Path:
+def build_path(name: str) -> Path:
+    """$MSTRACE_BUILD_DIR/<name> (default build/; a relative dir is under the repo)."""
     build = Path(os.environ.get("MSTRACE_BUILD_DIR", "build"))
     if not build.is_absolute():
         build = REPO / build
-    return build / "mstrace"
+    return build / name
+
+
+def mstrace_binary() -> Path:
+    return build_path("mstrace")
 
 
 @pytest.fixture(scope="session")

@@ -15,15 +15,13 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from conftest import build_path
+
 N = 12  # spans per run unless a test asks for more
 
 
 def driver_path() -> Path:
-    build = Path(os.environ.get("MSTRACE_BUILD_DIR", "build"))
-    if not build.is_absolute():
-        build = REPO / build
-    return build / "test_otlp_transport_driver"
+    return build_path("test_otlp_transport_driver")
 
 
 @pytest.fixture(scope="module")

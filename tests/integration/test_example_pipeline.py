@@ -17,13 +17,13 @@ import subprocess
 
 import pytest
 
-from conftest import mstrace_binary
+from conftest import build_path
 
 SPAN_NAMES = {"llm_request", "vllm.scheduler.schedule", "vllm.model.execute", "vllm.output.process"}
 
 
 def example_binary():
-    return mstrace_binary().parent / "example_request_pipeline"
+    return build_path("example_request_pipeline")
 
 
 @pytest.fixture(scope="module")
