@@ -1,5 +1,6 @@
 /* buf.c — growable byte buffer and its appenders (see buf.h). */
 #include "wire/buf.h"
+#include "wire/utf8.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -88,26 +89,6 @@ void mst_buf_append_hex(mst_buf *b, const uint8_t *p, size_t n) {
     b->len += n * 2;
 }
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 when invalid. */
-static size_t utf8_seq_len(const uint8_t *s, size_t n) {
-    uint8_t c = s[0];
-    if (c < 0x80) return 1;
-    size_t len;
-    uint32_t cp;
-    if (c >= 0xC2 && c <= 0xDF) { len = 2; cp = c & 0x1F; }
-    else if (c >= 0xE0 && c <= 0xEF) { len = 3; cp = c & 0x0F; }
-    else if (c >= 0xF0 && c <= 0xF4) { len = 4; cp = c & 0x07; }
-    else return 0;
-    if (n < len) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF))) return 0;
-    if (cp >= 0xD800 && cp <= 0xDFFF) return 0;
-    return len;
-}
-
 void mst_buf_append_json_str(mst_buf *b, const char *str, size_t n) {
     static const char digits[] = "0123456789abcdef";
     const uint8_t *s = (const uint8_t *)str;
@@ -121,7 +102,7 @@ void mst_buf_append_json_str(mst_buf *b, const char *str, size_t n) {
         i += mst_json_plain_prefix(s + i, n - i);
         if (i >= n) break;
         uint8_t c = s[i];
-        size_t seq = c >= 0x80 ? utf8_seq_len(s + i, n - i) : 0;
+        size_t seq = c >= 0x80 ? mst_utf8_seq_len(s + i, n - i) : 0;
         if (seq) { i += seq; continue; }
         mst_buf_append(b, s + run, i - run);
         switch (c) {
