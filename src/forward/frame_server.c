@@ -255,6 +255,7 @@ static ssize_t conn_read_once(mst_frame_server *s, conn *c, size_t limit) {
             }
             return r;
         }
+        if (r == 0) return 0; /* EOF: errno is stale here, never inspect it */
         goto read_failed;
     }
     {
