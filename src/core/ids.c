@@ -10,6 +10,7 @@
  * it (see the clock section below for why and how).
  */
 #include "mstrace.h"
+#include "core/clock_test.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -216,6 +217,8 @@ static bool kernel_uses_tsc(void) {
     return ok;
 }
 
+static void clock_fork_child(void);
+
 static void clock_init(void) {
     if (!kernel_uses_tsc()) return;
     uint64_t ns0, tsc0, ns1, tsc1;
@@ -231,6 +234,7 @@ static void clock_init(void) {
     atomic_store(&g_cal.mult, mult);
     atomic_store(&g_cal.interval_ns, 1000000ull);
     atomic_store(&g_cal.resync_after, (uint64_t)(((unsigned __int128)1000000ull << 32) / mult));
+    pthread_atfork(NULL, NULL, clock_fork_child);
     g_use_tsc = 1;
 }
 
@@ -257,6 +261,35 @@ static __attribute__((noinline)) void tsc_resync(void) {
                           memory_order_relaxed);
     atomic_fetch_add_explicit(&g_cal.seq, 1, memory_order_release);
     atomic_store_explicit(&g_cal.busy, 0, memory_order_release);
+}
+
+/* fork() can copy the calibration while another thread is inside
+ * tsc_resync(): `busy` is then held forever (no resync ever again in the
+ * child) and `seq` may be odd, which would make every reader in the child
+ * spin for ever. The child is single-threaded here: release the try-lock
+ * and, if a write was cut, take a fresh pair and publish it (seq even). */
+static void clock_fork_child(void) {
+    uint64_t seq = atomic_load_explicit(&g_cal.seq, memory_order_relaxed);
+    if (seq & 1) {
+        uint64_t ns, tsc;
+        sync_pair(&ns, &tsc);
+        uint64_t mult = atomic_load_explicit(&g_cal.mult, memory_order_relaxed);
+        uint64_t interval = atomic_load_explicit(&g_cal.interval_ns, memory_order_relaxed);
+        atomic_store_explicit(&g_cal.tsc0, tsc, memory_order_relaxed);
+        atomic_store_explicit(&g_cal.ns0, ns, memory_order_relaxed);
+        atomic_store_explicit(&g_cal.resync_after, (uint64_t)(((unsigned __int128)interval << 32) / mult),
+                              memory_order_relaxed);
+        atomic_store_explicit(&g_cal.seq, seq + 1, memory_order_release);
+    }
+    atomic_store_explicit(&g_cal.busy, 0, memory_order_release);
+}
+
+bool mst_clock_test_cut_resync(void) {
+    if (atomic_load(&g_clock_state) == 0) (void)mst_clock_now_ns();
+    if (atomic_load(&g_clock_state) != 1) return false;
+    atomic_store(&g_cal.busy, 1);
+    atomic_fetch_add(&g_cal.seq, 1);
+    return true;
 }
 
 static __attribute__((noinline)) void clock_first_use(void) {
@@ -291,4 +324,5 @@ uint64_t mst_clock_now_ns(void) {
 }
 #else
 uint64_t mst_clock_now_ns(void) { return realtime_ns(); }
+bool mst_clock_test_cut_resync(void) { return false; }
 #endif
