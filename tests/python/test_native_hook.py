@@ -429,6 +429,42 @@ def test_async_method_binds(native, cap):
     assert only(cap, "a.go")["status"] == "OK"
 
 
+def test_async_static_and_class_methods_still_look_async(native, cap):
+    # Frameworks pick "await it" vs "call it" with (asyncio|inspect).
+    # iscoroutinefunction on what attribute access returns (A.m, a.m): a
+    # hooked async staticmethod/classmethod must answer like the unwrapped one.
+    class Handler(object):
+        @staticmethod
+        async def ping(v):
+            return v
+
+        @classmethod
+        async def make(cls, v):
+            return (cls, v)
+
+        def plain(self):
+            return 1
+
+    class Sub(Handler):
+        pass
+
+    for attr in ("ping", "make", "plain"):
+        setattr(Handler, attr, native.Hook(Handler.__dict__[attr], name="h." + attr))
+    obj = Sub()
+    for bound in (Handler.ping, obj.ping, Sub.make, obj.make):
+        assert asyncio.iscoroutinefunction(bound), bound
+        assert inspect.iscoroutinefunction(bound), bound
+    for bound in (Handler.plain, obj.plain):
+        assert not asyncio.iscoroutinefunction(bound)
+        assert not inspect.iscoroutinefunction(bound)
+    assert asyncio.run(obj.ping(1)) == 1
+    assert asyncio.run(obj.make(2)) == (Sub, 2)
+    # an attribute set on the hook is seen through its bound forms too
+    Handler.__dict__["plain"].tag = "t"
+    assert obj.plain.tag == "t"
+    assert [s["name"] for s in cap] == ["h.ping", "h.make"]
+
+
 # ----------------------------------------------------------------- refcounts
 
 

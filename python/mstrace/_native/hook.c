@@ -968,13 +968,29 @@ static void hook_dealloc(PyObject *self) {
     Py_TYPE(self)->tp_free(self);
 }
 
-/* Unknown attributes come from the wrapped object (wrapt-style proxy). */
+/* Unknown attributes come from the wrapped object (wrapt-style proxy). A
+ * bound hook looks in its root's __dict__ first (the async markers and any
+ * attribute set on the hook, as a bound method forwards to __func__), then
+ * in what binding produced (`target`: the function under a staticmethod,
+ * the bound method of a classmethod), which carries `__code__` and friends
+ * that inspect.iscoroutinefunction reads; the staticmethod/classmethod
+ * object itself has neither, so an async one looked synchronous. */
 static PyObject *hook_getattro(PyObject *self, PyObject *name) {
     PyObject *r = PyObject_GenericGetAttr(self, name);
     if (r || !PyErr_ExceptionMatches(PyExc_AttributeError))
         return r;
     PyErr_Clear();
-    return PyObject_GetAttr(((MstnHook *)self)->wrapped, name);
+    MstnHook *h = (MstnHook *)self;
+    if (!h->root)
+        return PyObject_GetAttr(h->wrapped, name);
+    if (h->root->dict) {
+        PyObject *v = PyDict_GetItemWithError(h->root->dict, name);
+        if (v)
+            return Py_NewRef(v);
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    return PyObject_GetAttr(h->target, name);
 }
 
 static PyObject *fwd(PyObject *self, const char *attr) {
