@@ -465,6 +465,45 @@ def test_async_static_and_class_methods_still_look_async(native, cap):
     assert [s["name"] for s in cap] == ["h.ping", "h.make"]
 
 
+def test_hooks_pickle_and_copy_by_reference_like_functions(native, monkeypatch):
+    # A function is pickled (multiprocessing spawn targets and args, cloudpickle
+    # RPCs) and deep-copied (configs holding callables) by reference; a hooked
+    # one must be too, instead of raising "cannot pickle 'Hook' object".
+    import copy
+    import pickle
+    import types
+
+    mod = types.ModuleType("mstrace_pickle_probe")
+    exec(
+        "def double(x):\n"
+        "    return 2 * x\n"
+        "class Engine(object):\n"
+        "    def __init__(self, k=3):\n"
+        "        self.k = k\n"
+        "    def step(self, x):\n"
+        "        return self.k * x\n"
+        "    @classmethod\n"
+        "    def build(cls):\n"
+        "        return cls(5)\n",
+        mod.__dict__,
+    )
+    monkeypatch.setitem(sys.modules, mod.__name__, mod)
+    mod.double = native.Hook(mod.double, name="p.double")
+    mod.Engine.step = native.Hook(mod.Engine.__dict__["step"], name="p.step")
+    mod.Engine.build = native.Hook(mod.Engine.__dict__["build"], name="p.build")
+    for proto in range(2, pickle.HIGHEST_PROTOCOL + 1):
+        assert pickle.loads(pickle.dumps(mod.double, proto)) is mod.double
+        assert pickle.loads(pickle.dumps(mod.Engine.step, proto)) is mod.Engine.__dict__["step"]
+        bound = pickle.loads(pickle.dumps(mod.Engine(4).step, proto))
+        assert isinstance(bound, native.Hook) and bound(2) == 8
+        assert pickle.loads(pickle.dumps(mod.Engine.build, proto))().k == 5
+    assert copy.copy(mod.double) is mod.double
+    assert copy.deepcopy({"fn": mod.double})["fn"] is mod.double
+    e = mod.Engine(7)
+    dup = copy.deepcopy(e.step)
+    assert dup(1) == 7 and dup.__self__ is not e and isinstance(dup.__self__, mod.Engine)
+
+
 # ----------------------------------------------------------------- refcounts
 
 

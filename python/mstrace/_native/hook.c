@@ -1036,6 +1036,39 @@ static PyGetSetDef hook_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
+/* Pickled and copied by reference, as the function it stands for: a root
+ * hook (module function, Class.method) by its qualified name, which pickle
+ * resolves back to the hook installed there and copy/deepcopy return as is;
+ * a bound one as getattr(instance or class, name), like a bound method. Without
+ * it, pickling or deep-copying anything that holds a hooked function raised
+ * TypeError ("cannot pickle 'Hook' object"): a hook changed user-visible
+ * behaviour. */
+static PyObject *hook_reduce(PyObject *self, PyObject *unused) {
+    MstnHook *h = (MstnHook *)self;
+    PyObject *owner = NULL;
+    if (h->self_obj) {
+        owner = Py_NewRef(h->self_obj);
+    } else if (h->root && PyMethod_Check(h->target)) {
+        owner = Py_NewRef(PyMethod_GET_SELF(h->target));
+    }
+    if (!owner)
+        return fwd(self, "__qualname__");
+    PyObject *name = fwd(self, "__name__");
+    PyObject *builtins = name ? PyImport_ImportModule("builtins") : NULL;
+    PyObject *getattr = builtins ? PyObject_GetAttrString(builtins, "getattr") : NULL;
+    PyObject *res = getattr ? Py_BuildValue("(O(OO))", getattr, owner, name) : NULL;
+    Py_XDECREF(getattr);
+    Py_XDECREF(builtins);
+    Py_XDECREF(name);
+    Py_DECREF(owner);
+    return res;
+}
+
+static PyMethodDef hook_methods[] = {
+    {"__reduce__", hook_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyObject *hook_repr(PyObject *self) {
     MstnHook *h = (MstnHook *)self, *r = ROOT(h);
     return PyUnicode_FromFormat("<mstrace hook %R (%s, %s) of %R%s>", r->name_obj,
@@ -1060,6 +1093,7 @@ PyTypeObject MstnHook_Type = {
     .tp_getattro = hook_getattro,
     .tp_setattro = PyObject_GenericSetAttr,
     .tp_getset = hook_getset,
+    .tp_methods = hook_methods,
     .tp_descr_get = hook_descr_get,
     .tp_dictoffset = offsetof(MstnHook, dict),
     .tp_weaklistoffset = offsetof(MstnHook, weakreflist),
