@@ -183,8 +183,12 @@ static mst_span *span_begin(mst_tracer *tracer, const mst_scope *scope, const ch
         mst_tracer_count_unsampled(tracer);
         return NULL;
     }
+    if (!mst_tracer_span_enter(tracer)) return NULL;
     mst_span *s = mst_tracer_span_alloc(tracer);
-    if (!s) return NULL;
+    if (!s) {
+        mst_tracer_span_enter_failed(tracer);
+        return NULL;
+    }
     mst_arena_init(&s->arena);
     s->tracer = tracer;
     s->trace_id = have_tid ? tid : mst_trace_id_random();

@@ -339,8 +339,25 @@ static __attribute__((noinline)) void start_thread(mst_tracer *t) {
     pthread_mutex_unlock(&t->mu);
 }
 
+/* Counts the start before the span touches the pipeline, then re-checks
+ * `closed`: shutdown sets `closed` before it reads the counters (both
+ * seq_cst), so either it sees this start as an open span and keeps the
+ * pipeline alive, or this thread sees `closed` and backs out. */
+bool mst_tracer_span_enter(mst_tracer *t) {
+    mst_tracer_shard *sh = mst_tracer_my_shard(t);
+    atomic_fetch_add_explicit(&sh->started, 1, memory_order_seq_cst);
+    if (__builtin_expect(atomic_load_explicit(&t->closed, memory_order_seq_cst) != 0, 0)) {
+        atomic_fetch_sub_explicit(&sh->started, 1, memory_order_release);
+        return false;
+    }
+    return true;
+}
+
+void mst_tracer_span_enter_failed(mst_tracer *t) {
+    atomic_fetch_sub_explicit(&mst_tracer_my_shard(t)->started, 1, memory_order_release);
+}
+
 void mst_tracer_span_started(mst_tracer *t) {
-    atomic_fetch_add_explicit(&mst_tracer_my_shard(t)->started, 1, memory_order_relaxed);
     if (__builtin_expect(atomic_load_explicit(&t->thread_state, memory_order_relaxed) == MST_THREAD_NONE, 0))
         start_thread(t);
 }
@@ -359,28 +376,29 @@ void mst_tracer_count_unsampled(mst_tracer *t) {
     atomic_fetch_add_explicit(&mst_tracer_my_shard(t)->unsampled, 1, memory_order_relaxed);
 }
 
+/* `ended` is counted last, with release: once shutdown sees every started
+ * span ended, no mst_span_end is still pushing into the queue or the pool
+ * it is about to drain and free. */
 void mst_tracer_submit(mst_tracer *t, mst_span *s) {
     mst_tracer_shard *sh = mst_tracer_my_shard(t);
-    atomic_fetch_add_explicit(&sh->ended, 1, memory_order_relaxed);
+    uint64_t depth = 0;
     if (t->opts.export_errors_only && s->status_code != MST_STATUS_ERROR) {
         atomic_fetch_add_explicit(&sh->filtered, 1, memory_order_relaxed);
         mst_tracer_span_free(t, s);
-        return;
-    }
-    uint64_t depth;
-    if (__builtin_expect(mst_tracer_is_closed(t) || !mst_queue_push(&t->queue, s, &depth), 0)) {
+    } else if (__builtin_expect(mst_tracer_is_closed(t) || !mst_queue_push(&t->queue, s, &depth), 0)) {
         atomic_fetch_add_explicit(&sh->dropped, 1, memory_order_relaxed);
         mst_tracer_span_free(t, s);
-        return;
+    } else if (__builtin_expect(depth >= t->opts.max_export_batch_size, 0)) {
+        wake_exporter(t);
     }
-    if (__builtin_expect(depth >= t->opts.max_export_batch_size, 0)) wake_exporter(t);
+    atomic_fetch_add_explicit(&sh->ended, 1, memory_order_release);
 }
 
 void mst_tracer_discard(mst_tracer *t, mst_span *s) {
     mst_tracer_shard *sh = mst_tracer_my_shard(t);
-    atomic_fetch_add_explicit(&sh->ended, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&sh->filtered, 1, memory_order_relaxed);
     mst_tracer_span_free(t, s);
+    atomic_fetch_add_explicit(&sh->ended, 1, memory_order_release);
 }
 
 /* ------------------------------------------------------ exporter thread */

@@ -78,8 +78,13 @@ static inline bool mst_tracer_is_closed(const mst_tracer *t) {
 mst_span *mst_tracer_span_alloc(mst_tracer *t);
 /* Releases the span's arena and returns the record to the pool (or frees). */
 void mst_tracer_span_free(mst_tracer *t, mst_span *s);
-/* Called once a span is set up: counts it and starts the exporter thread
- * on the first span. */
+/* Counts a start before the span touches the pipeline; false (nothing
+ * counted) when the tracer is closed. Pair a later failure to allocate
+ * with mst_tracer_span_enter_failed. */
+bool mst_tracer_span_enter(mst_tracer *t);
+void mst_tracer_span_enter_failed(mst_tracer *t);
+/* Called once a span is set up: starts the exporter thread on the first
+ * span. */
 void mst_tracer_span_started(mst_tracer *t);
 /* A start refused by the sampler: counts it (nothing else exists). */
 void mst_tracer_count_unsampled(mst_tracer *t);

@@ -6,6 +6,7 @@
 #include "core/tracer.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -187,6 +188,47 @@ static void test_counters_exact_under_contention(void) {
     CHECK_EQ_INT(mst_tracer_shutdown(g_t, 5000), MST_OK);
 }
 
+/* Spans open when shutdown starts, ended on other threads while it runs:
+ * shutdown may free the pipeline only after every such mst_span_end has
+ * finished touching it (ASan reports a use after free otherwise). */
+enum { SD_THREADS = 4, SD_SPANS = 8, SD_ROUNDS = 300 };
+typedef struct sd_arg {
+    mst_span *spans[SD_SPANS];
+    _Atomic int *go;
+} sd_arg;
+static void *end_on_go(void *arg) {
+    sd_arg *a = arg;
+    while (!atomic_load(a->go)) {}
+    for (int i = 0; i < SD_SPANS; i++) mst_span_end(a->spans[i], 0);
+    return NULL;
+}
+
+/* A thread descheduled for longer than shutdown's grace period makes it
+ * keep the pipeline on purpose; kept here so LeakSanitizer sees it reachable. */
+static mst_tracer *g_sd_tracers[SD_ROUNDS];
+
+static void test_spans_ended_during_shutdown(void) {
+    for (int r = 0; r < SD_ROUNDS; r++) {
+        mst_tracer *t;
+        mst_tracer_options o = {.max_queue_size = 4, .max_export_batch_size = 2, .schedule_delay_ms = 1};
+        CHECK_EQ_INT(mst_tracer_create(&o, &t), MST_OK);
+        g_sd_tracers[r] = t;
+        mst_tracer_add_exporter(t, mst_null_exporter_create());
+        _Atomic int go = 0;
+        sd_arg args[SD_THREADS];
+        pthread_t th[SD_THREADS];
+        for (int i = 0; i < SD_THREADS; i++) {
+            args[i].go = &go;
+            for (int k = 0; k < SD_SPANS; k++)
+                args[i].spans[k] = mst_span_start(t, NULL, "open", MST_SPAN_KIND_INTERNAL, NULL, 0);
+            pthread_create(&th[i], NULL, end_on_go, &args[i]);
+        }
+        atomic_store(&go, 1);
+        mst_tracer_shutdown(t, 1000);
+        for (int i = 0; i < SD_THREADS; i++) pthread_join(th[i], NULL);
+    }
+}
+
 static void test_options_from_env(void) {
     setenv("OTEL_BSP_SCHEDULE_DELAY", "250", 1);
     setenv("OTEL_BSP_MAX_QUEUE_SIZE", "abc", 1);
@@ -260,6 +302,7 @@ static const mst_test_case tests[] = {
     {"errors_only_filter", test_errors_only_filter},
     {"failing_exporter_counts_failed", test_failing_exporter_counts_failed},
     {"counters_exact_under_contention", test_counters_exact_under_contention},
+    {"spans_ended_during_shutdown", test_spans_ended_during_shutdown},
     {"options_from_env", test_options_from_env},
     {"resource", test_resource},
     {"shutdown_once_and_flush_after", test_shutdown_once_and_flush_after},
