@@ -418,6 +418,67 @@ def test_async_exception_and_children(native, cap):
     assert native.current_context() is None
 
 
+def test_async_spans_inside_a_sync_hook_that_runs_an_event_loop(native, cap):
+    # A traced sync entry point driving an event loop (asyncio.run, as an
+    # offline script or a benchmark driver does around AsyncLLM): hook spans
+    # started inside the loop nest under the async span that is running, not
+    # under the sync span still on the thread stack.
+    class Engine(object):
+        def step(self):
+            return native.current_context()
+
+        async def generate(self, k):
+            await asyncio.sleep(0)
+            first = self.step()
+            await asyncio.sleep(0)
+            return first, self.step()
+
+        def run(self):
+            async def main():
+                return await asyncio.gather(self.generate(1), self.generate(2))
+            return asyncio.run(main())
+
+    for attr in ("step", "generate", "run"):
+        setattr(Engine, attr, native.Hook(Engine.__dict__[attr], name="e." + attr))
+    results = Engine().run()
+    run = only(cap, "e.run")
+    gens = {s["span_id"]: s for s in cap if s["name"] == "e.generate"}
+    steps = [s for s in cap if s["name"] == "e.step"]
+    assert len(gens) == 2 and len(steps) == 4
+    for g in gens.values():
+        assert g["parent_span_id"] == run["span_id"]
+    for s in steps:
+        assert s["parent_span_id"] in gens, "step parented on %s" % s["parent_span_id"]
+    assert sorted(s["parent_span_id"] for s in steps) == sorted(list(gens) * 2)
+    # current_context() inside step() is step's own span
+    own = sorted((s["trace_id"], s["span_id"]) for s in steps)
+    assert sorted(tuple(c) for pair in results for c in pair) == own
+    assert native.current_context() is None
+
+    # a sync span pushed inside the async one still wins for its children,
+    # also in a worker thread that inherited the task's context
+    def leaf():
+        return native.current_context()
+
+    hleaf = native.Hook(leaf, name="leaf")
+
+    def mid():
+        return hleaf()
+
+    hmid = native.Hook(mid, name="mid")
+
+    async def outer():
+        return await asyncio.to_thread(hmid), hmid()
+
+    del cap[:]
+    asyncio.run(native.Hook(outer, name="outer")())
+    o = only(cap, "outer")
+    mids = [s for s in cap if s["name"] == "mid"]
+    leaves = [s for s in cap if s["name"] == "leaf"]
+    assert [m["parent_span_id"] for m in mids] == [o["span_id"]] * 2
+    assert sorted(l["parent_span_id"] for l in leaves) == sorted(m["span_id"] for m in mids)
+
+
 def test_async_method_binds(native, cap):
     class A:
         async def go(self, v):

@@ -60,20 +60,40 @@ void mstn_pop(void) {
         t_tls.depth--;
 }
 
-/* The async hooks' current span lives in a contextvar as a 25-byte bytes
- * object (trace id, span id, flags). */
-static bool current_from_ctxvar(mstn_ctx *out) {
+/* The async hooks' current span lives in a contextvar as a bytes object:
+ * trace id (16), span id (8), flags (1), then the native thread id (8) and
+ * this thread's stack depth (4) when the async span began. The depth orders
+ * it against the thread stack: a sync hook that runs an event loop
+ * (asyncio.run) stays on the stack below the async spans started inside the
+ * loop, so those (and their sync children) must win over it. */
+#define CTXVAR_LEN 37
+
+PyObject *mstn_ctxvar_value(const mstn_ctx *c) {
+    char raw[CTXVAR_LEN];
+    int64_t tid = mstn_thread_id();
+    int32_t depth = t_tls.depth;
+    memcpy(raw, c->trace_id.bytes, 16);
+    memcpy(raw + 16, c->span_id.bytes, 8);
+    raw[24] = (char)c->flags;
+    memcpy(raw + 25, &tid, 8);
+    memcpy(raw + 33, &depth, 4);
+    return PyBytes_FromStringAndSize(raw, CTXVAR_LEN);
+}
+
+static bool current_from_ctxvar(mstn_ctx *out, int64_t *tid, int32_t *depth) {
     PyObject *v = NULL;
     if (!mstn_g.ctxvar || PyContextVar_Get(mstn_g.ctxvar, NULL, &v) < 0) {
         PyErr_Clear();
         return false;
     }
     bool ok = false;
-    if (v && PyBytes_Check(v) && PyBytes_GET_SIZE(v) == 25) {
+    if (v && PyBytes_Check(v) && PyBytes_GET_SIZE(v) == CTXVAR_LEN) {
         const char *b = PyBytes_AS_STRING(v);
         memcpy(out->trace_id.bytes, b, 16);
         memcpy(out->span_id.bytes, b + 16, 8);
         out->flags = (uint8_t)b[24];
+        memcpy(tid, b + 25, 8);
+        memcpy(depth, b + 33, 4);
         out->remote = false;
         out->synthetic = false;
         ok = true;
@@ -84,12 +104,23 @@ static bool current_from_ctxvar(mstn_ctx *out) {
 
 bool mstn_current(mstn_ctx *out) {
     mstn_tls *t = &t_tls;
+    if (mstn_g.async_used) {
+        int64_t tid;
+        int32_t depth;
+        /* The async span is the current one unless a sync hook span was
+         * pushed on this thread after it began (deeper than its depth then);
+         * a context copied to another thread (to_thread) yields to that
+         * thread's own sync spans. */
+        if (current_from_ctxvar(out, &tid, &depth) &&
+            (t->depth == 0 || (tid == mstn_thread_id() && t->depth <= depth)))
+            return true;
+    }
     if (t->depth > 0) {
         int top = t->depth <= MSTN_STACK_DEPTH ? t->depth - 1 : MSTN_STACK_DEPTH - 1;
         *out = t->stack[top];
         return true;
     }
-    return mstn_g.async_used && current_from_ctxvar(out);
+    return false;
 }
 
 /* ------------------------------------------------------- context rules */

@@ -605,11 +605,7 @@ static PyObject *arun_begin(PyObject *self, PyObject *unused) {
     a->started = span_begin(r, &a->sr, a->batch, a->t0);
     if (!a->started)
         Py_RETURN_NONE;
-    char raw[25];
-    memcpy(raw, a->sr.ctx.trace_id.bytes, 16);
-    memcpy(raw + 16, a->sr.ctx.span_id.bytes, 8);
-    raw[24] = (char)a->sr.ctx.flags;
-    PyObject *v = PyBytes_FromStringAndSize(raw, 25);
+    PyObject *v = mstn_ctxvar_value(&a->sr.ctx);
     if (v) {
         a->token = PyContextVar_Set(mstn_g.ctxvar, v);
         Py_DECREF(v);

@@ -84,15 +84,19 @@ void mstn_after_fork_child(void);
 
 /* ------------------------------------------------ per-thread span stack */
 
-/* The current span: top of this thread's stack, else (when async hooks
- * exist) the one an async hook set in the task's contextvar. Returns false
- * when there is none. */
+/* The current span: the one an async hook set in the task's contextvar
+ * (when async hooks exist) unless a sync hook span was pushed on this thread
+ * after it began, else the top of this thread's stack. Returns false when
+ * there is none. */
 bool mstn_current(mstn_ctx *out);
 /* Push/pop the context of a span that becomes current for the duration of a
  * synchronous call. Pushes past MSTN_STACK_DEPTH are counted, not stored,
  * so push/pop stay balanced. */
 void mstn_push(const mstn_ctx *ctx);
 void mstn_pop(void);
+/* The value an async hook puts in the contextvar while its span is current
+ * (new reference, NULL with an exception). */
+PyObject *mstn_ctxvar_value(const mstn_ctx *ctx);
 
 /* --------------------------------------------------------- request table */
 
