@@ -531,6 +531,66 @@ def test_init_reports_jaeger_off_once(native, subprocess_env):
     assert p.stderr.count("--otlp-traces-endpoint") == 1
 
 
+COLLECTOR_DOWN_THEN_BACK = """
+import http.server, socket, threading
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("127.0.0.1", 0))
+srv.listen(1)  # a collector that never accepts nor answers
+port = srv.getsockname()[1]
+os.environ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = "http://127.0.0.1:%d/v1/traces" % port
+info = n.init(perfetto=False)
+
+class Engine(object):
+    def step(self, x):
+        return x + 1
+
+Engine.step = n.Hook(Engine.__dict__["step"], name="vllm.engine.step")
+e = Engine()
+total = sum(e.step(i) for i in range(20000))
+down = n.stats()
+srv.close()
+posts = []
+
+class Collector(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        posts.append(self.rfile.read(int(self.headers["Content-Length"])))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+http.server.HTTPServer.allow_reuse_address = True
+back = http.server.HTTPServer(("127.0.0.1", port), Collector)
+threading.Thread(target=back.serve_forever, daemon=True).start()
+for i in range(10):
+    e.step(i)
+flushed = n.flush(timeout_ms=60000)
+up = n.stats()
+print(json.dumps({"exporters": info["exporters"], "total": total, "down": down, "flushed": flushed,
+                  "posts": len(posts), "up": up}))
+"""
+
+
+def test_collector_down_never_blocks_hooks_drops_are_counted_and_export_resumes(native, subprocess_env):
+    # SPEC section 2: Jaeger/collector down or slow -> hooked calls run on,
+    # spans are dropped with counters, export resumes when it is back.
+    p = run_child(subprocess_env, COLLECTOR_DOWN_THEN_BACK, {
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "300",
+        "OTEL_BSP_MAX_QUEUE_SIZE": "64", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "16", "OTEL_BSP_SCHEDULE_DELAY": "10"})
+    out = json.loads(p.stdout)
+    assert out["exporters"] == ["otlp"]
+    assert out["total"] == sum(range(1, 20001))  # every hooked call ran and returned
+    down = out["down"]
+    assert down["spans_started"] == 20000 and down["spans_exported"] == 0
+    assert down["spans_dropped"] >= 10000  # a 64-span queue: the excess is counted and dropped, not held
+    assert out["flushed"] is True and out["posts"] >= 1
+    assert out["up"]["exporters"]["otlp"]["spans_exported"] >= 10
+
+
 def test_uninitialised_hooks_pass_through(native, subprocess_env):
     code = """
     cap = n._capture(True)
