@@ -362,14 +362,14 @@ static void on_listen_readable(mst_frame_server *s) {
     for (int i = 0; i < ACCEPTS_PER_EVENT; i++) {
         int fd = accept4(s->listen.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
-                errno == ECONNABORTED)
+            int e = errno; /* the log line below may overwrite errno */
+            if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR || e == ECONNABORTED)
                 return;
             s->st.accept_errors++;
             if (log_this(s->st.accept_errors))
-                MST_WARN("accept failed: %s (%llu accept errors so far)", strerror(errno),
+                MST_WARN("accept failed: %s (%llu accept errors so far)", strerror(e),
                          (unsigned long long)s->st.accept_errors);
-            if (errno == EMFILE || errno == ENFILE) shed_one_connection(s);
+            if (e == EMFILE || e == ENFILE) shed_one_connection(s);
             return;
         }
         struct ucred cr = {0};
