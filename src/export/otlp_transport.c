@@ -83,6 +83,8 @@ struct mst_otlp_transport {
     char errbuf[CURL_ERROR_SIZE];
 };
 
+/* A server-given retry delay (Retry-After, gRPC RetryInfo) is capped at a day. */
+#define RETRY_HINT_MAX_S 86400LL
 static _Atomic(double) g_backoff_scale = 1.0;
 static CURL *g_fork_orphans[FORK_ORPHANS_MAX];
 static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
@@ -336,8 +338,11 @@ static void status_cb(void *ctx, uint32_t f, uint64_t v, const uint8_t *b, size_
     if (!pb_walk(b, n, any_cb, &any) || !any.is_retry_info) return;
     any.seconds = any.nanos = 0;
     pb_walk(any.value, any.value_len, retry_info_cb, &any);
-    w->delay_ms = (long)(any.seconds * 1000 + any.nanos / 1000000);
-    if (w->delay_ms < 0) w->delay_ms = 0;
+    /* Values from the collector: clamp before the arithmetic (seconds * 1000
+     * could overflow) and cap like Retry-After (one day). */
+    int64_t secs = any.seconds < 0 ? 0 : any.seconds > RETRY_HINT_MAX_S ? RETRY_HINT_MAX_S : any.seconds;
+    int64_t nanos = any.nanos < 0 || any.nanos > 999999999 ? 0 : any.nanos;
+    w->delay_ms = (long)(secs * 1000 + nanos / 1000000);
 }
 
 /* grpc-status-details-bin = base64(google.rpc.Status{details=3 Any}); the
@@ -364,11 +369,12 @@ static long parse_retry_after(const char *v) {
     char *end;
     long long secs = strtoll(v, &end, 10);
     while (*end == ' ' || *end == '\t') end++;
-    if (end != v && *end == '\0') return secs < 0 ? 0 : (long)(secs > 86400 ? 86400000 : secs * 1000);
+    if (end != v && *end == '\0')
+        return secs < 0 ? 0 : (long)(secs > RETRY_HINT_MAX_S ? RETRY_HINT_MAX_S * 1000 : secs * 1000);
     time_t when = curl_getdate(v, NULL);
     if (when < 0) return -1;
     time_t now = time(NULL);
-    return when <= now ? 0 : (long)((when - now) > 86400 ? 86400000 : (when - now) * 1000);
+    return when <= now ? 0 : (long)((when - now) > RETRY_HINT_MAX_S ? RETRY_HINT_MAX_S * 1000 : (when - now) * 1000);
 }
 
 static void grpc_unescape(char *s) {
@@ -766,7 +772,8 @@ mst_status mst_otlp_transport_send(mst_otlp_transport *t, const uint8_t *body, s
         if (o.kind != ATTEMPT_RETRY) return o.status;
         uint64_t delay = o.delay_hint_ms >= 0 ? (uint64_t)o.delay_hint_ms : backoff_ms(t, r->retries);
         now = mono_ns();
-        if (now + delay * 1000000ull >= deadline) {
+        /* Compared in ms so a large delay cannot wrap the sum. */
+        if (now >= deadline || delay >= (deadline - now) / 1000000ull) {
             warn_limited(&t->warn_fail, "OTLP export to %s failed after %u attempt(s) (last: %s, HTTP %ld, "
                          "grpc-status %d); giving up within the %u ms export timeout",
                          t->url, r->attempts,

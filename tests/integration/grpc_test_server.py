@@ -68,8 +68,11 @@ def status_details_bin(code: grpc.StatusCode, message: str, retry_delay_s: float
     """google.rpc.Status{code, message, details=[Any(RetryInfo{retry_delay})]}
     serialized: the value of the grpc-status-details-bin trailer (grpcio
     base64-encodes -bin metadata on the wire)."""
-    seconds = int(retry_delay_s)
-    delay = duration_pb2.Duration(seconds=seconds, nanos=int(round((retry_delay_s - seconds) * 1e9)))
+    if isinstance(retry_delay_s, tuple):  # exact (seconds, nanos), e.g. out-of-range values
+        delay = duration_pb2.Duration(seconds=retry_delay_s[0], nanos=retry_delay_s[1])
+    else:
+        seconds = int(retry_delay_s)
+        delay = duration_pb2.Duration(seconds=seconds, nanos=int(round((retry_delay_s - seconds) * 1e9)))
     detail = any_pb2.Any()
     detail.Pack(error_details_pb2.RetryInfo(retry_delay=delay))
     st = status_pb2.Status(code=code.value[0], message=message, details=[detail])

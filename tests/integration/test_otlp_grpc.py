@@ -116,6 +116,20 @@ def test_resource_exhausted_retry_info_beyond_timeout(driver):
     assert c["spans_failed"] == N and c["batches_failed"] == 1 and c["retries"] == 0
 
 
+def test_resource_exhausted_huge_retry_info_gives_up(driver):
+    # RetryInfo of exactly 2**58 ms: unclamped, delay_ms * 10**6 wraps to 0 in
+    # uint64, the "past the deadline?" check passed and the exporter slept
+    # ~9 million years. A collector's delay must be clamped like Retry-After.
+    ms = 2 ** 58
+    with GrpcTestServer([error(SC.RESOURCE_EXHAUSTED, retry_delay_s=(ms // 1000, (ms % 1000) * 10**6)),
+                         ok()]) as srv:
+        c = run(driver, srv.url, timeout_ms=2000)
+        n = len(srv.calls)
+    assert n == 1
+    assert c["status"] == "remote end unavailable"
+    assert c["spans_failed"] == N and c["batches_failed"] == 1 and c["retries"] == 0
+
+
 def test_resource_exhausted_without_retry_info_not_retried(driver):
     with GrpcTestServer([error(SC.RESOURCE_EXHAUSTED, "quota"), ok()]) as srv:
         c = run(driver, srv.url)
