@@ -591,6 +591,43 @@ def test_collector_down_never_blocks_hooks_drops_are_counted_and_export_resumes(
     assert out["up"]["exporters"]["otlp"]["spans_exported"] >= 10
 
 
+FLUSH_DURING_SHUTDOWN = """
+import socket, threading, time
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen(1)  # accepts the connection into the backlog, never answers
+os.environ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = "http://127.0.0.1:%d/v1/traces" % srv.getsockname()[1]
+n.init(perfetto=False)
+h = n.Hook(lambda: 1, name="x")
+for _ in range(20):  # two export batches of 16
+    h()
+res = []
+flusher = threading.Thread(target=lambda: res.append(n.flush(timeout_ms=60000)))
+flusher.start()
+while n.stats()["queue_depth"] and flusher.is_alive():
+    time.sleep(0.01)
+time.sleep(0.2)  # the flusher now waits inside the core with the GIL released
+n.shutdown()     # its own flush gives up after 5 s, inside the first export (5.5 s)
+flusher.join()
+print(json.dumps(res))
+"""
+
+
+def test_shutdown_while_another_thread_flushes_keeps_the_tracer(native, subprocess_env):
+    # flush() releases the GIL and waits on the tracer's condition variable;
+    # shutdown() on another thread used to free the tracer under it (the
+    # flusher then slept on a destroyed condvar until its own timeout and read
+    # freed memory, the second batch abandoned). Now the tracer is retired, and
+    # the flush completes when both export attempts have ended.
+    p = run_child(subprocess_env, FLUSH_DURING_SHUTDOWN, {
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "5500",
+        "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "16", "OTEL_BSP_SCHEDULE_DELAY": "600000"})
+    assert json.loads(p.stdout) == [True], p.stderr
+    # the core's shutdown (which frees the tracer) did not run under the
+    # waiting flush: it would have logged that its own flush timed out
+    assert "tracer shutdown" not in p.stderr, p.stderr
+
+
 def test_uninitialised_hooks_pass_through(native, subprocess_env):
     code = """
     cap = n._capture(True)

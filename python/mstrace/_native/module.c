@@ -15,6 +15,7 @@
 #include "otel_bridge.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -38,6 +39,11 @@ static PyObject *g_init_info;       /* the dict init() returned            */
 static bool g_initializing;
 static bool g_atexit_registered;
 static mst_tracer *g_retired;       /* shut down with spans still in flight */
+/* Threads inside mst_tracer_flush() with the GIL released (flush(), the
+ * otel bridge's close). While any is, the tracer must not be freed: it
+ * waits on the tracer's mutex and condition variable. Written with the GIL
+ * held; read also by the Py_AtExit hook, hence atomic. */
+static atomic_int g_flushing;
 
 /* ------------------------------------------------------------ logging */
 
@@ -95,14 +101,31 @@ static void read_env_rules(void) {
 
 /* -------------------------------------------------------- fork & exit */
 
-static void at_fork_child(void) { mstn_after_fork_child(); }
+static void at_fork_child(void) {
+    atomic_store(&g_flushing, 0); /* the flushing threads were not copied */
+    mstn_after_fork_child();
+}
 
 static void at_exit(void) {
     if (mstn_g.tracer) {
         mst_tracer *t = mstn_g.tracer;
         mstn_g.tracer = NULL;
-        mst_tracer_shutdown(t, 5000);
+        /* A daemon thread may still wait inside flush(): export, never free. */
+        if (atomic_load(&g_flushing) > 0)
+            mst_tracer_flush(t, 5000);
+        else
+            mst_tracer_shutdown(t, 5000);
     }
+}
+
+mst_status mstn_flush_released(mst_tracer *t, unsigned int timeout_ms) {
+    mst_status st;
+    atomic_fetch_add(&g_flushing, 1);
+    Py_BEGIN_ALLOW_THREADS
+    st = mst_tracer_flush(t, timeout_ms);
+    Py_END_ALLOW_THREADS
+    atomic_fetch_sub(&g_flushing, 1);
+    return st;
 }
 
 /* ----------------------------------------------------------- init */
@@ -339,11 +362,7 @@ static PyObject *mod_flush(PyObject *m, PyObject *args, PyObject *kw) {
     mst_tracer *t = mstn_g.tracer;
     if (!t)
         Py_RETURN_FALSE;
-    mst_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = mst_tracer_flush(t, timeout);
-    Py_END_ALLOW_THREADS
-    return PyBool_FromLong(st == MST_OK);
+    return PyBool_FromLong(mstn_flush_released(t, timeout) == MST_OK);
 }
 
 static PyObject *mod_shutdown(PyObject *m, PyObject *unused) {
@@ -351,10 +370,11 @@ static PyObject *mod_shutdown(PyObject *m, PyObject *unused) {
     if (!t)
         Py_RETURN_NONE;
     /* Hooks stop starting spans now; spans still in flight on other threads
-     * end on a tracer that must stay allocated: then flush and retire it. */
+     * end on a tracer that must stay allocated, and a flush() waiting on
+     * another thread (GIL released) still uses it: then flush and retire it. */
     mstn_g.tracer = NULL;
     Py_CLEAR(g_init_info);
-    bool busy = mstn_g.inflight > 0;
+    bool busy = mstn_g.inflight > 0 || atomic_load(&g_flushing) > 0;
     Py_BEGIN_ALLOW_THREADS
     if (busy)
         mst_tracer_flush(t, 5000);

@@ -81,6 +81,9 @@ void mstn_log(const char *level, const char *fmt, ...);
  * fork()ed child, where the surviving thread has a new id). */
 long mstn_thread_id(void);
 void mstn_after_fork_child(void);
+/* mst_tracer_flush(t) with the GIL released, counted so that a concurrent
+ * shutdown() (or the exit hook) keeps `t` allocated while it waits. */
+mst_status mstn_flush_released(mst_tracer *t, unsigned int timeout_ms);
 
 /* ------------------------------------------------ per-thread span stack */
 

@@ -519,11 +519,8 @@ PyObject *mstn_otel_bridge_close(PyObject *module, PyObject *unused) {
     if (atomic_load(&g_closed))
         Py_RETURN_NONE;
     mst_tracer *t = mstn_g.tracer;
-    if (t && atomic_load(&g_live) > 0) {
-        Py_BEGIN_ALLOW_THREADS
-        mst_tracer_flush(t, 5000);
-        Py_END_ALLOW_THREADS
-    }
+    if (t && atomic_load(&g_live) > 0)
+        mstn_flush_released(t, 5000); /* counted: shutdown() meanwhile retires, never frees */
     atomic_store(&g_closed, 1);
     /* A batch that started before the flag was set finishes in Python: let
      * it have the GIL, bounded (a stuck on_end must not hang exit). */
