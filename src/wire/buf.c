@@ -67,7 +67,9 @@ void mst_buf_append_double(mst_buf *b, double v) {
         mst_buf_append(b, "null", 4);
         return;
     }
-    if (v == (double)(int64_t)v && fabs(v) < 1e15) {
+    /* Range first: converting a double outside int64 is undefined (x86
+     * gives INT64_MIN, aarch64 saturates). */
+    if (fabs(v) < 1e15 && v == (double)(int64_t)v) {
         mst_buf_append_i64(b, (int64_t)v);
         return;
     }
