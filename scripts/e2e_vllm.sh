@@ -30,6 +30,16 @@
 # server log, bench JSON, traced-request list, checker verdict; OUT/summary.txt
 # has the overhead table. Exit status: non-zero if any case's checker failed.
 #
+# Overhead mode (MST_E2E_MODE=overhead; docs/e2e.md "Overhead"): no checker,
+# no traceparent requests. Cases (default "off http perfetto") are run in
+# MST_E2E_ROUNDS rounds (2), odd rounds in the listed order, even rounds
+# reversed (ABC CBA), so a slow drift of the machine hits every case alike.
+# Per case and round: one server start, 16 warm-up requests, then
+# MST_E2E_REPS (3) identical `vllm bench serve` loads (rep i uses --seed i in
+# every case), saved as OUT/<case>-r<round>/bench-<i>.json; then
+# tests/e2e/overhead_ab.py prints medians, spreads and paired differences.
+# MST_E2E_ROUND_START=N (1) adds rounds N.. to the blocks already in OUT.
+#
 # Env: MST_E2E_PROMPTS (bench prompts, 64), MST_E2E_TRACED (traceparent
 # requests, 6), MST_E2E_CONCURRENCY (4), MST_E2E_DRAIN_S (7), MST_E2E_FWD_NICE,
 # MSTRACE_VLLM_VENV, MST_E2E_MODEL_DIR.
@@ -40,8 +50,14 @@ VENV="${MSTRACE_VLLM_VENV:-$HOME/.cache/mstrace/vllm-venv}"
 VPY="$VENV/bin/python"
 MODEL_DIR="${MST_E2E_MODEL_DIR:-$HOME/.cache/mstrace/tiny-llama}"
 OUT="${MST_E2E_OUT:-/tmp/mstrace-e2e}"
-CASES="${MST_E2E_CASES:-http grpc perfetto off}"
-PROMPTS="${MST_E2E_PROMPTS:-64}"
+MODE="${MST_E2E_MODE:-levels}"
+case "$MODE" in
+    levels) CASES="${MST_E2E_CASES:-http grpc perfetto off}"; PROMPTS="${MST_E2E_PROMPTS:-64}" ;;
+    overhead) CASES="${MST_E2E_CASES:-off http perfetto}"; PROMPTS="${MST_E2E_PROMPTS:-200}" ;;
+    *) echo "MST_E2E_MODE must be levels or overhead" >&2; exit 2 ;;
+esac
+ROUNDS="${MST_E2E_ROUNDS:-2}"
+REPS="${MST_E2E_REPS:-3}"
 TRACED="${MST_E2E_TRACED:-6}"
 CONC="${MST_E2E_CONCURRENCY:-4}"
 E2E="$REPO/tests/e2e"
@@ -159,11 +175,48 @@ stop_vllm() {
     VLLM_PID=""
 }
 
+# One `vllm bench serve` load: bench_once PORT DIR FILE SEED NUM_WARMUPS
+bench_once() {
+    "$VPY" "$E2E/vllm_cli.py" bench serve --backend vllm --host 127.0.0.1 --port "$1" \
+        --endpoint /v1/completions --model "$MODEL_NAME" --tokenizer "$MODEL_DIR" \
+        --dataset-name random --random-input-len 64 --random-output-len 8 --num-prompts "$PROMPTS" \
+        --max-concurrency "$CONC" --ignore-eos --seed "$4" --num-warmups "$5" --percentile-metrics ttft,tpot,itl,e2el \
+        --save-result --result-dir "$2" --result-filename "$3" >"$2/${3%.json}.log" 2>&1 \
+        || { tail -n 40 "$2/${3%.json}.log" >&2; die "vllm bench serve failed ($2/$3)"; }
+}
+
+# Overhead mode, server up: warm-up, then REPS identical loads.
+overhead_reps() {
+    local port=$1 dir=$2 i
+    # 16 short completions, 4 at a time: first-request costs (lazy imports,
+    # allocator growth, the tracer's first export) stay out of the figures.
+    seq 16 | xargs -P 4 -I{} curl -fsS -o /dev/null "http://127.0.0.1:$port/v1/completions" \
+        -H 'Content-Type: application/json' \
+        -d "{\"model\":\"$MODEL_NAME\",\"prompt\":\"warm up number {}\",\"max_tokens\":8,\"ignore_eos\":true}" \
+        || log "some warm-up requests failed"
+    for ((i = 1; i <= REPS; i++)); do
+        bench_once "$port" "$dir" "bench-$i.json" "$i" 4
+        log "$(basename "$dir") rep $i: $("$VPY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.2f req/s, TTFT mean %.1f ms, E2E mean %.1f ms, completed %d" % (d["request_throughput"], d["mean_ttft_ms"], d["mean_e2el_ms"], d["completed"]))' "$dir/bench-$i.json")"
+    done
+}
+
+stop_forwarder() {
+    [[ -n "$FWD_PID" ]] || return 0
+    sleep 1
+    # Its CPU time (utime+stime, clock ticks): evidence for finding 4.
+    awk -v t="$(getconf CLK_TCK)" '{printf "[e2e] forwarder cpu %.2f s (user %.2f, sys %.2f)\n", ($14+$15)/t, $14/t, $15/t}' \
+        "/proc/$FWD_PID/stat" >>"$1/forwarder.cpu" 2>/dev/null || true
+    kill -TERM "$FWD_PID" 2>/dev/null || true
+    wait "$FWD_PID" 2>/dev/null || true
+    FWD_PID=""
+}
+
 run_case() {
-    local name=$1 dir="$OUT/$1" port sock
+    local name=$1 tag=${2:-$1} dir port sock
+    dir="$OUT/$tag"
     rm -rf "$dir" && mkdir -p "$dir"
     port=$(free_ports 1)
-    sock="mst_e2e_$$_$name"
+    sock="mst_e2e_$$_$tag"
     local -a env_case=(MS_TRACE_ENABLE=1 OTEL_SERVICE_NAME="mstrace-e2e-$name" VLLM_CPU_KVCACHE_SPACE=1)
     local -a otlp_args=()
     local tracing=1 perfetto=1
@@ -215,12 +268,13 @@ run_case() {
     fi
     log "vLLM up in $((SECONDS - t)) s"
 
-    "$VPY" "$E2E/vllm_cli.py" bench serve --backend vllm --host 127.0.0.1 --port "$port" \
-        --endpoint /v1/completions --model "$MODEL_NAME" --tokenizer "$MODEL_DIR" \
-        --dataset-name random --random-input-len 64 --random-output-len 8 --num-prompts "$PROMPTS" \
-        --max-concurrency "$CONC" --ignore-eos --seed 0 --num-warmups 8 --percentile-metrics ttft,tpot,itl,e2el \
-        --save-result --result-dir "$dir" --result-filename bench.json >"$dir/bench.log" 2>&1 \
-        || { tail -n 40 "$dir/bench.log" >&2; die "vllm bench serve failed ($name)"; }
+    if [[ "$MODE" == overhead ]]; then
+        overhead_reps "$port" "$dir"
+        stop_vllm
+        stop_forwarder "$dir"
+        return 0
+    fi
+    bench_once "$port" "$dir" bench.json 0 8
     sed -n '/Serving Benchmark Result/,/^=*$/p' "$dir/bench.log" | tail -n +1 >&2 || true
     if [[ "$tracing" == 1 ]]; then
         "$VPY" "$E2E/send_traced.py" --url "http://127.0.0.1:$port" --model "$MODEL_NAME" --count "$TRACED" \
@@ -232,15 +286,7 @@ run_case() {
     # OTEL_BSP_SCHEDULE_DELAY (5 s) + margin so the periodic export runs.
     sleep "${MST_E2E_DRAIN_S:-7}"
     stop_vllm
-    if [[ -n "$FWD_PID" ]]; then
-        sleep 1
-        # Its CPU time (utime+stime, clock ticks): evidence for finding 4.
-        awk -v t="$(getconf CLK_TCK)" '{printf "[e2e] forwarder cpu %.2f s (user %.2f, sys %.2f)\n", ($14+$15)/t, $14/t, $15/t}' \
-            "/proc/$FWD_PID/stat" >>"$dir/forwarder.cpu" 2>/dev/null || true
-        kill -TERM "$FWD_PID" 2>/dev/null || true
-        wait "$FWD_PID" 2>/dev/null || true
-        FWD_PID=""
-    fi
+    stop_forwarder "$dir"
     local end_us
     end_us=$("$VPY" -c 'import time; print(int(time.time()*1e6))')
     printf '{"case":"%s","start_us":%s,"end_us":%s,"service":"mstrace-e2e-%s","port":%s}\n' \
@@ -262,6 +308,24 @@ run_case() {
 }
 
 FAILED=()
+if [[ "$MODE" == overhead ]]; then
+    # Only this mode's block dirs are replaced; uptime before/after is kept.
+    # MST_E2E_ROUND_START=3 adds rounds 3.. to an earlier run's OUT (its blocks
+    # stay; overhead_ab.py reads every block present).
+    R0="${MST_E2E_ROUND_START:-1}"
+    ((R0 == 1)) && : >"$OUT/uptime.txt"
+    { printf 'rounds %d-%d before: ' "$R0" "$((R0 + ROUNDS - 1))"; uptime; } >>"$OUT/uptime.txt"
+    for ((r = R0; r < R0 + ROUNDS; r++)); do
+        order=$CASES
+        ((r % 2 == 0)) && order=$(printf '%s\n' $CASES | tac | xargs)
+        for c in $order; do run_case "$c" "$c-r$r"; done
+    done
+    { printf 'rounds %d-%d after:  ' "$R0" "$((R0 + ROUNDS - 1))"; uptime; } >>"$OUT/uptime.txt"
+    cat "$OUT/uptime.txt" >&2
+    "$VPY" "$E2E/overhead_ab.py" "$OUT" $CASES | tee "$OUT/summary.txt"
+    log "total $((SECONDS - T0)) s; results in $OUT"
+    exit 0
+fi
 for c in $CASES; do run_case "$c"; done
 
 "$VPY" "$E2E/overhead.py" "$OUT" $CASES | tee "$OUT/summary.txt"
