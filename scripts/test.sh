@@ -96,7 +96,7 @@ valgrind_some() {
   for t in test_span test_tracer test_chrome_trace test_packet_decode test_forward_client; do
     [ -x "build/$t" ] || continue
     echo "--- valgrind $t"
-    valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=99 \
+    MST_TEST_STRESS_ROUNDS=10 valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=99 \
       --suppressions="$ROOT/tests/valgrind.supp" "build/$t" >/dev/null || rc=1
   done
   return $rc

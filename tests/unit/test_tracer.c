@@ -207,8 +207,17 @@ static void *end_on_go(void *arg) {
  * keep the pipeline on purpose; kept here so LeakSanitizer sees it reachable. */
 static mst_tracer *g_sd_tracers[SD_ROUNDS];
 
+/* MST_TEST_STRESS_ROUNDS lowers the rounds where each costs much more
+ * (valgrind serialises the threads); default SD_ROUNDS. */
+static int sd_rounds(void) {
+    const char *e = getenv("MST_TEST_STRESS_ROUNDS");
+    int n = e ? atoi(e) : SD_ROUNDS;
+    return n > 0 && n <= SD_ROUNDS ? n : SD_ROUNDS;
+}
+
 static void test_spans_ended_during_shutdown(void) {
-    for (int r = 0; r < SD_ROUNDS; r++) {
+    int rounds = sd_rounds();
+    for (int r = 0; r < rounds; r++) {
         mst_tracer *t;
         mst_tracer_options o = {.max_queue_size = 4, .max_export_batch_size = 2, .schedule_delay_ms = 1};
         CHECK_EQ_INT(mst_tracer_create(&o, &t), MST_OK);
