@@ -160,11 +160,14 @@ static int write_chunks(mst_outq *q, chunk *first, chunk *stop_after, chunk **la
 
 /* Gives up on the retained chunks head..`upto` (writer side or after the
  * join): restores the last good end of the file. Under mu. */
-static void drop_retained_locked(mst_outq *q, chunk *upto) {
-    uint64_t spans = 0;
+/* Takes the chunks head..`upto` off the queue (written or given up on),
+ * recycles them and returns how many spans and flows they held. Under mu. */
+static void release_through_locked(mst_outq *q, chunk *upto, uint64_t *spans, uint64_t *flows) {
+    *spans = *flows = 0;
     for (chunk *c = q->head;;) {
         chunk *next = c->next;
-        spans += c->spans;
+        *spans += c->spans;
+        *flows += c->flows;
         atomic_fetch_sub_explicit(&q->queued_bytes, c->b.len, memory_order_relaxed);
         bool end = c == upto;
         recycle_locked(q, c);
@@ -175,6 +178,11 @@ static void drop_retained_locked(mst_outq *q, chunk *upto) {
         c = next;
     }
     if (!q->head) q->tail = NULL;
+}
+
+static void drop_retained_locked(mst_outq *q, chunk *upto) {
+    uint64_t spans, flows;
+    release_through_locked(q, upto, &spans, &flows);
     q->st.spans_dropped += spans;
     MST_ERROR("perfetto output: dropping %llu buffered spans after write errors",
               (unsigned long long)spans);
@@ -186,20 +194,10 @@ static void drop_retained_locked(mst_outq *q, chunk *upto) {
 static void after_write_locked(mst_outq *q, chunk *last, int e, uint64_t bytes) {
     q->last_err = e;
     if (!e) {
-        for (chunk *c = q->head;;) {
-            chunk *next = c->next;
-            q->st.spans_written += c->spans;
-            q->st.flows_written += c->flows;
-            atomic_fetch_sub_explicit(&q->queued_bytes, c->b.len, memory_order_relaxed);
-            bool end = c == last;
-            recycle_locked(q, c);
-            if (end) {
-                q->head = next;
-                break;
-            }
-            c = next;
-        }
-        if (!q->head) q->tail = NULL;
+        uint64_t spans, flows;
+        release_through_locked(q, last, &spans, &flows);
+        q->st.spans_written += spans;
+        q->st.flows_written += flows;
         q->st.bytes_written += bytes;
         q->stalled = false;
         return;
