@@ -43,6 +43,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_packet.h"
+
 #define BATCH 256   /* frames per write() on the client side */
 
 typedef struct client {
@@ -95,23 +97,7 @@ typedef struct tmpl {
 
 static void build_packet(tmpl *t, int thread, int slot) {
     char json[2048];
-    int two_links = slot % 2;
-    int n = snprintf(json, sizeof json,
-        "MSPF_PERFETTO_V1\n"
-        "{\"name\":\"vllm.scheduler.schedule\",\"category\":\"ms_service_profiler.hook.Schedule\","
-        "\"trace_id\":\"%032x\",\"span_id\":\"SSSSSSSSSSSSSSSS\",\"parent_span_id\":\"\","
-        "\"start_time_ns\":%llu,\"end_time_ns\":%llu,\"kind\":1,\"status\":1,"
-        "\"attributes\":{\"process.pid\":%d,\"thread.id\":%d,\"request.id\":\"chatcmpl-%08x\","
-        "\"hook.module\":\"vllm.v1.core.sched.scheduler\",\"hook.class\":\"Scheduler\","
-        "\"hook.method\":\"schedule\",\"batch.size\":%d,\"input.len\":%d,\"output.len\":%d,"
-        "\"model\":\"Qwen2.5-0.5B-Instruct\",\"is_prefill\":true,\"kv_cache.usage\":0.4375},"
-        "\"resource_attributes\":{\"service.name\":\"vllm\",\"host.name\":\"node-1\"},"
-        "\"links\":[{\"trace_id\":\"%032x\",\"span_id\":\"LLLLLLLLLLLLLLLL\"}%s]}",
-        thread + 1, 1700000000000000000ull + (unsigned long long)slot * 1000,
-        1700000000000500000ull + (unsigned long long)slot * 1000, 4000 + thread, 4100 + thread,
-        (unsigned)slot, slot % 64 + 1, 100 + slot % 900, slot % 300, thread + 1,
-        two_links ? ",{\"trace_id\":\"00000000000000000000000000000001\","
-                    "\"span_id\":\"MMMMMMMMMMMMMMMM\"}" : "");
+    int n = bench_packet_format(json, sizeof json, thread, slot);
     t->len = 4 + (size_t)n;
     t->buf = malloc(t->len);
     t->buf[0] = (char)((uint32_t)n >> 24);
@@ -119,10 +105,7 @@ static void build_packet(tmpl *t, int thread, int slot) {
     t->buf[2] = (char)((uint32_t)n >> 8);
     t->buf[3] = (char)(uint32_t)n;
     memcpy(t->buf + 4, json, (size_t)n);
-    t->off_span = (size_t)(strstr(t->buf + 4, "SSSSSSSSSSSSSSSS") - t->buf);
-    t->off_link1 = (size_t)(strstr(t->buf + 4, "LLLLLLLLLLLLLLLL") - t->buf);
-    char *m = strstr(t->buf + 4, "MMMMMMMMMMMMMMMM");
-    t->off_link2 = m ? (size_t)(m - t->buf) : 0;
+    bench_packet_placeholders(t->buf, t->buf + 4, &t->off_span, &t->off_link1, &t->off_link2);
 }
 
 static int write_all(int fd, const char *p, size_t n) {

@@ -23,6 +23,7 @@
 #include "core/arena.h"
 #include "forward/chrome_trace.h"
 #include "wire/perfetto_packet.h"
+#include "bench_packet.h"
 
 #define SLOTS 256
 
@@ -47,28 +48,9 @@ typedef struct tmpl {
 } tmpl;
 
 static void build(tmpl *t, int thread, int slot) {
-    int two_links = slot % 2;
-    int n = snprintf(t->json, sizeof t->json,
-        "MSPF_PERFETTO_V1\n"
-        "{\"name\":\"vllm.scheduler.schedule\",\"category\":\"ms_service_profiler.hook.Schedule\","
-        "\"trace_id\":\"%032x\",\"span_id\":\"SSSSSSSSSSSSSSSS\",\"parent_span_id\":\"\","
-        "\"start_time_ns\":%llu,\"end_time_ns\":%llu,\"kind\":1,\"status\":1,"
-        "\"attributes\":{\"process.pid\":%d,\"thread.id\":%d,\"request.id\":\"chatcmpl-%08x\","
-        "\"hook.module\":\"vllm.v1.core.sched.scheduler\",\"hook.class\":\"Scheduler\","
-        "\"hook.method\":\"schedule\",\"batch.size\":%d,\"input.len\":%d,\"output.len\":%d,"
-        "\"model\":\"Qwen2.5-0.5B-Instruct\",\"is_prefill\":true,\"kv_cache.usage\":0.4375},"
-        "\"resource_attributes\":{\"service.name\":\"vllm\",\"host.name\":\"node-1\"},"
-        "\"links\":[{\"trace_id\":\"%032x\",\"span_id\":\"LLLLLLLLLLLLLLLL\"}%s]}",
-        thread + 1, 1700000000000000000ull + (unsigned long long)slot * 1000,
-        1700000000000500000ull + (unsigned long long)slot * 1000, 4000 + thread, 4100 + thread,
-        (unsigned)slot, slot % 64 + 1, 100 + slot % 900, slot % 300, thread + 1,
-        two_links ? ",{\"trace_id\":\"00000000000000000000000000000001\","
-                    "\"span_id\":\"MMMMMMMMMMMMMMMM\"}" : "");
+    int n = bench_packet_format(t->json, sizeof t->json, thread, slot);
     t->len = (size_t)n;
-    t->off_span = (size_t)(strstr(t->json, "SSSSSSSSSSSSSSSS") - t->json);
-    t->off_link1 = (size_t)(strstr(t->json, "LLLLLLLLLLLLLLLL") - t->json);
-    char *m = strstr(t->json, "MMMMMMMMMMMMMMMM");
-    t->off_link2 = m ? (size_t)(m - t->json) : 0;
+    bench_packet_placeholders(t->json, t->json, &t->off_span, &t->off_link1, &t->off_link2);
 }
 
 /* One pass over n spans; with w == NULL only decodes. Returns CPU s. */
