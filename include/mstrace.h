@@ -119,7 +119,7 @@ typedef enum mst_attr_type {
     MST_ATTR_STRING_LIST = 5
 } mst_attr_type;
 
-/* Limits of SPEC §4; values over them are truncated (strings) or dropped
+/* Limits of docs/reference/spans.md; values over them are truncated (strings) or dropped
  * and counted in the span's dropped_* counters. */
 #define MST_MAX_ATTRIBUTES 32
 #define MST_MAX_LINKS 128
@@ -334,12 +334,12 @@ struct mst_exporter {
 MST_EXPORT mst_exporter *mst_null_exporter_create(void);
 
 /* The Perfetto forwarder client: sends every span as one upstream packet
- * (SPEC §5) to the abstract socket `socket_name` (NULL = the default
+ * (docs/forwarder.md "Packets") to the abstract socket `socket_name` (NULL = the default
  * "MSP_PERFETTO_SOCKET") over a persistent connection; reconnects at most
  * every 5 s while the forwarder is absent; never blocks span producers. */
 MST_EXPORT mst_status mst_forward_exporter_create(const char *socket_name, mst_exporter **out);
 
-/* OTLP exporter (SPEC §1, §7): http/protobuf, http/json or grpc, over libcurl,
+/* OTLP exporter (docs/configuration.md, docs/reference/otlp.md): http/protobuf, http/json or grpc, over libcurl,
  * from its own sender thread state; retries only 429/502/503/504 and
  * connection errors within the export timeout. */
 typedef enum mst_otlp_protocol {

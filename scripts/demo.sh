@@ -52,7 +52,7 @@ echo "==> building ($BUILD_DIR)"
 ninja -C "$BUILD_DIR" mstrace_cli example_request_pipeline >/dev/null
 
 # ---- 2. the forwarder, in the background, on a socket of its own
-# The forwarder creates the parent directory itself (mode 0750, SPEC §5).
+# The forwarder creates the parent directory itself (mode 0750, docs/forwarder.md "Output path rules").
 echo "==> starting: $BUILD_DIR/mstrace forward --perfetto-output $OUT --socket-name $SOCKET_NAME"
 "$BUILD_DIR/mstrace" forward --perfetto-output "$OUT" --socket-name "$SOCKET_NAME" \
   --log-level info 2>"$FWD_LOG" &

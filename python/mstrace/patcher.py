@@ -1,4 +1,4 @@
-"""Resolving YAML symbols and wrapping them with hooks (SPEC §3).
+"""Resolving YAML symbols and wrapping them with hooks (docs/reference/symbols-yaml.md).
 
 This module owns *where* hooks go and *when*: it turns validated
 `SymbolEntry` objects into attribute replacements on modules and classes,
@@ -20,7 +20,7 @@ Symbol forms:
                               in the class's own __dict__.
 
 Failure rules: a missing module, class or method skips that hook with one
-INFO line per symbol and process (SPEC section 2) and nothing else. A class or
+INFO line per symbol and process (docs/reference/behaviour.md) and nothing else. A class or
 method is found missing when its module is imported; a module is found
 missing by `report_missing_modules()` (the plugin calls it after install),
 which asks the import system's finders without importing anything. Symbols

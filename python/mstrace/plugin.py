@@ -110,7 +110,7 @@ def _register_locked():
     p = patcher_mod.Patcher(traced, hook_factory=_native.Hook, hook_types=patcher_mod.native_hook_types(_native))
     p.install()
     try:
-        missing = p.report_missing_modules()  # INFO lines (SPEC section 2); imports nothing
+        missing = p.report_missing_modules()  # INFO lines (docs/reference/behaviour.md); imports nothing
     except Exception as exc:  # pragma: no cover - diagnostics only
         missing = {}
         logger.debug("mstrace: missing-module check failed: %s: %s", type(exc).__name__, exc)

@@ -1,4 +1,4 @@
-"""Loading and validating the symbols YAML (SPEC §3).
+"""Loading and validating the symbols YAML (docs/reference/symbols-yaml.md).
 
 This module owns the step from a YAML file to a list of validated
 `SymbolEntry` objects: where the file comes from (PROFILING_SYMBOLS_PATH or

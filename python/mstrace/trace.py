@@ -1,6 +1,6 @@
 """`python -m mstrace.trace [--log-level L] [--perfetto-output PATH]`.
 
-This module owns only the Python spelling of the forwarder command (SPEC §1):
+This module owns only the Python spelling of the forwarder command (docs/forwarder.md "Command line"):
 it replaces itself (exec) with the C binary `mstrace forward`, passing every
 argument through unchanged, so flags, help text, exit codes, signals and the
 root-user security warning are the binary's own. Where the binary is looked

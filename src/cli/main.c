@@ -1,5 +1,5 @@
 /*
- * main.c — the `mstrace` command line (SPEC §1).
+ * main.c — the `mstrace` command line (docs/forwarder.md "Command line").
  *
  *   mstrace forward [--log-level L] [--perfetto-output PATH] [--socket-name NAME]
  *                   [--relay-* tuning flags, OTLP relay mode only]
@@ -7,7 +7,7 @@
  *
  * Why it is this thin: parsing and dispatch only. `forward` with
  * --perfetto-output runs the Perfetto sink (forward/perfetto_sink.h);
- * without it, the OTLP relay (SPEC §6, forward/otlp_relay.h), which plugs
+ * without it, the OTLP relay (docs/relay.md, forward/otlp_relay.h), which plugs
  * into the same forward/daemon.h run loop as another mst_daemon_service.
  * Exit codes: 0 ok, 1 runtime error (bad output path, busy socket, missing
  * or invalid OTEL_EXPORTER_OTLP_* for the relay), 2 usage.
@@ -211,7 +211,7 @@ static int relay_options(const forward_args *fa, mst_otlp_relay_options *o) {
     return -1;
 }
 
-/* SPEC §6: the legacy OTLP relay on \0OTLP_SOCKET, another
+/* docs/relay.md: the legacy OTLP relay on \0OTLP_SOCKET, another
  * mst_daemon_service run by mst_daemon_run(). The upstream settings are
  * checked before the socket is bound: a bad environment is exit 1. */
 static int run_otlp_relay(const forward_args *fa, const mst_otlp_relay_options *ro) {

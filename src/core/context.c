@@ -1,6 +1,6 @@
 /*
  * context.c — W3C Trace Context: strict traceparent/tracestate parsing and
- * traceparent formatting (SPEC §7, mstrace.h).
+ * traceparent formatting (docs/reference/otlp.md "W3C trace context", mstrace.h).
  *
  * Owns: the validation rules of https://www.w3.org/TR/trace-context/ —
  * lowercase hex, all-zero ids and version ff rejected, the version-00 exact

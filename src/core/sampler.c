@@ -1,5 +1,5 @@
 /*
- * sampler.c — reading the OTel sampler settings (SPEC §1) and turning them
+ * sampler.c — reading the OTel sampler settings (docs/configuration.md) and turning them
  * into a tracer's sampling plan (sampler.h; applied in span.c).
  *
  * Environment rules, as the OTel SDK configuration spec gives them:

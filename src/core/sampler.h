@@ -1,5 +1,5 @@
 /*
- * sampler.h — the head-sampling decision of a tracer (SPEC §1:
+ * sampler.h — the head-sampling decision of a tracer (docs/configuration.md:
  * OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG, OTEL_SDK_DISABLED).
  *
  * Why a "plan": the options name one of six OTel samplers (plus the kill

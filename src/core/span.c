@@ -2,7 +2,7 @@
  * span.c — recording one span on the caller's thread (mstrace.h "spans").
  *
  * Owns: starting a span (ids, parent, trace state, name), the setters with
- * the SPEC §4 limits (32 attributes, keys <= 128 bytes, strings <= 1024 bytes
+ * the limits of docs/reference/spans.md (32 attributes, keys <= 128 bytes, strings <= 1024 bytes
  * cut on a UTF-8 boundary, 128 links/events/list items, dropped counts),
  * links and events with their own attributes, status, ending (hand-off to
  * the tracer's queue) and the read-out functions.

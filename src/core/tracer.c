@@ -404,7 +404,7 @@ void mst_tracer_discard(mst_tracer *t, mst_span *s) {
 /* ------------------------------------------------------ exporter thread */
 
 /* A batch counts as exported when at least one exporter delivered it (or
- * there is none): sinks are independent (SPEC §2: "Perfetto forwarder not
+ * there is none): sinks are independent (docs/reference/behaviour.md: "Perfetto forwarder not
  * running → Jaeger unaffected"), so an absent forwarder must not make
  * spans that reached Jaeger look lost. It counts as failed only when no
  * exporter delivered it. Per-sink truth is in each exporter's stats. */

@@ -1,6 +1,6 @@
 /*
  * forward_client.c — owns the traced-process side of the Perfetto forwarder
- * link (SPEC §5): an mst_exporter that turns each span into one upstream
+ * link (docs/forwarder.md "Packets"): an mst_exporter that turns each span into one upstream
  * packet (perfetto_packet_encode.c) and sends it as a frame (4-byte
  * big-endian length + packet) over one persistent SOCK_STREAM connection to
  * the abstract socket "\0<name>" (default MSP_PERFETTO_SOCKET).

@@ -1,6 +1,6 @@
 /*
  * otlp_config.c — mst_otlp_config_from_env: the OTLP exporter settings from
- * the standard OTEL_EXPORTER_OTLP_[TRACES_]* variables (SPEC §1, §7), plus
+ * the standard OTEL_EXPORTER_OTLP_[TRACES_]* variables (docs/configuration.md, docs/reference/otlp.md), plus
  * the "k=v,k2=v2" header-list parser shared with the transport.
  *
  * Rules (the OTLP exporter spec, as vLLM's Python exporter applies them):

@@ -1,7 +1,7 @@
 /*
  * otlp_exporter.c — mst_otlp_exporter_create: the mst_exporter that sends
  * spans to an OTLP collector (Jaeger, an OTel collector) the way vLLM's own
- * exporter does (SPEC §1, §7), so hook spans land next to vLLM's spans.
+ * exporter does (docs/configuration.md, docs/reference/otlp.md), so hook spans land next to vLLM's spans.
  *
  * A batch is encoded once (protobuf for grpc and http/protobuf, OTLP/JSON for
  * http/json) into a buffer reused across batches, then handed to the

@@ -1,6 +1,6 @@
 /*
  * otlp_transport.c — one encoded OTLP trace body → the collector, with the
- * OTLP retry rules (SPEC §7). See otlp_transport.h for the contract.
+ * OTLP retry rules (docs/reference/otlp.md "Retries"). See otlp_transport.h for the contract.
  *
  * Design notes:
  *   - One CURL easy handle per transport, kept for its whole life, so the

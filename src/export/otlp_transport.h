@@ -1,6 +1,6 @@
 /*
  * otlp_transport.h — sends one already-encoded OTLP trace body to a collector
- * (SPEC §7) and nothing else: one persistent libcurl easy handle (keep-alive),
+ * (docs/reference/otlp.md) and nothing else: one persistent libcurl easy handle (keep-alive),
  * http/protobuf, http/json or gRPC (HTTP/2), optional gzip, user headers,
  * bounded retries inside the export timeout, partial-success parsing.
  *

@@ -1,6 +1,6 @@
 /*
  * chrome_trace.c — the forwarder's Chrome Trace Event JSON writer
- * (chrome_trace.h, SPEC §5). Owns the output file, the event buffer and the
+ * (chrome_trace.h, docs/forwarder.md "Output format"). Owns the output file, the event buffer and the
  * two bounded link tables.
  *
  * Output: events are formatted here, on the caller's (the epoll) thread,

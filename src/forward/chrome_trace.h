@@ -1,5 +1,5 @@
 /*
- * chrome_trace.h — the forwarder's Chrome Trace Event JSON writer (SPEC §5).
+ * chrome_trace.h — the forwarder's Chrome Trace Event JSON writer (docs/forwarder.md "Output format").
  * Turns decoded hook span packets into "X" events plus "s"/"f" flow pairs
  * for links (a link whose source span has not arrived yet waits in a bounded
  * table), and "M" process/thread name events where known. The file is always
@@ -29,7 +29,7 @@ typedef struct mst_chrome_stats {
     uint64_t write_waits;          /* times add_span waited for the writer thread */
 } mst_chrome_stats;
 
-/* Checks `path` against the output path rules (SPEC §5; see output_path.h),
+/* Checks `path` against the output path rules (docs/forwarder.md; see output_path.h),
  * opens it with O_NOFOLLOW, truncates and writes "[]". `default_pid` is used
  * for spans without process.pid. */
 mst_status mst_chrome_writer_open(const char *path, int64_t default_pid,

@@ -3,8 +3,8 @@
  * with the payloads.
  *
  * Why a service vtable: the daemon has two modes that share everything but
- * the sink — the Perfetto sink (SPEC §5, perfetto_sink.h) and the OTLP relay
- * (SPEC §6, added separately). A mode fills an mst_daemon_service and calls
+ * the sink — the Perfetto sink (docs/forwarder.md, perfetto_sink.h) and the OTLP relay
+ * (docs/relay.md, added separately). A mode fills an mst_daemon_service and calls
  * mst_daemon_run(); the loop owns the socket (frame_server.h), the signals
  * (SIGINT/SIGTERM through a signalfd, SIGPIPE ignored), the flush timer and
  * the periodic debug statistics.

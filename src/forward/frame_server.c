@@ -290,7 +290,7 @@ static void conn_on_readable(mst_frame_server *s, conn *c) {
 
 /* ------------------------------------------------------------ accepting */
 
-/* SO_PEERCRED check (SPEC §5): the only door of an abstract socket. */
+/* SO_PEERCRED check (docs/forwarder.md "Socket and peer check"): the only door of an abstract socket. */
 static bool peer_allowed(mst_frame_server *s, int fd, struct ucred *cr, char *why, size_t why_size) {
     socklen_t len = sizeof *cr;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cr, &len) != 0) {

@@ -2,8 +2,8 @@
  * frame_server.h — the forwarder's socket front end: one epoll loop serving
  * many concurrent clients on a Linux abstract Unix socket (SOCK_STREAM).
  *
- * Why it exists on its own: both daemon modes (the Perfetto sink, SPEC §5,
- * and the OTLP relay, SPEC §6) share the same framing and the same peer
+ * Why it exists on its own: both daemon modes (the Perfetto sink, docs/forwarder.md,
+ * and the OTLP relay, docs/relay.md) share the same framing and the same peer
  * check, and differ only in what they do with a payload. The server knows
  * nothing about payloads: it hands each complete frame to a callback.
  *

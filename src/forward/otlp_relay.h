@@ -1,5 +1,5 @@
 /*
- * otlp_relay.h — the legacy OTLP relay mode of `mstrace forward` (SPEC §6,
+ * otlp_relay.h — the legacy OTLP relay mode of `mstrace forward` (docs/relay.md,
  * the MindIE Motor path): each frame on \0OTLP_SOCKET is one serialized
  * ExportTraceServiceRequest; the relay validates it (strict decoder), queues
  * it and forwards it upstream (OTEL_EXPORTER_OTLP_ENDPOINT, http/protobuf or
@@ -70,7 +70,7 @@ typedef struct mst_otlp_relay_stats {
 
 typedef struct mst_otlp_relay mst_otlp_relay;
 
-/* The upstream settings from the environment (SPEC §6):
+/* The upstream settings from the environment (docs/relay.md):
  * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (as-is) or OTEL_EXPORTER_OTLP_ENDPOINT
  * (required otherwise), OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL (required:
  * http/protobuf or grpc), an http(s) URL with an explicit port. For

@@ -1,5 +1,5 @@
 /*
- * output_path.c — the --perfetto-output path rules (SPEC §5, output_path.h).
+ * output_path.c — the --perfetto-output path rules (docs/forwarder.md "Output path rules", output_path.h).
  * The forwarder may run as root and writes wherever the user says, so the
  * path is checked before anything is created and the final open cannot be
  * raced into following a link or truncating somebody else's file.

@@ -1,5 +1,5 @@
 /*
- * output_path.h — the --perfetto-output path rules (SPEC §5): ends in .json
+ * output_path.h — the --perfetto-output path rules (docs/forwarder.md "Output path rules"): ends in .json
  * (any case); no shell-special characters; parent directory created with
  * mode 0750; refuse a symlink, anything but a regular file, and an existing
  * file owned by another user. The file itself is opened with O_NOFOLLOW,

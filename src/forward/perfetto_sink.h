@@ -1,5 +1,5 @@
 /*
- * perfetto_sink.h — the Perfetto mode of `mstrace forward` (SPEC §5): each
+ * perfetto_sink.h — the Perfetto mode of `mstrace forward` (docs/forwarder.md): each
  * frame payload is decoded as one hook span packet and handed to the Chrome
  * Trace writer. Bad packets are counted and logged (rate-limited); they
  * never close the connection or harm the output.

@@ -1,5 +1,5 @@
 /*
- * otlp.h — OTLP trace encoding (opentelemetry-proto v1, SPEC §7):
+ * otlp.h — OTLP trace encoding (opentelemetry-proto v1, docs/reference/otlp.md):
  * ExportTraceServiceRequest in binary protobuf and in the OTLP/JSON mapping,
  * one ResourceSpans per call and one ScopeSpans per instrumentation scope,
  * plus a decoder (for the MindIE relay and for tests).

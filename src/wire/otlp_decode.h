@@ -1,6 +1,6 @@
 /*
  * otlp_decode.h — a strict, bounds-checked decoder for a binary
- * ExportTraceServiceRequest (SPEC §7). Used by the MindIE relay (count and
+ * ExportTraceServiceRequest (docs/reference/otlp.md). Used by the MindIE relay (count and
  * validate the spans of a payload before forwarding it) and by tests (read
  * back what the encoder wrote). Zero-copy: views point into the input,
  * which must outlive them.

@@ -1,6 +1,6 @@
 /*
  * otlp_encode_json.c — ExportTraceServiceRequest in the OTLP/JSON mapping
- * (otlp.h, SPEC §7): lowerCamelCase keys, trace/span ids as lowercase hex
+ * (otlp.h, docs/reference/otlp.md "OTLP/HTTP"): lowerCamelCase keys, trace/span ids as lowercase hex
  * (not protobuf-JSON base64), enums as integers, 64-bit integers as decimal
  * strings, NaN/Infinity as the proto3-JSON strings. Default values are
  * omitted as proto3 JSON does. JSON escaping comes from buf.h only.

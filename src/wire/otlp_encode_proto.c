@@ -1,6 +1,6 @@
 /*
  * otlp_encode_proto.c — ExportTraceServiceRequest in binary protobuf
- * (otlp.h, SPEC §7), plus the scope grouping both OTLP encoders share.
+ * (otlp.h, docs/reference/otlp.md), plus the scope grouping both OTLP encoders share.
  * Why hand-rolled on pb_writer: no protobuf runtime in libmstrace, and the
  * exporter thread must encode millions of spans/s. Fields are written in
  * field-number order, proto3 defaults omitted (oneof values always written).
@@ -190,7 +190,7 @@ static void put_attrs(mst_buf *b, uint32_t field, const mst_attr *attrs, uint32_
 }
 
 /* flags field: low byte W3C trace flags, bit 8 "is-remote is known", bit 9
- * "is remote" (SPEC §7). */
+ * "is remote" (docs/reference/otlp.md). */
 static uint32_t remote_flags(uint8_t trace_flags, bool is_remote) {
     return (uint32_t)trace_flags | 0x100u | (is_remote ? 0x200u : 0u);
 }

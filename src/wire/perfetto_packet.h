@@ -1,6 +1,6 @@
 /*
  * perfetto_packet.h — the upstream "Hook span packet" carried over
- * \0MSP_PERFETTO_SOCKET (SPEC §5): the 17-byte magic "MSPF_PERFETTO_V1\n"
+ * \0MSP_PERFETTO_SOCKET (docs/forwarder.md "Packets"): the 17-byte magic "MSPF_PERFETTO_V1\n"
  * followed by compact UTF-8 JSON
  *   {"name","category","trace_id","span_id","parent_span_id","start_time_ns",
  *    "end_time_ns","kind","status","attributes":{},"resource_attributes":{},

@@ -1,6 +1,6 @@
 /*
  * perfetto_packet_decode.c — the forwarder's strict decoder of upstream
- * "Hook span packets" (SPEC §5): 17-byte magic + one compact JSON object.
+ * "Hook span packets" (docs/forwarder.md "Packets"): 17-byte magic + one compact JSON object.
  * The input comes from any process of the same user over an abstract
  * socket, so it is treated as hostile: every byte is validated by the
  * strict reader (json_reader.h) and every field is type-checked.

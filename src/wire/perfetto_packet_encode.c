@@ -1,6 +1,6 @@
 /*
  * perfetto_packet_encode.c — owns the traced-process side of the upstream
- * "Hook span packet" (SPEC §5): one finished span becomes the 17-byte magic
+ * "Hook span packet" (docs/forwarder.md "Packets"): one finished span becomes the 17-byte magic
  * "MSPF_PERFETTO_V1\n" followed by compact JSON with exactly the fields the
  * forwarder reads, in a fixed order:
  *   name, category, trace_id, span_id, parent_span_id, start_time_ns,

@@ -1,4 +1,4 @@
-"""The e2e checker: the seed's four acceptance levels (SPEC §10), measured on
+"""The e2e checker: the seed's four acceptance levels (docs/e2e.md "Acceptance levels"), measured on
 what one e2e case left behind (Jaeger's query API and the Perfetto JSON).
 
 Owns the verdicts and their evidence, nothing else. It reads:

@@ -3,7 +3,7 @@
 
 Owns the "requests with their own context" part of the e2e load: vLLM must
 parent its `llm_request` span on that context and the mstrace hook spans
-(schedule/model/output) must join the same trace (SPEC §4, §9). The requests
+(schedule/model/output) must join the same trace (docs/reference/spans.md, docs/reference/vllm-internals.md). The requests
 are sent concurrently so they share scheduler steps with each other.
 
 Usage: python send_traced.py --url http://127.0.0.1:PORT --model NAME --count K --out FILE

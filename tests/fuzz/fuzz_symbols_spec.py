@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """fuzz_symbols_spec.py — atheris (libFuzzer for Python) target for the symbols
-YAML of SPEC §3: mstrace.symbols (loader, entry validator, versions) and the
+YAML of docs/reference/symbols-yaml.md: mstrace.symbols (loader, entry validator, versions) and the
 patcher's symbol/pattern resolution.
 
 Owns the fuzz invariants of the Python side of "a user's YAML file goes in":

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """fuzz_trace_headers.py — atheris target for the C extension's trace_headers
 intake: `mstrace._native.register_request(request_id, trace_headers)` and the
-`request` / `output` adapters that feed it from vLLM objects (SPEC §4,
+`request` / `output` adapters that feed it from vLLM objects (docs/reference/spans.md,
 python/mstrace/_native/CONTRACT.md "Context rules").
 
 Owns the invariants of "headers from a client request reach C code":

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # jaeger.sh — builds, starts, stops and waits for the real Jaeger (v2, Go
-# module github.com/jaegertracing/jaeger@v1.76.0, SPEC §8) that the mstrace
+# module github.com/jaegertracing/jaeger@v1.76.0, docs/reference/jaeger.md) that the mstrace
 # integration tests export to. Why a build: there is no prebuilt binary in
 # the test environment and `go install` refuses the module (replace
 # directive), so it is built once as the main module from a writable copy of

@@ -3,7 +3,7 @@
 Owns: locating the built binary ($MSTRACE_BUILD_DIR/mstrace, default
 build/mstrace), starting one daemon per test on a unique abstract socket name
 (--socket-name) with its output under tmp_path, stopping it afterwards, and
-small helpers to frame/send hook span packets (SPEC section 5) and read the
+small helpers to frame/send hook span packets (docs/forwarder.md "Packets") and read the
 Chrome Trace output (strictly, or array-tolerantly as Perfetto does after a
 SIGKILL). Why: every test talks to the real daemon over the real socket.
 """

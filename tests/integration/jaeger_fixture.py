@@ -1,4 +1,4 @@
-"""A session-scoped pytest fixture running the real Jaeger (SPEC section 8).
+"""A session-scoped pytest fixture running the real Jaeger (docs/reference/jaeger.md).
 
 Owns: starting Jaeger through tests/harness/jaeger.sh (which builds it once
 into ~/.cache/mstrace/jaeger/ and binds every port to 127.0.0.1), stopping it

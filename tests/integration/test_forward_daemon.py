@@ -1,5 +1,5 @@
-"""Integration tests of `mstrace forward --perfetto-output` (SPEC sections 1
-and 5) against the real daemon over the real abstract socket.
+"""Integration tests of `mstrace forward --perfetto-output` (docs/forwarder.md)
+against the real daemon over the real abstract socket.
 
 Owns: the seed's forwarder expectations (X events, flows for links that
 arrive before their source), rejection of bad payloads without harm to the

@@ -1,4 +1,4 @@
-"""test_jaeger_export.py — the OTLP exporter against the real Jaeger (SPEC §8).
+"""test_jaeger_export.py — the OTLP exporter against the real Jaeger (docs/reference/jaeger.md).
 
 Owns: exporting a request-shaped set of spans (a SERVER request span, INTERNAL
 children of it, one ERROR child, and "batch" spans in their own traces that

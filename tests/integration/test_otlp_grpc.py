@@ -1,4 +1,4 @@
-"""test_otlp_grpc.py — the OTLP exporter's gRPC paths (SPEC §7) against a real
+"""test_otlp_grpc.py — the OTLP exporter's gRPC paths (docs/reference/otlp.md "OTLP/gRPC") against a real
 grpcio server (grpc_test_server.GrpcTestServer).
 
 Owns: driving $MSTRACE_BUILD_DIR/test_otlp_transport_driver with

@@ -1,5 +1,5 @@
 """test_otlp_relay.py — the legacy OTLP relay (`mstrace forward` without
---perfetto-output, SPEC section 6) against real collectors.
+--perfetto-output, docs/relay.md) against real collectors.
 
 Owns: producing frames the way MindIE's C++ tracer does (one serialized
 ExportTraceServiceRequest with one span per message, one connection per

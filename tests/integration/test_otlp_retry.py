@@ -1,5 +1,5 @@
 """test_otlp_retry.py — the OTLP exporter's retry, timeout, partial-success,
-gzip and header rules (SPEC §7) against a scripted local collector.
+gzip and header rules (docs/reference/otlp.md) against a scripted local collector.
 
 Owns: driving $MSTRACE_BUILD_DIR/test_otlp_transport_driver (the real
 exporter: config from env, encoder, libcurl transport) against

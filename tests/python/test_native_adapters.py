@@ -1,6 +1,6 @@
 """Tests of the request-aware adapters of `mstrace._native` (adapters.c,
 context.c, reqtable.c) against real Python objects shaped like vLLM's v1
-engine (SPEC section 9), and of the whole path into a real `mstrace forward`
+engine (docs/reference/vllm-internals.md), and of the whole path into a real `mstrace forward`
 daemon (Perfetto JSON), including a fork()ed child.
 
 Owns: request / request_context registration, schedule / model / output
@@ -576,7 +576,7 @@ print(json.dumps({"exporters": info["exporters"], "total": total, "down": down, 
 
 
 def test_collector_down_never_blocks_hooks_drops_are_counted_and_export_resumes(native, subprocess_env):
-    # SPEC section 2: Jaeger/collector down or slow -> hooked calls run on,
+    # docs/reference/behaviour.md: Jaeger/collector down or slow -> hooked calls run on,
     # spans are dropped with counters, export resumes when it is back.
     p = run_child(subprocess_env, COLLECTOR_DOWN_THEN_BACK, {
         "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "300",

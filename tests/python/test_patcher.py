@@ -398,7 +398,7 @@ def info_lines(caplog, text):
 
 
 def test_missing_module_class_method_each_logged_once_at_info(pkg, make_patcher, caplog):
-    """SPEC section 2: a symbol that does not exist is skipped with a log line
+    """docs/reference/behaviour.md: a symbol that does not exist is skipped with a log line
     naming it and the reason: INFO, once per process, module included."""
     import logging
 

@@ -243,7 +243,7 @@ MISSING_PROBE = textwrap.dedent('''
 
 
 def test_missing_symbols_of_the_default_yaml_are_named_once_at_info(subprocess_env, tmp_path, native):
-    """SPEC section 2 with the packaged YAML against a vLLM that lacks some
+    """docs/reference/behaviour.md with the packaged YAML against a vLLM that lacks some
     modules: one INFO line per missing symbol naming it and why, one summary
     line for vllm_ascend (not installed), nothing imported to find out."""
     root = tmp_path / "fakevllm"

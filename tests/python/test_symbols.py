@@ -1,4 +1,4 @@
-"""Tests of mstrace.symbols: the YAML rules of SPEC §3, file selection
+"""Tests of mstrace.symbols: the YAML rules of docs/reference/symbols-yaml.md, file selection
 (PROFILING_SYMBOLS_PATH), the trace defaults, duplicate handling and version
 gating. Pure Python: no extension, no vLLM."""
 

@@ -1,6 +1,6 @@
 /*
  * test_chrome_trace.c — the Chrome Trace writer (src/forward/chrome_trace.c,
- * SPEC §5) fed through the real packet decoder: the seed's expectations
+ * docs/forwarder.md "Output format") fed through the real packet decoder: the seed's expectations
  * (pid 100, tid 200, dur 1000 for 1 ms, args.trace_id, a late-arriving link
  * source still yields one s/f pair with equal ids), an invalid payload
  * leaving "[]", exact microsecond fractions, unicode/escape round trip, args

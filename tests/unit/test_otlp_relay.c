@@ -1,7 +1,7 @@
 /*
  * test_otlp_relay.c — unit tests of the OTLP relay (forward/otlp_relay.h)
  * without a daemon: the environment rules of mst_otlp_relay_config_from_env
- * (SPEC §6: both variables required, http(s) with an explicit port, base URL
+ * (docs/relay.md: both variables required, http(s) with an explicit port, base URL
  * gets /v1/traces, a full /v1/traces URL and the TRACES endpoint are kept
  * as-is) and the queue accounting of the frame callback (valid payloads are
  * queued up to the item/byte caps, the newest is dropped and counted,

@@ -1,6 +1,6 @@
 /*
  * test_output_path.c — the --perfetto-output path rules
- * (src/forward/output_path.c, SPEC §5): .json suffix, refused characters,
+ * (src/forward/output_path.c, docs/forwarder.md "Output path rules"): .json suffix, refused characters,
  * parent directories created 0750, file created 0640, symlinks / FIFOs /
  * directories refused, a file of another user refused (needs root: chowns
  * to uid 65534; skipped with a message otherwise), an own file truncated.

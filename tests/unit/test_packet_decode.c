@@ -1,6 +1,6 @@
 /*
  * test_packet_decode.c — the strict Perfetto packet decoder
- * (src/wire/perfetto_packet_decode.c, SPEC §5): the upstream packet shape,
+ * (src/wire/perfetto_packet_decode.c, docs/forwarder.md "Packets"): the upstream packet shape,
  * defaults, id normalisation, type errors naming the field, duplicate keys
  * (rejected), unknown keys (ignored), process.pid/thread.id extraction and
  * the size limits.

@@ -1,5 +1,5 @@
 /*
- * test_packet_encode.c — pins the upstream Hook span packet (SPEC §5) as
+ * test_packet_encode.c — pins the upstream Hook span packet (docs/forwarder.md "Packets") as
  * produced by perfetto_packet_encode.c: exact bytes for a simple span, then
  * escaping, string lists, links, parent, category and resource attributes,
  * each parsed back with the forwarder's strict decoder so encoder and

@@ -1,4 +1,4 @@
-/* test_sampler.c — head sampling (SPEC §1): every OTEL_TRACES_SAMPLER value
+/* test_sampler.c — head sampling (docs/configuration.md): every OTEL_TRACES_SAMPLER value
  * and OTEL_TRACES_SAMPLER_ARG / OTEL_SDK_DISABLED parse rule (one warning
  * per bad value, counted from the captured stderr), the trace-id ratio rule
  * (exact bounds, determinism, monotonicity, a statistical check over 100k

@@ -1,5 +1,5 @@
 /* test_traceparent.c — strict W3C traceparent/tracestate parsing and
- * traceparent formatting (SPEC §7). */
+ * traceparent formatting (docs/reference/otlp.md "W3C trace context"). */
 #include "testlib.h"
 #include "mstrace.h"
 

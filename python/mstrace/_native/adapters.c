@@ -1,5 +1,5 @@
 /*
- * adapters.c — what the request-aware adapters (SPEC §4) read from vLLM's
+ * adapters.c — what the request-aware adapters (docs/reference/spans.md "Adapters") read from vLLM's
  * business objects, in C: request ids of a batch (SchedulerOutput's
  * num_scheduled_tokens keys, EngineCoreOutput.request_id), batch sizes, the
  * span links to the requests' known contexts, registration of a request's

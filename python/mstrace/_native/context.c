@@ -3,7 +3,7 @@
  *   - the per-thread stack of hook spans (nested hook spans are children),
  *     plus a contextvar for async hooks, whose steps interleave on a thread;
  *   - the cached native thread id (reset in a fork()ed child);
- *   - the context rules of SPEC §1/§4 for a request's trace headers:
+ *   - the context rules of docs/reference/spans.md for a request's trace headers:
  *     traceparent (sampled flag respected), else MS_PROFILER_AUTO_TRACE with
  *     MS_PROFILER_SAMPLE_RATE's deterministic 1-in-N counter.
  * Runs with the GIL held.

@@ -1,7 +1,7 @@
 /*
  * hook.c — the `Hook` type: a transparent C wrapper around a function,
  * method, staticmethod, classmethod or async function that records one span
- * per call through an adapter (SPEC §4), in the style of wrapt's C proxy.
+ * per call through an adapter (docs/reference/spans.md "Adapters"), in the style of wrapt's C proxy.
  *
  * Shapes:
  *   - `Hook` (root or bound) wraps a plain function. It is a method

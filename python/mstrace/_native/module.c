@@ -2,7 +2,7 @@
  * module.c — the module `mstrace._native`: the process-global tracer
  * (init/flush/shutdown/stats), the request-context functions exposed to
  * Python (register_request, finish_request, current_context), the env rules
- * of SPEC §1 for the request contexts (MS_PROFILER_AUTO_TRACE,
+ * of docs/configuration.md for the request contexts (MS_PROFILER_AUTO_TRACE,
  * MS_PROFILER_SAMPLE_RATE), fork and exit handling, and logging through
  * Python's `logging` (so the plugin's handler and level apply).
  *
@@ -177,7 +177,7 @@ static int build_tracer(const char *forward_socket, bool otlp, bool perfetto, bo
     memset(&opts, 0, sizeof opts);
     mst_tracer_options_from_env(&opts);
     /* otel mode takes the OTLP exporter's place. Without a usable SDK hook
-     * tracing is a no-op (SPEC §2): no span is ever started. */
+     * tracing is a no-op (docs/reference/behaviour.md): no span is ever started. */
     bool otel = otlp && !null_exp && exporter_mode_otel();
     mst_exporter *bridge = otel ? mstn_otel_bridge_create() : NULL;
     if (otel && !bridge)

@@ -128,7 +128,7 @@ void mstn_req_clear(void);
 
 /* -------------------------------------------------------- context rules */
 
-/* Applies SPEC §1/§4 to a request's trace headers (a mapping or None):
+/* Applies docs/reference/spans.md "Request contexts" to a request's trace headers (a mapping or None):
  * a valid traceparent (+ tracestate) → that context; otherwise, when
  * MS_PROFILER_AUTO_TRACE=1, a generated one (sampled 1 in N by
  * MS_PROFILER_SAMPLE_RATE); else nothing. Returns 1 when a context was

@@ -1,13 +1,13 @@
 /*
  * reqtable.c — the request table of the extension: request id → trace
- * context for the requests in flight in this process (SPEC §4: at most
+ * context for the requests in flight in this process (docs/reference/spans.md: at most
  * 10,000, oldest evicted). A chained hash (word-wise multiply/xor, power-of-two buckets)
  * over a fixed pool of entries threaded on a FIFO list, so put, get, drop
  * and eviction are all O(1). Entries come from a pool allocated on first use
  * and never freed (1.3 MB), so the hot path does not malloc except for ids
  * longer than the inline key.
  *
- * Id join (SPEC §9): vLLM's internal ids are "<external>-<8 hex>"; a lookup
+ * Id join (docs/reference/vllm-internals.md "Request ids"): vLLM's internal ids are "<external>-<8 hex>"; a lookup
  * tries the exact id, then the id with such a suffix stripped, so a context
  * registered under the external id in one process is found under the
  * internal id in another. Contexts are stored under the id given.
