@@ -250,7 +250,9 @@ int mstn_batch_from_output_args(mstn_batch *b, PyObject *const *args, Py_ssize_t
         int r = plain_value(o) ? 0 : mstn_getattr_opt(o, mstn_n.request_id, &rid);
         if (r > 0 && PyUnicode_Check(rid))
             r = learn_from_output(o, rid);
-        if (r >= 0 && rid)
+        /* request_id None names no request (as in the request adapter), not
+         * the request whose id is the string "None". */
+        if (r >= 0 && rid && rid != Py_None)
             r = batch_add_id(b, rid);
         Py_XDECREF(rid);
         Py_DECREF(o);
@@ -271,11 +273,13 @@ int mstn_finish_outputs(PyObject *list) {
             continue;
         Py_INCREF(o);
         int r = mstn_getattr_opt(o, mstn_n.finish_reason, &fr);
-        if (r > 0 && fr != Py_None)
+        if (r > 0 && fr != Py_None) /* FinishReason is an IntEnum: STOP == 0 is set */
             r = mstn_getattr_opt(o, mstn_n.request_id, &rid);
         else
             r = r < 0 ? -1 : 0;
-        if (r > 0) {
+        /* request_id None names no request: finishing str(None) would drop
+         * an unrelated request registered as "None" (fuzz_trace_headers). */
+        if (r > 0 && rid != Py_None) {
             const char *u;
             Py_ssize_t len;
             PyObject *s = mstn_id_utf8(rid, &u, &len);
