@@ -67,3 +67,298 @@ def test_fuzz_trace_headers_finding_replays_clean(native):
     out = proc.stdout.decode(errors="replace")
     assert proc.returncode == 0, out[-3000:]
     assert "Violation" not in out
+
+
+# ------------------------------------------------- generators and async generators
+
+
+def spans_named(cap, name):
+    return [s for s in cap if s["name"] == name]
+
+
+@pytest.fixture
+def probe(native):
+    """A hooked plain function: its span's parent tells which hook span was current."""
+    return native.Hook(lambda *a: native.current_context(), name="probe")
+
+
+def test_generator_span_covers_the_iteration(native, cap, probe):
+    def numbers(n):
+        for i in range(n):
+            probe()  # inside a step: a child of the generator span
+            yield i
+        return "done"
+
+    hook = native.Hook(numbers, name="gen")
+
+    def consume():
+        got = []
+        got.append((yield from hook(3)))
+        return got
+
+    it = hook(3)
+    assert spans_named(cap, "gen") == []  # not iterated yet: nothing recorded
+    assert native.current_context() is None
+    first = next(it)
+    assert native.current_context() is None  # not current between steps
+    probe()  # the consumer's call between steps: not a child
+    rest = list(it)
+    assert [first] + rest == [0, 1, 2]
+    [g] = spans_named(cap, "gen")
+    assert g["status"] == "OK"
+    probes = spans_named(cap, "probe")
+    inside = [p for p in probes if p["parent_span_id"] == g["span_id"]]
+    outside = [p for p in probes if p["parent_span_id"] == ""]
+    assert len(inside) == 3 and len(outside) == 1
+    assert all(g["start_ns"] <= p["start_ns"] and p["end_ns"] <= g["end_ns"] for p in inside)
+    assert outside[0]["end_ns"] <= g["end_ns"]  # the span was still open while the consumer ran
+    # The return value reaches a `yield from` caller (StopIteration.value).
+    consumer = consume()
+    assert list(consumer) == [0, 1, 2]
+    assert native.stats()["spans_in_flight"] == 0
+
+
+def test_generator_exception_passes_through_with_status_error(native, cap):
+    class Boom(Exception):
+        pass
+
+    boom = Boom("at item 1")
+
+    def failing():
+        yield 0
+        raise boom
+
+    it = native.Hook(failing, name="gen.fail")()
+    assert next(it) == 0
+    with pytest.raises(Boom) as info:
+        next(it)
+    assert info.value is boom
+    assert any(tb.tb_frame.f_code is failing.__code__ for tb in _tb_entries(info.value.__traceback__))
+    [g] = spans_named(cap, "gen.fail")
+    assert g["status"] == "ERROR" and g["status_message"] == "Boom: at item 1"
+
+
+def _tb_entries(tb):
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
+
+
+def test_generator_close_and_abandon_end_the_span_without_error(native, cap, probe):
+    cleaned = []
+
+    def endless(tag):
+        try:
+            i = 0
+            while True:
+                yield i
+                i += 1
+        finally:
+            probe()  # the cleanup runs inside the span, as its child
+            cleaned.append(tag)
+
+    hook = native.Hook(endless, name="gen.endless")
+    it = hook("closed")
+    assert [next(it), next(it)] == [0, 1]
+    it.close()  # GeneratorExit is no error
+    for i in hook("broken"):  # break: the generator is dropped, Python closes it
+        if i == 2:
+            break
+    assert cleaned == ["closed", "broken"]
+    spans = spans_named(cap, "gen.endless")
+    assert [s["status"] for s in spans] == ["OK", "OK"]
+    probes = spans_named(cap, "probe")
+    assert [p["parent_span_id"] for p in probes] == [s["span_id"] for s in spans]
+    assert all(p["end_ns"] <= s["end_ns"] for p, s in zip(probes, spans))
+    assert native.stats()["spans_in_flight"] == 0
+
+
+def test_generator_send_and_throw_pass_through(native, cap):
+    class Retry(Exception):
+        pass
+
+    def echo():
+        received = []
+        value = yield "ready"
+        while value is not None:
+            try:
+                received.append(value)
+                value = yield value.upper()
+            except Retry as exc:
+                value = yield "retry:%s" % exc
+        return received
+
+    it = native.Hook(echo, name="gen.echo")()
+    assert next(it) == "ready"
+    assert it.send("a") == "A"
+    assert it.throw(Retry("x")) == "retry:x"  # handled inside: iteration goes on
+    assert it.send("b") == "B"
+    with pytest.raises(StopIteration) as stop:
+        it.send(None)
+    assert stop.value.value == ["a", "b"]
+    [g] = spans_named(cap, "gen.echo")
+    assert g["status"] == "OK"
+
+    unhandled = ValueError("not handled")
+    it = native.Hook(echo, name="gen.echo2")()
+    next(it)
+    with pytest.raises(ValueError) as info:
+        it.throw(unhandled)
+    assert info.value is unhandled
+    [g] = spans_named(cap, "gen.echo2")
+    assert g["status"] == "ERROR" and g["status_message"] == "ValueError: not handled"
+
+
+def test_generator_hooks_are_transparent_to_inspect(native):
+    import inspect
+
+    def gen():
+        yield 1
+
+    async def agen():
+        yield 1
+
+    class A(object):
+        def m(self):
+            yield self
+
+        @staticmethod
+        def s():
+            yield "s"
+
+        @classmethod
+        def c(cls):
+            yield cls
+
+        async def am(self):
+            yield self
+
+    for name in ("m", "s", "c", "am"):
+        setattr(A, name, native.Hook(A.__dict__[name], name="A." + name))
+    hg, ha = native.Hook(gen, name="g"), native.Hook(agen, name="ag")
+    assert inspect.isgeneratorfunction(hg) and not inspect.isasyncgenfunction(hg)
+    assert inspect.isasyncgenfunction(ha) and not inspect.isgeneratorfunction(ha)
+    assert not inspect.iscoroutinefunction(hg) and not inspect.iscoroutinefunction(ha)
+    assert inspect.isgenerator(hg()) and inspect.isasyncgen(ha())
+    a = A()
+    for f in (A.m, a.m, A.s, a.s, A.c, a.c):
+        assert inspect.isgeneratorfunction(f), f
+    assert inspect.isasyncgenfunction(a.am)
+    assert list(a.m()) == [a] and list(A.s()) == ["s"] and list(a.c()) == [A]
+    assert hg._mstrace_hook["generator"] == "generator" and ha._mstrace_hook["generator"] == "async_generator"
+    assert native.Hook(lambda: 1, name="f")._mstrace_hook["generator"] is None
+
+
+def test_async_generator_span_covers_the_iteration(native, cap, probe):
+    import asyncio
+
+    async def leaf():
+        return native.current_context()
+
+    aleaf = native.Hook(leaf, name="aleaf")
+
+    async def ticks(tag, n):
+        for i in range(n):
+            await asyncio.sleep(0)
+            probe(tag)
+            await aleaf()  # an async hook inside a step: a child too
+            yield "%s%d" % (tag, i)
+
+    hook = native.Hook(ticks, name="agen")
+
+    async def consume(tag, n):
+        out = []
+        async for v in hook(tag, n):
+            probe("consumer")  # between steps: not a child
+            out.append(v)
+        return out
+
+    async def main():
+        return await asyncio.gather(consume("a", 3), consume("b", 2))
+
+    assert asyncio.run(main()) == [["a0", "a1", "a2"], ["b0", "b1"]]
+    gens = spans_named(cap, "agen")
+    assert len(gens) == 2 and all(g["status"] == "OK" for g in gens)
+    by_id = {g["span_id"]: g for g in gens}
+    children = [s for s in cap if s["name"] in ("probe", "aleaf") and s["parent_span_id"] in by_id]
+    assert len(children) == 10  # (3 + 2 steps) x (probe + aleaf), interleaved across two tasks
+    for c in children:
+        g = by_id[c["parent_span_id"]]
+        assert g["start_ns"] <= c["start_ns"] and c["end_ns"] <= g["end_ns"]
+    consumer = [s for s in spans_named(cap, "probe") if s["parent_span_id"] not in by_id]
+    assert len(consumer) == 5 and all(s["parent_span_id"] == "" for s in consumer)
+    # The two tasks' steps went to their own generator's span.
+    per_gen = sorted(sum(1 for c in children if c["parent_span_id"] == g["span_id"]) for g in gens)
+    assert per_gen == [4, 6]
+    assert native.stats()["spans_in_flight"] == 0
+
+
+def test_async_generator_asend_athrow_aclose_and_errors(native, cap):
+    import asyncio
+
+    class Skip(Exception):
+        pass
+
+    closed = []
+
+    async def worker():
+        total = 0
+        try:
+            while True:
+                try:
+                    got = yield total
+                    total += got
+                except Skip:
+                    total = -1
+        finally:
+            await asyncio.sleep(0)  # awaiting in cleanup works under aclose()
+            closed.append(total)
+
+    boom = KeyError("k")
+
+    async def failing():
+        yield 1
+        raise boom
+
+    async def main():
+        it = native.Hook(worker, name="agen.worker")()
+        assert await it.asend(None) == 0
+        assert await it.asend(5) == 5
+        assert await it.athrow(Skip()) == -1
+        await it.aclose()
+        assert closed == [-1]
+        f = native.Hook(failing, name="agen.fail")()
+        assert await f.__anext__() == 1
+        with pytest.raises(KeyError) as info:
+            await f.__anext__()
+        assert info.value is boom
+        unhandled = ValueError("out")
+        w = native.Hook(worker, name="agen.worker2")()
+        await w.asend(None)
+        with pytest.raises(ValueError) as info:  # worker does not catch ValueError
+            await w.athrow(unhandled)
+        assert info.value is unhandled
+        # Left suspended: asyncio's shutdown_asyncgens closes this one and the
+        # business generator inside it concurrently; the wrapper must not
+        # fail with "aclose(): asynchronous generator is already running".
+        left = native.Hook(worker, name="agen.left")()
+        await left.asend(None)
+
+    errors = []
+    loop = asyncio.new_event_loop()
+    loop.set_exception_handler(lambda lp, ctx: errors.append(ctx))
+    try:
+        loop.run_until_complete(main())
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
+        loop.close()
+    assert errors == []
+    [w] = spans_named(cap, "agen.worker")
+    assert w["status"] == "OK"
+    [f] = spans_named(cap, "agen.fail")
+    assert f["status"] == "ERROR" and f["status_message"] == "KeyError: 'k'"
+    [w2] = spans_named(cap, "agen.worker2")
+    assert w2["status"] == "ERROR" and w2["status_message"] == "ValueError: out"
+    [left] = spans_named(cap, "agen.left")
+    assert left["status"] == "OK"
+    assert native.stats()["spans_in_flight"] == 0

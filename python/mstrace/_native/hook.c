@@ -27,6 +27,20 @@
  * drives an `_AsyncRun` object: `_begin()` at the first send starts the span
  * and makes it current in a ContextVar (async steps interleave on one thread,
  * so the thread stack cannot hold them), `_end()` at completion ends it.
+ *
+ * Generator and async generator functions: the call returns a generator
+ * (async generator) of a helper compiled below (`_trace_gen`, `_trace_agen`)
+ * that forwards next/send/throw/close (asend/athrow/aclose) to the business
+ * generator as `yield from` would. The business async generator's first step
+ * is taken with no asyncgen hooks installed, so the event loop registers (and
+ * closes at shutdown_asyncgens) the wrapper only, which closes it: both
+ * registered, the loop closed them concurrently and one aclose() failed with
+ * "asynchronous generator is already running". The span starts at the first step and ends
+ * at exhaustion (OK), close (OK: GeneratorExit is no error) or an exception
+ * (ERROR, the same exception object re-raised). It is current only while a
+ * step of the business generator runs (`_enter()`/`_leave()` around it: the
+ * thread stack for a generator, the ContextVar for an async generator), not
+ * while the consumer runs between steps.
  */
 #include "native.h"
 
@@ -49,6 +63,7 @@ typedef struct MstnHook {
     mst_span_kind kind;
     mstn_adapter adapter;
     bool is_async;
+    uint8_t gen_kind;           /* MSTN_RUN_GEN / MSTN_RUN_ASYNCGEN, else 0 */
     bool disabled;
     int failures;
     const mst_scope *scope;
@@ -58,6 +73,87 @@ typedef struct MstnHook {
 #define ROOT(h) ((h)->root ? (h)->root : (h))
 
 PyObject *mstn_trace_coro; /* set by module.c */
+
+/* What an _AsyncRun drives: a coroutine, a generator or an async generator. */
+enum { MSTN_RUN_CORO = 0, MSTN_RUN_GEN = 1, MSTN_RUN_ASYNCGEN = 2 };
+
+/* The wrappers of hooked generators / async generators (see the header
+ * comment); compiled once in mstn_hook_module_init. They forward as PEP 380's
+ * `yield from` does: close (GeneratorExit thrown in) closes the business
+ * generator, anything else thrown in is thrown into it, outside the except
+ * block so its own exceptions do not gain a __context__. */
+static const char trace_gen_src[] =
+    "from sys import get_asyncgen_hooks as _get_hooks, set_asyncgen_hooks as _set_hooks\n"
+    "\n"
+    "def _trace_gen(gen, run):\n"
+    "    run._begin()\n"
+    "    send, value, thrown = gen.send, None, None\n"
+    "    while True:\n"
+    "        try:\n"
+    "            try:\n"
+    "                run._enter()\n"
+    "                if thrown is None:\n"
+    "                    item = send(value)\n"
+    "                elif isinstance(thrown, GeneratorExit):\n"
+    "                    gen.close()\n"
+    "                else:\n"
+    "                    item = gen.throw(thrown)\n"
+    "            finally:\n"
+    "                run._leave()\n"
+    "        except StopIteration as stop:\n"
+    "            run._end(None, stop.value)\n"
+    "            return stop.value\n"
+    "        except BaseException as exc:\n"
+    "            run._end(exc, None)\n"
+    "            raise\n"
+    "        if thrown is not None:\n"
+    "            if isinstance(thrown, GeneratorExit):\n"
+    "                run._end(None, None)\n"
+    "                raise thrown\n"
+    "            thrown = None\n"
+    "        try:\n"
+    "            value = yield item\n"
+    "        except BaseException as exc:\n"
+    "            thrown = exc\n"
+    "\n"
+    "async def _trace_agen(agen, run):\n"
+    "    run._begin()\n"
+    "    hooks = _get_hooks()\n"
+    "    _set_hooks(firstiter=None, finalizer=None)\n"
+    "    try:\n"
+    "        step = agen.asend(None)\n"
+    "    finally:\n"
+    "        _set_hooks(*hooks)\n"
+    "    thrown = None\n"
+    "    while True:\n"
+    "        try:\n"
+    "            try:\n"
+    "                run._enter()\n"
+    "                if thrown is None:\n"
+    "                    item = await step\n"
+    "                elif isinstance(thrown, GeneratorExit):\n"
+    "                    await agen.aclose()\n"
+    "                else:\n"
+    "                    item = await agen.athrow(thrown)\n"
+    "            finally:\n"
+    "                run._leave()\n"
+    "        except StopAsyncIteration:\n"
+    "            run._end(None, None)\n"
+    "            return\n"
+    "        except BaseException as exc:\n"
+    "            run._end(exc, None)\n"
+    "            raise\n"
+    "        if thrown is not None:\n"
+    "            if isinstance(thrown, GeneratorExit):\n"
+    "                run._end(None, None)\n"
+    "                raise thrown\n"
+    "            thrown = None\n"
+    "        step = None\n"
+    "        try:\n"
+    "            step = agen.asend((yield item))\n"
+    "        except BaseException as exc:\n"
+    "            thrown = exc\n";
+static PyObject *trace_gen, *trace_agen;
 
 /* ---------------------------------------------------------- failures */
 
@@ -542,7 +638,7 @@ static PyObject *dispatch(MstnHook *h, PyObject *const *args, Py_ssize_t nargs, 
     }
     if (!mstn_g.tracer)
         return invoke(h, r, args, nargs, kwnames);
-    if (r->is_async)
+    if (r->is_async || r->gen_kind)
         return async_call(h, r, args, nargs, kwnames);
     if (r->adapter == MSTN_AD_CALL)
         return call_adapter(h, r, args, nargs, kwnames);
@@ -584,7 +680,9 @@ static PyObject *hook_vectorcall(PyObject *callable, PyObject *const *args, size
 
 /* ------------------------------------------------------------- async */
 
-/* The state of one async hooked call, driven by module.c's _trace_coro. */
+/* The state of one hooked call that runs on after it returned: a coroutine
+ * (module.c's _trace_coro), a generator or an async generator (_trace_gen,
+ * _trace_agen above) drives it. */
 typedef struct {
     PyObject_HEAD
     MstnHook *root;
@@ -592,9 +690,22 @@ typedef struct {
     PyObject *outputs;
     PyObject *token;            /* ContextVar token while current          */
     span_run sr;
+    int kind;                   /* MSTN_RUN_*                              */
     bool started;
+    bool pushed;                /* generator: on the thread stack (a step) */
     uint64_t t0;
 } MstnAsyncRun;
+
+/* Makes the run's span current in the ContextVar (for this task/context). */
+static void arun_set_ctxvar(MstnAsyncRun *a) {
+    PyObject *v = mstn_ctxvar_value(&a->sr.ctx);
+    if (v) {
+        a->token = PyContextVar_Set(mstn_g.ctxvar, v);
+        Py_DECREF(v);
+    }
+    if (!a->token)
+        hook_failed(a->root);
+}
 
 static PyObject *arun_begin(PyObject *self, PyObject *unused) {
     MstnAsyncRun *a = (MstnAsyncRun *)self;
@@ -603,15 +714,40 @@ static PyObject *arun_begin(PyObject *self, PyObject *unused) {
     if (r->adapter == MSTN_AD_SCHEDULE || r->disabled)
         Py_RETURN_NONE; /* schedule: started at the end, with t0 */
     a->started = span_begin(r, &a->sr, a->batch, a->t0);
-    if (!a->started)
+    /* A coroutine is current for its whole life (its caller waits on it);
+     * a generator only during its steps (_enter/_leave). */
+    if (a->started && a->kind == MSTN_RUN_CORO)
+        arun_set_ctxvar(a);
+    Py_RETURN_NONE;
+}
+
+/* A generator step begins: the span becomes current until _leave(). */
+static PyObject *arun_enter(PyObject *self, PyObject *unused) {
+    MstnAsyncRun *a = (MstnAsyncRun *)self;
+    if (!a->started || a->pushed || a->token)
         Py_RETURN_NONE;
-    PyObject *v = mstn_ctxvar_value(&a->sr.ctx);
-    if (v) {
-        a->token = PyContextVar_Set(mstn_g.ctxvar, v);
-        Py_DECREF(v);
+    if (a->kind == MSTN_RUN_GEN) {
+        mstn_push(&a->sr.ctx);
+        a->pushed = true;
+    } else {
+        arun_set_ctxvar(a);
     }
-    if (!a->token)
-        hook_failed(r);
+    Py_RETURN_NONE;
+}
+
+/* A generator step ended (yielded, returned or raised): no longer current.
+ * Keeps a pending exception (called from a finally block). */
+static PyObject *arun_leave(PyObject *self, PyObject *unused) {
+    MstnAsyncRun *a = (MstnAsyncRun *)self;
+    if (a->pushed) {
+        mstn_pop();
+        a->pushed = false;
+    }
+    if (a->token) {
+        if (PyContextVar_Reset(mstn_g.ctxvar, a->token) < 0)
+            hook_failed(a->root);
+        Py_CLEAR(a->token);
+    }
     Py_RETURN_NONE;
 }
 
@@ -673,6 +809,8 @@ static void arun_dealloc(PyObject *self) {
 
 static PyMethodDef arun_methods[] = {
     {"_begin", arun_begin, METH_NOARGS, NULL},
+    {"_enter", arun_enter, METH_NOARGS, NULL},
+    {"_leave", arun_leave, METH_NOARGS, NULL},
     {"_end", (PyCFunction)(void (*)(void))arun_end, METH_FASTCALL, NULL},
     {NULL, NULL, 0, NULL},
 };
@@ -697,7 +835,9 @@ static PyObject *async_call(MstnHook *h, MstnHook *r, PyObject *const *args, Py_
     a->batch = NULL;
     a->outputs = NULL;
     a->token = NULL;
+    a->kind = r->is_async ? MSTN_RUN_CORO : r->gen_kind;
     a->started = false;
+    a->pushed = false;
     a->t0 = 0;
     if (r->adapter == MSTN_AD_MODEL || r->adapter == MSTN_AD_OUTPUT) {
         a->batch = PyMem_Malloc(sizeof(mstn_batch));
@@ -718,8 +858,17 @@ static PyObject *async_call(MstnHook *h, MstnHook *r, PyObject *const *args, Py_
         Py_DECREF(a);
         return NULL;
     }
+    PyObject *helper = mstn_trace_coro;
+    if (a->kind == MSTN_RUN_GEN)
+        helper = PyGen_CheckExact(inner) ? trace_gen : NULL;
+    else if (a->kind == MSTN_RUN_ASYNCGEN)
+        helper = PyAsyncGen_CheckExact(inner) ? trace_agen : NULL;
+    if (!helper) { /* not what the function's code promised: leave it alone */
+        Py_DECREF(a);
+        return inner;
+    }
     PyObject *argv[2] = {inner, (PyObject *)a};
-    PyObject *coro = PyObject_Vectorcall(mstn_trace_coro, argv, 2, NULL);
+    PyObject *coro = PyObject_Vectorcall(helper, argv, 2, NULL);
     Py_DECREF(a);
     if (!coro) { /* could not wrap: hand back the untraced coroutine */
         hook_failed(r);
@@ -786,7 +935,9 @@ static int set_async_markers(MstnHook *h) {
     return 0;
 }
 
-static bool is_coroutine_function(PyObject *w) {
+/* inspect.<predicate>(w), looking through staticmethod/classmethod; false on
+ * any error. */
+static bool inspect_says(PyObject *w, const char *predicate) {
     PyObject *f = w, *inner = NULL;
     if (PyObject_TypeCheck(w, &PyStaticMethod_Type) || PyObject_TypeCheck(w, &PyClassMethod_Type)) {
         inner = PyObject_GetAttr(w, mstn_n.func);
@@ -797,16 +948,34 @@ static bool is_coroutine_function(PyObject *w) {
         f = inner;
     }
     PyObject *inspect = PyImport_ImportModule("inspect");
-    PyObject *r = inspect ? PyObject_CallMethodOneArg(inspect, mstn_n.iscoroutinefunction, f) : NULL;
+    PyObject *r = inspect ? PyObject_CallMethod(inspect, predicate, "O", f) : NULL;
+    bool yes = r && PyObject_IsTrue(r) == 1;
+    /* A @types.coroutine generator is awaited, not iterated: not ours to
+     * wrap as a generator (CO_ITERABLE_COROUTINE on its code). */
+    if (yes && strcmp(predicate, "isgeneratorfunction") == 0) {
+        PyObject *unwrapped = PyObject_CallMethod(inspect, "unwrap", "O", f);
+        PyObject *code = unwrapped ? PyObject_GetAttrString(unwrapped, "__code__") : NULL;
+        if (code && PyCode_Check(code) && (((PyCodeObject *)code)->co_flags & CO_ITERABLE_COROUTINE))
+            yes = false;
+        Py_XDECREF(code);
+        Py_XDECREF(unwrapped);
+    }
+    Py_XDECREF(r);
     Py_XDECREF(inspect);
     Py_XDECREF(inner);
-    if (!r) {
-        PyErr_Clear();
-        return false;
-    }
-    bool yes = PyObject_IsTrue(r) == 1;
-    Py_DECREF(r);
+    PyErr_Clear();
     return yes;
+}
+
+static bool is_coroutine_function(PyObject *w) {
+    return inspect_says(w, "iscoroutinefunction");
+}
+
+/* MSTN_RUN_GEN / MSTN_RUN_ASYNCGEN for a (async) generator function, else 0. */
+static uint8_t generator_kind(PyObject *w) {
+    if (inspect_says(w, "isasyncgenfunction"))
+        return MSTN_RUN_ASYNCGEN;
+    return inspect_says(w, "isgeneratorfunction") ? MSTN_RUN_GEN : 0;
 }
 
 static MstnHook *hook_alloc(PyTypeObject *type) {
@@ -877,11 +1046,14 @@ static PyObject *hook_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     h->kind = kinds[ki].k;
     h->adapter = adapters[ai].a;
     h->is_async = is_coroutine_function(wrapped);
+    h->gen_kind = h->is_async ? 0 : generator_kind(wrapped);
     if (h->is_async) {
         mstn_g.async_used = true;
         if (set_async_markers(h) < 0)
             PyErr_Clear(); /* cosmetic only */
     }
+    if (h->gen_kind == MSTN_RUN_ASYNCGEN)
+        mstn_g.async_used = true; /* its steps are current through the contextvar */
     return (PyObject *)h;
 fail:
     Py_DECREF(h);
@@ -1013,11 +1185,14 @@ static PyObject *get_self(PyObject *self, void *c) {
 
 static PyObject *get_hook_info(PyObject *self, void *c) {
     MstnHook *h = (MstnHook *)self, *r = ROOT(h);
-    return Py_BuildValue("{s:O,s:O,s:i,s:s,s:O,s:O,s:i,s:s}", "name", r->name_obj, "domain",
+    const char *gen = r->gen_kind == MSTN_RUN_GEN        ? "generator"
+                      : r->gen_kind == MSTN_RUN_ASYNCGEN ? "async_generator"
+                                                         : NULL;
+    return Py_BuildValue("{s:O,s:O,s:i,s:s,s:O,s:z,s:O,s:i,s:s}", "name", r->name_obj, "domain",
                          r->domain_obj, "kind", (int)r->kind, "adapter",
                          adapters[r->adapter].s, "async", r->is_async ? Py_True : Py_False,
-                         "disabled", r->disabled ? Py_True : Py_False, "failures", r->failures,
-                         "scope", r->scope_name);
+                         "generator", gen, "disabled", r->disabled ? Py_True : Py_False,
+                         "failures", r->failures, "scope", r->scope_name);
 }
 
 static PyGetSetDef hook_getset[] = {
@@ -1115,7 +1290,33 @@ PyTypeObject MstnDescrHook_Type = {
     .tp_repr = hook_repr,
 };
 
+/* Compiles the generator wrappers (trace_gen_src) into trace_gen/trace_agen. */
+static int compile_generator_wrappers(void) {
+    PyObject *g = PyDict_New();
+    if (!g)
+        return -1;
+    PyObject *name = PyUnicode_InternFromString("mstrace._native");
+    int rc = -1;
+    if (name && PyDict_SetItemString(g, "__builtins__", PyEval_GetBuiltins()) == 0 &&
+        PyDict_SetItemString(g, "__name__", name) == 0) {
+        PyObject *rv = PyRun_String(trace_gen_src, Py_file_input, g, g);
+        if (rv) {
+            Py_DECREF(rv);
+            trace_gen = Py_XNewRef(PyDict_GetItemString(g, "_trace_gen"));
+            trace_agen = Py_XNewRef(PyDict_GetItemString(g, "_trace_agen"));
+            rc = trace_gen && trace_agen ? 0 : -1;
+        }
+    }
+    Py_XDECREF(name);
+    Py_DECREF(g);
+    if (rc < 0 && !PyErr_Occurred())
+        PyErr_SetString(PyExc_RuntimeError, "mstrace._native: generator wrappers missing");
+    return rc;
+}
+
 int mstn_hook_module_init(PyObject *module) {
+    if (compile_generator_wrappers() < 0)
+        return -1;
     MstnDescrHook_Type.tp_base = &MstnHook_Type;
     if (PyType_Ready(&MstnHook_Type) < 0 || PyType_Ready(&MstnDescrHook_Type) < 0 ||
         PyType_Ready(&MstnOnce_Type) < 0 || PyType_Ready(&MstnAsyncRun_Type) < 0)
