@@ -22,7 +22,7 @@
 #include "forward/otlp_relay.h"
 #include "forward/perfetto_sink.h"
 #include "mstrace.h"
-#include "wire/perfetto_packet.h"
+#include "wire/frame.h"
 
 #define EXIT_USAGE 2
 

@@ -27,7 +27,4 @@ mst_status mst_resource_init_from_env(mst_resource *res);
 mst_status mst_resource_set_str(mst_resource *res, const char *key, const char *value);
 void mst_resource_release(mst_resource *res);
 
-/* The tracer's resource (valid until shutdown). */
-const mst_resource *mst_tracer_resource(const struct mst_tracer *tracer);
-
 #endif /* MST_CORE_RESOURCE_H */

@@ -13,11 +13,7 @@
 
 #include "mstrace.h"
 #include "core/arena.h"
-
-typedef struct mst_str {
-    const char *ptr; /* NUL-terminated, owned by the span's arena (or static) */
-    uint32_t len;
-} mst_str;
+#include "core/str.h"
 
 typedef struct mst_attr {
     mst_str key;

@@ -66,6 +66,9 @@ struct mst_tracer {
     struct mst_tracer *reg_next; /* the process-wide list used at fork */
 };
 
+/* The tracer's resource (valid until shutdown). */
+const mst_resource *mst_tracer_resource(const struct mst_tracer *tracer);
+
 /* The calling thread's counter shard. */
 mst_tracer_shard *mst_tracer_my_shard(mst_tracer *t);
 

@@ -38,6 +38,7 @@
 #include "core/log.h"
 #include "core/resource.h"
 #include "wire/buf.h"
+#include "wire/frame.h"
 #include "wire/perfetto_packet.h"
 
 #define FRAME_HEADER_BYTES 4u

@@ -13,7 +13,7 @@
  * Every bad value is an error with a message naming the variable: silently
  * exporting somewhere else than vLLM's own spans would split the traces.
  */
-#include "export/otlp_transport.h"
+#include "export/otlp_config.h"
 
 #include <ctype.h>
 #include <curl/curl.h>

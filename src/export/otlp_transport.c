@@ -39,6 +39,7 @@
 #include <zlib.h>
 
 #include "core/log.h"
+#include "export/otlp_config.h"
 #include "wire/buf.h"
 
 #define GRPC_METHOD_PATH "/opentelemetry.proto.collector.trace.v1.TraceService/Export"

@@ -66,18 +66,4 @@ void mst_otlp_transport_set_cancel(mst_otlp_transport *t, const atomic_bool *fla
  * `scale` (1.0 = production; 0.01 makes 1 s become 10 ms). Process-wide. */
 void mst_otlp_transport_set_backoff_scale(double scale);
 
-/* Parses "k=v,k2=v2" (OTEL_EXPORTER_OTLP_HEADERS: entries trimmed, values
- * percent-decoded, keys HTTP tokens) and calls cb for each entry; stops at
- * the first cb returning non-zero (MST_ERR_NOMEM). Implemented in
- * otlp_config.c, used by the transport to build its header list. */
-typedef int (*mst_otlp_header_cb)(void *ctx, const char *key, const char *value);
-mst_status mst_otlp_headers_parse(const char *spec, mst_otlp_header_cb cb, void *ctx,
-                                  char *err, size_t err_size);
-
-/* The URL checks the exporter's config and the OTLP relay share: an http://
- * or https:// scheme (any case) and no blank or control character. On
- * failure writes `<var>="<url>": <why>` into err and returns MST_ERR_PARSE.
- * Implemented in otlp_config.c. */
-mst_status mst_otlp_url_check_basic(const char *url, const char *var, char *err, size_t err_size);
-
 #endif /* MST_EXPORT_OTLP_TRANSPORT_H */

@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
-#include "wire/perfetto_packet.h" /* MST_FRAME_MAX_BYTES */
+#include "wire/frame.h"
 
 #define READ_BUF_BYTES (256u * 1024u)
 #define READS_PER_EVENT 4            /* at most 1 MiB per connection per batch */

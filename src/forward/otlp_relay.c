@@ -33,6 +33,7 @@
 #include <time.h>
 
 #include "core/log.h"
+#include "export/otlp_config.h"
 #include "export/otlp_transport.h"
 #include "wire/buf.h"
 #include "wire/otlp_decode.h"

@@ -17,6 +17,8 @@
 #include <emmintrin.h>
 #endif
 
+#include "wire/buf.h" /* mst_json_plain_prefix: one definition of a plain JSON byte */
+
 static bool fail(mst_json_reader *r, const uint8_t *at, const char *msg) {
     if (!r->err) {
         r->err = msg;

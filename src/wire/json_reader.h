@@ -29,8 +29,15 @@
 #include <stdint.h>
 
 #include "core/arena.h"
-#include "core/span.h"
-#include "wire/perfetto_packet.h"
+#include "core/str.h"
+
+/* The raw JSON text of one value, already validated (UTF-8, syntax, depth),
+ * so it can be copied into an output (the forwarder's Chrome Trace JSON) as
+ * it is. */
+typedef struct mst_json_slice {
+    const char *ptr;
+    size_t len;
+} mst_json_slice;
 
 typedef enum mst_json_type {
     MST_JSON_INVALID = 0, /* end of input or a byte that starts no value */

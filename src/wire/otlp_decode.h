@@ -12,8 +12,6 @@
  * neither empty nor 8 bytes; strings that are not valid UTF-8; AnyValue
  * nested deeper than MST_OTLP_MAX_DEPTH. Unknown fields are skipped (newer
  * proto versions add fields).
- *
- * Also here: the scope grouping the two encoders (otlp_encode_*.c) share.
  */
 #ifndef MST_WIRE_OTLP_DECODE_H
 #define MST_WIRE_OTLP_DECODE_H
@@ -162,20 +160,5 @@ void mst_otlp_event_attrs(const mst_otlp_event_view *e, mst_otlp_iter *it);
 void mst_otlp_link_attrs(const mst_otlp_link_view *l, mst_otlp_iter *it);
 void mst_otlp_resource_attrs(const mst_otlp_resource_view *r, mst_otlp_iter *it);
 void mst_otlp_array_values(const mst_otlp_value *array, mst_otlp_iter *it);
-
-/* ------------------------------------------------------------------------
- * Shared by the two encoders: spans grouped by scope pointer, scopes in
- * first-seen order, spans in input order within a scope.
- * Group k = spans[order[start[k]] .. order[start[k + 1] - 1]]. */
-typedef struct mst_otlp_groups {
-    const mst_scope **scopes;
-    uint32_t n_scopes;
-    uint32_t *order;
-    uint32_t *start;
-    void *mem;
-} mst_otlp_groups;
-
-mst_status mst_otlp_group_spans(const mst_span *const *spans, size_t n, mst_otlp_groups *g);
-void mst_otlp_groups_free(mst_otlp_groups *g);
 
 #endif /* MST_WIRE_OTLP_DECODE_H */

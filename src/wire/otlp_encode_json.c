@@ -6,7 +6,6 @@
  * omitted as proto3 JSON does. JSON escaping comes from buf.h only.
  */
 #include "wire/otlp.h"
-#include "wire/otlp_decode.h"
 
 #include <math.h>
 

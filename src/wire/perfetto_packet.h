@@ -14,26 +14,16 @@
 #include "core/resource.h"
 #include "core/span.h"
 #include "wire/buf.h"
+#include "wire/json_reader.h" /* mst_json_slice */
 
 #define MST_PERFETTO_MAGIC "MSPF_PERFETTO_V1\n"
 #define MST_PERFETTO_MAGIC_LEN 17
-#define MST_PERFETTO_SOCKET_NAME "MSP_PERFETTO_SOCKET"
-#define MST_OTLP_SOCKET_NAME "OTLP_SOCKET"
-/* Largest frame payload either daemon accepts (4-byte length prefix). */
-#define MST_FRAME_MAX_BYTES (4u * 1024u * 1024u)
 
 /* Appends magic + JSON for one span (category = the span's scope name;
  * resource_attributes from `res`, may be NULL). Sets out->failed on OOM. */
 void mst_perfetto_packet_encode(const mst_span *span, const mst_resource *res, mst_buf *out);
 
 /* ---- decoding (forwarder side; input is untrusted) ---- */
-
-/* The raw JSON text of one value, already validated (UTF-8, syntax, depth),
- * so it can be copied into the Chrome Trace output as it is. */
-typedef struct mst_json_slice {
-    const char *ptr;
-    size_t len;
-} mst_json_slice;
 
 typedef struct mst_pf_kv {
     /* Unescaped key as a length-carrying slice, NOT NUL-terminated: it

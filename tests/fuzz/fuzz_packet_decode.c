@@ -27,6 +27,7 @@
 
 #include "forward/chrome_trace.h"
 #include "wire/json_reader.h"
+#include "wire/frame.h"
 #include "wire/perfetto_packet.h"
 
 #define REQUIRE(c) do { if (!(c)) { fprintf(stderr, "invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__); abort(); } } while (0)

@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/clock_test.h"
+#include "core/clock.h"
 
 static void test_random_ids_nonzero_and_distinct(void) {
     enum { N = 2000 };

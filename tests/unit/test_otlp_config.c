@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "export/otlp_config.h"
 #include "export/otlp_transport.h"
 #include "testlib.h"
 

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/tracer.h"
 #include "testlib.h"
 #include "wire/otlp.h"
 #include "wire/otlp_decode.h"

@@ -26,7 +26,6 @@
 #include <unistd.h>
 
 mstn_globals mstn_g;
-extern PyObject *mstn_trace_coro;
 
 /* What init() built: exporters kept for their counters (the tracer owns them). */
 #define MAX_EXPORTERS 4

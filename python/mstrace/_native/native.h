@@ -151,6 +151,9 @@ extern PyTypeObject MstnDescrHook_Type;
 extern PyTypeObject MstnOnce_Type;
 extern PyTypeObject MstnAsyncRun_Type;
 int mstn_hook_module_init(PyObject *module);
+/* mstrace._native._trace_coro, which async hooks call (hook.c defines it,
+ * module.c sets it at import). */
+extern PyObject *mstn_trace_coro;
 
 /* ----------------------------------------------------------- adapters */
 

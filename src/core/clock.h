@@ -1,12 +1,13 @@
 /*
- * clock_test.h — a test-only hook into the TSC wall clock of ids.c. It
- * exists because the state it creates (a re-synchronisation cut in the
+ * clock.h — internals of the wall clock (clock.c; the clock itself,
+ * mst_clock_now_ns, is public in mstrace.h). Only a test-only hook lives
+ * here. It exists because the state it creates (a re-synchronisation cut in the
  * middle by fork(): sequence lock odd, writer try-lock held) cannot be
  * reached deterministically from outside; tests/unit/test_ids.c uses it to
  * prove a forked child's clock still works. Never called by the library.
  */
-#ifndef MST_CORE_CLOCK_TEST_H
-#define MST_CORE_CLOCK_TEST_H
+#ifndef MST_CORE_CLOCK_H
+#define MST_CORE_CLOCK_H
 
 #include <stdbool.h>
 
@@ -16,4 +17,4 @@
  * the TSC clock is not in use (nothing was changed). */
 bool mst_clock_test_cut_resync(void);
 
-#endif /* MST_CORE_CLOCK_TEST_H */
+#endif /* MST_CORE_CLOCK_H */
