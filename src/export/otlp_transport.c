@@ -1,6 +1,8 @@
 /*
  * otlp_transport.c — one encoded OTLP trace body → the collector, with the
  * OTLP retry rules (docs/reference/otlp.md "Retries"). See otlp_transport.h for the contract.
+ * What the collector's reply says (partial success, grpc-status, RetryInfo)
+ * is read by wire/otlp_response.c; this file keeps libcurl, retries, timing.
  *
  * Design notes:
  *   - One CURL easy handle per transport, kept for its whole life, so the
@@ -41,6 +43,7 @@
 #include "core/log.h"
 #include "export/otlp_config.h"
 #include "wire/buf.h"
+#include "wire/otlp_response.h"
 
 #define GRPC_METHOD_PATH "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 #define RESP_MAX_BYTES (1u << 20)      /* a collector reply is tiny; cap it */
@@ -85,7 +88,7 @@ struct mst_otlp_transport {
 };
 
 /* A server-given retry delay (Retry-After, gRPC RetryInfo) is capped at a day. */
-#define RETRY_HINT_MAX_S 86400LL
+#define RETRY_HINT_MAX_S ((long long)MST_OTLP_RETRY_DELAY_MAX_S)
 static _Atomic(double) g_backoff_scale = 1.0;
 static CURL *g_fork_orphans[FORK_ORPHANS_MAX];
 static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
@@ -167,195 +170,6 @@ static void warn_limited(warn_limiter *w, const char *fmt, ...) {
     w->suppressed = 0;
 }
 
-/* ------------------------------------------------------- protobuf reading */
-
-static bool pb_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
-    uint64_t r = 0;
-    for (int shift = 0; shift < 64 && *p < end; shift += 7) {
-        uint8_t b = *(*p)++;
-        r |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *v = r;
-            return true;
-        }
-    }
-    return false;
-}
-
-/* Walks one message; for each field calls back with its number, and for
- * wire type 2 its bytes, for wire type 0 its value. False on bad input. */
-typedef void (*pb_field_cb)(void *ctx, uint32_t field, uint64_t varint,
-                            const uint8_t *bytes, size_t len, int wt);
-static bool pb_walk(const uint8_t *p, size_t n, pb_field_cb cb, void *ctx) {
-    const uint8_t *end = p + n;
-    while (p < end) {
-        uint64_t key, v = 0;
-        if (!pb_varint(&p, end, &key)) return false;
-        int wt = (int)(key & 7);
-        uint32_t field = (uint32_t)(key >> 3);
-        switch (wt) {
-        case 0:
-            if (!pb_varint(&p, end, &v)) return false;
-            cb(ctx, field, v, NULL, 0, wt);
-            break;
-        case 1: if (end - p < 8) return false; p += 8; break;
-        case 5: if (end - p < 4) return false; p += 4; break;
-        case 2:
-            if (!pb_varint(&p, end, &v) || v > (uint64_t)(end - p)) return false;
-            cb(ctx, field, 0, p, (size_t)v, wt);
-            p += v;
-            break;
-        default: return false;
-        }
-    }
-    return true;
-}
-
-typedef struct partial_info {
-    bool present;
-    int64_t rejected;
-    char message[512];
-} partial_info;
-
-static void partial_inner_cb(void *ctx, uint32_t field, uint64_t v, const uint8_t *b, size_t n,
-                             int wt) {
-    partial_info *pi = ctx;
-    if (field == 1 && wt == 0) pi->rejected = (int64_t)v;
-    if (field == 2 && wt == 2)
-        snprintf(pi->message, sizeof pi->message, "%.*s", (int)n, (const char *)b);
-}
-
-static void partial_outer_cb(void *ctx, uint32_t field, uint64_t v, const uint8_t *b, size_t n,
-                             int wt) {
-    (void)v;
-    partial_info *pi = ctx;
-    if (field == 1 && wt == 2) {
-        pi->present = true;
-        pb_walk(b, n, partial_inner_cb, pi);
-    }
-}
-
-/* ExportTraceServiceResponse{partial_success=1{rejected_spans=1, error_message=2}} */
-static void parse_partial_proto(const uint8_t *p, size_t n, partial_info *pi) {
-    if (!p || n == 0) return;
-    pb_walk(p, n, partial_outer_cb, pi);
-}
-
-/* {"partialSuccess":{"rejectedSpans":"N"|N,"errorMessage":"..."}}. The reply
- * is small and machine-made, so a key search is enough; escapes in the
- * message are kept as they are (it is only logged). */
-static void parse_partial_json(const char *s, size_t n, partial_info *pi) {
-    char tmp[8192];
-    if (!s || n == 0) return; /* an empty 200: full success */
-    if (n >= sizeof tmp) n = sizeof tmp - 1;
-    memcpy(tmp, s, n);
-    tmp[n] = '\0';
-    const char *ps = strstr(tmp, "\"partialSuccess\"");
-    if (!ps) return;
-    pi->present = true;
-    const char *r = strstr(ps, "\"rejectedSpans\"");
-    if (r) {
-        r = strchr(r + 15, ':');
-        if (r) {
-            r++;
-            while (*r == ' ' || *r == '"' || *r == '\t') r++;
-            pi->rejected = strtoll(r, NULL, 10);
-        }
-    }
-    const char *m = strstr(ps, "\"errorMessage\"");
-    if (m && (m = strchr(m + 14, ':')) && (m = strchr(m, '"'))) {
-        m++;
-        size_t i = 0;
-        while (m[i] && !(m[i] == '"' && (i == 0 || m[i - 1] != '\\'))) i++;
-        snprintf(pi->message, sizeof pi->message, "%.*s", (int)i, m);
-    }
-}
-
-/* ------------------------------------------------- gRPC RetryInfo (base64) */
-
-static int b64val(int c) {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+' || c == '-') return 62;
-    if (c == '/' || c == '_') return 63;
-    return -1;
-}
-
-static size_t b64_decode(const char *s, size_t n, uint8_t *out, size_t cap) {
-    uint32_t acc = 0;
-    int bits = 0;
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        int v = b64val((unsigned char)s[i]);
-        if (v < 0) continue; /* padding, blanks */
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            if (o < cap) out[o++] = (uint8_t)(acc >> bits);
-        }
-    }
-    return o;
-}
-
-typedef struct retry_info_walk {
-    bool is_retry_info;
-    const uint8_t *value;
-    size_t value_len;
-    int64_t seconds, nanos;
-    long delay_ms;
-} retry_info_walk;
-
-static void duration_cb(void *ctx, uint32_t f, uint64_t v, const uint8_t *b, size_t n, int wt) {
-    (void)b; (void)n;
-    retry_info_walk *w = ctx;
-    if (wt != 0) return;
-    if (f == 1) w->seconds = (int64_t)v;
-    if (f == 2) w->nanos = (int64_t)v;
-}
-
-static void retry_info_cb(void *ctx, uint32_t f, uint64_t v, const uint8_t *b, size_t n, int wt) {
-    (void)v;
-    if (f == 1 && wt == 2) pb_walk(b, n, duration_cb, ctx);
-}
-
-static void any_cb(void *ctx, uint32_t f, uint64_t v, const uint8_t *b, size_t n, int wt) {
-    (void)v;
-    retry_info_walk *w = ctx;
-    if (wt != 2) return;
-    static const char suffix[] = "google.rpc.RetryInfo";
-    if (f == 1 && n >= sizeof suffix - 1 &&
-        memcmp(b + n - (sizeof suffix - 1), suffix, sizeof suffix - 1) == 0)
-        w->is_retry_info = true;
-    if (f == 2) { w->value = b; w->value_len = n; }
-}
-
-static void status_cb(void *ctx, uint32_t f, uint64_t v, const uint8_t *b, size_t n, int wt) {
-    (void)v;
-    retry_info_walk *w = ctx;
-    if (f != 3 || wt != 2 || w->delay_ms >= 0) return;
-    retry_info_walk any = {.delay_ms = -1};
-    if (!pb_walk(b, n, any_cb, &any) || !any.is_retry_info) return;
-    any.seconds = any.nanos = 0;
-    pb_walk(any.value, any.value_len, retry_info_cb, &any);
-    /* Values from the collector: clamp before the arithmetic (seconds * 1000
-     * could overflow) and cap like Retry-After (one day). */
-    int64_t secs = any.seconds < 0 ? 0 : any.seconds > RETRY_HINT_MAX_S ? RETRY_HINT_MAX_S : any.seconds;
-    int64_t nanos = any.nanos < 0 || any.nanos > 999999999 ? 0 : any.nanos;
-    w->delay_ms = (long)(secs * 1000 + nanos / 1000000);
-}
-
-/* grpc-status-details-bin = base64(google.rpc.Status{details=3 Any}); the
- * RetryInfo detail makes RESOURCE_EXHAUSTED retryable and gives the delay. */
-static long parse_retry_info(const char *b64, size_t n) {
-    uint8_t raw[2048];
-    size_t len = b64_decode(b64, n, raw, sizeof raw);
-    retry_info_walk w = {.delay_ms = -1};
-    pb_walk(raw, len, status_cb, &w);
-    return w.delay_ms;
-}
-
 /* ------------------------------------------------------- curl callbacks */
 
 static size_t on_body(char *data, size_t size, size_t nmemb, void *ud) {
@@ -376,21 +190,6 @@ static long parse_retry_after(const char *v) {
     if (when < 0) return -1;
     time_t now = time(NULL);
     return when <= now ? 0 : (long)((when - now) > RETRY_HINT_MAX_S ? RETRY_HINT_MAX_S * 1000 : (when - now) * 1000);
-}
-
-static void grpc_unescape(char *s) {
-    /* grpc-message is percent-encoded (gRPC over HTTP/2 spec) */
-    char *o = s;
-    for (char *p = s; *p; p++) {
-        unsigned hi, lo;
-        if (p[0] == '%' && p[1] && p[2] && sscanf(p + 1, "%1x%1x", &hi, &lo) == 2) {
-            *o++ = (char)(hi * 16 + lo);
-            p += 2;
-        } else {
-            *o++ = *p;
-        }
-    }
-    *o = '\0';
 }
 
 static bool header_is(const char *line, size_t n, const char *name, const char **value,
@@ -422,13 +221,11 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *ud) {
         snprintf(tmp, sizeof tmp, "%.*s", (int)vn, v);
         t->retry_after_ms = parse_retry_after(tmp);
     } else if (header_is(line, n, "grpc-status", &v, &vn)) {
-        snprintf(tmp, sizeof tmp, "%.*s", (int)vn, v);
-        t->grpc_status = atoi(tmp);
+        t->grpc_status = mst_otlp_grpc_status_parse(v, vn);
     } else if (header_is(line, n, "grpc-message", &v, &vn)) {
-        snprintf(t->grpc_message, sizeof t->grpc_message, "%.*s", (int)vn, v);
-        grpc_unescape(t->grpc_message);
+        mst_otlp_grpc_message_decode(v, vn, t->grpc_message, sizeof t->grpc_message);
     } else if (header_is(line, n, "grpc-status-details-bin", &v, &vn)) {
-        t->grpc_retry_ms = parse_retry_info(v, vn);
+        t->grpc_retry_ms = mst_otlp_grpc_retry_delay_ms(v, vn);
     }
     return n;
 }
@@ -625,13 +422,13 @@ static bool curl_error_retryable(CURLcode rc) {
 
 /* The collector accepted the export (gRPC OK or HTTP 2xx): records a partial
  * success from its response in r, warns about it, and returns ATTEMPT_OK. */
-static attempt_outcome accepted(mst_otlp_transport *t, const partial_info *pi,
+static attempt_outcome accepted(mst_otlp_transport *t, const mst_otlp_partial *pi,
                                 mst_otlp_send_result *r) {
-    r->partial_success = pi->present && (pi->rejected > 0 || pi->message[0]);
-    r->rejected_spans = pi->rejected > 0 ? pi->rejected : 0;
-    if (pi->rejected > 0 || pi->message[0])
+    r->partial_success = pi->present && (pi->rejected_spans > 0 || pi->message[0]);
+    r->rejected_spans = pi->rejected_spans > 0 ? pi->rejected_spans : 0;
+    if (pi->rejected_spans > 0 || pi->message[0])
         warn_limited(&t->warn_partial, "OTLP collector at %s accepted the export partially: %lld span(s) "
-                     "rejected: %s", t->url, (long long)pi->rejected,
+                     "rejected: %s", t->url, (long long)pi->rejected_spans,
                      pi->message[0] ? pi->message : "(no message)");
     attempt_outcome o = {ATTEMPT_OK, MST_OK, -1};
     return o;
@@ -652,14 +449,10 @@ static attempt_outcome classify_grpc(mst_otlp_transport *t, long http, mst_otlp_
         return o;
     }
     if (gs == GRPC_OK) {
-        partial_info pi = {0};
-        const mst_buf *b = &t->resp;
-        /* one length-prefixed, uncompressed response message */
-        if (b->len >= 5 && b->data[0] == 0) {
-            size_t mlen = ((size_t)b->data[1] << 24) | ((size_t)b->data[2] << 16) |
-                          ((size_t)b->data[3] << 8) | b->data[4];
-            if (mlen <= b->len - 5) parse_partial_proto(b->data + 5, mlen, &pi);
-        }
+        mst_otlp_partial pi;
+        /* A malformed reply keeps what was read before the fault: the
+         * export itself succeeded (otlp_response.h). */
+        mst_otlp_response_parse_grpc(t->resp.data, t->resp.len, &pi);
         return accepted(t, &pi, r);
     }
     bool retry = gs == GRPC_CANCELLED || gs == GRPC_DEADLINE_EXCEEDED || gs == GRPC_ABORTED ||
@@ -679,11 +472,11 @@ static attempt_outcome classify_grpc(mst_otlp_transport *t, long http, mst_otlp_
 static attempt_outcome classify_http(mst_otlp_transport *t, long http, mst_otlp_send_result *r) {
     attempt_outcome o = {ATTEMPT_FAIL, MST_ERR_REJECTED, -1};
     if (http >= 200 && http < 300) {
-        partial_info pi = {0};
+        mst_otlp_partial pi; /* see classify_grpc for a malformed reply */
         if (t->cfg.protocol == MST_OTLP_HTTP_JSON)
-            parse_partial_json((const char *)t->resp.data, t->resp.len, &pi);
+            mst_otlp_response_parse_json(t->resp.data, t->resp.len, &pi);
         else
-            parse_partial_proto(t->resp.data, t->resp.len, &pi);
+            mst_otlp_response_parse_proto(t->resp.data, t->resp.len, &pi);
         return accepted(t, &pi, r);
     }
     if (http == 429 || http == 502 || http == 503 || http == 504) {

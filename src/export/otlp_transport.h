@@ -2,7 +2,8 @@
  * otlp_transport.h — sends one already-encoded OTLP trace body to a collector
  * (docs/reference/otlp.md) and nothing else: one persistent libcurl easy handle (keep-alive),
  * http/protobuf, http/json or gRPC (HTTP/2), optional gzip, user headers,
- * bounded retries inside the export timeout, partial-success parsing.
+ * bounded retries inside the export timeout. The collector's reply (partial
+ * success, grpc-status, RetryInfo) is read by wire/otlp_response.h.
  *
  * Why a separate unit: the OTLP exporter (spans → encoder → here) and the
  * MindIE relay (raw ExportTraceServiceRequest bytes → here) share exactly the
