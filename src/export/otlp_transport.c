@@ -90,12 +90,17 @@ struct mst_otlp_transport {
 /* A server-given retry delay (Retry-After, gRPC RetryInfo) is capped at a day. */
 #define RETRY_HINT_MAX_S ((long long)MST_OTLP_RETRY_DELAY_MAX_S)
 static _Atomic(double) g_backoff_scale = 1.0;
+static _Atomic(uint32_t) g_backoff_overrun_ms = 0; /* tests only, see the .h */
 static CURL *g_fork_orphans[FORK_ORPHANS_MAX];
 static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
 static CURLcode g_curl_init_rc = CURLE_FAILED_INIT;
 
 void mst_otlp_transport_set_backoff_scale(double scale) {
     atomic_store(&g_backoff_scale, scale < 0 ? 0 : scale);
+}
+
+void mst_otlp_transport_set_backoff_overrun_ms(uint32_t ms) {
+    atomic_store(&g_backoff_overrun_ms, ms);
 }
 
 static void curl_init_once(void) { g_curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
@@ -501,9 +506,12 @@ static attempt_outcome attempt(mst_otlp_transport *t, const uint8_t *p, size_t n
     curl_easy_setopt(t->curl, CURLOPT_POSTFIELDS, (const char *)p);
     curl_easy_setopt(t->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)n);
     curl_easy_setopt(t->curl, CURLOPT_TIMEOUT_MS, (long)(remaining_ms ? remaining_ms : 1));
+    /* Both counters move here, where a request is really sent, so
+     * retries + 1 == attempts holds whatever stops the loop afterwards (a
+     * deadline crossed or a cancel seen after a backoff sleep). */
+    if (r->attempts++ > 0) r->retries++;
     CURLcode rc = curl_easy_perform(t->curl);
     t->last_rc = rc;
-    r->attempts++;
     if (rc != CURLE_OK) {
         const char *why = t->errbuf[0] ? t->errbuf : curl_easy_strerror(rc);
         if (rc == CURLE_ABORTED_BY_CALLBACK) {
@@ -575,10 +583,12 @@ mst_status mst_otlp_transport_send(mst_otlp_transport *t, const uint8_t *body, s
                          r->http_status, r->grpc_status, t->cfg.timeout_ms);
             return o.status;
         }
-        MST_DEBUG("OTLP export to %s: retry %u in %llu ms", t->url, r->retries + 1,
+        MST_DEBUG("OTLP export to %s: retry %u in %llu ms", t->url, r->attempts,
                   (unsigned long long)delay);
-        if (!sleep_cancellable(t, delay)) return MST_ERR_CLOSED;
-        r->retries++;
+        /* A loaded machine may wake this thread long after `delay` (the
+         * overrun knob reproduces that in tests): the loop head then sees
+         * the deadline and stops without counting a retry it never sent. */
+        if (!sleep_cancellable(t, delay + atomic_load(&g_backoff_overrun_ms))) return MST_ERR_CLOSED;
     }
 }
 

@@ -25,8 +25,8 @@ typedef struct mst_otlp_transport mst_otlp_transport;
 
 /* What one mst_otlp_transport_send did, for counters and tests. */
 typedef struct mst_otlp_send_result {
-    uint32_t attempts;        /* requests actually sent (1 + retries)        */
-    uint32_t retries;
+    uint32_t attempts;        /* requests actually sent                      */
+    uint32_t retries;         /* attempts after the first: attempts - 1, or 0 */
     long http_status;         /* last HTTP status, 0 when none               */
     int grpc_status;          /* last grpc-status, -1 when none              */
     int64_t rejected_spans;   /* partial_success.rejected_spans, 0 if none   */
@@ -66,5 +66,11 @@ void mst_otlp_transport_set_cancel(mst_otlp_transport *t, const atomic_bool *fla
 /* Tests only: multiplies the exponential backoff (not Retry-After) by
  * `scale` (1.0 = production; 0.01 makes 1 s become 10 ms). Process-wide. */
 void mst_otlp_transport_set_backoff_scale(double scale);
+
+/* Tests only: every backoff sleep lasts `ms` longer than the deadline check
+ * before it allowed (0 = production), as when a loaded machine wakes the
+ * sending thread late, so a test can cross the export deadline during a
+ * backoff deterministically. Process-wide. */
+void mst_otlp_transport_set_backoff_overrun_ms(uint32_t ms);
 
 #endif /* MST_EXPORT_OTLP_TRANSPORT_H */

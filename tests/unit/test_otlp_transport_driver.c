@@ -8,6 +8,8 @@
  *     retried; the connection is kept alive across sends; a fork()ed child
  *     gets a fresh connection while the parent keeps its own; a refused
  *     connection is retried with backoff and ends as MST_ERR_UNAVAILABLE;
+ *     retries + 1 == attempts == requests the responder saw, also when the
+ *     deadline passes during a backoff sleep (forced with the overrun knob);
  *     the cancel flag aborts a request in flight and a backoff sleep with
  *     MST_ERR_CLOSED.
  *
@@ -255,6 +257,55 @@ static void test_connection_refused(void) {
     mst_otlp_transport_set_backoff_scale(1.0);
 }
 
+/* The thread wakes from a backoff sleep after the export deadline (what a
+ * loaded machine does; the overrun knob makes it certain): the send stops
+ * without a second request, and no retry is counted for a request that was
+ * never sent. This used to end with retries == attempts. */
+static void test_deadline_crossed_in_backoff(void) {
+    uint16_t port = 0;
+    int fd = listen_loopback(&port);
+    CHECK(fd >= 0);
+    close(fd); /* refused: retryable */
+    mst_otlp_transport_set_backoff_scale(0.01); /* the first backoff: 7.5-12.5 ms */
+    mst_otlp_transport_set_backoff_overrun_ms(2100);
+    mst_otlp_config cfg;
+    http_config(&cfg, port);
+    cfg.timeout_ms = 2000; /* room for the first attempt, not for the overrun */
+    mst_otlp_transport *t = NULL;
+    CHECK_EQ_INT(mst_otlp_transport_create(&cfg, &t), MST_OK);
+    mst_otlp_send_result res;
+    CHECK_EQ_INT(mst_otlp_transport_send(t, k_body, sizeof k_body, &res), MST_ERR_UNAVAILABLE);
+    CHECK_EQ_INT(res.attempts, 1);
+    CHECK_EQ_INT(res.retries, 0);
+    mst_otlp_transport_destroy(t);
+    mst_otlp_transport_set_backoff_overrun_ms(0);
+    mst_otlp_transport_set_backoff_scale(1.0);
+}
+
+/* 503 three times, then 200: exactly four requests reach the responder and
+ * the counters say so (attempts 4, retries 3), however slow the machine. */
+static void test_retry_counts_match_requests(void) {
+    static const canned script[] = {{503, NULL, 0}, {502, NULL, 0}, {504, NULL, 0}, {200, NULL, 0}};
+    mst_otlp_transport_set_backoff_scale(0.01);
+    responder r;
+    CHECK(responder_start(&r, script, sizeof script / sizeof script[0]));
+    mst_otlp_config cfg;
+    http_config(&cfg, r.port);
+    cfg.timeout_ms = 60000; /* never the limit: the backoffs sum to ~90 ms */
+    mst_otlp_transport *t = NULL;
+    CHECK_EQ_INT(mst_otlp_transport_create(&cfg, &t), MST_OK);
+    if (!t) return;
+    mst_otlp_send_result res;
+    CHECK_EQ_INT(mst_otlp_transport_send(t, k_body, sizeof k_body, &res), MST_OK);
+    CHECK_EQ_INT(res.attempts, 4);
+    CHECK_EQ_INT(res.retries, 3);
+    CHECK_EQ_INT(res.http_status, 200);
+    mst_otlp_transport_destroy(t);
+    responder_stop(&r);
+    CHECK_EQ_INT(atomic_load(&r.n_requests), 4);
+    mst_otlp_transport_set_backoff_scale(1.0);
+}
+
 static void test_gzip_and_headers_accepted(void) {
     static const canned script[] = {{200, NULL, 0}};
     responder r;
@@ -289,8 +340,8 @@ static void *cancel_after_first_request(void *arg) {
     return NULL;
 }
 
-/* script {0}: the request hangs; {503}: the transport backs off (~1 s with
- * scale 1). Either way the export timeout (30 s) is far away, so
+/* script {0}: the request hangs; {503}: the transport backs off (7.5-12.5 s with
+ * scale 10). Either way the export timeout (30 s) is far away, so
  * MST_ERR_CLOSED can only come from the cancel flag. */
 static void run_cancel_case(const canned *script, size_t n) {
     responder r;
@@ -329,13 +380,18 @@ static void test_cancel_in_flight(void) {
 
 static void test_cancel_in_backoff(void) {
     static const canned script[] = {{503, NULL, 0}, {200, NULL, 0}};
-    mst_otlp_transport_set_backoff_scale(1.0);
+    /* a 7.5-12.5 s backoff (inside the 30 s timeout): the cancel, however
+     * late a loaded machine runs its thread, lands in it, never after it */
+    mst_otlp_transport_set_backoff_scale(10.0);
     run_cancel_case(script, 2);
+    mst_otlp_transport_set_backoff_scale(1.0);
 }
 
 static const mst_test_case tests[] = {
     {"retry_reject_partial_keepalive", test_retry_reject_partial_keepalive},
     {"connection_refused", test_connection_refused},
+    {"deadline_crossed_in_backoff", test_deadline_crossed_in_backoff},
+    {"retry_counts_match_requests", test_retry_counts_match_requests},
     {"gzip_and_headers_accepted", test_gzip_and_headers_accepted},
     {"cancel_in_flight", test_cancel_in_flight},
     {"cancel_in_backoff", test_cancel_in_backoff},
