@@ -231,7 +231,9 @@ typedef struct mst_tracer_stats {
     uint64_t spans_ended;        /* mst_span_end was called                 */
     uint64_t spans_queued;       /* accepted into the queue                 */
     uint64_t spans_dropped;      /* queue full at mst_span_end              */
-    uint64_t spans_filtered;     /* not ERROR while export_errors_only      */
+    uint64_t spans_filtered;     /* not ERROR while export_errors_only,
+                                  * discarded, or open across a fork() and
+                                  * ended first by the other process       */
     uint64_t spans_exported;     /* delivered by at least one exporter (or
                                   * there is none); per sink: exporter stats */
     uint64_t spans_failed;       /* no exporter delivered them              */

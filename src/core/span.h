@@ -82,6 +82,8 @@ struct mst_span {
     uint32_t event_cap;
     uint32_t dropped_events;
     struct mst_tracer *tracer;
+    uint32_t fork_epoch;          /* tracer.c: forks seen when it started  */
+    uint32_t fork_lineage;        /* tracer.c: fork() children above it     */
     mst_arena arena;              /* last: owns strings/links/events */
 };
 

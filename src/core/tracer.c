@@ -22,6 +22,13 @@
  * exports it), zero the counters (they describe this process), rebuild the
  * resource (new pid) and mark the exporters for after_fork_child, which the
  * child's exporter thread calls before its first export.
+ *
+ * A span open across fork() (a fork inside a traced call) exists in both
+ * processes, and both may end it. It is exported once, by the process that
+ * ends it first: each span records the fork epoch at its start; at its end, a
+ * span whose epoch is older claims its span id in a small table in memory
+ * shared by every process forked from here (MAP_SHARED, mapped before the
+ * first fork); the first claim wins, later ones free the record unexported.
  */
 #include "core/tracer.h"
 
@@ -30,6 +37,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -115,6 +123,59 @@ static void init_sync(mst_tracer *t) {
     pthread_mutex_init(&t->scope_mu, NULL);
 }
 
+/* ------------------------------------------- spans open across fork() */
+
+/* Span ids claimed by the process that ended them first; open addressing,
+ * never emptied (only spans open at a fork land here, a handful per fork).
+ * When it is full or could not be mapped, every process exports its copy
+ * (the behaviour without it). */
+#define FORK_CLAIM_SLOTS 8192u
+#define FORK_CLAIM_PROBES 64u
+
+static _Atomic uint32_t g_fork_epoch;   /* forks this process took part in */
+static _Atomic uint32_t g_fork_lineage; /* how many fork()s made this process */
+static _Atomic uint64_t *g_fork_claims; /* shared with every forked process */
+
+/* Called with g_reg_mu held, before the first fork that has a tracer. */
+static void fork_claims_map(void) {
+    if (g_fork_claims) return;
+    void *m = mmap(NULL, FORK_CLAIM_SLOTS * sizeof(uint64_t), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (m != MAP_FAILED) g_fork_claims = m;
+}
+
+/* True if this process is the first to end span `s` (open across a fork). */
+static bool fork_claim(const mst_span *s) {
+    uint64_t key;
+    memcpy(&key, s->span_id.bytes, sizeof key);
+    if (!g_fork_claims || key == 0) return true;
+    uint64_t h = key * 0x9E3779B97F4A7C15ull;
+    for (uint32_t i = 0; i < FORK_CLAIM_PROBES; i++) {
+        _Atomic uint64_t *slot = &g_fork_claims[(h + i) % FORK_CLAIM_SLOTS];
+        uint64_t cur = atomic_load_explicit(slot, memory_order_acquire);
+        if (cur == 0 && atomic_compare_exchange_strong(slot, &cur, key)) return true;
+        if (cur == key) return false;
+    }
+    return true; /* table full around this key: export (maybe twice) */
+}
+
+/* A span started before a fork this process took part in, now ending. The
+ * winner exports it; in a fork child, whose counters were zeroed at the fork,
+ * its start is counted now. A loser frees it: in the process that started
+ * it, it counts as ended and filtered; in a child, as nothing (it was never
+ * this process's). Returns true when the caller goes on to submit it. */
+static bool fork_adopt(mst_tracer *t, mst_tracer_shard *sh, mst_span *s) {
+    bool inherited = s->fork_lineage != atomic_load_explicit(&g_fork_lineage, memory_order_relaxed);
+    if (fork_claim(s)) {
+        if (inherited) atomic_fetch_add_explicit(&sh->started, 1, memory_order_relaxed);
+        return true;
+    }
+    if (!inherited) atomic_fetch_add_explicit(&sh->filtered, 1, memory_order_relaxed);
+    mst_tracer_span_free(t, s);
+    if (!inherited) atomic_fetch_add_explicit(&sh->ended, 1, memory_order_release);
+    return false;
+}
+
 /* ------------------------------------------------------ fork registry */
 
 static pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -123,6 +184,7 @@ static pthread_once_t g_reg_once = PTHREAD_ONCE_INIT;
 
 static void fork_prepare(void) {
     pthread_mutex_lock(&g_reg_mu);
+    if (g_reg_head) fork_claims_map();
     for (mst_tracer *t = g_reg_head; t; t = t->reg_next) {
         pthread_mutex_lock(&t->mu);
         pthread_mutex_lock(&t->scope_mu);
@@ -130,6 +192,7 @@ static void fork_prepare(void) {
 }
 
 static void fork_parent(void) {
+    atomic_fetch_add(&g_fork_epoch, 1);
     for (mst_tracer *t = g_reg_head; t; t = t->reg_next) {
         pthread_mutex_unlock(&t->scope_mu);
         pthread_mutex_unlock(&t->mu);
@@ -161,6 +224,8 @@ static void reset_counters(mst_tracer *t) {
 /* Only this thread exists in the child: no locking needed, and the
  * inherited locks (held by us since fork_prepare) are simply re-created. */
 static void fork_child(void) {
+    atomic_fetch_add(&g_fork_epoch, 1);
+    atomic_fetch_add(&g_fork_lineage, 1);
     for (mst_tracer *t = g_reg_head; t; t = t->reg_next) {
         init_sync(t);
         atomic_store(&t->thread_state, MST_THREAD_NONE);
@@ -309,7 +374,12 @@ mst_tracer_shard *mst_tracer_my_shard(mst_tracer *t) {
 
 mst_span *mst_tracer_span_alloc(mst_tracer *t) {
     mst_span *s = mst_queue_pop(&t->pool);
-    return s ? s : malloc(sizeof(mst_span));
+    if (!s) s = malloc(sizeof(mst_span));
+    if (s) {
+        s->fork_epoch = atomic_load_explicit(&g_fork_epoch, memory_order_relaxed);
+        s->fork_lineage = atomic_load_explicit(&g_fork_lineage, memory_order_relaxed);
+    }
+    return s;
 }
 
 void mst_tracer_span_free(mst_tracer *t, mst_span *s) {
@@ -382,6 +452,9 @@ void mst_tracer_count_unsampled(mst_tracer *t) {
 void mst_tracer_submit(mst_tracer *t, mst_span *s) {
     mst_tracer_shard *sh = mst_tracer_my_shard(t);
     uint64_t depth = 0;
+    if (__builtin_expect(s->fork_epoch != atomic_load_explicit(&g_fork_epoch, memory_order_relaxed), 0) &&
+        !fork_adopt(t, sh, s))
+        return;
     if (t->opts.export_errors_only && s->status_code != MST_STATUS_ERROR) {
         atomic_fetch_add_explicit(&sh->filtered, 1, memory_order_relaxed);
         mst_tracer_span_free(t, s);
@@ -396,6 +469,10 @@ void mst_tracer_submit(mst_tracer *t, mst_span *s) {
 
 void mst_tracer_discard(mst_tracer *t, mst_span *s) {
     mst_tracer_shard *sh = mst_tracer_my_shard(t);
+    if (__builtin_expect(s->fork_lineage != atomic_load_explicit(&g_fork_lineage, memory_order_relaxed), 0)) {
+        mst_tracer_span_free(t, s); /* inherited from the parent: never counted here */
+        return;
+    }
     atomic_fetch_add_explicit(&sh->filtered, 1, memory_order_relaxed);
     mst_tracer_span_free(t, s);
     atomic_fetch_add_explicit(&sh->ended, 1, memory_order_release);

@@ -8,6 +8,7 @@ span covers the iteration); os.fork() inside a hooked call (the open span is
 exported once, by the process that ends it).
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -362,3 +363,74 @@ def test_async_generator_asend_athrow_aclose_and_errors(native, cap):
     [left] = spans_named(cap, "agen.left")
     assert left["status"] == "OK"
     assert native.stats()["spans_in_flight"] == 0
+
+
+# ------------------------------------------------- os.fork() inside a hooked call
+
+
+FORK_IN_HOOK = r"""
+import json, os, sys
+from mstrace import _native as n
+ORDER = sys.argv[1]
+info = n.init(forward_socket=sys.argv[2], otlp=False)
+assert info["exporters"] == ["perfetto"], info
+inner = n.Hook(lambda: None, name="fork.inner")
+go_r, go_w = os.pipe()
+
+def spawn():
+    pid = os.fork()
+    if pid == 0:
+        inner()  # the child's own span: a child of the open outer span
+        if ORDER == "parent_first":
+            os.read(go_r, 1)  # the parent has ended and exported its copy
+        elif ORDER == "child_never_ends":
+            n.flush(5000)
+            os._exit(0)  # leaves through the hooked call without returning
+        return 0  # returns through the hook: the child ends its copy
+    if ORDER == "child_first":
+        os.waitpid(pid, 0)  # the child ended (and exported) its copy first
+    return pid
+
+outer = n.Hook(spawn, name="fork.outer")
+child = outer()
+if child == 0:
+    n.flush(5000)
+    st = n.stats()
+    # The child's counters describe the child: its own span, plus the outer
+    # span only if it was the first to end it.
+    mine = 2 if ORDER == "child_first" else 1
+    ok = (st["spans_started"], st["spans_ended"], st["spans_exported"]) == (mine, mine, mine)
+    os._exit(0 if ok and st["spans_in_flight"] == 0 else 7)
+n.flush(5000)
+if ORDER == "parent_first":
+    os.write(go_w, b"g")
+if ORDER != "child_first":
+    _, status = os.waitpid(child, 0)
+else:
+    status = 0
+assert status == 0, status
+print(json.dumps({"pid": os.getpid(), "child": child, "stats": n.stats()}))
+"""
+
+
+@pytest.mark.parametrize("order", ["child_first", "parent_first", "child_never_ends"])
+def test_span_open_across_fork_is_exported_once_by_the_process_that_ends_it_first(
+        native, subprocess_env, daemon, order):
+    p = subprocess.run([sys.executable, "-c", FORK_IN_HOOK, order, daemon.socket_name], env=subprocess_env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    xs = [e for e in daemon.events(2) if e.get("ph") == "X"]
+    outer = [e for e in xs if e["name"] == "fork.outer"]
+    inner = [e for e in xs if e["name"] == "fork.inner"]
+    assert len(outer) == 1, outer  # was 2 (parent and child) for child_first / parent_first
+    assert len(inner) == 1 and inner[0]["pid"] == out["child"]
+    assert inner[0]["args"]["parent_span_id"] == outer[0]["args"]["span_id"]
+    # Drawn on the track of the process that started it (its process.pid
+    # attribute), whichever process exported it; who exported it is in the
+    # counters: the child checked its own (exit status), the parent's are here.
+    assert outer[0]["pid"] == out["pid"]
+    st = out["stats"]
+    assert st["spans_started"] == st["spans_ended"] == 1
+    assert st["spans_exported"] == (0 if order == "child_first" else 1)
+    assert st["spans_filtered"] == (1 if order == "child_first" else 0)

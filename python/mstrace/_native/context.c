@@ -32,7 +32,9 @@ long mstn_thread_id(void) {
 
 /* pthread_atfork child handler: the forking thread is the child's only
  * thread and has a new tid; the stack stays (its spans are the parent's, a
- * valid parent for the child's spans). */
+ * valid parent for the child's spans). When the hooked call that forked
+ * returns in both processes, both end that span: the core exports it once,
+ * from whichever process ends it first (src/core/tracer.c, fork claims). */
 void mstn_after_fork_child(void) {
     t_tls.tid = 0;
     mstn_g.pid = (long)getpid();
