@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #include "core/span.h"
-#include "mstrace.h"
+#include "mstrace_otlp.h"
 
 #define BATCH 512
 #define QUEUE 16384

@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mstrace.h"
+#include "mstrace_otlp.h"
 
 #define MAX_BATCH 8
 #define ERROR_REQUEST_INDEX 2 /* this request is aborted (if it exists) */

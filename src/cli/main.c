@@ -22,6 +22,7 @@
 #include "forward/otlp_relay.h"
 #include "forward/perfetto_sink.h"
 #include "mstrace.h"
+#include "mstrace_otlp.h"
 #include "wire/frame.h"
 
 #define EXIT_USAGE 2

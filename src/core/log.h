@@ -9,8 +9,10 @@
 
 #include <stdbool.h>
 #include "mstrace.h"
+#include "core/visibility.h"
 
-bool mst_log_enabled(mst_log_level level);
+MST_SHARED_INTERNAL bool mst_log_enabled(mst_log_level level);
+MST_SHARED_INTERNAL
 void mst_log(mst_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define MST_DEBUG(...) do { if (mst_log_enabled(MST_LOG_DEBUG)) mst_log(MST_LOG_DEBUG, __VA_ARGS__); } while (0)

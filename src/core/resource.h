@@ -8,6 +8,7 @@
 #define MST_CORE_RESOURCE_H
 
 #include "core/span.h"
+#include "core/visibility.h"
 
 typedef struct mst_resource {
     mst_attr attrs[MST_MAX_ATTRIBUTES];
@@ -22,9 +23,9 @@ typedef struct mst_resource {
  * process (process.pid, process.executable.name, telemetry.sdk.*).
  * service.name: OTEL_SERVICE_NAME, else the one in OTEL_RESOURCE_ATTRIBUTES,
  * else "unknown_service". */
-mst_status mst_resource_init_from_env(mst_resource *res);
+MST_SHARED_INTERNAL mst_status mst_resource_init_from_env(mst_resource *res);
 /* Adds or replaces a string attribute. */
 mst_status mst_resource_set_str(mst_resource *res, const char *key, const char *value);
-void mst_resource_release(mst_resource *res);
+MST_SHARED_INTERNAL void mst_resource_release(mst_resource *res);
 
 #endif /* MST_CORE_RESOURCE_H */

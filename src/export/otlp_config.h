@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#include "mstrace.h"
+#include "mstrace_otlp.h"
 
 /* Parses "k=v,k2=v2" (OTEL_EXPORTER_OTLP_HEADERS: entries trimmed, values
  * percent-decoded, keys HTTP tokens) and calls cb for each entry; stops at

@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "mstrace.h"
+#include "mstrace_otlp.h"
 
 typedef struct mst_otlp_transport mst_otlp_transport;
 

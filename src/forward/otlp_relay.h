@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #include "forward/daemon.h"
-#include "mstrace.h"
+#include "mstrace_otlp.h"
 
 #define MST_RELAY_DEFAULT_QUEUE_BYTES (64u * 1024u * 1024u)
 #define MST_RELAY_DEFAULT_QUEUE_ITEMS 100000u

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "core/visibility.h"
 
 typedef struct mst_buf {
     uint8_t *data;
@@ -22,11 +23,11 @@ typedef struct mst_buf {
     bool failed;
 } mst_buf;
 
-void mst_buf_init(mst_buf *b, size_t max);
-void mst_buf_free(mst_buf *b);
-void mst_buf_reset(mst_buf *b);             /* len = 0, failed = false */
+MST_SHARED_INTERNAL void mst_buf_init(mst_buf *b, size_t max);
+MST_SHARED_INTERNAL void mst_buf_free(mst_buf *b);
+MST_SHARED_INTERNAL void mst_buf_reset(mst_buf *b);             /* len = 0, failed = false */
 /* Slow path of mst_buf_reserve: grows the allocation. */
-bool mst_buf_grow(mst_buf *b, size_t extra);
+MST_SHARED_INTERNAL bool mst_buf_grow(mst_buf *b, size_t extra);
 
 /* Ensures room for `extra` more bytes. Inline because every appender calls
  * it and the common case (room left) is one compare. */

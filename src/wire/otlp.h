@@ -10,12 +10,15 @@
 
 #include "core/resource.h"
 #include "core/span.h"
+#include "core/visibility.h"
 #include "wire/buf.h"
 
 /* Appends one ExportTraceServiceRequest holding `spans` (grouped by scope,
  * in first-seen order) to `out`. Returns MST_ERR_NOMEM when out->failed. */
+MST_SHARED_INTERNAL
 mst_status mst_otlp_encode_proto(const mst_resource *res, const mst_span *const *spans,
                                  size_t n, mst_buf *out);
+MST_SHARED_INTERNAL
 mst_status mst_otlp_encode_json(const mst_resource *res, const mst_span *const *spans,
                                 size_t n, mst_buf *out);
 

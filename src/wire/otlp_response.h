@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/visibility.h"
 #include "mstrace.h"
 
 #define MST_OTLP_PARTIAL_MESSAGE_MAX 512   /* bytes kept of error_message, NUL included */
@@ -44,20 +45,24 @@ typedef struct mst_otlp_partial {
 
 /* Each fills `out` (zeroed first). An empty body is MST_OK with nothing
  * present (a plain success). */
+MST_SHARED_INTERNAL
 mst_status mst_otlp_response_parse_proto(const uint8_t *body, size_t len, mst_otlp_partial *out);
 /* gRPC: one length-prefixed message (flag byte 0 = uncompressed, 4-byte
  * big-endian length) holding the protobuf response. A compressed message is
  * MST_ERR_UNSUPPORTED (nothing read); a short or overlong frame is
  * MST_ERR_PARSE. */
+MST_SHARED_INTERNAL
 mst_status mst_otlp_response_parse_grpc(const uint8_t *body, size_t len, mst_otlp_partial *out);
+MST_SHARED_INTERNAL
 mst_status mst_otlp_response_parse_json(const uint8_t *body, size_t len, mst_otlp_partial *out);
 
 /* The grpc-status value (decimal, optional blanks around it): 0..INT32_MAX,
  * or -1 when it is not a number. */
-int mst_otlp_grpc_status_parse(const char *value, size_t len);
+MST_SHARED_INTERNAL int mst_otlp_grpc_status_parse(const char *value, size_t len);
 
 /* grpc-message: percent-decodes `value` into `out` (cap bytes, NUL
  * included; cut at a UTF-8 boundary when it does not fit). */
+MST_SHARED_INTERNAL
 void mst_otlp_grpc_message_decode(const char *value, size_t len, char *out, size_t cap);
 
 /* grpc-status-details-bin: the RetryInfo delay in ms (seconds clamped to
@@ -65,6 +70,6 @@ void mst_otlp_grpc_message_decode(const char *value, size_t len, char *out, size
  * first RetryInfo detail wins), or -1 when there is none or the value does
  * not decode. Base64 with or without padding, standard or URL alphabet; at
  * most 2 KiB of decoded bytes are read. */
-long mst_otlp_grpc_retry_delay_ms(const char *value, size_t len);
+MST_SHARED_INTERNAL long mst_otlp_grpc_retry_delay_ms(const char *value, size_t len);
 
 #endif /* MST_WIRE_OTLP_RESPONSE_H */

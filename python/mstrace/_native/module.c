@@ -13,6 +13,7 @@
  */
 #include "native.h"
 #include "otel_bridge.h"
+#include "mstrace_otlp.h"
 
 #include <errno.h>
 #include <stdatomic.h>
