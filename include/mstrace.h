@@ -213,7 +213,11 @@ MST_EXPORT mst_status mst_tracer_create(const mst_tracer_options *opts, mst_trac
 MST_EXPORT mst_status mst_tracer_add_exporter(mst_tracer *tracer, mst_exporter *exporter);
 /* Exports everything queued so far; waits at most timeout_ms. */
 MST_EXPORT mst_status mst_tracer_flush(mst_tracer *tracer, uint32_t timeout_ms);
-/* Flushes, stops the exporter thread, shuts exporters down, frees all. */
+/* Flushes, stops the exporter thread, shuts exporters down, frees all.
+ * When the flush does not finish within `timeout_ms` (0: the export
+ * timeout), the export in flight is cancelled (exporters with a `cancel`
+ * op, e.g. OTLP: it returns within about a second) and what is still queued
+ * counts as failed; returns MST_ERR_TIMEOUT then. */
 MST_EXPORT mst_status mst_tracer_shutdown(mst_tracer *tracer, uint32_t timeout_ms);
 
 /* Interns an instrumentation scope ("ms_service_profiler.hook.Schedule");
@@ -326,6 +330,12 @@ typedef struct mst_exporter_ops {
     void (*get_stats)(mst_exporter *self, mst_exporter_stats *out);
     /* Release everything (called once, at tracer shutdown). */
     void (*destroy)(mst_exporter *self);
+    /* Optional: called from the thread running mst_tracer_shutdown when its
+     * timeout expired with an export still in progress on the exporter
+     * thread: make that export_batch return soon (an error) and every later
+     * one fail at once. Must be safe to call concurrently with export_batch.
+     * Without it, shutdown waits for the export in flight to finish. */
+    void (*cancel)(mst_exporter *self);
 } mst_exporter_ops;
 
 struct mst_exporter {

@@ -17,6 +17,10 @@
  * a start the sampler refuses never becomes a span and is counted only in
  * spans_unsampled.
  *
+ * Shutdown: flush within the timeout; if that fails, stop exporting further
+ * batches (abandon), cancel the export in flight through the exporters'
+ * cancel op, join the thread, count what is left as failed.
+ *
  * Fork: pthread_atfork handlers hold every tracer's locks across fork(); in
  * the child they re-create locks/conds, drop the inherited queue (the parent
  * exports it), zero the counters (they describe this process), rebuild the
@@ -532,6 +536,14 @@ static void exporters_after_fork(mst_tracer *t) {
         if (t->exporters[i]->ops->after_fork_child) t->exporters[i]->ops->after_fork_child(t->exporters[i]);
 }
 
+/* Shutdown ran out of time: the export in flight must not hold the join for
+ * a whole export timeout (the abandon flag only stops the batches after it). */
+static void exporters_cancel(mst_tracer *t) {
+    size_t ne = atomic_load_explicit(&t->n_exporters, memory_order_acquire);
+    for (size_t i = 0; i < ne; i++)
+        if (t->exporters[i]->ops->cancel) t->exporters[i]->ops->cancel(t->exporters[i]);
+}
+
 static void exporters_flush(mst_tracer *t, uint32_t timeout_ms) {
     size_t ne = atomic_load_explicit(&t->n_exporters, memory_order_acquire);
     for (size_t i = 0; i < ne; i++)
@@ -629,6 +641,9 @@ mst_status mst_tracer_shutdown(mst_tracer *t, uint32_t timeout_ms) {
     if (st != MST_OK) atomic_store(&t->abandon, 1);
     pthread_cond_signal(&t->wake);
     pthread_mutex_unlock(&t->mu);
+    /* The timeout is spent: cancel the export in flight rather than wait
+     * for it (up to a whole export timeout) in the join. */
+    if (st != MST_OK) exporters_cancel(t);
     if (atomic_load(&t->thread_state) == MST_THREAD_RUNNING) pthread_join(t->thread, NULL);
     atomic_store(&t->thread_state, MST_THREAD_FAILED);
 

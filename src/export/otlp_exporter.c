@@ -20,6 +20,10 @@
  * for it, so the tracer, which counts whole batches, does not report the
  * rejected spans as exported (see mst_exporter_stats in mstrace.h).
  *
+ * Cancel (tracer shutdown out of time): the exporter owns the transport's
+ * cancel flag; otlp_cancel sets it from the shutdown thread, the send in
+ * flight returns MST_ERR_CLOSED and the batch counts as failed.
+ *
  * fork(): the child gets a fresh resource (its own process.pid), zeroed
  * counters (they describe this process) and a fresh CURL handle made lazily
  * on its first export; the inherited handle is abandoned without touching
@@ -45,6 +49,7 @@ typedef struct otlp_exporter {
     mst_resource res;
     mst_buf body;
     _Atomic uint64_t exported, failed, rejected, batches_ok, batches_failed, retries;
+    atomic_bool cancel; /* the transport's cancel flag: set by otlp_cancel */
 } otlp_exporter;
 
 static const mst_exporter_ops k_otlp_ops;
@@ -103,9 +108,17 @@ static mst_status otlp_export_batch(mst_exporter *self, const mst_span *const *s
     return rejected ? MST_ERR_REJECTED : MST_OK;
 }
 
+/* Tracer shutdown out of time: the send in flight returns MST_ERR_CLOSED
+ * within about a second, later sends at once (counted failed). */
+static void otlp_cancel(mst_exporter *self) {
+    otlp_exporter *x = as_otlp(self);
+    if (x) atomic_store_explicit(&x->cancel, true, memory_order_release);
+}
+
 static void otlp_after_fork_child(mst_exporter *self) {
     otlp_exporter *x = as_otlp(self);
     if (!x) return;
+    atomic_store(&x->cancel, false); /* a shutdown in the parent is not the child's */
     mst_otlp_transport_after_fork_child(x->transport);
     load_resource(x);
     atomic_store(&x->exported, 0);
@@ -145,6 +158,7 @@ static const mst_exporter_ops k_otlp_ops = {
     .after_fork_child = otlp_after_fork_child,
     .get_stats = otlp_get_stats,
     .destroy = otlp_destroy,
+    .cancel = otlp_cancel,
 };
 
 mst_status mst_otlp_exporter_create(const mst_otlp_config *cfg, mst_exporter **out) {
@@ -161,6 +175,8 @@ mst_status mst_otlp_exporter_create(const mst_otlp_config *cfg, mst_exporter **o
         free(x);
         return st;
     }
+    atomic_init(&x->cancel, false);
+    mst_otlp_transport_set_cancel(x->transport, &x->cancel);
     load_resource(x);
     static const char *const names[] = {"grpc", "http/protobuf", "http/json"};
     MST_DEBUG("OTLP exporter: %s to %s (timeout %u ms%s)", names[cfg->protocol], cfg->endpoint,
