@@ -19,6 +19,7 @@
 
 #include "core/log.h"
 #include "forward/daemon.h"
+#include "forward/frame_server.h"
 #include "forward/otlp_relay.h"
 #include "forward/perfetto_sink.h"
 #include "mstrace.h"
@@ -31,6 +32,8 @@ typedef struct forward_args {
     const char *log_level;
     const char *perfetto_output;   /* NULL: the OTLP relay mode */
     const char *socket_name;       /* NULL: the mode's standard name */
+    const char *frame_buffer_limit;     /* NULL: MST_FRAME_DEFAULT_PARTIAL_BYTES */
+    const char *frame_stall_timeout_ms; /* NULL: MST_FRAME_DEFAULT_STALL_MS */
     /* OTLP relay tuning (strings until validated; NULL: default) */
     const char *relay[8];
 } forward_args;
@@ -63,6 +66,7 @@ static void print_forward_usage(FILE *f) {
     fprintf(f,
             "usage: mstrace forward [-h] [--log-level {debug,info,warning,error,critical,fatal}]\n"
             "                       [--perfetto-output PATH] [--socket-name NAME]\n"
+            "                       [--frame-buffer-limit BYTES] [--frame-stall-timeout-ms MS]\n"
             "\n"
             "Receive spans from traced processes over a local abstract Unix socket.\n"
             "Only processes of the same user (uid and gid) and namespaces may connect.\n"
@@ -91,6 +95,12 @@ static void print_forward_usage(FILE *f) {
             "                        carry their trace context into the hook spans.\n"
             "  --socket-name NAME    abstract socket name to listen on (default: see above);\n"
             "                        for testing, so several daemons can run side by side\n"
+            "  --frame-buffer-limit BYTES\n"
+            "                        memory for unfinished frames, all connections together;\n"
+            "                        a connection whose frame would pass it is closed [%llu]\n"
+            "  --frame-stall-timeout-ms MS\n"
+            "                        close a connection that sends nothing for MS in the\n"
+            "                        middle of a frame [%u]\n"
             "\n"
             "OTLP relay tuning (mainly for tests; defaults in brackets):\n"
             "  --relay-queue-bytes N     queue bound in bytes [%u]\n"
@@ -101,7 +111,9 @@ static void print_forward_usage(FILE *f) {
             "  --relay-backoff-max-ms N  longest wait between sends while down [%u]\n"
             "  --relay-flush-timeout-ms N  time to flush the queue at stop [%u]\n"
             "  --relay-warn-queued N     warn once when this many are queued [%u]\n",
-            MST_PERFETTO_SOCKET_NAME, MST_OTLP_SOCKET_NAME, MST_RELAY_DEFAULT_QUEUE_BYTES,
+            MST_PERFETTO_SOCKET_NAME, MST_OTLP_SOCKET_NAME,
+            (unsigned long long)MST_FRAME_DEFAULT_PARTIAL_BYTES, MST_FRAME_DEFAULT_STALL_MS,
+            MST_RELAY_DEFAULT_QUEUE_BYTES,
             MST_RELAY_DEFAULT_QUEUE_ITEMS, MST_RELAY_DEFAULT_BATCH_ITEMS,
             MST_RELAY_DEFAULT_BATCH_BYTES, MST_RELAY_DEFAULT_BACKOFF_MIN_MS,
             MST_RELAY_DEFAULT_BACKOFF_MAX_MS, MST_RELAY_DEFAULT_FLUSH_MS,
@@ -134,8 +146,10 @@ static int usage_error(const char *fmt, const char *what) {
 
 /* Returns -1 to continue, else an exit code. */
 static int parse_forward_args(int argc, char **argv, forward_args *fa) {
-    static const char *const opts[] = {"--log-level", "--perfetto-output", "--socket-name"};
-    const char **slots[] = {&fa->log_level, &fa->perfetto_output, &fa->socket_name};
+    static const char *const opts[] = {"--log-level", "--perfetto-output", "--socket-name",
+                                       "--frame-buffer-limit", "--frame-stall-timeout-ms"};
+    const char **slots[] = {&fa->log_level, &fa->perfetto_output, &fa->socket_name,
+                            &fa->frame_buffer_limit, &fa->frame_stall_timeout_ms};
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             print_forward_usage(stdout);
@@ -162,7 +176,28 @@ static void warn_if_root(void) {
                  "security. Run the program as the user who runs the serving engine.");
 }
 
-static int run_perfetto(const forward_args *fa) {
+/* A positive decimal integer ≤ max; returns false otherwise. */
+static bool parse_count(const char *s, uint64_t max, uint64_t *out);
+
+/* The frame server's limits from --frame-*; returns -1 when valid, else the
+ * usage exit code. */
+static int frame_options(const forward_args *fa, mst_daemon_options *d) {
+    uint64_t v = 0;
+    if (fa->frame_buffer_limit) {
+        if (!parse_count(fa->frame_buffer_limit, 1ull << 40, &v))
+            return usage_error("argument %s: expected a positive integer", "--frame-buffer-limit");
+        d->max_partial_bytes = v;
+    }
+    if (fa->frame_stall_timeout_ms) {
+        if (!parse_count(fa->frame_stall_timeout_ms, 24ull * 3600 * 1000, &v))
+            return usage_error("argument %s: expected a positive integer (at most a day)",
+                               "--frame-stall-timeout-ms");
+        d->stall_timeout_ms = (uint32_t)v;
+    }
+    return -1;
+}
+
+static int run_perfetto(const forward_args *fa, const mst_daemon_options *frame_opts) {
     mst_perfetto_sink *sink = NULL;
     if (mst_perfetto_sink_create(fa->perfetto_output, &sink) != MST_OK) {
         MST_ERROR("Start trace service failed: out of memory");
@@ -170,8 +205,8 @@ static int run_perfetto(const forward_args *fa) {
     }
     mst_daemon_service svc;
     mst_perfetto_sink_service(sink, &svc);
-    mst_daemon_options dopts = {
-        .socket_name = fa->socket_name ? fa->socket_name : MST_PERFETTO_SOCKET_NAME};
+    mst_daemon_options dopts = *frame_opts;
+    dopts.socket_name = fa->socket_name ? fa->socket_name : MST_PERFETTO_SOCKET_NAME;
     int rc = mst_daemon_run(&dopts, &svc);
     mst_perfetto_sink_destroy(sink);
     return rc;
@@ -215,7 +250,8 @@ static int relay_options(const forward_args *fa, mst_otlp_relay_options *o) {
 /* docs/relay.md: the legacy OTLP relay on \0OTLP_SOCKET, another
  * mst_daemon_service run by mst_daemon_run(). The upstream settings are
  * checked before the socket is bound: a bad environment is exit 1. */
-static int run_otlp_relay(const forward_args *fa, const mst_otlp_relay_options *ro) {
+static int run_otlp_relay(const forward_args *fa, const mst_otlp_relay_options *ro,
+                          const mst_daemon_options *frame_opts) {
     mst_otlp_config cfg;
     char err[512] = "";
     mst_status st = mst_otlp_relay_config_from_env(&cfg, err, sizeof err);
@@ -230,8 +266,8 @@ static int run_otlp_relay(const forward_args *fa, const mst_otlp_relay_options *
     }
     mst_daemon_service svc;
     mst_otlp_relay_service(relay, &svc);
-    mst_daemon_options dopts = {
-        .socket_name = fa->socket_name ? fa->socket_name : MST_OTLP_SOCKET_NAME};
+    mst_daemon_options dopts = *frame_opts;
+    dopts.socket_name = fa->socket_name ? fa->socket_name : MST_OTLP_SOCKET_NAME;
     int rc = mst_daemon_run(&dopts, &svc);
     mst_otlp_relay_destroy(relay);
     return rc;
@@ -248,6 +284,8 @@ static int cmd_forward(int argc, char **argv) {
     mst_log_set_level(level);
     mst_otlp_relay_options ro;
     if ((rc = relay_options(&fa, &ro)) >= 0) return rc;
+    mst_daemon_options frame_opts = {0};
+    if ((rc = frame_options(&fa, &frame_opts)) >= 0) return rc;
     if (fa.perfetto_output) {
         for (size_t k = 0; k < sizeof RELAY_FLAGS / sizeof RELAY_FLAGS[0]; k++)
             if (fa.relay[k])
@@ -255,8 +293,8 @@ static int cmd_forward(int argc, char **argv) {
                                    "--perfetto-output)", RELAY_FLAGS[k]);
     }
     warn_if_root();
-    if (fa.perfetto_output) return run_perfetto(&fa);
-    return run_otlp_relay(&fa, &ro);
+    if (fa.perfetto_output) return run_perfetto(&fa, &frame_opts);
+    return run_otlp_relay(&fa, &ro, &frame_opts);
 }
 
 int main(int argc, char **argv) {

@@ -929,11 +929,20 @@ mst_status mst_chrome_writer_open(const char *path, int64_t default_pid,
     return MST_OK;
 }
 
-mst_status mst_chrome_writer_close(mst_chrome_writer *w) {
+mst_status mst_chrome_writer_close_final(mst_chrome_writer *w, mst_chrome_stats *final) {
     if (!w) return MST_ERR_INVALID_ARG;
     mst_outq_stats os;
     mst_status st = mst_outq_stop(w->out, &os);
+    if (final) {
+        *final = w->st;
+        final->flows_pending = w->pend.count;
+        merge_out_stats(w, &os, final);
+    }
     if (close(w->fd) != 0 && st == MST_OK) st = MST_ERR_IO;
     writer_free(w);
     return st;
+}
+
+mst_status mst_chrome_writer_close(mst_chrome_writer *w) {
+    return mst_chrome_writer_close_final(w, NULL);
 }

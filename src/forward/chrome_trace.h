@@ -51,5 +51,8 @@ mst_status mst_chrome_writer_flush(mst_chrome_writer *w);
 void mst_chrome_writer_get_stats(const mst_chrome_writer *w, mst_chrome_stats *out);
 /* Flushes and closes; frees w. */
 mst_status mst_chrome_writer_close(mst_chrome_writer *w);
+/* The same, and *final (may be NULL) gets the counters after the close,
+ * including the spans it had to drop because they could not be written. */
+mst_status mst_chrome_writer_close_final(mst_chrome_writer *w, mst_chrome_stats *final);
 
 #endif /* MST_FORWARD_CHROME_TRACE_H */

@@ -60,15 +60,38 @@ static void log_stats(const mst_daemon_service *svc, mst_frame_server *srv, cons
     mst_frame_server_get_stats(srv, &fs);
     MST_DEBUG("stats (%s): received=%llu written=%llu rejected=%llu dropped=%llu "
               "connections: active=%llu accepted=%llu refused=%llu closed=%llu "
-              "frames: oversize=%llu truncated=%llu bytes_in=%llu read_errors=%llu "
-              "accept_errors=%llu %s",
+              "frames: oversize=%llu truncated=%llu stalled=%llu memory_closed=%llu "
+              "partial_bytes=%llu partial_peak=%llu bytes_in=%llu bytes_discarded=%llu "
+              "read_errors=%llu accept_errors=%llu shed=%llu %s",
               when, (unsigned long long)c.received, (unsigned long long)c.written,
               (unsigned long long)c.rejected, (unsigned long long)c.dropped,
               (unsigned long long)fs.conns_active, (unsigned long long)fs.conns_accepted,
               (unsigned long long)fs.conns_refused, (unsigned long long)fs.conns_closed,
               (unsigned long long)fs.frames_oversize, (unsigned long long)fs.frames_truncated,
-              (unsigned long long)fs.bytes_received, (unsigned long long)fs.read_errors,
-              (unsigned long long)fs.accept_errors, c.extra);
+              (unsigned long long)fs.stalled_closed, (unsigned long long)fs.memory_closed,
+              (unsigned long long)fs.partial_bytes, (unsigned long long)fs.partial_peak,
+              (unsigned long long)fs.bytes_received, (unsigned long long)fs.bytes_discarded,
+              (unsigned long long)fs.read_errors, (unsigned long long)fs.accept_errors,
+              (unsigned long long)fs.conns_shed, c.extra);
+}
+
+/* After the stop: every payload read is written, rejected or dropped. A
+ * mismatch is a bug in the counters, reported as an error. */
+static bool check_accounting(const mst_daemon_service *svc) {
+    mst_daemon_counts c;
+    svc->get_counts(svc->self, &c);
+    if (c.received == c.written + c.rejected + c.dropped) {
+        MST_INFO("%s accounting: received=%llu = written=%llu + rejected=%llu + dropped=%llu",
+                 svc->name, (unsigned long long)c.received, (unsigned long long)c.written,
+                 (unsigned long long)c.rejected, (unsigned long long)c.dropped);
+        return true;
+    }
+    MST_ERROR("%s accounting does not add up: received=%llu, written=%llu + rejected=%llu + "
+              "dropped=%llu = %llu",
+              svc->name, (unsigned long long)c.received, (unsigned long long)c.written,
+              (unsigned long long)c.rejected, (unsigned long long)c.dropped,
+              (unsigned long long)(c.written + c.rejected + c.dropped));
+    return false;
 }
 
 /* The smaller of two epoll timeouts where -1 means "none". */
@@ -119,14 +142,21 @@ int mst_daemon_run(const mst_daemon_options *opts, const mst_daemon_service *svc
         return 1;
     }
     loop_state ls = {0};
-    mst_frame_server_options so = {
-        .socket_name = opts->socket_name, .on_frame = svc->on_frame, .ctx = svc->self};
+    mst_frame_server_options so = {.socket_name = opts->socket_name,
+                                   .on_frame = svc->on_frame,
+                                   .ctx = svc->self,
+                                   .max_partial_bytes = opts->max_partial_bytes,
+                                   .stall_timeout_ms = opts->stall_timeout_ms,
+                                   .bind_only = true};
     mst_frame_server *srv = NULL;
+    /* Bind (claims the name; connects are refused), open the output, and
+     * only then listen: "the socket accepts" means "ready to write". */
     mst_status st = mst_frame_server_create(&so, &srv, err, sizeof err);
     if (st == MST_OK && (st = svc->open(svc->self, err, sizeof err)) != MST_OK) {
         mst_frame_server_destroy(srv);
         srv = NULL;
     }
+    if (st == MST_OK) st = mst_frame_server_listen(srv, err, sizeof err);
     if (st == MST_OK && mst_frame_server_watch_fd(srv, sfd, on_signal_fd, &ls) != MST_OK) {
         snprintf(err, sizeof err, "cannot watch the signal fd");
         st = MST_ERR_IO;
@@ -144,16 +174,19 @@ int mst_daemon_run(const mst_daemon_options *opts, const mst_daemon_service *svc
     bool ok = serve(opts, svc, srv, &ls);
     if (ls.stop) MST_INFO("Received %s, stopping...", signal_name(ls.signo));
 
-    /* Stop sequence: no new peers, take what is queued, then close the file. */
+    /* Stop sequence: no new peers (the queued ones are taken), cut and read
+     * every connection to its end, then close the output; the counters are
+     * read after the close, which does the last drops. */
     mst_frame_server_stop_accepting(srv);
     mst_frame_server_drain_and_close_all(srv);
     svc->after_batch(svc->self, mst_daemon_now_ms());
     mst_status cst = svc->close(svc->self);
     log_stats(svc, srv, "final");
+    bool counts_ok = check_accounting(svc);
     mst_frame_server_destroy(srv);
     close(sfd);
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
-    if (!ok || cst != MST_OK) {
+    if (!ok || cst != MST_OK || !counts_ok) {
         MST_ERROR("Stop %s with errors.", svc->name);
         return 1;
     }

@@ -9,10 +9,17 @@
  * (SIGINT/SIGTERM through a signalfd, SIGPIPE ignored), the flush timer and
  * the periodic debug statistics.
  *
- * Stop sequence on SIGINT/SIGTERM: stop accepting, read what is already
- * queued on every connection, hand those frames to the service, close the
- * connections, then service->close() (flush + close the output), final
- * stats, one "stopped" line.
+ * Start: bind the socket name (a busy name fails before the output is
+ * touched), open the output (service->open), and only then listen: a
+ * client that can connect is talking to a daemon that can write.
+ *
+ * Stop sequence on SIGINT/SIGTERM: refuse new connections but accept the
+ * ones the kernel already queued, cut every connection's receive side (a
+ * client's later write fails with EPIPE), read each to its end, hand those
+ * frames to the service, then service->close() (flush + close the output;
+ * the last drops happen there), and only then the final stats and the
+ * accounting check: every payload received is written, rejected or counted
+ * as dropped (received = written + rejected + dropped).
  */
 #ifndef MST_FORWARD_DAEMON_H
 #define MST_FORWARD_DAEMON_H
@@ -27,7 +34,8 @@ typedef struct mst_daemon_counts {
     uint64_t received;   /* payloads handed to the service */
     uint64_t written;    /* spans delivered (written to the file / relayed) */
     uint64_t rejected;   /* payloads refused (bad magic, JSON, types...) */
-    uint64_t dropped;    /* events lost after acceptance (evictions, write errors) */
+    uint64_t dropped;    /* payloads accepted but lost afterwards (write failures,
+                          * full queue, out of memory), counted in payloads */
     char extra[256];     /* service-specific details, "" if none */
 } mst_daemon_counts;
 
@@ -42,13 +50,16 @@ typedef struct mst_daemon_service {
      * many ms may pass before it must be called again (-1: no deadline). */
     int (*after_batch)(void *self, uint64_t now_ms);
     void (*get_counts)(void *self, mst_daemon_counts *out);
-    /* Flush and release everything; called once, also after errors. */
+    /* Flush and release everything; called once, also after errors. Counts
+     * read after it are final (get_counts must still work). */
     mst_status (*close)(void *self);
 } mst_daemon_service;
 
 typedef struct mst_daemon_options {
     const char *socket_name;   /* abstract name, no leading NUL */
     uint32_t stats_interval_ms; /* debug stats period; 0 = 5000 */
+    uint64_t max_partial_bytes; /* unfinished frames, all connections; 0 = default */
+    uint32_t stall_timeout_ms;  /* a connection stalled mid-frame is closed; 0 = default */
 } mst_daemon_options;
 
 /* Runs until SIGINT/SIGTERM (or a fatal error). Returns the process exit

@@ -8,11 +8,27 @@
  *    when we stop reading early (the fd simply stays ready).
  *  - One shared 256 KiB read buffer: complete frames are handed to the
  *    callback straight from it (no copy); only the tail of an unfinished
- *    frame is copied into that connection's own buffer, which is bounded by
- *    4 + max_frame_bytes and released once it grows large and empties.
+ *    frame is copied into that connection's own buffer, which grows (never
+ *    beyond 4 + the frame's length) and is released once it grows large
+ *    and empties.
+ *  - Connection buffers above 64 KiB are mmap'd rather than malloc'd:
+ *    glibc raises its mmap threshold after the first large free, so big
+ *    malloc'd frame buffers would then come from the heap and stay resident
+ *    after the connections close (1 GB after 300 stalled 4 MiB frames).
+ *    munmap gives the memory back at once. Every buffer's capacity is
+ *    charged to one global budget (max_partial_bytes).
+ *  - A connection in the middle of a frame whose last byte is older than
+ *    the stall timeout is closed by a sweep that runs only while some
+ *    connection holds a partial frame (the epoll timeout is shortened then).
  *  - A reserve fd is kept so that, when the process runs out of fds, a
- *    pending connection can still be accepted and closed instead of making
- *    the level-triggered listen socket spin.
+ *    pending connection can still be accepted instead of making the
+ *    level-triggered listen socket spin. That connection is not thrown
+ *    away: its receive side is cut (the client's next write fails), what
+ *    the kernel already holds is read and delivered, then it is closed.
+ *  - Stop: shutdown(SHUT_RD) on the listener refuses new connects but keeps
+ *    the kernel's queue of pending ones, which are accepted and drained
+ *    too; shutdown(SHUT_RD) on a connection makes the peer's later writes
+ *    fail (EPIPE) and lets us read the rest up to a definite EOF.
  */
 #include "forward/frame_server.h"
 
@@ -24,11 +40,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/log.h"
@@ -39,6 +56,9 @@
 #define MAX_EVENTS 256
 #define ACCEPTS_PER_EVENT 1024
 #define KEEP_CONN_BUF_BYTES (64u * 1024u) /* larger idle buffers are released */
+#define MAPPED_BUF_BYTES (64u * 1024u)  /* larger buffers are mmap'd */
+#define MIN_CONN_BUF_BYTES 4096u
+#define MAX_SWEEP_MS 1000u               /* stall sweep period cap */
 
 enum src_kind { SRC_LISTEN = 1, SRC_CONN, SRC_WATCH };
 
@@ -55,6 +75,11 @@ typedef struct conn {
     uint8_t *buf;              /* an unfinished frame: header + payload so far */
     size_t len;
     size_t cap;
+    bool mapped;               /* buf is an mmap of cap bytes (else malloc) */
+    bool listed;               /* in s->conns and the epoll set */
+    uint64_t last_read_ms;     /* when bytes last arrived (stall timeout) */
+    uint64_t bytes_in;         /* read from this connection */
+    uint64_t bytes_framed;     /* of which delivered in frames (with headers) */
     struct conn *prev, *next;
 } conn;
 
@@ -76,11 +101,17 @@ struct mst_frame_server {
     src listen;
     char name[108];
     uint32_t max_frame;
+    uint64_t max_partial;      /* budget for all connection buffers */
+    uint32_t stall_ms;
+    uint64_t now_ms;           /* monotonic, refreshed after each epoll_wait */
+    uint64_t next_sweep_ms;
+    uint64_t n_partial;        /* connections in the middle of a frame */
     mst_frame_cb on_frame;
     void *ctx;
     uid_t uid;
     gid_t gid;
     ns_id user_ns, pid_ns;
+    bool listening;
     int reserve_fd;
     uint64_t next_conn_id;
     conn *conns;
@@ -122,10 +153,75 @@ static ns_id ns_of(const char *path) {
 
 /* ---------------------------------------------------------- connections */
 
-static void conn_free_buf(conn *c) {
-    free(c->buf);
+static uint64_t monotonic_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Sets the unfinished-frame length, keeping the count of connections in
+ * the middle of a frame (the stall sweep runs only while it is non-zero). */
+static void conn_set_len(mst_frame_server *s, conn *c, size_t len) {
+    if (c->len == 0 && len > 0) s->n_partial++;
+    else if (c->len > 0 && len == 0) s->n_partial--;
+    c->len = len;
+}
+
+static void conn_free_buf(mst_frame_server *s, conn *c) {
+    if (c->mapped) munmap(c->buf, c->cap);
+    else free(c->buf);
+    s->st.partial_bytes -= c->cap;
     c->buf = NULL;
-    c->len = c->cap = 0;
+    c->cap = 0;
+    c->mapped = false;
+    conn_set_len(s, c, 0);
+}
+
+enum grow_result { GROW_OK = 0, GROW_OVER_BUDGET, GROW_NO_MEMORY };
+
+/* Makes room for `need` bytes (need <= 4 + the frame's length): doubles,
+ * but never past `limit` (the whole frame). Buffers above MAPPED_BUF_BYTES
+ * are mmap'd. The new capacity is charged to the global budget first. */
+static enum grow_result conn_grow(mst_frame_server *s, conn *c, size_t need, size_t limit) {
+    if (need <= c->cap) return GROW_OK;
+    size_t cap = c->cap ? c->cap : MIN_CONN_BUF_BYTES;
+    while (cap < need) cap *= 2;
+    if (cap > limit) cap = limit < need ? need : limit;
+    bool mapped = cap > MAPPED_BUF_BYTES;
+    if (mapped) cap = (cap + 4095u) & ~(size_t)4095u;
+    if (s->st.partial_bytes - c->cap + cap > s->max_partial) return GROW_OVER_BUDGET;
+    uint8_t *p;
+    if (!mapped) {
+        p = realloc(c->buf, cap);
+        if (!p) return GROW_NO_MEMORY;
+    } else if (c->mapped) {
+        p = mremap(c->buf, c->cap, cap, MREMAP_MAYMOVE);
+        if (p == MAP_FAILED) return GROW_NO_MEMORY;
+    } else {
+        p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return GROW_NO_MEMORY;
+        if (c->len) memcpy(p, c->buf, c->len);
+        free(c->buf);
+    }
+    s->st.partial_bytes += cap - c->cap;
+    if (s->st.partial_bytes > s->st.partial_peak) s->st.partial_peak = s->st.partial_bytes;
+    c->buf = p;
+    c->cap = cap;
+    c->mapped = mapped;
+    return GROW_OK;
+}
+
+/* Logs and counts a connection that cannot buffer its frame. */
+static void note_memory_refusal(mst_frame_server *s, conn *c, enum grow_result g, size_t need) {
+    s->st.memory_closed++;
+    if (log_this(s->st.memory_closed))
+        MST_WARN("connection %llu (pid %d): %s buffering a %zu-byte frame (%llu bytes held in "
+                 "unfinished frames, cap %llu); closing that connection (%llu closed for "
+                 "memory so far)",
+                 (unsigned long long)c->id, (int)c->pid,
+                 g == GROW_OVER_BUDGET ? "over the memory cap" : "out of memory", need,
+                 (unsigned long long)s->st.partial_bytes, (unsigned long long)s->max_partial,
+                 (unsigned long long)s->st.memory_closed);
 }
 
 static void conn_close(mst_frame_server *s, conn *c, bool count_truncated) {
@@ -137,15 +233,18 @@ static void conn_close(mst_frame_server *s, conn *c, bool count_truncated) {
                      (unsigned long long)c->id, (int)c->pid, c->len,
                      (unsigned long long)s->st.frames_truncated);
     }
-    epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->base.fd, NULL);
+    s->st.bytes_discarded += c->bytes_in - c->bytes_framed;
+    conn_free_buf(s, c);
+    if (c->listed) epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->base.fd, NULL);
     close(c->base.fd);
-    if (c->prev) c->prev->next = c->next;
-    else s->conns = c->next;
-    if (c->next) c->next->prev = c->prev;
-    conn_free_buf(c);
+    if (c->listed) {
+        if (c->prev) c->prev->next = c->next;
+        else s->conns = c->next;
+        if (c->next) c->next->prev = c->prev;
+        s->st.conns_closed++;
+        s->st.conns_active--;
+    }
     free(c);
-    s->st.conns_closed++;
-    s->st.conns_active--;
 }
 
 /* Checks a frame length; false (after a warning) when the frame is refused. */
@@ -160,19 +259,9 @@ static bool frame_len_ok(mst_frame_server *s, conn *c, uint32_t n) {
     return false;
 }
 
-static bool conn_reserve(conn *c, size_t need) {
-    if (need <= c->cap) return true;
-    size_t cap = c->cap ? c->cap : 4096;
-    while (cap < need) cap *= 2;
-    uint8_t *p = realloc(c->buf, cap);
-    if (!p) return false;
-    c->buf = p;
-    c->cap = cap;
-    return true;
-}
-
 static void deliver(mst_frame_server *s, conn *c, const uint8_t *payload, size_t n) {
     s->st.frames_received++;
+    c->bytes_framed += 4 + n;
     s->on_frame(s->ctx, payload, n, c->id);
 }
 
@@ -181,29 +270,32 @@ static void deliver(mst_frame_server *s, conn *c, const uint8_t *payload, size_t
  * frame completes it is delivered and c->len goes back to 0. */
 static ssize_t conn_feed_partial(mst_frame_server *s, conn *c, const uint8_t *p, size_t n) {
     size_t used = 0;
+    enum grow_result g;
     if (c->len < 4) {
         size_t take = 4 - c->len < n ? 4 - c->len : n;
-        if (!conn_reserve(c, 4)) return -1;
+        if ((g = conn_grow(s, c, 4, MIN_CONN_BUF_BYTES)) != GROW_OK) {
+            note_memory_refusal(s, c, g, 4);
+            return -1;
+        }
         memcpy(c->buf + c->len, p, take);
-        c->len += take;
+        conn_set_len(s, c, c->len + take);
         used += take;
         if (c->len < 4) return (ssize_t)used;
         if (!frame_len_ok(s, c, be32(c->buf))) return -1;
     }
     size_t need = 4 + (size_t)be32(c->buf);
-    if (!conn_reserve(c, need)) {
-        MST_WARN("out of memory buffering a %zu-byte frame; closing connection %llu", need,
-                 (unsigned long long)c->id);
+    size_t take = need - c->len < n - used ? need - c->len : n - used;
+    if ((g = conn_grow(s, c, c->len + take, need)) != GROW_OK) {
+        note_memory_refusal(s, c, g, need);
         return -1;
     }
-    size_t take = need - c->len < n - used ? need - c->len : n - used;
     memcpy(c->buf + c->len, p + used, take);
-    c->len += take;
+    conn_set_len(s, c, c->len + take);
     used += take;
     if (c->len == need) {
         deliver(s, c, c->buf + 4, need - 4);
-        c->len = 0;
-        if (c->cap > KEEP_CONN_BUF_BYTES) conn_free_buf(c);
+        conn_set_len(s, c, 0);
+        if (c->cap > KEEP_CONN_BUF_BYTES) conn_free_buf(s, c);
     }
     return (ssize_t)used;
 }
@@ -237,21 +329,34 @@ static size_t direct_read_room(const conn *c) {
     return need - c->len > READ_BUF_BYTES ? need - c->len : 0;
 }
 
+/* Counts r freshly read bytes. */
+static void note_read(mst_frame_server *s, conn *c, ssize_t r) {
+    s->st.bytes_received += (uint64_t)r;
+    c->bytes_in += (uint64_t)r;
+    c->last_read_ms = s->now_ms;
+}
+
 /* One read(); returns >0 bytes handled, 0 at EOF, -1 on EAGAIN, -2 when the
  * connection must be closed (error or refused frame). `limit` caps the read. */
 static ssize_t conn_read_once(mst_frame_server *s, conn *c, size_t limit) {
     size_t room = direct_read_room(c);
     if (room) {
         if (room > limit) room = limit;
-        ssize_t r = read(c->base.fd, c->buf + c->len, room);
+        size_t need = 4 + (size_t)be32(c->buf);
+        enum grow_result g = conn_grow(s, c, c->len + room, need);
+        if (g != GROW_OK) {
+            note_memory_refusal(s, c, g, need);
+            return -2;
+        }
+        ssize_t r;
+        do r = read(c->base.fd, c->buf + c->len, room);
+        while (r < 0 && errno == EINTR);
         if (r > 0) {
-            s->st.bytes_received += (uint64_t)r;
-            c->len += (size_t)r;
-            size_t need = 4 + (size_t)be32(c->buf);
+            note_read(s, c, r);
+            conn_set_len(s, c, c->len + (size_t)r);
             if (c->len == need) {
                 deliver(s, c, c->buf + 4, need - 4);
-                c->len = 0;
-                conn_free_buf(c);
+                conn_free_buf(s, c);
             }
             return r;
         }
@@ -260,15 +365,17 @@ static ssize_t conn_read_once(mst_frame_server *s, conn *c, size_t limit) {
     }
     {
         size_t want = limit < READ_BUF_BYTES ? limit : READ_BUF_BYTES;
-        ssize_t r = read(c->base.fd, s->rbuf, want);
+        ssize_t r;
+        do r = read(c->base.fd, s->rbuf, want);
+        while (r < 0 && errno == EINTR);
         if (r > 0) {
-            s->st.bytes_received += (uint64_t)r;
+            note_read(s, c, r);
             return conn_consume(s, c, s->rbuf, (size_t)r) ? r : -2;
         }
         if (r == 0) return 0;
     }
 read_failed:
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return -1;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return -1;
     if (errno != ECONNRESET) {
         s->st.read_errors++;
         if (log_this(s->st.read_errors))
@@ -322,17 +429,24 @@ static bool peer_allowed(mst_frame_server *s, int fd, struct ucred *cr, char *wh
     return true;
 }
 
-static void add_conn(mst_frame_server *s, int fd, pid_t pid) {
+static conn *conn_new(mst_frame_server *s, int fd, pid_t pid) {
     conn *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->base.kind = SRC_CONN;
+    c->base.fd = fd;
+    c->id = ++s->next_conn_id;
+    c->pid = pid;
+    c->last_read_ms = s->now_ms;
+    return c;
+}
+
+static void add_conn(mst_frame_server *s, int fd, pid_t pid) {
+    conn *c = conn_new(s, fd, pid);
     if (!c) {
         MST_WARN("out of memory accepting a connection; closing it");
         close(fd);
         return;
     }
-    c->base.kind = SRC_CONN;
-    c->base.fd = fd;
-    c->id = ++s->next_conn_id;
-    c->pid = pid;
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
     if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
         MST_WARN("epoll_ctl(ADD) failed for a new connection: %s", strerror(errno));
@@ -340,6 +454,7 @@ static void add_conn(mst_frame_server *s, int fd, pid_t pid) {
         free(c);
         return;
     }
+    c->listed = true;
     c->next = s->conns;
     if (s->conns) s->conns->prev = c;
     s->conns = c;
@@ -348,49 +463,99 @@ static void add_conn(mst_frame_server *s, int fd, pid_t pid) {
     MST_DEBUG("connection %llu accepted from pid %d", (unsigned long long)c->id, (int)pid);
 }
 
-/* Out of fds: accept and drop one pending connection using the reserve fd,
- * so the level-triggered listen socket does not spin. */
-static void shed_one_connection(mst_frame_server *s) {
-    if (s->reserve_fd < 0) return;
-    close(s->reserve_fd);
-    int fd = accept4(s->listen.fd, NULL, NULL, SOCK_CLOEXEC);
-    if (fd >= 0) close(fd);
-    s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+/* Reads c to its end and closes it: the receive side is cut first, so the
+ * peer's later writes fail and the read ends at a definite EOF after the
+ * last byte the kernel accepted. Frames are delivered; a partial frame left
+ * over counts as truncated. */
+static void drain_to_end(mst_frame_server *s, conn *c) {
+    shutdown(c->base.fd, SHUT_RD);
+    for (;;) {
+        ssize_t r = conn_read_once(s, c, READ_BUF_BYTES);
+        if (r == -2) { conn_close(s, c, false); return; }
+        if (r <= 0) break; /* EOF, error or (cannot happen after SHUT_RD) EAGAIN */
+    }
+    conn_close(s, c, true);
 }
 
-static void on_listen_readable(mst_frame_server *s) {
-    for (int i = 0; i < ACCEPTS_PER_EVENT; i++) {
+/* Runs the peer check on an accepted fd; false (fd closed, counted, logged)
+ * when the peer is refused. */
+static bool admit_peer(mst_frame_server *s, int fd, pid_t *pid) {
+    struct ucred cr = {0};
+    char why[160];
+    if (peer_allowed(s, fd, &cr, why, sizeof why)) {
+        *pid = cr.pid;
+        return true;
+    }
+    s->st.conns_refused++;
+    if (log_this(s->st.conns_refused))
+        MST_WARN("refused a connection from pid %d uid %u gid %u: %s (%llu refused so far)",
+                 (int)cr.pid, (unsigned)cr.uid, (unsigned)cr.gid, why,
+                 (unsigned long long)s->st.conns_refused);
+    close(fd);
+    return false;
+}
+
+/* Out of fds: accept one pending connection on the reserve fd (so the
+ * level-triggered listen socket does not spin), read what the kernel has
+ * already accepted from it, deliver it and close it. The client's next
+ * write fails, which its exporter counts; nothing the kernel took is lost.
+ * Returns false when no connection could be taken. */
+static bool shed_one_connection(mst_frame_server *s) {
+    if (s->reserve_fd < 0) return false;
+    close(s->reserve_fd);
+    s->reserve_fd = -1;
+    int fd = accept4(s->listen.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    pid_t pid = 0;
+    if (fd >= 0 && admit_peer(s, fd, &pid)) {
+        conn *c = conn_new(s, fd, pid);
+        if (c) {
+            uint64_t frames_before = s->st.frames_received;
+            s->st.conns_shed++;
+            drain_to_end(s, c);
+            if (log_this(s->st.conns_shed))
+                MST_WARN("out of file descriptors: connection from pid %d accepted, its %llu "
+                         "queued frames read, then closed (its later writes fail); %llu "
+                         "connections shed so far",
+                         (int)pid, (unsigned long long)(s->st.frames_received - frames_before),
+                         (unsigned long long)s->st.conns_shed);
+        } else {
+            close(fd);
+        }
+    }
+    s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    return fd >= 0;
+}
+
+/* Accepts up to `max` pending connections; false when the queue is empty
+ * (or accept failed for a reason other than running out of fds). */
+static bool accept_pending(mst_frame_server *s, int max) {
+    for (int i = 0; i < max; i++) {
         int fd = accept4(s->listen.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             int e = errno; /* the log line below may overwrite errno */
-            if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR || e == ECONNABORTED)
-                return;
+            if (e == EINTR || e == ECONNABORTED) continue;
+            if (e == EAGAIN || e == EWOULDBLOCK) return false;
             s->st.accept_errors++;
             if (log_this(s->st.accept_errors))
                 MST_WARN("accept failed: %s (%llu accept errors so far)", strerror(e),
                          (unsigned long long)s->st.accept_errors);
-            if (e == EMFILE || e == ENFILE) shed_one_connection(s);
-            return;
-        }
-        struct ucred cr = {0};
-        char why[160];
-        if (!peer_allowed(s, fd, &cr, why, sizeof why)) {
-            s->st.conns_refused++;
-            if (log_this(s->st.conns_refused))
-                MST_WARN("refused a connection from pid %d uid %u gid %u: %s "
-                         "(%llu refused so far)",
-                         (int)cr.pid, (unsigned)cr.uid, (unsigned)cr.gid, why,
-                         (unsigned long long)s->st.conns_refused);
-            close(fd);
+            if (e != EMFILE && e != ENFILE) return false;
+            if (!shed_one_connection(s)) return false;
             continue;
         }
-        add_conn(s, fd, cr.pid);
+        pid_t pid = 0;
+        if (admit_peer(s, fd, &pid)) add_conn(s, fd, pid);
     }
+    return true;
 }
+
+static void on_listen_readable(mst_frame_server *s) { accept_pending(s, ACCEPTS_PER_EVENT); }
 
 /* ------------------------------------------------------------ lifecycle */
 
-static mst_status bind_listen(mst_frame_server *s, char *err, size_t err_size) {
+/* Binds the abstract name (claiming it: a second daemon fails here, and a
+ * connect() is refused until listen_now()). */
+static mst_status bind_name(mst_frame_server *s, char *err, size_t err_size) {
     struct sockaddr_un addr;
     memset(&addr, 0, sizeof addr);
     addr.sun_family = AF_UNIX;
@@ -412,18 +577,23 @@ static mst_status bind_listen(mst_frame_server *s, char *err, size_t err_size) {
         close(fd);
         return MST_ERR_IO;
     }
-    if (listen(fd, 4096) != 0) { /* the kernel caps it at net.core.somaxconn */
-        snprintf(err, err_size, "listen(@%s) failed: %s", s->name, strerror(errno));
-        close(fd);
-        return MST_ERR_IO;
-    }
     s->listen.kind = SRC_LISTEN;
     s->listen.fd = fd;
+    return MST_OK;
+}
+
+mst_status mst_frame_server_listen(mst_frame_server *s, char *err, size_t err_size) {
+    if (s->listening) return MST_OK;
+    if (listen(s->listen.fd, 4096) != 0) { /* the kernel caps it at net.core.somaxconn */
+        snprintf(err, err_size, "listen(@%s) failed: %s", s->name, strerror(errno));
+        return MST_ERR_IO;
+    }
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &s->listen};
-    if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->listen.fd, &ev) != 0) {
         snprintf(err, err_size, "epoll_ctl(listen) failed: %s", strerror(errno));
         return MST_ERR_IO;
     }
+    s->listening = true;
     return MST_OK;
 }
 
@@ -448,6 +618,10 @@ mst_status mst_frame_server_create(const mst_frame_server_options *opts,
     }
     memcpy(s->name, opts->socket_name, nlen + 1);
     s->max_frame = opts->max_frame_bytes ? opts->max_frame_bytes : MST_FRAME_MAX_BYTES;
+    s->max_partial = opts->max_partial_bytes ? opts->max_partial_bytes
+                                             : MST_FRAME_DEFAULT_PARTIAL_BYTES;
+    s->stall_ms = opts->stall_timeout_ms ? opts->stall_timeout_ms : MST_FRAME_DEFAULT_STALL_MS;
+    s->now_ms = monotonic_ms();
     s->on_frame = opts->on_frame;
     s->ctx = opts->ctx;
     s->uid = getuid();
@@ -462,7 +636,8 @@ mst_status mst_frame_server_create(const mst_frame_server_options *opts,
         mst_frame_server_destroy(s);
         return MST_ERR_IO;
     }
-    mst_status st = bind_listen(s, err, err_size);
+    mst_status st = bind_name(s, err, err_size);
+    if (st == MST_OK && !opts->bind_only) st = mst_frame_server_listen(s, err, err_size);
     if (st != MST_OK) {
         mst_frame_server_destroy(s);
         return st;
@@ -488,14 +663,49 @@ mst_status mst_frame_server_watch_fd(mst_frame_server *s, int fd, mst_fd_cb cb, 
     return MST_OK;
 }
 
+/* How often the stall sweep runs while some frame is unfinished. */
+static uint64_t sweep_period_ms(const mst_frame_server *s) {
+    uint64_t p = s->stall_ms / 4;
+    if (p < 1) p = 1;
+    return p > MAX_SWEEP_MS ? MAX_SWEEP_MS : p;
+}
+
+/* Closes every connection that has been in the middle of a frame without
+ * sending a byte for stall_ms. */
+static void sweep_stalled(mst_frame_server *s) {
+    for (conn *c = s->conns, *next; c; c = next) {
+        next = c->next;
+        if (c->len == 0 || s->now_ms - c->last_read_ms < s->stall_ms) continue;
+        s->st.stalled_closed++;
+        if (log_this(s->st.stalled_closed))
+            MST_WARN("connection %llu (pid %d) stalled for %llu ms in the middle of a frame "
+                     "(%zu bytes of %zu received); closing it (%llu stalled connections "
+                     "closed so far)",
+                     (unsigned long long)c->id, (int)c->pid,
+                     (unsigned long long)(s->now_ms - c->last_read_ms), c->len,
+                     c->len >= 4 ? 4 + (size_t)be32(c->buf) : (size_t)0,
+                     (unsigned long long)s->st.stalled_closed);
+        conn_close(s, c, false);
+    }
+    s->next_sweep_ms = s->now_ms + sweep_period_ms(s);
+}
+
 int mst_frame_server_poll(mst_frame_server *s, int timeout_ms) {
     struct epoll_event evs[MAX_EVENTS];
+    if (s->n_partial > 0) { /* wake up in time for the stall sweep */
+        uint64_t now = monotonic_ms();
+        if (s->next_sweep_ms <= now) s->next_sweep_ms = now + sweep_period_ms(s);
+        int until = (int)(s->next_sweep_ms - now);
+        if (timeout_ms < 0 || until < timeout_ms) timeout_ms = until;
+    }
     int n = epoll_wait(s->epfd, evs, MAX_EVENTS, timeout_ms);
     if (n < 0) {
         if (errno == EINTR) return 0;
         MST_ERROR("epoll_wait failed: %s", strerror(errno));
         return -1;
     }
+    s->now_ms = monotonic_ms();
+    if (s->n_partial > 0 && s->now_ms >= s->next_sweep_ms) sweep_stalled(s);
     for (int i = 0; i < n; i++) {
         src *src_ = evs[i].data.ptr;
         switch (src_->kind) {
@@ -507,30 +717,35 @@ int mst_frame_server_poll(mst_frame_server *s, int timeout_ms) {
     return n;
 }
 
-void mst_frame_server_stop_accepting(mst_frame_server *s) {
-    if (!s || s->listen.fd < 0) return;
-    epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->listen.fd, NULL);
+static void close_listener(mst_frame_server *s) {
+    if (s->listen.fd < 0) return;
+    if (s->listening) epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->listen.fd, NULL);
     close(s->listen.fd);
     s->listen.fd = -1;
+    s->listening = false;
 }
 
-/* Reads what the kernel holds for c right now, then closes c. */
-static void drain_one(mst_frame_server *s, conn *c) {
-    int queued = 0;
-    if (ioctl(c->base.fd, FIONREAD, &queued) != 0 || queued < 0) queued = 0;
-    size_t left = (size_t)queued;
-    while (left > 0) {
-        ssize_t r = conn_read_once(s, c, left);
-        if (r == -2) { conn_close(s, c, false); return; }
-        if (r <= 0) break;
-        left -= (size_t)r < left ? (size_t)r : left;
+void mst_frame_server_stop_accepting(mst_frame_server *s) {
+    if (!s || s->listen.fd < 0) return;
+    if (s->listening) {
+        /* From here connect() is refused; the queue of connections the
+         * kernel already completed stays and is accepted below, so a client
+         * that connected and wrote before the stop is read like the others. */
+        shutdown(s->listen.fd, SHUT_RD);
+        s->now_ms = monotonic_ms();
+        while (accept_pending(s, ACCEPTS_PER_EVENT)) {
+        }
     }
-    conn_close(s, c, true);
+    close_listener(s);
 }
 
 void mst_frame_server_drain_and_close_all(mst_frame_server *s) {
     if (!s) return;
-    while (s->conns) drain_one(s, s->conns);
+    /* Cut every connection first, so no client keeps writing while the
+     * others are read. */
+    for (conn *c = s->conns; c; c = c->next) shutdown(c->base.fd, SHUT_RD);
+    s->now_ms = monotonic_ms();
+    while (s->conns) drain_to_end(s, s->conns);
 }
 
 void mst_frame_server_get_stats(const mst_frame_server *s, mst_frame_server_stats *out) {
@@ -539,7 +754,7 @@ void mst_frame_server_get_stats(const mst_frame_server *s, mst_frame_server_stat
 
 void mst_frame_server_destroy(mst_frame_server *s) {
     if (!s) return;
-    mst_frame_server_stop_accepting(s);
+    close_listener(s);
     while (s->conns) conn_close(s, s->conns, false);
     while (s->watches) {
         watch *w = s->watches;

@@ -630,15 +630,15 @@ static void svc_get_counts(void *self, mst_daemon_counts *out) {
     mst_otlp_relay_get_stats(self, &s);
     memset(out, 0, sizeof *out);
     out->received = s.received;
-    out->written = s.spans_forwarded;
+    out->written = s.forwarded; /* payloads, like received/rejected/dropped */
     out->rejected = s.rejected;
     out->dropped = s.dropped_full + s.failed + s.lost_at_exit;
     snprintf(out->extra, sizeof out->extra,
-             /* extra[] is 256 bytes: spans_forwarded is already "written" */
-             "relay: forwarded=%llu spans_received=%llu dropped_full=%llu failed=%llu "
+             /* extra[] is 256 bytes: forwarded is already "written" */
+             "relay: spans_forwarded=%llu spans_received=%llu dropped_full=%llu failed=%llu "
              "lost_at_exit=%llu spans_dropped=%llu retries=%llu send_errors=%llu batches=%llu "
              "queued=%llu queued_bytes=%llu",
-             (unsigned long long)s.forwarded, (unsigned long long)s.spans_received,
+             (unsigned long long)s.spans_forwarded, (unsigned long long)s.spans_received,
              (unsigned long long)s.dropped_full, (unsigned long long)s.failed,
              (unsigned long long)s.lost_at_exit, (unsigned long long)s.spans_dropped,
              (unsigned long long)s.retries, (unsigned long long)s.send_errors,

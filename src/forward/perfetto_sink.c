@@ -117,7 +117,9 @@ static void svc_get_counts(void *self, mst_daemon_counts *out) {
     out->received = s->received;
     out->written = cs.spans_written;
     out->rejected = s->rejected;
-    out->dropped = cs.pending_evicted + cs.write_errors + s->add_errors + cs.spans_dropped;
+    /* Spans, not attempts or links: received = written + rejected + dropped
+     * once the writer is closed (spans_dropped includes full_drops). */
+    out->dropped = cs.spans_dropped + s->add_errors;
     snprintf(out->extra, sizeof out->extra,
              "flows=%llu pending_links=%llu evicted_positions=%llu evicted_links=%llu "
              "write_errors=%llu spans_dropped=%llu write_waits=%llu bytes_out=%llu",
@@ -131,11 +133,9 @@ static void svc_get_counts(void *self, mst_daemon_counts *out) {
 static mst_status svc_close(void *self) {
     mst_perfetto_sink *s = self;
     if (!s->writer) return MST_OK;
-    /* Flush first so the counters we keep include the last events. */
-    mst_status fst = mst_chrome_writer_flush(s->writer);
-    mst_chrome_writer_get_stats(s->writer, &s->final_stats);
-    mst_status st = mst_chrome_writer_close(s->writer);
-    if (st == MST_OK) st = fst;
+    /* The counters are taken after the close, which drops (and counts)
+     * whatever still could not be written. */
+    mst_status st = mst_chrome_writer_close_final(s->writer, &s->final_stats);
     s->writer = NULL;
     if (st != MST_OK) MST_ERROR("closing %s failed: %s", s->path, mst_strerror(st));
     return st;
