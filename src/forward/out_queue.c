@@ -39,8 +39,11 @@ typedef struct chunk {
     struct chunk *next;
 } chunk;
 
+const mst_outq_layout MST_OUTQ_JSON_ARRAY = {.tail = "]", .tail_len = 1, .first_skip = 1};
+
 struct mst_outq {
     int fd;
+    const mst_outq_layout *layout;
     pthread_t th;
     bool started;
     pthread_mutex_t mu;
@@ -125,10 +128,26 @@ static int pwritev_all(int fd, struct iovec *iov, int n, uint64_t off) {
     return 0;
 }
 
-/* Writes chunks first..(at most MAX_IOV) and ']' at end_off. Returns 0 or
- * an errno; *last = the last chunk written (or attempted). */
+/* Puts the tail back at end_off and cuts the file there: undoes a failed
+ * (partial) write so the file is valid again. Writer side (or after the
+ * join); false when that failed too. */
+static bool restore_tail(mst_outq *q) {
+    const mst_outq_layout *l = q->layout;
+    bool ok = true;
+    if (l->tail_len) {
+        struct iovec iov = {.iov_base = (void *)l->tail, .iov_len = l->tail_len};
+        ok = pwritev_all(q->fd, &iov, 1, q->end_off) == 0;
+    }
+    /* Cutting back never needs space, and frees what the partial write took. */
+    if (ftruncate(q->fd, (off_t)(q->end_off + l->tail_len)) != 0) ok = false;
+    return ok;
+}
+
+/* Writes chunks first..(at most MAX_IOV) and the tail at end_off. Returns 0
+ * or an errno (the file then restored, *restore_failed set if that failed
+ * too); *last = the last chunk written (or attempted). */
 static int write_chunks(mst_outq *q, chunk *first, chunk *stop_after, chunk **last,
-                        uint64_t *bytes) {
+                        uint64_t *bytes, bool *restore_failed) {
     struct iovec iov[MAX_IOV + 1];
     int n = 0;
     size_t total = 0;
@@ -136,9 +155,10 @@ static int write_chunks(mst_outq *q, chunk *first, chunk *stop_after, chunk **la
     for (;;) {
         const uint8_t *p = c->b.data;
         size_t len = c->b.len;
-        if (n == 0 && !q->has_elements && len) { /* the first element's ',' */
-            p++;
-            len--;
+        if (n == 0 && !q->has_elements && len) { /* e.g. the first element's ',' */
+            size_t skip = q->layout->first_skip < len ? q->layout->first_skip : len;
+            p += skip;
+            len -= skip;
         }
         iov[n].iov_base = (void *)p;
         iov[n].iov_len = len;
@@ -148,18 +168,19 @@ static int write_chunks(mst_outq *q, chunk *first, chunk *stop_after, chunk **la
         if (c == stop_after || n == MAX_IOV) break;
         c = c->next;
     }
-    iov[n].iov_base = (void *)"]";
-    iov[n].iov_len = 1;
+    iov[n].iov_base = (void *)q->layout->tail;
+    iov[n].iov_len = q->layout->tail_len;
     int e = pwritev_all(q->fd, iov, n + 1, q->end_off);
-    if (e) return e;
+    if (e) {
+        *restore_failed = !restore_tail(q);
+        return e;
+    }
     if (total) q->has_elements = true;
     q->end_off += total;
-    *bytes = total; /* the old ']' was overwritten by the new one */
+    *bytes = total; /* the old tail was overwritten by the new one */
     return 0;
 }
 
-/* Gives up on the retained chunks head..`upto` (writer side or after the
- * join): restores the last good end of the file. Under mu. */
 /* Takes the chunks head..`upto` off the queue (written or given up on),
  * recycles them and returns how many spans and flows they held. Under mu. */
 static void release_through_locked(mst_outq *q, chunk *upto, uint64_t *spans, uint64_t *flows) {
@@ -180,15 +201,16 @@ static void release_through_locked(mst_outq *q, chunk *upto, uint64_t *spans, ui
     if (!q->head) q->tail = NULL;
 }
 
+/* Gives up on the retained chunks head..`upto` (writer side or after the
+ * join), counting their spans as dropped; the file already ends at its
+ * last good state (restore_tail after the failed write). Under mu. */
 static void drop_retained_locked(mst_outq *q, chunk *upto) {
     uint64_t spans, flows;
     release_through_locked(q, upto, &spans, &flows);
     q->st.spans_dropped += spans;
     MST_ERROR("perfetto output: dropping %llu buffered spans after write errors",
               (unsigned long long)spans);
-    if (pwrite(q->fd, "]", 1, (off_t)q->end_off) != 1 ||
-        ftruncate(q->fd, (off_t)(q->end_off + 1)) != 0)
-        q->st.write_errors++;
+    if (!restore_tail(q)) q->st.write_errors++;
 }
 
 static void after_write_locked(mst_outq *q, chunk *last, int e, uint64_t bytes) {
@@ -226,8 +248,10 @@ static void *writer_main(void *arg) {
         chunk *first = q->head, *stop_after = q->tail, *last = NULL;
         pthread_mutex_unlock(&q->mu);
         uint64_t bytes = 0;
-        int e = write_chunks(q, first, stop_after, &last, &bytes);
+        bool restore_failed = false;
+        int e = write_chunks(q, first, stop_after, &last, &bytes, &restore_failed);
         pthread_mutex_lock(&q->mu);
+        if (restore_failed) q->st.write_errors++;
         q->writing = false;
         after_write_locked(q, last, e, bytes);
         set_idle_locked(q);
@@ -373,10 +397,16 @@ static void outq_free(mst_outq *q) {
 }
 
 mst_status mst_outq_start(int fd, uint64_t end_off, uint64_t bytes_so_far, mst_outq **out) {
+    return mst_outq_start_layout(fd, &MST_OUTQ_JSON_ARRAY, end_off, bytes_so_far, out);
+}
+
+mst_status mst_outq_start_layout(int fd, const mst_outq_layout *layout, uint64_t end_off,
+                                 uint64_t bytes_so_far, mst_outq **out) {
     *out = NULL;
     mst_outq *q = calloc(1, sizeof *q);
     if (!q) return MST_ERR_NOMEM;
     q->fd = fd;
+    q->layout = layout;
     q->end_off = end_off;
     q->st.bytes_written = bytes_so_far;
     pthread_mutex_init(&q->mu, NULL);

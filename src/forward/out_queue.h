@@ -9,14 +9,22 @@
  * core. Why chunks that are reused: a fresh multi-MB buffer costs a page
  * fault per 4 KiB on first touch, so a few chunks are kept and recycled.
  *
- * File protocol (unchanged from the single-threaded writer): `end_off` is
- * the offset of the closing ']'. Each write is one pwritev of
- * "<queued elements>]" at end_off (each element begins with ',', the very
- * first one's ',' is skipped), so the file is valid JSON after every write
- * and a SIGKILL mid-write leaves "[...complete,{partial". A failed write is
- * retried at the same offset (idempotent) together with the next chunk
- * handed over or at the next flush; beyond MST_OUTQ_MAX_RETAIN_BYTES of
- * failing data it is dropped, ']' restored and the file cut back.
+ * File protocol: the file is a valid document up to `end_off`, followed by
+ * a fixed `tail` (JSON: the array's closing "]"; a format without a closing
+ * part uses an empty tail). Each write is one pwritev of
+ * "<queued elements><tail>" at end_off, so the file is valid after every
+ * write and a SIGKILL mid-write leaves "[...complete,{partial" (valid up to
+ * the last whole element). The first `first_skip` bytes of the very first
+ * element are skipped (JSON: its leading ',').
+ *
+ * Failure rules (the same for every format): a failed write (disk full, I/O
+ * error) is undone at once — the tail is rewritten at end_off and the file
+ * cut back to end_off + tail — so while writes keep failing the file stays
+ * valid; the data is retried at the same offset (idempotent) together with
+ * the next chunk handed over or at the next flush; beyond
+ * MST_OUTQ_MAX_RETAIN_BYTES of failing data it is dropped. Counters count
+ * elements (spans), never attempts: write_errors counts failed writes,
+ * spans_dropped the spans given up on, spans_written the spans in the file.
  *
  * Threads: every function is called from one producer thread; the writer
  * thread is internal. Memory: the caller bounds it with
@@ -41,14 +49,28 @@ typedef struct mst_outq_stats {
     uint64_t bytes_written;  /* file bytes, counting the closing ']' once */
     uint64_t spans_written;
     uint64_t flows_written;
-    uint64_t write_errors;   /* failed writes (and failed ']' restores) */
+    uint64_t write_errors;   /* failed writes (and failed restores of the tail) */
     uint64_t spans_dropped;  /* dropped after failing writes */
     uint64_t waits;          /* mst_outq_wait_room calls (the producer waited) */
 } mst_outq_stats;
 
-/* Starts the writer thread for `fd`, whose closing ']' is at end_off with
- * no element before it (the file is "[]"); bytes_written starts at
- * `bytes_so_far`. The fd stays the caller's. */
+/* What frames the elements in the file. */
+typedef struct mst_outq_layout {
+    const char *tail;        /* written after the elements ("]" for JSON; "" none) */
+    size_t tail_len;
+    size_t first_skip;       /* bytes skipped at the very first element (JSON: 1) */
+} mst_outq_layout;
+
+/* The Chrome Trace JSON array: tail "]", the first element's ',' skipped. */
+extern const mst_outq_layout MST_OUTQ_JSON_ARRAY;
+
+/* Starts the writer thread for `fd`, whose valid content ends at end_off
+ * (the tail follows it; no element written yet); bytes_written starts at
+ * `bytes_so_far`. The fd stays the caller's; `layout` must outlive q. */
+mst_status mst_outq_start_layout(int fd, const mst_outq_layout *layout, uint64_t end_off,
+                                 uint64_t bytes_so_far, mst_outq **out);
+
+/* mst_outq_start_layout with MST_OUTQ_JSON_ARRAY (the file is "[]"). */
 mst_status mst_outq_start(int fd, uint64_t end_off, uint64_t bytes_so_far, mst_outq **out);
 
 /* The chunk being filled: append elements (each starting with ','), then

@@ -4,7 +4,9 @@
  * exactly once, the file is valid JSON after every flush, and failed writes
  * (made with RLIMIT_FSIZE, SIGXFSZ ignored) are counted, retried at the same
  * offset once the file can grow again, and dropped (file cut back to its
- * last valid state) beyond the retain bound.
+ * last valid state) beyond the retain bound. While writes keep failing the
+ * file is valid at every moment (a failed partial write is undone at once),
+ * for the JSON layout and for a layout without a tail.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -192,7 +194,75 @@ static void test_failing_writes_dropped_beyond_retain_bound(void) {
     unlink(g_path);
 }
 
+/* A write that fails midway (the file limit is hit after ~50 elements) is
+ * undone at once: while the writer is stalled, the file holds exactly the
+ * elements written before, as valid JSON. */
+static void test_file_valid_while_writes_fail(void) {
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit saved;
+    getrlimit(RLIMIT_FSIZE, &saved);
+    int fd = open_array_file();
+    mst_outq *q;
+    CHECK_EQ_INT(mst_outq_start(fd, 1, 2, &q), MST_OK);
+    long n = 0;
+    for (int k = 0; k < 100; k++) add_element(q, n++, 10);
+    CHECK_EQ_INT(mst_outq_flush(q), MST_OK);
+    set_fsize_limit(1500);
+    for (int k = 0; k < 200; k++) add_element(q, n++, 10);
+    CHECK_EQ_INT(mst_outq_flush(q), MST_ERR_IO);
+    CHECK(file_holds_0_to(100)); /* stalled: still valid, the partial write undone */
+    for (int k = 0; k < 20; k++) add_element(q, n++, 10);
+    CHECK_EQ_INT(mst_outq_flush(q), MST_ERR_IO);
+    CHECK(file_holds_0_to(100));
+    setrlimit(RLIMIT_FSIZE, &saved);
+    mst_outq_stats st;
+    CHECK_EQ_INT(mst_outq_stop(q, &st), MST_OK);
+    CHECK(file_holds_0_to(n));
+    CHECK_EQ_INT(st.spans_written, n);
+    CHECK_EQ_INT(st.spans_dropped, 0);
+    close(fd);
+    unlink(g_path);
+}
+
+/* The same rules for a format without a closing part (e.g. a stream of
+ * records): a failed write leaves exactly the records written before; given
+ * up at the stop, the spans are counted as dropped, the file unchanged. */
+static void test_layout_without_tail(void) {
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit saved;
+    getrlimit(RLIMIT_FSIZE, &saved);
+    snprintf(g_path, sizeof g_path, "/tmp/mst_outq_test_XXXXXX");
+    int fd = mkstemp(g_path);
+    CHECK(fd >= 0);
+    static const mst_outq_layout records = {.tail = "", .tail_len = 0, .first_skip = 0};
+    mst_outq *q;
+    CHECK_EQ_INT(mst_outq_start_layout(fd, &records, 0, 0, &q), MST_OK);
+    for (int k = 0; k < 10; k++) {
+        mst_buf_append(mst_outq_buf(q), "0123456789", 10);
+        mst_outq_added(q, 1, 0);
+    }
+    CHECK_EQ_INT(mst_outq_flush(q), MST_OK);
+    set_fsize_limit(150);
+    for (int k = 0; k < 10; k++) {
+        mst_buf_append(mst_outq_buf(q), "abcdefghij", 10);
+        mst_outq_added(q, 1, 0);
+    }
+    CHECK_EQ_INT(mst_outq_flush(q), MST_ERR_IO);
+    struct stat sb;
+    CHECK(fstat(fd, &sb) == 0 && sb.st_size == 100);
+    mst_outq_stats st;
+    CHECK_EQ_INT(mst_outq_stop(q, &st), MST_ERR_IO);
+    setrlimit(RLIMIT_FSIZE, &saved);
+    CHECK_EQ_INT(st.spans_written, 10);
+    CHECK_EQ_INT(st.spans_dropped, 10);
+    CHECK(fstat(fd, &sb) == 0 && sb.st_size == 100);
+    close(fd);
+    unlink(g_path);
+}
+
 static const mst_test_case TESTS[] = {
+    {"file_valid_while_writes_fail", test_file_valid_while_writes_fail},
+    {"layout_without_tail", test_layout_without_tail},
     {"many_chunks_in_order", test_many_chunks_in_order},
     {"valid_after_every_flush", test_valid_after_every_flush},
     {"write_errors_retried_then_written", test_write_errors_retried_then_written},

@@ -1,0 +1,109 @@
+"""The forwarder on a full disk: a small tmpfs mounted by the test (root
+only; skipped with the reason otherwise) holds the output.
+
+Owns: the file stays valid JSON while writes fail (a failed partial write is
+undone at once), the counters count spans and not attempts (space coming
+back means nothing was dropped, whatever the number of failed writes), and
+the final stats line is taken after the last drop, so
+received = written + rejected + dropped holds and agrees with the log.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import frame, numbered_packet, x_events
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A directory on a fresh tmpfs; the size is set by the test."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    mounted = []
+
+    def mount(size):
+        if os.geteuid() != 0:
+            pytest.skip("mounting a small tmpfs for the disk-full tests needs root")
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs",
+                            str(mnt)], capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here (no CAP_SYS_ADMIN?): {r.stderr.strip()}")
+        mounted.append(mnt)
+        return mnt
+
+    yield mount
+    for m in mounted:
+        subprocess.run(["umount", "-l", str(m)], capture_output=True)
+
+
+def _wait_log(daemon, needle, count=1):
+    """Waits (bounded by the daemon staying alive, not by a clock) until
+    `needle` appears `count` times in the daemon log."""
+    for _ in range(6000):
+        if daemon.log().count(needle) >= count:
+            return
+        if daemon.proc.poll() is not None:
+            raise AssertionError(daemon.log()[-3000:])
+        time.sleep(0.01)
+    raise AssertionError(f"{needle!r} never logged: {daemon.log()[-3000:]}")
+
+
+def _send_spans(daemon, n, prefix):
+    with daemon.connect() as s:
+        s.sendall(b"".join(frame(numbered_packet(i, prefix)) for i in range(n)))
+
+
+def _strict_spans(path):
+    return x_events(json.loads(path.read_text(encoding="utf-8")))
+
+
+def test_stop_while_disk_full_counts_every_dropped_span(small_disk, daemon_factory):
+    disk = small_disk("256k")
+    d = daemon_factory(output=disk / "trace.json").start()
+    _send_spans(d, 2000, 1)                 # ~1 MB of events for 256 KiB of disk
+    _wait_log(d, "write failed")
+    # While writes fail the file is valid JSON, each time we look.
+    for _ in range(5):
+        spans = _strict_spans(d.output)
+        assert len(spans) < 2000
+        _send_spans(d, 10, 2)               # more hand-offs, more failing retries
+    rc = d.stop(signal.SIGTERM)
+    assert rc == 1, d.log()[-2000:]          # the output could not be completed
+    log = d.log()
+    stats = d.stats()
+    spans = _strict_spans(d.output)
+    dropped_logged = sum(int(n) for n in re.findall(r"dropping (\d+) buffered spans", log))
+    assert stats["received"] == 2050
+    assert stats["written"] == len(spans)
+    assert stats["spans_dropped"] == dropped_logged > 0
+    assert stats["dropped"] == stats["spans_dropped"]
+    assert stats["received"] == stats["written"] + stats["rejected"] + stats["dropped"]
+    assert stats["write_errors"] >= 1
+    assert "accounting: received=2050" in log
+
+
+def test_space_coming_back_means_nothing_dropped(small_disk, daemon_factory):
+    disk = small_disk("2m")
+    filler = disk / "filler"
+    with open(filler, "wb") as f:          # leave ~64 KiB free
+        free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+        f.write(b"\0" * (free - 64 * 1024))
+    d = daemon_factory(output=disk / "trace.json").start()
+    _send_spans(d, 500, 1)
+    _wait_log(d, "write failed")
+    assert len(_strict_spans(d.output)) < 500
+    filler.unlink()                          # space is back: the stop's flush retries
+    assert d.stop(signal.SIGTERM) == 0, d.log()[-2000:]
+    stats = d.stats()
+    spans = _strict_spans(d.output)
+    assert len(spans) == 500 == stats["written"] == stats["received"]
+    assert stats["write_errors"] >= 1
+    assert stats["dropped"] == 0 and stats["spans_dropped"] == 0
+    assert sorted(e["args"]["span_id"] for e in spans) == \
+        sorted(f"{1:04x}{i:012x}" for i in range(500))
