@@ -38,6 +38,7 @@
 #include "forward/chrome_trace.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -893,6 +894,13 @@ static int pwrite_all(int fd, const uint8_t *p, size_t n, uint64_t off) {
     return 0;
 }
 
+/* The table bound of writers opened from now on; only tests lower it. */
+static _Atomic uint32_t g_max_tracked = MST_CHROME_MAX_TRACKED;
+
+void mst_chrome_writer_set_max_tracked(uint32_t n) {
+    atomic_store(&g_max_tracked, n ? n : MST_CHROME_MAX_TRACKED);
+}
+
 mst_status mst_chrome_writer_open(const char *path, int64_t default_pid,
                                   mst_chrome_writer **out, char *err, size_t err_size) {
     if (!out) return MST_ERR_INVALID_ARG;
@@ -901,9 +909,9 @@ mst_status mst_chrome_writer_open(const char *path, int64_t default_pid,
     mst_status st = mst_output_path_open(path, &fd, err, err_size);
     if (st != MST_OK) return st;
     mst_chrome_writer *w = calloc(1, sizeof *w);
-    if (!w || !table_init(&w->pos, MST_CHROME_MAX_TRACKED) ||
-        !pend_init(&w->pend, MST_CHROME_MAX_TRACKED) ||
-        !table_init(&w->names, MST_CHROME_MAX_TRACKED)) {
+    uint32_t bound = atomic_load(&g_max_tracked);
+    if (!w || !table_init(&w->pos, bound) || !pend_init(&w->pend, bound) ||
+        !table_init(&w->names, bound)) {
         if (w) writer_free(w);
         close(fd);
         if (err && err_size) snprintf(err, err_size, "out of memory opening the Chrome Trace writer");

@@ -29,6 +29,11 @@ typedef struct mst_chrome_stats {
     uint64_t write_waits;          /* times add_span waited for the writer thread */
 } mst_chrome_stats;
 
+/* Tests only: writers opened after this call bound their tables at `n`
+ * entries instead of MST_CHROME_MAX_TRACKED (0 restores it), so eviction
+ * can be tested without 100000 spans. Process-wide. */
+void mst_chrome_writer_set_max_tracked(uint32_t n);
+
 /* Checks `path` against the output path rules (docs/forwarder.md; see output_path.h),
  * opens it with O_NOFOLLOW, truncates and writes "[]". `default_pid` is used
  * for spans without process.pid. */

@@ -5,6 +5,7 @@
 #include "core/queue.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 
 static void test_fifo_and_capacity(void) {
@@ -51,16 +52,26 @@ static void test_reset_after_fork(void) {
     mst_queue_destroy(&q);
 }
 
-enum { PRODUCERS = 4, CONSUMERS = 2, PER_PRODUCER = 100000 };
+/* 4 producers and 2 consumers through 64 slots: every push meets a full
+ * queue and every pop an empty one many times, which is what the test is
+ * about; more items only repeat that. A thread that finds the queue full or
+ * empty yields instead of spinning, so on a loaded machine the run costs
+ * the same work, not a scheduler's worth of busy loops (it took 150 s with
+ * 100000 items per producer and pure spinning on a busy 2-core box). */
+enum { PRODUCERS = 4, CONSUMERS = 2, ITEMS_PER_ROUND = 1000, ROUNDS = 20 };
 static mst_queue g_q;
 static _Atomic int g_producers_done;
 static unsigned char *g_seen;
 static _Atomic uint64_t g_popped, g_failed_push;
+static uintptr_t g_per_producer;
 
 static void *producer(void *arg) {
-    uintptr_t base = (uintptr_t)arg * PER_PRODUCER;
-    for (uintptr_t i = 0; i < PER_PRODUCER; i++) {
-        while (!mst_queue_push(&g_q, (void *)(base + i + 1), NULL)) atomic_fetch_add(&g_failed_push, 1);
+    uintptr_t base = (uintptr_t)arg * g_per_producer;
+    for (uintptr_t i = 0; i < g_per_producer; i++) {
+        while (!mst_queue_push(&g_q, (void *)(base + i + 1), NULL)) {
+            atomic_fetch_add(&g_failed_push, 1);
+            sched_yield();
+        }
     }
     atomic_fetch_add(&g_producers_done, 1);
     return NULL;
@@ -76,21 +87,25 @@ static void *consumer(void *arg) {
             atomic_fetch_add(&g_popped, 1);
         } else if (atomic_load(&g_producers_done) == PRODUCERS && mst_queue_size(&g_q) == 0) {
             return NULL;
+        } else {
+            sched_yield();
         }
     }
 }
 
 static void test_concurrent_no_loss(void) {
+    g_per_producer = (uintptr_t)mst_test_stress_rounds(ROUNDS) * ITEMS_PER_ROUND;
+    size_t total = PRODUCERS * g_per_producer;
     CHECK(mst_queue_init(&g_q, 64));
-    g_seen = calloc(PRODUCERS * PER_PRODUCER, 1);
+    g_seen = calloc(total, 1);
     pthread_t p[PRODUCERS], c[CONSUMERS];
     for (uintptr_t i = 0; i < CONSUMERS; i++) pthread_create(&c[i], NULL, consumer, NULL);
     for (uintptr_t i = 0; i < PRODUCERS; i++) pthread_create(&p[i], NULL, producer, (void *)i);
     for (int i = 0; i < PRODUCERS; i++) pthread_join(p[i], NULL);
     for (int i = 0; i < CONSUMERS; i++) pthread_join(c[i], NULL);
-    CHECK_EQ_INT(atomic_load(&g_popped), PRODUCERS * PER_PRODUCER);
-    int bad = 0;
-    for (int i = 0; i < PRODUCERS * PER_PRODUCER; i++) bad += g_seen[i] != 1;
+    CHECK_EQ_INT(atomic_load(&g_popped), total);
+    size_t bad = 0;
+    for (size_t i = 0; i < total; i++) bad += g_seen[i] != 1;
     CHECK_EQ_INT(bad, 0);
     free(g_seen);
     mst_queue_destroy(&g_q);

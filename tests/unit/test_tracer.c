@@ -6,6 +6,7 @@
 #include "core/tracer.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -52,8 +53,11 @@ static void end_n(mst_tracer *t, int n, mst_status_code code) {
     }
 }
 
+/* Waits until the exporter thread has delivered `want` spans. The limit
+ * (120 s) only turns a hang into a failure; the assertions after it never
+ * depend on how soon a loaded machine runs that thread. */
 static void wait_for(_Atomic uint64_t *v, uint64_t want) {
-    for (int i = 0; i < 5000 && atomic_load(v) < want; i++) usleep(1000);
+    for (int i = 0; i < 120000 && atomic_load(v) < want; i++) usleep(1000);
 }
 
 static void test_batch_size_wakes_exporter(void) {
@@ -190,15 +194,18 @@ static void test_counters_exact_under_contention(void) {
 
 /* Spans open when shutdown starts, ended on other threads while it runs:
  * shutdown may free the pipeline only after every such mst_span_end has
- * finished touching it (ASan reports a use after free otherwise). */
-enum { SD_THREADS = 4, SD_SPANS = 8, SD_ROUNDS = 300 };
+ * finished touching it (ASan reports a use after free otherwise). Each round
+ * is one chance to interleave; 100 rounds (300 before, with threads that
+ * busy-waited for the start signal: 124 s on a loaded 2-core box) keep the
+ * chance while the waiting threads now yield. */
+enum { SD_THREADS = 4, SD_SPANS = 8, SD_ROUNDS = 100 };
 typedef struct sd_arg {
     mst_span *spans[SD_SPANS];
     _Atomic int *go;
 } sd_arg;
 static void *end_on_go(void *arg) {
     sd_arg *a = arg;
-    while (!atomic_load(a->go)) {}
+    while (!atomic_load(a->go)) sched_yield();
     for (int i = 0; i < SD_SPANS; i++) mst_span_end(a->spans[i], 0);
     return NULL;
 }
@@ -207,16 +214,8 @@ static void *end_on_go(void *arg) {
  * keep the pipeline on purpose; kept here so LeakSanitizer sees it reachable. */
 static mst_tracer *g_sd_tracers[SD_ROUNDS];
 
-/* MST_TEST_STRESS_ROUNDS lowers the rounds where each costs much more
- * (valgrind serialises the threads); default SD_ROUNDS. */
-static int sd_rounds(void) {
-    const char *e = getenv("MST_TEST_STRESS_ROUNDS");
-    int n = e ? atoi(e) : SD_ROUNDS;
-    return n > 0 && n <= SD_ROUNDS ? n : SD_ROUNDS;
-}
-
 static void test_spans_ended_during_shutdown(void) {
-    int rounds = sd_rounds();
+    int rounds = mst_test_stress_rounds(SD_ROUNDS);
     for (int r = 0; r < rounds; r++) {
         mst_tracer *t;
         mst_tracer_options o = {.max_queue_size = 4, .max_export_batch_size = 2, .schedule_delay_ms = 1};

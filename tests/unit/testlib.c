@@ -1,7 +1,15 @@
 /* testlib.c — runner behind testlib.h; `test_x NAME` runs one test only. */
 #include "testlib.h"
 
+#include <stdlib.h>
+
 int mst_test_failed_flag;
+
+int mst_test_stress_rounds(int dflt) {
+    const char *e = getenv("MST_TEST_STRESS_ROUNDS");
+    int n = e ? atoi(e) : dflt;
+    return n > 0 && n < dflt ? n : dflt;
+}
 
 int mst_test_run_all(const mst_test_case *tests, size_t n, int argc, char **argv) {
     int passed = 0, failed = 0;

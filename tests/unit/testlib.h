@@ -25,6 +25,11 @@ typedef struct mst_test_case { const char *name; void (*fn)(void); } mst_test_ca
 
 int mst_test_run_all(const mst_test_case *tests, size_t n, int argc, char **argv);
 
+/* Work size of a stress loop: `dflt` rounds, or fewer when the environment
+ * sets MST_TEST_STRESS_ROUNDS (valgrind runs, which serialise threads, set
+ * it low). Stress tests are bounded by work, never by time. */
+int mst_test_stress_rounds(int dflt);
+
 #define MST_TEST_MAIN(table) \
     int main(int argc, char **argv) { return mst_test_run_all(table, sizeof(table) / sizeof(table[0]), argc, argv); }
 
