@@ -1,11 +1,13 @@
 /*
- * mstrace.h — the one public header of libmstrace.
+ * mstrace.h — the public header of libmstrace.
  *
  * libmstrace records request-tracing spans with almost no cost on the calling
  * thread: a span is a fixed-shape record filled in place, handed at its end to
  * a bounded lock-free queue, and encoded/exported later by one exporter thread
  * per pipeline. Everything a C or C++ serving engine (or the vLLM plugin's
- * CPython extension) needs is declared here; internals live under src/.
+ * CPython extension) needs is declared here, including the read-out API for
+ * exporters of its own; the OTLP exporter is in mstrace_otlp.h
+ * (libmstrace_otlp). Internals live under src/ and are not installed.
  *
  * Conventions (libuv/sqlite style):
  *   - every public symbol is `mst_<noun>_<verb>`; macros and enum values `MST_`;
@@ -356,11 +358,100 @@ MST_EXPORT void mst_exporter_get_stats(mst_exporter *exporter, mst_exporter_stat
 
 /* --------------------------------------------------------------- read-out */
 
-/* Read access to a finished span, for exporters written outside the library. */
+/* Read access to a finished span, for exporters written outside the library
+ * (docs/c-api.md, "Writing an exporter"; examples/custom_exporter.c).
+ *
+ * Nothing is copied: every pointer returned points into the span record, its
+ * scope or its tracer, and stays valid while the span does — for the whole
+ * export_batch call that received it (and, for scopes and the resource, as
+ * long as the tracer). Every string is NUL-terminated and carries its exact
+ * length (an attribute value may hold a NUL byte from its source, so prefer
+ * len). All functions accept a NULL span and return empty values. The
+ * element types below are stable: fields are only ever added at the end. */
+
+/* A borrowed string with its exact length. Every one the read-out calls
+ * return is NUL-terminated, `len` bytes before the NUL. */
+typedef struct mst_str {
+    const char *ptr;
+    uint32_t len;
+} mst_str;
+
+/* An attribute as stored in a span, a link, an event or the resource. */
+typedef struct mst_attr {
+    mst_str key;
+    mst_attr_type type;
+    union {
+        mst_str s;               /* MST_ATTR_STRING                         */
+        int64_t i;               /* MST_ATTR_INT                            */
+        double d;                /* MST_ATTR_DOUBLE                         */
+        bool b;                  /* MST_ATTR_BOOL                           */
+        struct {
+            mst_str *items;
+            uint32_t count;
+        } list;                  /* MST_ATTR_STRING_LIST                    */
+    } v;
+} mst_attr;
+
+/* A link to another span. */
+typedef struct mst_link {
+    mst_trace_id trace_id;
+    mst_span_id span_id;
+    uint8_t trace_flags;
+    bool is_remote;
+    mst_str trace_state;         /* "" when none                            */
+    mst_attr *attrs;
+    uint32_t n_attrs;
+    uint32_t dropped_attrs;      /* over MST_MAX_ATTRIBUTES                 */
+} mst_link;
+
+/* A timed event inside a span. */
+typedef struct mst_event {
+    mst_str name;
+    uint64_t time_ns;            /* Unix epoch nanoseconds                  */
+    mst_attr *attrs;
+    uint32_t n_attrs;
+    uint32_t dropped_attrs;
+} mst_event;
+
+/* What a span had to leave out (over the limits above). */
+typedef struct mst_span_dropped {
+    uint32_t attrs, links, events;
+} mst_span_dropped;
+
 MST_EXPORT const char *mst_span_name(const mst_span *span);
 MST_EXPORT const char *mst_span_scope_name(const mst_span *span);
 MST_EXPORT uint64_t mst_span_start_ns(const mst_span *span);
 MST_EXPORT uint64_t mst_span_end_ns(const mst_span *span);
+
+/* Identity. The parent id is NULL for a root span. The pointers are never
+ * NULL otherwise (a NULL span gives all-zero ids). */
+MST_EXPORT const mst_trace_id *mst_span_get_trace_id(const mst_span *span);
+MST_EXPORT const mst_span_id *mst_span_get_span_id(const mst_span *span);
+MST_EXPORT const mst_span_id *mst_span_get_parent_id(const mst_span *span);
+MST_EXPORT bool mst_span_get_parent_is_remote(const mst_span *span);
+MST_EXPORT uint8_t mst_span_get_trace_flags(const mst_span *span);
+MST_EXPORT mst_str mst_span_get_trace_state(const mst_span *span);   /* "" when none */
+MST_EXPORT mst_span_kind mst_span_get_kind(const mst_span *span);
+/* The status code; `message` (may be NULL) gets the ERROR description or "". */
+MST_EXPORT mst_status_code mst_span_get_status(const mst_span *span, mst_str *message);
+
+/* The instrumentation scope: one pointer per interned scope, so an exporter
+ * may cache per scope pointer for the tracer's life. */
+MST_EXPORT const mst_scope *mst_span_get_scope(const mst_span *span);
+MST_EXPORT mst_str mst_scope_get_name(const mst_scope *scope);
+MST_EXPORT mst_str mst_scope_get_version(const mst_scope *scope);     /* "" when none */
+
+/* Arrays of the span's attributes, links and events, in the order they were
+ * set; *n gets the count (0 with a non-NULL pointer or NULL when empty). */
+MST_EXPORT const mst_attr *mst_span_get_attrs(const mst_span *span, size_t *n);
+MST_EXPORT const mst_link *mst_span_get_links(const mst_span *span, size_t *n);
+MST_EXPORT const mst_event *mst_span_get_events(const mst_span *span, size_t *n);
+MST_EXPORT void mst_span_get_dropped(const mst_span *span, mst_span_dropped *out);
+
+/* The resource of the tracer that recorded the span (service.name,
+ * process.pid, telemetry.sdk.*, OTEL_RESOURCE_ATTRIBUTES ...): the same
+ * array for every span of that tracer (rebuilt in a forked child). */
+MST_EXPORT const mst_attr *mst_span_get_resource(const mst_span *span, size_t *n);
 
 /* -------------------------------------------------------------- logging */
 

@@ -5,7 +5,7 @@
  * the limits of docs/reference/spans.md (32 attributes, keys <= 128 bytes, strings <= 1024 bytes
  * cut on a UTF-8 boundary, 128 links/events/list items, dropped counts),
  * links and events with their own attributes, status, ending (hand-off to
- * the tracer's queue) and the read-out functions.
+ * the tracer's queue). The read-out functions are span_readout.c.
  *
  * Sampling (sampler.h) is decided first: a dropped span is NULL, costs no
  * allocation and no clock read, and is only counted.
@@ -406,14 +406,3 @@ void mst_span_discard(mst_span *span) {
     if (!span) return;
     mst_tracer_discard(span->tracer, span);
 }
-
-/* ------------------------------------------------------------- read-out */
-
-const char *mst_span_name(const mst_span *span) { return span ? span->name.ptr : k_empty; }
-
-const char *mst_span_scope_name(const mst_span *span) {
-    return (span && span->scope) ? span->scope->name.ptr : k_empty;
-}
-
-uint64_t mst_span_start_ns(const mst_span *span) { return span ? span->start_ns : 0; }
-uint64_t mst_span_end_ns(const mst_span *span) { return span ? span->end_ns : 0; }

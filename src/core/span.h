@@ -7,47 +7,16 @@
  * common case plus a bump arena for strings, links and events. Every size is
  * bounded by the limits in mstrace.h, so a span never grows without bound.
  * Strings inside a span are NUL-terminated and also carry their length.
+ * The element types (mst_str, mst_attr, mst_link, mst_event) are public in
+ * mstrace.h, so exporters outside the library read them without copying;
+ * the record itself stays opaque (read through the mst_span_get_* calls,
+ * span_readout.c).
  */
 #ifndef MST_CORE_SPAN_H
 #define MST_CORE_SPAN_H
 
 #include "mstrace.h"
 #include "core/arena.h"
-#include "core/str.h"
-
-typedef struct mst_attr {
-    mst_str key;
-    mst_attr_type type;
-    union {
-        mst_str s;
-        int64_t i;
-        double d;
-        bool b;
-        struct {
-            mst_str *items;
-            uint32_t count;
-        } list;
-    } v;
-} mst_attr;
-
-typedef struct mst_link {
-    mst_trace_id trace_id;
-    mst_span_id span_id;
-    uint8_t trace_flags;
-    bool is_remote;
-    mst_str trace_state;          /* "" when none */
-    mst_attr *attrs;
-    uint32_t n_attrs;
-    uint32_t dropped_attrs;
-} mst_link;
-
-typedef struct mst_event {
-    mst_str name;
-    uint64_t time_ns;
-    mst_attr *attrs;
-    uint32_t n_attrs;
-    uint32_t dropped_attrs;
-} mst_event;
 
 struct mst_scope {
     mst_str name;

@@ -29,7 +29,7 @@
 #include <stdint.h>
 
 #include "core/arena.h"
-#include "core/str.h"
+#include "mstrace.h" /* mst_str */
 
 /* The raw JSON text of one value, already validated (UTF-8, syntax, depth),
  * so it can be copied into an output (the forwarder's Chrome Trace JSON) as

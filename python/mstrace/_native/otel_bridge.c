@@ -14,15 +14,13 @@
  *   - every caller that waits for the exporter thread (flush/shutdown in
  *     module.c, close() here) releases the GIL while it waits.
  *
- * The span record is read through src/core/span.h: internal to libmstrace
- * but in-tree and linked statically into this extension (the public header
- * has no attribute/link/event iteration), so the two always match.
+ * The span is read through the public read-out API of mstrace.h alone
+ * (ids, parent, kind, status, scope, attributes, links, events: pointers
+ * into the span, nothing copied), as any exporter outside the library would.
  *
  * Not carried: dropped_* counters (the ReadableSpan reports 0 dropped).
  */
 #include "otel_bridge.h"
-
-#include "core/span.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -170,9 +168,11 @@ static PyObject *span_context(ob_exporter *e, const mst_trace_id *tid, const mst
 }
 
 static PyObject *links_tuple(ob_exporter *e, const mst_span *sp) {
-    PyObject *tup = PyTuple_New(sp->n_links);
-    for (uint32_t i = 0; tup && i < sp->n_links; i++) {
-        const mst_link *l = &sp->links[i];
+    size_t n;
+    const mst_link *links = mst_span_get_links(sp, &n);
+    PyObject *tup = PyTuple_New((Py_ssize_t)n);
+    for (size_t i = 0; tup && i < n; i++) {
+        const mst_link *l = &links[i];
         PyObject *ts = trace_state(e, &l->trace_state);
         PyObject *ctx = ts ? span_context(e, &l->trace_id, &l->span_id, l->is_remote, l->trace_flags, ts) : NULL;
         PyObject *at = ctx ? attrs_dict(l->attrs, l->n_attrs) : NULL;
@@ -187,15 +187,17 @@ static PyObject *links_tuple(ob_exporter *e, const mst_span *sp) {
         if (!link)
             Py_CLEAR(tup);
         else
-            PyTuple_SET_ITEM(tup, i, link);
+            PyTuple_SET_ITEM(tup, (Py_ssize_t)i, link);
     }
     return tup;
 }
 
 static PyObject *events_tuple(ob_exporter *e, const mst_span *sp) {
-    PyObject *tup = PyTuple_New(sp->n_events);
-    for (uint32_t i = 0; tup && i < sp->n_events; i++) {
-        const mst_event *ev = &sp->events[i];
+    size_t n;
+    const mst_event *events = mst_span_get_events(sp, &n);
+    PyObject *tup = PyTuple_New((Py_ssize_t)n);
+    for (size_t i = 0; tup && i < n; i++) {
+        const mst_event *ev = &events[i];
         PyObject *name = str_of(&ev->name);
         PyObject *at = name ? attrs_dict(ev->attrs, ev->n_attrs) : NULL;
         PyObject *ts = at ? PyLong_FromUnsignedLongLong(ev->time_ns) : NULL;
@@ -210,7 +212,7 @@ static PyObject *events_tuple(ob_exporter *e, const mst_span *sp) {
         if (!obj)
             Py_CLEAR(tup);
         else
-            PyTuple_SET_ITEM(tup, i, obj);
+            PyTuple_SET_ITEM(tup, (Py_ssize_t)i, obj);
     }
     return tup;
 }
@@ -221,8 +223,9 @@ static PyObject *scope_of(ob_exporter *e, const mst_scope *sc) {
     for (size_t i = 0; i < e->n_scopes; i++)
         if (e->scopes[i].key == sc)
             return e->scopes[i].val;
-    PyObject *name = sc ? str_of(&sc->name) : PyUnicode_FromString("");
-    PyObject *ver = (sc && sc->version.len) ? str_of(&sc->version) : Py_NewRef(Py_None);
+    mst_str sc_name = mst_scope_get_name(sc), sc_version = mst_scope_get_version(sc);
+    PyObject *name = str_of(&sc_name);
+    PyObject *ver = sc_version.len ? str_of(&sc_version) : Py_NewRef(Py_None);
     PyObject *obj = NULL;
     if (name && ver) {
         PyObject *args[2] = {name, ver};
@@ -246,11 +249,13 @@ static PyObject *scope_of(ob_exporter *e, const mst_scope *sc) {
 }
 
 static PyObject *status_of(ob_exporter *e, const mst_span *sp) {
-    if (sp->status_code == MST_STATUS_OK)
+    mst_str message;
+    mst_status_code code = mst_span_get_status(sp, &message);
+    if (code == MST_STATUS_OK)
         return Py_NewRef(e->status_ok);
-    if (sp->status_code != MST_STATUS_ERROR)
+    if (code != MST_STATUS_ERROR)
         return Py_NewRef(e->status_unset);
-    PyObject *msg = sp->status_message.len ? str_of(&sp->status_message) : Py_NewRef(Py_None);
+    PyObject *msg = message.len ? str_of(&message) : Py_NewRef(Py_None);
     if (!msg)
         return NULL;
     PyObject *args[2] = {e->status_error, msg};
@@ -264,24 +269,32 @@ static PyObject *readable_span(ob_exporter *e, const mst_span *sp) {
     enum { NAME, CTX, PARENT, RES, ATTRS, EVENTS, LINKS, KIND, STATUS, START, END, SCOPE, N };
     PyObject *v[N] = {0};
     PyObject *r = NULL;
-    PyObject *ts = trace_state(e, &sp->trace_state);
+    mst_str trace_state_str = mst_span_get_trace_state(sp);
+    PyObject *ts = trace_state(e, &trace_state_str);
     if (!ts)
         return NULL;
-    v[NAME] = str_of(&sp->name);
-    v[CTX] = span_context(e, &sp->trace_id, &sp->span_id, false, sp->trace_flags, ts);
-    if (sp->has_parent)
-        v[PARENT] = span_context(e, &sp->trace_id, &sp->parent_span_id, sp->parent_is_remote, sp->trace_flags, ts);
+    const mst_trace_id *trace_id = mst_span_get_trace_id(sp);
+    const mst_span_id *parent_id = mst_span_get_parent_id(sp);
+    uint8_t flags = mst_span_get_trace_flags(sp);
+    const char *name = mst_span_name(sp);
+    size_t n_attrs;
+    const mst_attr *attrs = mst_span_get_attrs(sp, &n_attrs);
+    unsigned kind = (unsigned)mst_span_get_kind(sp);
+    v[NAME] = PyUnicode_DecodeUTF8(name, (Py_ssize_t)strlen(name), "replace");
+    v[CTX] = span_context(e, trace_id, mst_span_get_span_id(sp), false, flags, ts);
+    if (parent_id)
+        v[PARENT] = span_context(e, trace_id, parent_id, mst_span_get_parent_is_remote(sp), flags, ts);
     else
         v[PARENT] = Py_NewRef(Py_None);
     v[RES] = Py_NewRef(e->resource);
-    v[ATTRS] = attrs_dict(sp->attrs, sp->n_attrs);
+    v[ATTRS] = attrs_dict(attrs, (uint32_t)n_attrs);
     v[EVENTS] = events_tuple(e, sp);
     v[LINKS] = links_tuple(e, sp);
-    v[KIND] = Py_NewRef(e->kinds[(unsigned)sp->kind < 6 ? (unsigned)sp->kind : 1]);
+    v[KIND] = Py_NewRef(e->kinds[kind < 6 ? kind : 1]);
     v[STATUS] = status_of(e, sp);
-    v[START] = PyLong_FromUnsignedLongLong(sp->start_ns);
-    v[END] = PyLong_FromUnsignedLongLong(sp->end_ns);
-    v[SCOPE] = Py_XNewRef(scope_of(e, sp->scope));
+    v[START] = PyLong_FromUnsignedLongLong(mst_span_start_ns(sp));
+    v[END] = PyLong_FromUnsignedLongLong(mst_span_end_ns(sp));
+    v[SCOPE] = Py_XNewRef(scope_of(e, mst_span_get_scope(sp)));
     bool ok = true;
     for (int i = 0; i < N; i++)
         ok = ok && v[i] != NULL;
