@@ -15,15 +15,23 @@
  *      ASCII letters, digits and  - _ . / + , @ : = ~ %
  *      (so no spaces, no shell-special characters ; | & $ ` < > ( ) { } [ ]
  *      * ? ! ' " \ # ^, no control characters, no non-ASCII bytes);
- *   4. missing parent directories are created with mode 0750 (minus the
- *      umask); an existing component that is not a directory is an error;
- *   5. the final component: lstat — a symlink or anything but a regular
- *      file is refused (MST_ERR_PATH); a file of another user is refused
- *      (MST_ERR_PERMISSION);
- *   6. open(O_WRONLY|O_CREAT|O_NOFOLLOW|O_CLOEXEC|O_NONBLOCK, 0640) — no
+ *   4. the path is walked from "/" one component at a time with openat(
+ *      O_DIRECTORY|O_NOFOLLOW) on the directory opened before, so no
+ *      symbolic link is followed anywhere in the path (a link planted as
+ *      /tmp/traces -> /somewhere cannot redirect us) and no component can
+ *      be swapped between check and use; a symlink component is refused,
+ *      so is one that is not a directory; missing directories are created
+ *      (mkdirat, mode 0750 minus the umask) and then opened the same way;
+ *   5. the final component, relative to that directory: fstatat(
+ *      AT_SYMLINK_NOFOLLOW) — a symlink or anything but a regular file is
+ *      refused (MST_ERR_PATH); a file of another user (MST_ERR_PERMISSION)
+ *      or with more than one hard link (MST_ERR_PATH: truncating it would
+ *      truncate the other name too) is refused;
+ *   6. openat(O_WRONLY|O_CREAT|O_NOFOLLOW|O_CLOEXEC|O_NONBLOCK, 0640) — no
  *      O_TRUNC yet, and O_NONBLOCK so a FIFO swapped in cannot block us —
- *      then fstat re-checks "regular file owned by geteuid()" on the very
- *      file opened, and only then ftruncate(0).
+ *      then fstat re-checks rule 5 on the very file opened; an existing
+ *      file with permission bits beyond 0640 gets them removed (fchmod to
+ *      mode & 0640: never widened); only then ftruncate(0).
  */
 #include "forward/output_path.h"
 
@@ -112,36 +120,85 @@ static mst_status make_absolute(const char *path, char *abs, char *err, size_t e
     return MST_OK;
 }
 
-/* mkdir -p of the parent of abs (an absolute normalised file path). */
-static mst_status make_parents(const char *abs, char *err, size_t err_size) {
-    char dir[PATH_MAX];
-    size_t len = strlen(abs);
-    memcpy(dir, abs, len + 1);
-    char *slash = strrchr(dir, '/');
-    if (!slash || slash == dir) return MST_OK; /* parent is "/" */
-    *slash = '\0';
-    for (char *p = dir + 1;; p++) {
-        if (*p != '/' && *p != '\0') continue;
-        char saved = *p;
-        *p = '\0';
-        struct stat st;
-        if (stat(dir, &st) == 0) {
-            if (!S_ISDIR(st.st_mode))
-                return path_err(err, err_size, MST_ERR_PATH,
-                                "--perfetto-output: '%s' exists and is not a directory", dir);
-        } else if (errno == ENOENT) {
-            if (mkdir(dir, 0750) != 0 && errno != EEXIST)
-                return path_err(err, err_size, errno == EACCES ? MST_ERR_PERMISSION : MST_ERR_IO,
-                                "--perfetto-output: cannot create directory '%s': %s", dir,
-                                strerror(errno));
-        } else {
-            return path_err(err, err_size, errno == EACCES ? MST_ERR_PERMISSION : MST_ERR_IO,
-                            "--perfetto-output: cannot access '%s': %s", dir, strerror(errno));
+static mst_status errno_status(int e) {
+    return e == EACCES || e == EPERM ? MST_ERR_PERMISSION : MST_ERR_IO;
+}
+
+/* Opens the directory `name` inside dirfd without following a link;
+ * creates it (0750) when missing. `shown` is the absolute path so far, for
+ * messages. Returns the new fd or -1 with the error set. */
+static int open_dir_component(int dirfd, const char *name, const char *shown, mst_status *st,
+                              char *err, size_t err_size) {
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0) return fd;
+        int e = errno;
+        struct stat sb;
+        if (e == ENOENT && attempt == 0) {
+            if (mkdirat(dirfd, name, 0750) != 0 && errno != EEXIST) {
+                e = errno;
+                *st = path_err(err, err_size, errno_status(e),
+                               "--perfetto-output: cannot create directory '%s': %s", shown,
+                               strerror(e));
+                return -1;
+            }
+            continue; /* open what was just made (or raced in), still without links */
         }
-        *p = saved;
-        if (saved == '\0') break;
+        if (fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode)) {
+            *st = path_err(err, err_size, MST_ERR_PATH,
+                           "--perfetto-output: '%s' is a symbolic link; links are not followed "
+                           "in the output path (give the real directory)",
+                           shown);
+        } else if (e == ENOTDIR || (e == ELOOP) ||
+                   (fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(sb.st_mode))) {
+            *st = path_err(err, err_size, MST_ERR_PATH,
+                           "--perfetto-output: '%s' exists and is not a directory", shown);
+        } else {
+            *st = path_err(err, err_size, errno_status(e),
+                           "--perfetto-output: cannot access '%s': %s", shown, strerror(e));
+        }
+        return -1;
     }
-    return MST_OK;
+    *st = path_err(err, err_size, MST_ERR_IO,
+                   "--perfetto-output: '%s' keeps changing while being created", shown);
+    return -1;
+}
+
+/* Walks the parent directories of abs (absolute, normalised) from "/"
+ * without following links, creating missing ones. Returns an fd of the
+ * parent directory (or -1 with the error set) and the file name in *leaf. */
+static int open_parent_dir(const char *abs, const char **leaf, mst_status *st, char *err,
+                           size_t err_size) {
+    char shown[PATH_MAX];
+    const char *slash = strrchr(abs, '/');
+    *leaf = slash + 1;
+    int dirfd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0) {
+        *st = path_err(err, err_size, MST_ERR_IO, "--perfetto-output: cannot open '/': %s",
+                       strerror(errno));
+        return -1;
+    }
+    const char *p = abs + 1;
+    while (p < slash) {
+        const char *end = strchr(p, '/'); /* never NULL before the last slash */
+        char name[NAME_MAX + 1];
+        size_t n = (size_t)(end - p);
+        if (n > NAME_MAX) {
+            close(dirfd);
+            *st = path_err(err, err_size, MST_ERR_PATH, "--perfetto-output: name too long");
+            return -1;
+        }
+        memcpy(name, p, n);
+        name[n] = '\0';
+        memcpy(shown, abs, (size_t)(end - abs));
+        shown[end - abs] = '\0';
+        int next = open_dir_component(dirfd, name, shown, st, err, err_size);
+        close(dirfd);
+        if (next < 0) return -1;
+        dirfd = next;
+        p = end + 1;
+    }
+    return dirfd;
 }
 
 /* The regular-file + owner rule for an lstat/fstat result. */
@@ -157,6 +214,11 @@ static mst_status check_stat(const struct stat *st, const char *abs, char *err, 
                         "--perfetto-output must be owned by the current user (uid %u): %s is "
                         "owned by uid %u",
                         (unsigned)geteuid(), abs, (unsigned)st->st_uid);
+    if (st->st_nlink > 1)
+        return path_err(err, err_size, MST_ERR_PATH,
+                        "--perfetto-output must not have other hard links: %s has %llu links "
+                        "(truncating it would truncate the other names too)",
+                        abs, (unsigned long long)st->st_nlink);
     return MST_OK;
 }
 
@@ -190,26 +252,34 @@ mst_status mst_output_path_open(const char *path, int *fd_out, char *err, size_t
     if (alen < 5 || strcasecmp(abs + alen - 5, ".json") != 0 || abs[alen - 1] == '/')
         return path_err(err, err_size, MST_ERR_PATH,
                         "--perfetto-output must point to a .json file: %s", abs);
-    st = make_parents(abs, err, err_size);
-    if (st != MST_OK) return st;
+    const char *leaf;
+    int dirfd = open_parent_dir(abs, &leaf, &st, err, err_size);
+    if (dirfd < 0) return st;
 
     struct stat sb;
-    if (lstat(abs, &sb) == 0) {
+    if (fstatat(dirfd, leaf, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
         st = check_stat(&sb, abs, err, err_size);
-        if (st != MST_OK) return st;
+        if (st != MST_OK) {
+            close(dirfd);
+            return st;
+        }
     } else if (errno != ENOENT) {
-        return path_err(err, err_size, errno == EACCES ? MST_ERR_PERMISSION : MST_ERR_IO,
-                        "--perfetto-output: cannot access %s: %s", abs, strerror(errno));
+        int e = errno;
+        close(dirfd);
+        return path_err(err, err_size, errno_status(e), "--perfetto-output: cannot access %s: %s",
+                        abs, strerror(e));
     }
 
-    int fd = open(abs, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0640);
+    int fd = openat(dirfd, leaf, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0640);
+    int open_errno = errno;
+    close(dirfd);
     if (fd < 0) {
-        int e = errno;
+        int e = open_errno;
         if (e == ELOOP)
             return path_err(err, err_size, MST_ERR_PATH,
                             "--perfetto-output cannot be a symbolic link: %s", abs);
-        return path_err(err, err_size, e == EACCES ? MST_ERR_PERMISSION : MST_ERR_IO,
-                        "--perfetto-output: cannot open %s: %s", abs, strerror(e));
+        return path_err(err, err_size, errno_status(e), "--perfetto-output: cannot open %s: %s",
+                        abs, strerror(e));
     }
     if (fstat(fd, &sb) != 0) {
         int e = errno;
@@ -218,6 +288,12 @@ mst_status mst_output_path_open(const char *path, int *fd_out, char *err, size_t
                         strerror(e));
     }
     st = check_stat(&sb, abs, err, err_size);
+    /* An existing file keeps its mode on open: take away anything beyond
+     * 0640 (never add), so an old 0666 file does not stay world-writable. */
+    if (st == MST_OK && (sb.st_mode & 07777 & ~(mode_t)0640) &&
+        fchmod(fd, sb.st_mode & 0640) != 0)
+        st = path_err(err, err_size, errno_status(errno),
+                      "--perfetto-output: cannot set mode 0640 on %s: %s", abs, strerror(errno));
     if (st == MST_OK && ftruncate(fd, 0) != 0)
         st = path_err(err, err_size, MST_ERR_IO, "--perfetto-output: cannot truncate %s: %s", abs,
                       strerror(errno));

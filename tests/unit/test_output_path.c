@@ -3,9 +3,13 @@
  * (src/forward/output_path.c, docs/forwarder.md "Output path rules"): .json suffix, refused characters,
  * parent directories created 0750, file created 0640, symlinks / FIFOs /
  * directories refused, a file of another user refused (needs root: chowns
- * to uid 65534; skipped with a message otherwise), an own file truncated.
+ * to uid 65534; skipped with a message otherwise), an own file truncated;
+ * no symbolic link followed in any directory of the path (nothing created
+ * or truncated behind one), hard-linked files refused, an existing file's
+ * mode narrowed to 0640.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -189,7 +193,76 @@ static void cleanup(void) {
     if (g_dir[0]) rmdir(g_dir);
 }
 
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f) abort();
+    fputs(text, f);
+    fclose(f);
+}
+
+static bool has_text(const char *path, const char *text) {
+    char buf[64] = "";
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strcmp(buf, text) == 0;
+}
+
+/* A directory of the path that is a symlink (planted /tmp/traces ->
+ * somebody's directory) is refused: the file behind it is not truncated,
+ * and nothing is created behind it for a deeper path. */
+static void test_symlinked_directory_refused(void) {
+    char err[512];
+    CHECK(mkdir(in_dir("victim"), 0700) == 0);
+    write_text(in_dir("victim/run.json"), "keep");
+    CHECK(symlink(in_dir("victim"), in_dir("traces")) == 0);
+    CHECK_EQ_INT(try_open(in_dir("traces/run.json"), err, sizeof err), MST_ERR_PATH);
+    CHECK(strstr(err, "symbolic link") != NULL);
+    CHECK(strstr(err, "traces") != NULL);
+    CHECK(has_text(in_dir("victim/run.json"), "keep"));
+    CHECK_EQ_INT(try_open(in_dir("traces/deeper/run.json"), err, sizeof err), MST_ERR_PATH);
+    struct stat sb;
+    CHECK(stat(in_dir("victim/deeper"), &sb) != 0 && errno == ENOENT);
+    /* A link higher up, followed by real directories, is refused too. */
+    CHECK(mkdir(in_dir("victim/sub"), 0700) == 0);
+    CHECK_EQ_INT(try_open(in_dir("traces/sub/run.json"), err, sizeof err), MST_ERR_PATH);
+    CHECK(stat(in_dir("victim/sub/run.json"), &sb) != 0 && errno == ENOENT);
+    /* "..": normalised lexically, so "traces/../x.json" is dir()/x.json. */
+    CHECK_EQ_INT(try_open(in_dir("traces/../x.json"), err, sizeof err), MST_OK);
+}
+
+/* A file with a second hard link is refused (and not truncated). */
+static void test_hard_linked_file_refused(void) {
+    char err[512];
+    write_text(in_dir("linked.json"), "keep");
+    CHECK(link(in_dir("linked.json"), in_dir("other-name.json")) == 0);
+    CHECK_EQ_INT(try_open(in_dir("linked.json"), err, sizeof err), MST_ERR_PATH);
+    CHECK(strstr(err, "hard link") != NULL);
+    CHECK(has_text(in_dir("other-name.json"), "keep"));
+}
+
+/* An existing file keeps no permission beyond 0640. */
+static void test_existing_file_mode_narrowed(void) {
+    char err[512];
+    write_text(in_dir("wide.json"), "x");
+    CHECK(chmod(in_dir("wide.json"), 0666) == 0);
+    CHECK_EQ_INT(try_open(in_dir("wide.json"), err, sizeof err), MST_OK);
+    struct stat sb;
+    CHECK(stat(in_dir("wide.json"), &sb) == 0);
+    CHECK_EQ_INT(sb.st_mode & 07777, 0640);
+    write_text(in_dir("narrow.json"), "x");
+    CHECK(chmod(in_dir("narrow.json"), 0600) == 0);
+    CHECK_EQ_INT(try_open(in_dir("narrow.json"), err, sizeof err), MST_OK);
+    CHECK(stat(in_dir("narrow.json"), &sb) == 0);
+    CHECK_EQ_INT(sb.st_mode & 07777, 0600); /* never widened */
+}
+
 static const mst_test_case TESTS[] = {
+    {"symlinked_directory_refused", test_symlinked_directory_refused},
+    {"hard_linked_file_refused", test_hard_linked_file_refused},
+    {"existing_file_mode_narrowed", test_existing_file_mode_narrowed},
     {"suffix_and_characters", test_suffix_and_characters},
     {"parents_created_and_modes", test_parents_created_and_modes},
     {"relative_path_uses_cwd", test_relative_path_uses_cwd},
