@@ -350,7 +350,10 @@ def op_hook(fdp, model):
         raise Violation("a hook raised into the business caller: %s: %s" % (type(exc).__name__, exc))
     check(out == "business-result", "a hook changed the business result", out)
     # The hook may have registered or finished a request: resync the model
-    # for the ids it could have touched.
+    # for the ids it could have touched. A request_id of None names no
+    # request (CONTRACT.md, output adapter), so it touches nothing; the table
+    # once finished the request registered as "None" for it
+    # (corpus/fuzz_trace_headers/regression-output-request-id-none).
     if rid is not None and not isinstance(rid, RaisingStr):
         try:
             key = key_of(rid)
