@@ -7,9 +7,11 @@
 set -euo pipefail
 
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev libfuzzer-14-dev
-              libcurl4-openssl-dev zlib1g-dev valgrind python3 python3-venv curl ca-certificates git)
+              libcurl4-openssl-dev zlib1g-dev valgrind python3 python3-venv curl ca-certificates git
+              chromium fonts-dejavu-core)
 PIP_PACKAGES=(pytest pyyaml protobuf opentelemetry-proto opentelemetry-sdk
-              opentelemetry-exporter-otlp-proto-common scikit-build-core grpcio googleapis-common-protos atheris)
+              opentelemetry-exporter-otlp-proto-common scikit-build-core grpcio googleapis-common-protos atheris
+              websocket-client)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -25,7 +27,7 @@ fi
 PY=${PYTHON:-python3}
 need_pip=0
 for mod in pytest yaml google.protobuf opentelemetry.proto opentelemetry.sdk \
-           opentelemetry.exporter.otlp.proto.common scikit_build_core grpc google.rpc.status_pb2 atheris; do
+           opentelemetry.exporter.otlp.proto.common scikit_build_core grpc google.rpc.status_pb2 atheris websocket; do
   "$PY" -c "import $mod" >/dev/null 2>&1 || need_pip=1
 done
 if [ $need_pip -eq 1 ]; then
