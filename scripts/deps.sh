@@ -11,7 +11,7 @@ APT_PACKAGES=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-
               chromium fonts-dejavu-core)
 PIP_PACKAGES=(pytest pyyaml protobuf opentelemetry-proto opentelemetry-sdk
               opentelemetry-exporter-otlp-proto-common scikit-build-core grpcio googleapis-common-protos atheris
-              websocket-client)
+              websocket-client perfetto)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -27,7 +27,8 @@ fi
 PY=${PYTHON:-python3}
 need_pip=0
 for mod in pytest yaml google.protobuf opentelemetry.proto opentelemetry.sdk \
-           opentelemetry.exporter.otlp.proto.common scikit_build_core grpc google.rpc.status_pb2 atheris websocket; do
+           opentelemetry.exporter.otlp.proto.common scikit_build_core grpc google.rpc.status_pb2 atheris websocket \
+           perfetto.protos.perfetto.trace.perfetto_trace_pb2; do
   "$PY" -c "import $mod" >/dev/null 2>&1 || need_pip=1
 done
 if [ $need_pip -eq 1 ]; then

@@ -1,7 +1,8 @@
 /*
  * main.c — the `mstrace` command line (docs/forwarder.md "Command line").
  *
- *   mstrace forward [--log-level L] [--perfetto-output PATH] [--socket-name NAME]
+ *   mstrace forward [--log-level L] [--perfetto-output PATH] [--format json|proto]
+ *                   [--socket-name NAME]
  *                   [--relay-* tuning flags, OTLP relay mode only]
  *   mstrace --help | --version
  *
@@ -31,6 +32,7 @@
 typedef struct forward_args {
     const char *log_level;
     const char *perfetto_output;   /* NULL: the OTLP relay mode */
+    const char *format;            /* --format json|proto; NULL: from the extension */
     const char *socket_name;       /* NULL: the mode's standard name */
     const char *frame_buffer_limit;     /* NULL: MST_FRAME_DEFAULT_PARTIAL_BYTES */
     const char *frame_stall_timeout_ms; /* NULL: MST_FRAME_DEFAULT_STALL_MS */
@@ -52,8 +54,9 @@ static void print_main_usage(FILE *f) {
             "\n"
             "commands:\n"
             "  forward     receive spans from traced processes on this host: with\n"
-            "              --perfetto-output, hook spans to a Perfetto/Chrome Trace JSON\n"
-            "              file; without it, relay OTLP requests (MindIE) to a collector\n"
+            "              --perfetto-output, hook spans to a Perfetto trace (.pftrace) or\n"
+            "              Chrome Trace JSON file; without it, relay OTLP requests (MindIE)\n"
+            "              to a collector\n"
             "\n"
             "options:\n"
             "  -h, --help     show this help and exit\n"
@@ -65,14 +68,16 @@ static void print_main_usage(FILE *f) {
 static void print_forward_usage(FILE *f) {
     fprintf(f,
             "usage: mstrace forward [-h] [--log-level {debug,info,warning,error,critical,fatal}]\n"
-            "                       [--perfetto-output PATH] [--socket-name NAME]\n"
+            "                       [--perfetto-output PATH] [--format {json,proto}]\n"
+            "                       [--socket-name NAME]\n"
             "                       [--frame-buffer-limit BYTES] [--frame-stall-timeout-ms MS]\n"
             "\n"
             "Receive spans from traced processes over a local abstract Unix socket.\n"
             "Only processes of the same user (uid and gid) and namespaces may connect.\n"
             "\n"
             "With --perfetto-output: hook spans (socket @%s) are written to a\n"
-            "Chrome Trace file.\n"
+            "Perfetto trace: native protobuf for a .pftrace path, Chrome Trace JSON for\n"
+            "a .json path.\n"
             "Without it: the OTLP relay (socket @%s): each message is one binary\n"
             "ExportTraceServiceRequest (MindIE); valid ones are batched and forwarded to\n"
             "OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, as-is) using\n"
@@ -86,13 +91,17 @@ static void print_forward_usage(FILE *f) {
             "  --log-level LEVEL     log level to print: debug, info (default), warning,\n"
             "                        error, critical, fatal; debug adds periodic statistics\n"
             "  --perfetto-output PATH\n"
-            "                        Chrome Trace JSON file for hook spans (open it in\n"
-            "                        Perfetto). Must end in .json, contain no shell-special\n"
-            "                        characters, not be a symlink, and if it exists be a\n"
+            "                        trace file for hook spans (open it in Perfetto):\n"
+            "                        .pftrace = native Perfetto protobuf, .json = Chrome\n"
+            "                        Trace JSON. Must end in .pftrace or .json, contain no\n"
+            "                        shell-special characters, not be a symlink, and if it\n"
+            "                        exists be a\n"
             "                        regular file owned by you; it is truncated at start.\n"
             "                        Works without any OTLP endpoint; with vLLM's own\n"
             "                        tracing on (--otlp-traces-endpoint) requests also\n"
             "                        carry their trace context into the hook spans.\n"
+            "  --format FORMAT       json or proto: force the output format whatever the\n"
+            "                        extension (default: from the extension)\n"
             "  --socket-name NAME    abstract socket name to listen on (default: see above);\n"
             "                        for testing, so several daemons can run side by side\n"
             "  --frame-buffer-limit BYTES\n"
@@ -147,9 +156,10 @@ static int usage_error(const char *fmt, const char *what) {
 /* Returns -1 to continue, else an exit code. */
 static int parse_forward_args(int argc, char **argv, forward_args *fa) {
     static const char *const opts[] = {"--log-level", "--perfetto-output", "--socket-name",
-                                       "--frame-buffer-limit", "--frame-stall-timeout-ms"};
+                                       "--frame-buffer-limit", "--frame-stall-timeout-ms",
+                                       "--format"};
     const char **slots[] = {&fa->log_level, &fa->perfetto_output, &fa->socket_name,
-                            &fa->frame_buffer_limit, &fa->frame_stall_timeout_ms};
+                            &fa->frame_buffer_limit, &fa->frame_stall_timeout_ms, &fa->format};
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             print_forward_usage(stdout);
@@ -199,7 +209,10 @@ static int frame_options(const forward_args *fa, mst_daemon_options *d) {
 
 static int run_perfetto(const forward_args *fa, const mst_daemon_options *frame_opts) {
     mst_perfetto_sink *sink = NULL;
-    if (mst_perfetto_sink_create(fa->perfetto_output, &sink) != MST_OK) {
+    mst_perfetto_format fmt = MST_PERFETTO_FORMAT_AUTO;
+    if (fa->format) fmt = strcmp(fa->format, "proto") == 0 ? MST_PERFETTO_FORMAT_PROTO
+                                                           : MST_PERFETTO_FORMAT_JSON;
+    if (mst_perfetto_sink_create(fa->perfetto_output, fmt, &sink) != MST_OK) {
         MST_ERROR("Start trace service failed: out of memory");
         return 1;
     }
@@ -286,6 +299,11 @@ static int cmd_forward(int argc, char **argv) {
     if ((rc = relay_options(&fa, &ro)) >= 0) return rc;
     mst_daemon_options frame_opts = {0};
     if ((rc = frame_options(&fa, &frame_opts)) >= 0) return rc;
+    if (fa.format && strcmp(fa.format, "json") != 0 && strcmp(fa.format, "proto") != 0)
+        return usage_error("argument --format: invalid choice: '%s' (choose from json, proto)",
+                           fa.format);
+    if (fa.format && !fa.perfetto_output)
+        return usage_error("argument %s: only with --perfetto-output", "--format");
     if (fa.perfetto_output) {
         for (size_t k = 0; k < sizeof RELAY_FLAGS / sizeof RELAY_FLAGS[0]; k++)
             if (fa.relay[k])

@@ -1,7 +1,9 @@
 /*
  * chrome_trace.c — the forwarder's Chrome Trace Event JSON writer
- * (chrome_trace.h, docs/forwarder.md "Output format"). Owns the output file, the event buffer and the
- * two bounded link tables.
+ * (chrome_trace.h, docs/forwarder.md "Output format"). Owns the output
+ * file, the event buffer and the two bounded link tables; request tracks and
+ * counters come from the shared timeline model (timeline.h), laid out here
+ * as JSON.
  *
  * Output: events are formatted here, on the caller's (the epoll) thread,
  * into the current chunk of an out_queue (out_queue.h), whose own thread
@@ -48,6 +50,7 @@
 #include "core/log.h"
 #include "forward/out_queue.h"
 #include "forward/output_path.h"
+#include "forward/timeline.h"
 
 /* Unwritten output (queued + being formatted) at which add_span waits for
  * the writer thread: about 0.2 s of output at the forwarder's full speed. */
@@ -311,6 +314,8 @@ struct mst_chrome_writer {
     uint64_t buffered_spans, buffered_flows; /* events of the span being added */
     track_table pos, names;
     pend_table pend;
+    mst_timeline *tl;         /* request tracks and counters (timeline.h) */
+    mst_arena arena;          /* scratch for the timeline, reset per span */
     mst_chrome_stats st;
 };
 
@@ -748,6 +753,61 @@ static void emit_span(mst_chrome_writer *w, const mst_pf_span *s, int64_t pid, i
     w->buffered_spans++;
 }
 
+/* ---- timeline events (timeline.h): request tracks as async b/e events
+ * keyed by the request id, counters as C events. Added alongside the X/M/
+ * s/f events, which stay as they were. ---- */
+
+static void async_event(mst_buf *b, char ph, const char *name, const mst_tl_request *r,
+                        int64_t ts, bool with_args) {
+    LIT(b, ",{\"name\":");
+    put_str(b, name, strlen(name));
+    LIT(b, ",\"cat\":\"request\",\"ph\":\"");
+    mst_buf_append_byte(b, (uint8_t)ph);
+    LIT(b, "\",\"ts\":");
+    if (mst_buf_reserve(b, EV_NUM)) raw_ts(b, ts);
+    LIT(b, ",");
+    append_int_member(b, "pid", r->pid);
+    LIT(b, ",\"tid\":0,\"id\":");
+    put_str(b, r->id, r->id_len);
+    if (with_args) {
+        LIT(b, ",\"args\":{");
+        append_str_member(b, "request.id", r->id, r->id_len);
+        LIT(b, ",");
+        append_int_member(b, "request.steps", r->steps);
+        LIT(b, "}");
+    }
+    LIT(b, "}");
+}
+
+static void tl_request(void *self, const mst_tl_request *r) {
+    mst_chrome_writer *w = self;
+    async_event(w->buf, 'b', "request", r, r->start_ns, true);
+    for (unsigned i = 0; i < r->n_phases; i++) {
+        async_event(w->buf, 'b', r->phases[i].name, r, r->phases[i].start_ns, false);
+        async_event(w->buf, 'e', r->phases[i].name, r, r->phases[i].end_ns, false);
+    }
+    async_event(w->buf, 'e', "request", r, r->end_ns, false);
+}
+
+static void tl_counter(void *self, const mst_tl_counter *c) {
+    mst_chrome_writer *w = self;
+    mst_buf *b = w->buf;
+    LIT(b, ",{\"name\":");
+    put_str(b, c->name, strlen(c->name));
+    LIT(b, ",\"ph\":\"C\",\"ts\":");
+    if (mst_buf_reserve(b, EV_NUM)) raw_ts(b, c->ts_ns);
+    LIT(b, ",");
+    append_int_member(b, "pid", c->pid);
+    LIT(b, ",\"tid\":0,\"args\":{\"value\":");
+    if (c->is_double) mst_buf_append_double(b, c->d);
+    else put_i64(b, c->i);
+    LIT(b, "}}");
+}
+
+static mst_tl_sink tl_sink(mst_chrome_writer *w) {
+    return (mst_tl_sink){w, tl_request, tl_counter};
+}
+
 mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s) {
     if (!w || !s) return MST_ERR_INVALID_ARG;
     if (mst_outq_unwritten(w->out) >= MAX_UNWRITTEN_BYTES &&
@@ -827,6 +887,10 @@ mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s
     }
     w->st.flows_pending = w->pend.count;
 
+    mst_tl_sink sink = tl_sink(w);
+    mst_timeline_add_span(w->tl, s, pid, &w->arena, &sink);
+    mst_arena_reset_keep(&w->arena, 16u * 1024u);
+
     if (w->buf->failed) {
         w->buf->len = mark;
         w->buf->failed = false;
@@ -835,6 +899,49 @@ mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s
     }
     mst_outq_added(w->out, w->buffered_spans, w->buffered_flows);
     return MST_OK;
+}
+
+/* Appends timeline events produced outside add_span (forwarder counters,
+ * requests completed at the end). */
+static void add_timeline_events(mst_chrome_writer *w, bool finish, int64_t pid, int64_t ts,
+                                const uint64_t own[3]) {
+    if (!(w->buf = mst_outq_buf(w->out))) return;
+    size_t mark = w->buf->len;
+    mst_tl_sink sink = tl_sink(w);
+    if (finish) mst_timeline_finish_all(w->tl, &sink);
+    if (own) {
+        uint8_t key[24] = {0};
+        key[0] = 1;
+        memcpy(key + 8, &pid, 8);
+        if (!table_find(&w->names, key)) {
+            bool ev;
+            table_insert(&w->names, key, &ev);
+            static const char fwd_name[] = "\"mstrace forward\"";
+            mst_json_slice name = {fwd_name, sizeof fwd_name - 1};
+            emit_name(w, pid, 0, false, &name);
+        }
+        mst_timeline_forwarder_counters(w->tl, pid, ts, own[0], own[1], own[2], &sink);
+    }
+    if (w->buf->failed) {
+        w->buf->len = mark;
+        w->buf->failed = false;
+        return;
+    }
+    mst_outq_added(w->out, 0, 0);
+}
+
+void mst_chrome_writer_add_forwarder_counters(mst_chrome_writer *w, int64_t ts_ns,
+                                              uint64_t received, uint64_t written,
+                                              uint64_t dropped) {
+    if (!w) return;
+    const uint64_t own[3] = {received, written, dropped};
+    add_timeline_events(w, false, (int64_t)getpid(), ts_ns, own);
+}
+
+mst_status mst_chrome_writer_flush_final(mst_chrome_writer *w) {
+    if (!w) return MST_ERR_INVALID_ARG;
+    add_timeline_events(w, true, 0, 0, NULL);
+    return mst_outq_flush(w->out);
 }
 
 int mst_chrome_writer_handoff(mst_chrome_writer *w) {
@@ -875,6 +982,8 @@ static void writer_free(mst_chrome_writer *w) {
     pend_free(&w->pend);
     table_free(&w->names);
     mst_buf_free(&w->scratch);
+    mst_timeline_free(w->tl);
+    mst_arena_release(&w->arena);
     free(w);
 }
 
@@ -910,8 +1019,9 @@ mst_status mst_chrome_writer_open(const char *path, int64_t default_pid,
     if (st != MST_OK) return st;
     mst_chrome_writer *w = calloc(1, sizeof *w);
     uint32_t bound = atomic_load(&g_max_tracked);
+    if (w) mst_arena_init(&w->arena);
     if (!w || !table_init(&w->pos, bound) || !pend_init(&w->pend, bound) ||
-        !table_init(&w->names, bound)) {
+        !table_init(&w->names, bound) || !(w->tl = mst_timeline_new(MST_TL_MAX_REQUESTS))) {
         if (w) writer_free(w);
         close(fd);
         if (err && err_size) snprintf(err, err_size, "out of memory opening the Chrome Trace writer");
@@ -939,6 +1049,7 @@ mst_status mst_chrome_writer_open(const char *path, int64_t default_pid,
 
 mst_status mst_chrome_writer_close_final(mst_chrome_writer *w, mst_chrome_stats *final) {
     if (!w) return MST_ERR_INVALID_ARG;
+    add_timeline_events(w, true, 0, 0, NULL);
     mst_outq_stats os;
     mst_status st = mst_outq_stop(w->out, &os);
     if (final) {

@@ -1,8 +1,11 @@
 /*
- * chrome_trace.h — the forwarder's Chrome Trace Event JSON writer (docs/forwarder.md "Output format").
- * Turns decoded hook span packets into "X" events plus "s"/"f" flow pairs
- * for links (a link whose source span has not arrived yet waits in a bounded
- * table), and "M" process/thread name events where known. The file is always
+ * chrome_trace.h — the forwarder's Chrome Trace Event JSON writer
+ * (docs/forwarder.md "Output format"). Turns decoded hook span packets into
+ * "X" events plus "s"/"f" flow pairs for links (a link whose source span has
+ * not arrived yet waits in a bounded table), and "M" process/thread name
+ * events where known; from the shared timeline model (timeline.h) it adds
+ * request tracks as async "b"/"e" events (cat "request", id = the request
+ * id) and counters as "C" events. The file is always
  * valid JSON after every write: events are appended before a closing "]"
  * that is rewritten with each write. Writes run on the writer's own thread
  * (see chrome_trace.c); every function here is called from one thread.
@@ -53,6 +56,13 @@ int mst_chrome_writer_handoff(mst_chrome_writer *w);
 /* Hands over the buffered events and waits until the writer has written
  * them and the closing "]"; the file is complete, valid JSON after. */
 mst_status mst_chrome_writer_flush(mst_chrome_writer *w);
+/* As flush, after completing every request track still open (timeline.h). */
+mst_status mst_chrome_writer_flush_final(mst_chrome_writer *w);
+/* Samples the forwarder's own counters at ts_ns as C events on the
+ * forwarder's process (named "mstrace forward"). */
+void mst_chrome_writer_add_forwarder_counters(mst_chrome_writer *w, int64_t ts_ns,
+                                              uint64_t received, uint64_t written,
+                                              uint64_t dropped);
 void mst_chrome_writer_get_stats(const mst_chrome_writer *w, mst_chrome_stats *out);
 /* Flushes and closes; frees w. */
 mst_status mst_chrome_writer_close(mst_chrome_writer *w);

@@ -5,7 +5,7 @@
  * raced into following a link or truncating somebody else's file.
  *
  * Rules, in order:
- *   1. non-empty, shorter than PATH_MAX, ends in ".json" (any case), does
+ *   1. non-empty, shorter than PATH_MAX, ends in ".json" or ".pftrace" (any case), does
  *      not end in '/'; a leading "~/" is expanded from $HOME (as upstream's
  *      expanduser does);
  *   2. made absolute with the current directory and normalised lexically
@@ -222,13 +222,19 @@ static mst_status check_stat(const struct stat *st, const char *abs, char *err, 
     return MST_OK;
 }
 
+/* Ends in .json (Chrome Trace JSON) or .pftrace (native Perfetto), any case. */
+static bool known_extension(const char *p, size_t len) {
+    return (len >= 5 && strcasecmp(p + len - 5, ".json") == 0) ||
+           (len >= 8 && strcasecmp(p + len - 8, ".pftrace") == 0);
+}
+
 static mst_status check_syntax(const char *path, char *err, size_t err_size) {
     size_t len = strlen(path);
     if (len == 0) return path_err(err, err_size, MST_ERR_PATH, "--perfetto-output is empty");
     if (len >= PATH_MAX) return path_err(err, err_size, MST_ERR_PATH, "--perfetto-output: path too long");
-    if (len < 5 || strcasecmp(path + len - 5, ".json") != 0)
+    if (!known_extension(path, len))
         return path_err(err, err_size, MST_ERR_PATH,
-                        "--perfetto-output must point to a .json file: %s", path);
+                        "--perfetto-output must point to a .json or .pftrace file: %s", path);
     return MST_OK;
 }
 
@@ -249,9 +255,9 @@ mst_status mst_output_path_open(const char *path, int *fd_out, char *err, size_t
                             (unsigned)(unsigned char)*c);
     /* Normalisation may have eaten the file name (e.g. "x.json/.."). */
     size_t alen = strlen(abs);
-    if (alen < 5 || strcasecmp(abs + alen - 5, ".json") != 0 || abs[alen - 1] == '/')
+    if (!known_extension(abs, alen) || abs[alen - 1] == '/')
         return path_err(err, err_size, MST_ERR_PATH,
-                        "--perfetto-output must point to a .json file: %s", abs);
+                        "--perfetto-output must point to a .json or .pftrace file: %s", abs);
     const char *leaf;
     int dirfd = open_parent_dir(abs, &leaf, &st, err, err_size);
     if (dirfd < 0) return st;

@@ -1,6 +1,8 @@
 /*
- * perfetto_sink.c — glue between the frame server and the Chrome Trace
- * writer for `mstrace forward --perfetto-output` (see perfetto_sink.h).
+ * perfetto_sink.c — glue between the frame server and the output writer
+ * (Chrome Trace JSON or native Perfetto) for `mstrace forward
+ * --perfetto-output` (see perfetto_sink.h). The format choice lives here
+ * and nowhere else: every writer call goes through the small switch below.
  *
  * Why per-packet arena reset: the decoder's strings/arrays live in an arena
  * that is emptied after every packet, so memory does not grow with traffic
@@ -13,11 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/arena.h"
 #include "core/log.h"
 #include "forward/chrome_trace.h"
+#include "forward/pftrace_writer.h"
 #include "wire/perfetto_packet.h"
 
 /* While events wait for a busy writer thread, the loop wakes this often to
@@ -25,10 +30,15 @@
 #define HANDOFF_RETRY_MS 2
 /* Arena chunk kept between packets (a bigger one is freed after its packet). */
 #define ARENA_KEEP_BYTES (64u * 1024u)
+/* How often the forwarder's own counters are sampled onto the timeline. */
+#define OWN_COUNTERS_EVERY_MS 1000
 
 struct mst_perfetto_sink {
     char *path;
-    mst_chrome_writer *writer;
+    mst_perfetto_format format;    /* JSON or PROTO (AUTO resolved at create) */
+    mst_chrome_writer *writer;     /* JSON */
+    mst_pftrace_writer *pwriter;   /* PROTO */
+    uint64_t last_counters_ms;
     uint64_t received;
     uint64_t rejected;
     uint64_t add_errors;        /* decoded but the writer refused (OOM) */
@@ -41,13 +51,70 @@ struct mst_perfetto_sink {
 /* First few, then one line per 1000 (the line carries the count). */
 static bool log_this(uint64_t count) { return count <= 5 || count % 1000 == 0; }
 
-mst_status mst_perfetto_sink_create(const char *output_path, mst_perfetto_sink **out) {
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcasecmp(s + n - k, suffix) == 0;
+}
+
+mst_perfetto_format mst_perfetto_format_for_path(const char *path) {
+    if (path && ends_with(path, ".pftrace")) return MST_PERFETTO_FORMAT_PROTO;
+    return MST_PERFETTO_FORMAT_JSON;
+}
+
+/* ---- the writer of the chosen format ---- */
+
+static mst_status w_add(mst_perfetto_sink *s, const mst_pf_span *span) {
+    return s->pwriter ? mst_pftrace_writer_add_span(s->pwriter, span)
+                      : mst_chrome_writer_add_span(s->writer, span);
+}
+
+static int w_handoff(mst_perfetto_sink *s) {
+    return s->pwriter ? mst_pftrace_writer_handoff(s->pwriter)
+                      : mst_chrome_writer_handoff(s->writer);
+}
+
+static void w_stats(const mst_perfetto_sink *s, mst_chrome_stats *cs) {
+    if (s->pwriter) mst_pftrace_writer_get_stats(s->pwriter, cs);
+    else if (s->writer) mst_chrome_writer_get_stats(s->writer, cs);
+}
+
+static bool w_open(const mst_perfetto_sink *s) { return s->writer || s->pwriter; }
+
+/* Dropped spans as the stats line counts them. */
+static void own_counts(const mst_perfetto_sink *s, const mst_chrome_stats *cs, uint64_t *dropped) {
+    *dropped = cs->spans_dropped + s->add_errors;
+}
+
+static void add_own_counters(mst_perfetto_sink *s) {
+    /* No decoded span yet: nothing on the timeline to put them next to (an
+     * output of only rejected payloads stays empty). */
+    if (!w_open(s) || s->received == s->rejected) return;
+    mst_chrome_stats cs;
+    memset(&cs, 0, sizeof cs);
+    w_stats(s, &cs);
+    uint64_t dropped;
+    own_counts(s, &cs, &dropped);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    if (s->pwriter)
+        mst_pftrace_writer_add_forwarder_counters(s->pwriter, now, s->received, cs.spans_written,
+                                                  dropped);
+    else
+        mst_chrome_writer_add_forwarder_counters(s->writer, now, s->received, cs.spans_written,
+                                                 dropped);
+}
+
+mst_status mst_perfetto_sink_create(const char *output_path, mst_perfetto_format format,
+                                    mst_perfetto_sink **out) {
     if (!output_path || !out) return MST_ERR_INVALID_ARG;
     mst_perfetto_sink *s = calloc(1, sizeof *s);
     if (!s || !(s->path = strdup(output_path))) {
         free(s);
         return MST_ERR_NOMEM;
     }
+    s->format = format == MST_PERFETTO_FORMAT_AUTO ? mst_perfetto_format_for_path(output_path)
+                                                   : format;
     mst_arena_init(&s->arena);
     *out = s;
     return MST_OK;
@@ -56,6 +123,7 @@ mst_status mst_perfetto_sink_create(const char *output_path, mst_perfetto_sink *
 void mst_perfetto_sink_destroy(mst_perfetto_sink *s) {
     if (!s) return;
     if (s->writer) mst_chrome_writer_close(s->writer);
+    if (s->pwriter) mst_pftrace_writer_close(s->pwriter);
     mst_arena_release(&s->arena);
     free(s->path);
     free(s);
@@ -73,7 +141,7 @@ void mst_perfetto_sink_on_frame(void *self, const uint8_t *payload, size_t len, 
             MST_WARN("rejected a %zu-byte packet from connection %llu: %s (%llu rejected so far)",
                      len, (unsigned long long)conn_id, err[0] ? err : mst_strerror(st),
                      (unsigned long long)s->rejected);
-    } else if ((st = mst_chrome_writer_add_span(s->writer, &span)) == MST_ERR_QUEUE_FULL) {
+    } else if ((st = w_add(s, &span)) == MST_ERR_QUEUE_FULL) {
         s->full_drops++; /* counted by the writer as spans_dropped */
         if (log_this(s->full_drops))
             MST_WARN("perfetto output: cannot buffer more unwritten output while writes fail; "
@@ -82,7 +150,7 @@ void mst_perfetto_sink_on_frame(void *self, const uint8_t *payload, size_t len, 
     } else if (st != MST_OK) {
         s->add_errors++;
         if (log_this(s->add_errors))
-            MST_WARN("could not add a span to the Chrome Trace output: %s (%llu so far)",
+            MST_WARN("could not add a span to the Perfetto output: %s (%llu so far)",
                      mst_strerror(st), (unsigned long long)s->add_errors);
     } else {
         s->unflushed++;
@@ -92,6 +160,8 @@ void mst_perfetto_sink_on_frame(void *self, const uint8_t *payload, size_t len, 
 
 static mst_status svc_open(void *self, char *err, size_t err_size) {
     mst_perfetto_sink *s = self;
+    if (s->format == MST_PERFETTO_FORMAT_PROTO)
+        return mst_pftrace_writer_open(s->path, (int64_t)getpid(), &s->pwriter, err, err_size);
     return mst_chrome_writer_open(s->path, (int64_t)getpid(), &s->writer, err, err_size);
 }
 
@@ -102,9 +172,12 @@ static mst_status svc_open(void *self, char *err, size_t err_size) {
  * events, these stay buffered and the loop comes back in HANDOFF_RETRY_MS. */
 static int svc_after_batch(void *self, uint64_t now_ms) {
     mst_perfetto_sink *s = self;
-    (void)now_ms;
     if (s->unflushed == 0) return -1;
-    if (mst_chrome_writer_handoff(s->writer)) return HANDOFF_RETRY_MS;
+    if (now_ms - s->last_counters_ms >= OWN_COUNTERS_EVERY_MS) {
+        s->last_counters_ms = now_ms;
+        add_own_counters(s);
+    }
+    if (w_handoff(s)) return HANDOFF_RETRY_MS;
     s->unflushed = 0;
     return -1;
 }
@@ -112,14 +185,14 @@ static int svc_after_batch(void *self, uint64_t now_ms) {
 static void svc_get_counts(void *self, mst_daemon_counts *out) {
     mst_perfetto_sink *s = self;
     mst_chrome_stats cs = s->final_stats;
-    if (s->writer) mst_chrome_writer_get_stats(s->writer, &cs);
+    w_stats(s, &cs);
     memset(out, 0, sizeof *out);
     out->received = s->received;
     out->written = cs.spans_written;
     out->rejected = s->rejected;
     /* Spans, not attempts or links: received = written + rejected + dropped
      * once the writer is closed (spans_dropped includes full_drops). */
-    out->dropped = cs.spans_dropped + s->add_errors;
+    own_counts(s, &cs, &out->dropped);
     snprintf(out->extra, sizeof out->extra,
              "flows=%llu pending_links=%llu evicted_positions=%llu evicted_links=%llu "
              "write_errors=%llu spans_dropped=%llu write_waits=%llu bytes_out=%llu",
@@ -132,11 +205,18 @@ static void svc_get_counts(void *self, mst_daemon_counts *out) {
 
 static mst_status svc_close(void *self) {
     mst_perfetto_sink *s = self;
-    if (!s->writer) return MST_OK;
-    /* The counters are taken after the close, which drops (and counts)
-     * whatever still could not be written. */
-    mst_status st = mst_chrome_writer_close_final(s->writer, &s->final_stats);
+    if (!w_open(s)) return MST_OK;
+    /* Complete the open request tracks and take a last own-counter sample
+     * first; the counters kept are taken after the close, which drops (and
+     * counts) whatever still could not be written. */
+    mst_status fst = s->pwriter ? mst_pftrace_writer_flush(s->pwriter, true)
+                                : mst_chrome_writer_flush_final(s->writer);
+    add_own_counters(s);
+    mst_status st = s->pwriter ? mst_pftrace_writer_close_final(s->pwriter, &s->final_stats)
+                               : mst_chrome_writer_close_final(s->writer, &s->final_stats);
+    if (st == MST_OK) st = fst;
     s->writer = NULL;
+    s->pwriter = NULL;
     if (st != MST_OK) MST_ERROR("closing %s failed: %s", s->path, mst_strerror(st));
     return st;
 }

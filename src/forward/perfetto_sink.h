@@ -1,8 +1,11 @@
 /*
- * perfetto_sink.h — the Perfetto mode of `mstrace forward` (docs/forwarder.md): each
- * frame payload is decoded as one hook span packet and handed to the Chrome
- * Trace writer. Bad packets are counted and logged (rate-limited); they
- * never close the connection or harm the output.
+ * perfetto_sink.h — the Perfetto mode of `mstrace forward` (docs/forwarder.md):
+ * each frame payload is decoded as one hook span packet and handed to the
+ * output writer of the chosen format: Chrome Trace JSON (chrome_trace.h) or
+ * native Perfetto protobuf (pftrace_writer.h). Bad packets are counted and
+ * logged (rate-limited); they never close the connection or harm the output.
+ * About once a second (and at close) the forwarder's own counters (spans
+ * received / written / dropped) are added to the timeline.
  *
  * Flush policy: the events of every batch of readiness events are handed
  * to the Chrome writer's thread, which writes them (valid JSON after each
@@ -17,9 +20,19 @@
 
 typedef struct mst_perfetto_sink mst_perfetto_sink;
 
+typedef enum mst_perfetto_format {
+    MST_PERFETTO_FORMAT_AUTO = 0,  /* from the extension: .pftrace = proto, else JSON */
+    MST_PERFETTO_FORMAT_JSON,
+    MST_PERFETTO_FORMAT_PROTO
+} mst_perfetto_format;
+
+/* The format AUTO stands for with `path`. */
+mst_perfetto_format mst_perfetto_format_for_path(const char *path);
+
 /* Allocates a sink for `output_path`; the file is opened by the service's
  * open() (after the socket is bound). */
-mst_status mst_perfetto_sink_create(const char *output_path, mst_perfetto_sink **out);
+mst_status mst_perfetto_sink_create(const char *output_path, mst_perfetto_format format,
+                                    mst_perfetto_sink **out);
 
 /* Fills `svc` with the sink's callbacks (svc->self = sink). */
 void mst_perfetto_sink_service(mst_perfetto_sink *sink, mst_daemon_service *svc);

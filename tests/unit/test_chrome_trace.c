@@ -236,7 +236,7 @@ static void test_source_first_emits_at_once(void) {
     char *text = read_all(path, &len);
     ev evs[8];
     size_t n = parse_events(text, len, evs, 8);
-    CHECK_EQ_INT(n, 5); /* M + X + X + s + f */
+    CHECK_EQ_INT(n, 7); /* M + X + X + s + f, and the request track (b + e) of vllm.request */
     free(text);
     unlink(path);
 }

@@ -1,0 +1,329 @@
+/*
+ * timeline.c — the timeline model shared by the forwarder's writers (see
+ * timeline.h for what it derives). Owns the request table: request id ->
+ * what the spans naming it revealed so far, a chained hash over a fixed
+ * pool with a FIFO list; when full, the oldest entry is completed (or, if it
+ * was already complete, forgotten). Completed entries stay until evicted so
+ * a span that names a request after its `vllm.request` span arrived (an
+ * output processed late) does not start a second track for it.
+ */
+#include "forward/timeline.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "wire/json_reader.h"
+
+const char *const mst_tl_counter_names[] = {
+    "batch.request_count", "batch.scheduled_tokens", "scheduler.waiting", "scheduler.running",
+    "kv_cache.usage", NULL};
+
+typedef struct req_entry {
+    char *id;
+    size_t id_len;
+    uint64_t hash;
+    uint32_t chain;          /* next in bucket, index + 1 */
+    uint32_t older, newer;   /* FIFO, index + 1; `older` doubles as free list */
+    int64_t pid;
+    int64_t first_ns, last_end_ns;     /* spans naming it */
+    int64_t sched1_ns, sched2_ns;      /* first two scheduling steps (-1: none) */
+    uint32_t steps;
+    bool done;               /* emitted; kept only to ignore late spans */
+} req_entry;
+
+struct mst_timeline {
+    req_entry *e;
+    uint32_t *buckets;       /* index + 1 */
+    uint32_t mask, cap, count, used, free_head, oldest, newest;
+    uint64_t seed;
+    mst_tl_stats st;
+};
+
+mst_timeline *mst_timeline_new(uint32_t max_requests) {
+    if (max_requests < 2) max_requests = 2;
+    mst_timeline *tl = calloc(1, sizeof *tl);
+    if (!tl) return NULL;
+    uint32_t nb = 16;
+    while (nb < max_requests * 2u && nb < (1u << 30)) nb <<= 1;
+    tl->e = calloc(max_requests, sizeof *tl->e);
+    tl->buckets = calloc(nb, sizeof *tl->buckets);
+    if (!tl->e || !tl->buckets) {
+        mst_timeline_free(tl);
+        return NULL;
+    }
+    tl->mask = nb - 1;
+    tl->cap = max_requests;
+    /* Ids come from other processes: a per-instance seed keeps crafted ids
+     * from piling into one bucket. */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    tl->seed = ((uint64_t)(uintptr_t)tl ^ ((uint64_t)getpid() << 32)) ^
+               (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull;
+    return tl;
+}
+
+void mst_timeline_free(mst_timeline *tl) {
+    if (!tl) return;
+    if (tl->e)
+        for (uint32_t i = 0; i < tl->used; i++) free(tl->e[i].id);
+    free(tl->e);
+    free(tl->buckets);
+    free(tl);
+}
+
+static uint64_t str_hash(uint64_t seed, const char *s, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull ^ seed;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (uint8_t)s[i];
+        h *= 0x100000001b3ull;
+    }
+    return h ^ (h >> 29);
+}
+
+static uint32_t req_find(const mst_timeline *tl, const char *id, size_t n, uint64_t h) {
+    for (uint32_t i = tl->buckets[h & tl->mask]; i; i = tl->e[i - 1].chain) {
+        const req_entry *x = &tl->e[i - 1];
+        if (x->hash == h && x->id_len == n && memcmp(x->id, id, n) == 0) return i;
+    }
+    return 0;
+}
+
+/* Unlinks entry i from its bucket and the FIFO and frees its slot. */
+static void req_remove(mst_timeline *tl, uint32_t i) {
+    req_entry *x = &tl->e[i - 1];
+    uint32_t *link = &tl->buckets[x->hash & tl->mask];
+    while (*link != i) link = &tl->e[*link - 1].chain;
+    *link = x->chain;
+    if (x->older) tl->e[x->older - 1].newer = x->newer; else tl->oldest = x->newer;
+    if (x->newer) tl->e[x->newer - 1].older = x->older; else tl->newest = x->older;
+    free(x->id);
+    x->id = NULL;
+    x->older = tl->free_head;
+    tl->free_head = i;
+    tl->count--;
+}
+
+static int64_t clamp(int64_t v, int64_t lo, int64_t hi) {
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* Builds the request track of entry x (request span times when known) and
+ * hands it to the sink. */
+static void req_emit(mst_timeline *tl, req_entry *x, bool has_span, int64_t span_start,
+                     int64_t span_end, int64_t span_pid, const mst_tl_sink *sink) {
+    mst_tl_request r;
+    memset(&r, 0, sizeof r);
+    r.id = x->id;
+    r.id_len = x->id_len;
+    r.has_request_span = has_span;
+    r.pid = has_span ? span_pid : x->pid;
+    r.start_ns = has_span ? span_start : x->first_ns;
+    r.end_ns = has_span ? span_end : x->last_end_ns;
+    if (r.end_ns < r.start_ns) r.end_ns = r.start_ns;
+    r.steps = x->steps;
+    if (x->sched1_ns >= 0) {
+        int64_t s1 = clamp(x->sched1_ns, r.start_ns, r.end_ns);
+        int64_t s2 = x->sched2_ns >= 0 ? clamp(x->sched2_ns, s1, r.end_ns) : r.end_ns;
+        if (s1 > r.start_ns) r.phases[r.n_phases++] = (mst_tl_phase){"queued", r.start_ns, s1};
+        r.phases[r.n_phases++] = (mst_tl_phase){"prefill", s1, s2};
+        if (s2 < r.end_ns) r.phases[r.n_phases++] = (mst_tl_phase){"decode", s2, r.end_ns};
+    }
+    x->done = true;
+    tl->st.requests_emitted++;
+    if (sink && sink->request) sink->request(sink->self, &r);
+}
+
+/* Finds or adds the entry for id. NULL on out of memory. */
+static req_entry *req_get(mst_timeline *tl, const char *id, size_t n, int64_t pid,
+                          const mst_tl_sink *sink) {
+    uint64_t h = str_hash(tl->seed, id, n);
+    uint32_t i = req_find(tl, id, n, h);
+    if (i) return &tl->e[i - 1];
+    char *copy = malloc(n + 1);
+    if (!copy) return NULL;
+    memcpy(copy, id, n);
+    copy[n] = 0;
+    if (tl->count == tl->cap) {
+        req_entry *old = &tl->e[tl->oldest - 1];
+        if (!old->done) {
+            tl->st.requests_evicted++;
+            req_emit(tl, old, false, 0, 0, 0, sink);
+        }
+        req_remove(tl, tl->oldest);
+    }
+    if (tl->free_head) {
+        i = tl->free_head;
+        tl->free_head = tl->e[i - 1].older;
+    } else {
+        i = ++tl->used;
+    }
+    req_entry *x = &tl->e[i - 1];
+    memset(x, 0, sizeof *x);
+    x->id = copy;
+    x->id_len = n;
+    x->hash = h;
+    x->pid = pid;
+    x->first_ns = INT64_MAX;
+    x->last_end_ns = INT64_MIN;
+    x->sched1_ns = x->sched2_ns = -1;
+    x->chain = tl->buckets[h & tl->mask];
+    tl->buckets[h & tl->mask] = i;
+    x->older = tl->newest;
+    if (tl->newest) tl->e[tl->newest - 1].newer = i; else tl->oldest = i;
+    tl->newest = i;
+    tl->count++;
+    return x;
+}
+
+static const mst_json_slice *find_attr(const mst_pf_span *s, const char *key, size_t n) {
+    for (size_t i = 0; i < s->n_attrs; i++)
+        if (s->attrs[i].key.len == n && memcmp(s->attrs[i].key.ptr, key, n) == 0)
+            return &s->attrs[i].value;
+    return NULL;
+}
+
+/* A JSON number as int64 (integer syntax) or double. False if not a number. */
+bool mst_tl_json_number(const mst_json_slice *v, bool *is_double, int64_t *i, double *d) {
+    if (!v || !v->len || v->len >= 64 || !(v->ptr[0] == '-' || (v->ptr[0] >= '0' && v->ptr[0] <= '9')))
+        return false;
+    char tmp[64];
+    memcpy(tmp, v->ptr, v->len);
+    tmp[v->len] = 0;
+    *is_double = memchr(tmp, '.', v->len) || memchr(tmp, 'e', v->len) || memchr(tmp, 'E', v->len);
+    char *end;
+    errno = 0;
+    if (*is_double) *d = strtod(tmp, &end);
+    else *i = strtoll(tmp, &end, 10);
+    return *end == 0 && errno != ERANGE;
+}
+
+/* Counters: span attributes named in mst_tl_counter_names. The length test
+ * first keeps this cheap for the usual attributes. */
+static void emit_counters(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
+                          const mst_tl_sink *sink) {
+    for (size_t a = 0; a < s->n_attrs; a++) {
+        const mst_str *k = &s->attrs[a].key;
+        if (k->len < 14 || k->len > 22) continue;
+        for (const char *const *n = mst_tl_counter_names; *n; n++) {
+            if (strlen(*n) != k->len || memcmp(*n, k->ptr, k->len) != 0) continue;
+            mst_tl_counter c = {*n, pid, s->end_ns, false, 0, 0};
+            if (mst_tl_json_number(&s->attrs[a].value, &c.is_double, &c.i, &c.d)) {
+                tl->st.counters_emitted++;
+                if (sink && sink->counter) sink->counter(sink->self, &c);
+            }
+            break;
+        }
+    }
+}
+
+/* Notes every request in the span's request.ids (a validated JSON array). */
+static bool note_request_ids(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
+                             const mst_json_slice *ids, bool is_step, mst_arena *arena,
+                             const mst_tl_sink *sink) {
+    mst_json_reader r;
+    mst_json_reader_init(&r, ids->ptr, ids->len, MST_PF_MAX_DEPTH);
+    if (mst_json_peek(&r) != MST_JSON_ARRAY || !mst_json_array_begin(&r)) return true;
+    bool ok = true;
+    int more;
+    while ((more = mst_json_array_next(&r)) == 1) {
+        if (mst_json_peek(&r) != MST_JSON_STRING) {
+            mst_json_slice skip;
+            if (!mst_json_read_raw(&r, &skip)) break;
+            continue;
+        }
+        mst_str id;
+        if (!mst_json_read_str_slice(&r, arena, &id)) break;
+        req_entry *x = req_get(tl, id.ptr, id.len, pid, sink);
+        if (!x) {
+            ok = false;
+            continue;
+        }
+        if (x->done) continue;
+        if (s->start_ns < x->first_ns) x->first_ns = s->start_ns;
+        if (s->end_ns > x->last_end_ns) x->last_end_ns = s->end_ns;
+        if (is_step) {
+            x->steps++;
+            /* Spans arrive by end time, not start: keep the two earliest. */
+            if (x->sched1_ns < 0 || s->start_ns < x->sched1_ns) {
+                x->sched2_ns = x->sched1_ns;
+                x->sched1_ns = s->start_ns;
+            } else if (s->start_ns != x->sched1_ns &&
+                       (x->sched2_ns < 0 || s->start_ns < x->sched2_ns)) {
+                x->sched2_ns = s->start_ns;
+            }
+        }
+    }
+    return ok;
+}
+
+bool mst_timeline_add_span(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
+                           mst_arena *arena, const mst_tl_sink *sink) {
+    emit_counters(tl, s, pid, sink);
+    bool is_request_span = s->name.len == sizeof MST_TL_REQUEST_SPAN - 1 &&
+                           memcmp(s->name.ptr, MST_TL_REQUEST_SPAN, s->name.len) == 0;
+    if (is_request_span) {
+        const mst_json_slice *rid = find_attr(s, "request.id", 10);
+        if (!rid || rid->len < 2 || rid->ptr[0] != '"') return true;
+        mst_json_reader r;
+        mst_json_reader_init(&r, rid->ptr, rid->len, 1);
+        mst_str id;
+        if (!mst_json_read_str_slice(&r, arena, &id)) return true;
+        req_entry *x = req_get(tl, id.ptr, id.len, pid, sink);
+        if (!x) return false;
+        if (!x->done) req_emit(tl, x, true, s->start_ns, s->end_ns, pid, sink);
+        return true;
+    }
+    const mst_json_slice *ids = find_attr(s, "request.ids", 11);
+    if (!ids) return true;
+    bool is_step = find_attr(s, "batch.scheduled_tokens", 22) != NULL;
+    return note_request_ids(tl, s, pid, ids, is_step, arena, sink);
+}
+
+void mst_timeline_finish_all(mst_timeline *tl, const mst_tl_sink *sink) {
+    for (uint32_t i = tl->oldest; i; i = tl->e[i - 1].newer) {
+        req_entry *x = &tl->e[i - 1];
+        if (!x->done) req_emit(tl, x, false, 0, 0, 0, sink);
+    }
+}
+
+void mst_timeline_forwarder_counters(mst_timeline *tl, int64_t pid, int64_t ts_ns,
+                                     uint64_t received, uint64_t written, uint64_t dropped,
+                                     const mst_tl_sink *sink) {
+    const char *names[3] = {MST_TL_FWD_RECEIVED, MST_TL_FWD_WRITTEN, MST_TL_FWD_DROPPED};
+    uint64_t vals[3] = {received, written, dropped};
+    for (int k = 0; k < 3; k++) {
+        mst_tl_counter c = {names[k], pid, ts_ns, false, (int64_t)vals[k], 0};
+        tl->st.counters_emitted++;
+        if (sink && sink->counter) sink->counter(sink->self, &c);
+    }
+}
+
+void mst_timeline_get_stats(const mst_timeline *tl, mst_tl_stats *out) {
+    if (tl) *out = tl->st;
+    else memset(out, 0, sizeof *out);
+}
+
+/* Hex digit value (0 for anything else, as the Chrome writer's keys). */
+static unsigned hexval(char c) {
+    if (c >= '0' && c <= '9') return (unsigned)(c - '0');
+    if (c >= 'a' && c <= 'f') return (unsigned)(c - 'a' + 10);
+    if (c >= 'A' && c <= 'F') return (unsigned)(c - 'A' + 10);
+    return 0;
+}
+
+uint64_t mst_tl_flow_id(const char *trace_hex, const char *span_hex) {
+    /* 64 bits of (trace, span): the span id mixed with the trace id, so the
+     * same span id in two traces gives two flows. */
+    uint64_t t_hi = 0, t_lo = 0, sp = 0;
+    for (int i = 0; i < 16 && trace_hex[i]; i++) t_hi = (t_hi << 4) | hexval(trace_hex[i]);
+    for (int i = 16; i < 32 && trace_hex[i]; i++) t_lo = (t_lo << 4) | hexval(trace_hex[i]);
+    for (int i = 0; i < 16 && span_hex[i]; i++) sp = (sp << 4) | hexval(span_hex[i]);
+    uint64_t h = sp ^ (t_hi * 0x9E3779B97F4A7C15ull) ^ ((t_lo + 0x632BE59BD9B4E019ull) * 0xC2B2AE3D27D4EB4Full);
+    h ^= h >> 31;
+    h *= 0xD6E8FEB86659FD93ull;
+    h ^= h >> 32;
+    return h ? h : 1;
+}

@@ -1,0 +1,119 @@
+/*
+ * timeline.h — the forwarder's timeline model, shared by both output
+ * writers (Chrome Trace JSON in chrome_trace.c, native Perfetto in
+ * pftrace_writer.c) so the two files say the same thing.
+ *
+ * What it derives from the decoded hook spans, beyond the span's own slice
+ * on its process/thread track (which each writer lays out directly):
+ *   - request tracks: one per request id, spanning arrival -> finish, with
+ *     the phases "queued" (arrival -> first scheduled), "prefill" (first
+ *     scheduling step -> the next one) and "decode" (-> finish). Fed by the
+ *     `vllm.request` span (request.id; its start is the arrival, its end the
+ *     finish) and by every other span naming the request in `request.ids`
+ *     (the scheduling steps are those that also carry batch.scheduled_tokens).
+ *     A request is handed to the writer once it is complete: when its
+ *     `vllm.request` span arrives, or — for requests without one (no
+ *     auto-trace) — at close or when the bounded table evicts it, spanning
+ *     the first to the last span that named it.
+ *   - counters: per process (engine) samples of the span attributes listed
+ *     in mst_tl_counter_names (batch size, scheduled tokens, requests
+ *     waiting/running, KV-cache usage), at the span's end; and the
+ *     forwarder's own spans received / written / dropped.
+ *   - flow ids: a 64-bit id per (trace_id, span_id); a span carries its own
+ *     id and the ids of the spans it links to, so a link is visible whatever
+ *     order the two spans arrive in (no pending table in the native writer).
+ *
+ * Threads: one (the forwarder's event loop). Memory: the request table is
+ * bounded (MST_TL_MAX_REQUESTS, oldest completed first).
+ */
+#ifndef MST_FORWARD_TIMELINE_H
+#define MST_FORWARD_TIMELINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "wire/perfetto_packet.h"
+
+#define MST_TL_MAX_REQUESTS 65536
+/* Name of the span that stands for a whole request (started by the plugin). */
+#define MST_TL_REQUEST_SPAN "vllm.request"
+
+/* One phase slice of a request track. */
+typedef struct mst_tl_phase {
+    const char *name;  /* "queued", "prefill", "decode" */
+    int64_t start_ns, end_ns;
+} mst_tl_phase;
+
+/* A complete request track. */
+typedef struct mst_tl_request {
+    const char *id;          /* valid during the callback only */
+    size_t id_len;
+    int64_t pid;             /* process of the request span, else of its first span */
+    int64_t start_ns;        /* arrival (request span start) or first naming span */
+    int64_t end_ns;          /* finish (request span end) or last naming span's end */
+    bool has_request_span;
+    uint32_t steps;          /* scheduling steps that named it */
+    mst_tl_phase phases[3];
+    unsigned n_phases;
+} mst_tl_request;
+
+typedef struct mst_tl_counter {
+    const char *name;        /* static string (see mst_tl_counter_names) */
+    int64_t pid;             /* the process the counter track belongs to */
+    int64_t ts_ns;
+    bool is_double;
+    int64_t i;
+    double d;
+} mst_tl_counter;
+
+/* What a writer does with the model's output. */
+typedef struct mst_tl_sink {
+    void *self;
+    void (*request)(void *self, const mst_tl_request *r);
+    void (*counter)(void *self, const mst_tl_counter *c);
+} mst_tl_sink;
+
+typedef struct mst_tl_stats {
+    uint64_t requests_emitted;
+    uint64_t requests_evicted;   /* completed early because the table was full */
+    uint64_t counters_emitted;
+} mst_tl_stats;
+
+typedef struct mst_timeline mst_timeline;
+
+/* Span attributes plotted as per-process counters, NULL-terminated. */
+extern const char *const mst_tl_counter_names[];
+/* Names of the forwarder's own counter tracks. */
+#define MST_TL_FWD_RECEIVED "forwarder.spans_received"
+#define MST_TL_FWD_WRITTEN "forwarder.spans_written"
+#define MST_TL_FWD_DROPPED "forwarder.spans_dropped"
+
+mst_timeline *mst_timeline_new(uint32_t max_requests);
+void mst_timeline_free(mst_timeline *tl);
+
+/* Feeds one span (pid already defaulted by the caller); completed requests
+ * and counter samples go to `sink`. `arena` is scratch for unescaping ids
+ * (reset by the caller). Returns false on out of memory (the span's
+ * request bookkeeping is then partly skipped; nothing else is harmed). */
+bool mst_timeline_add_span(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
+                           mst_arena *arena, const mst_tl_sink *sink);
+
+/* Completes every request still open (at close). */
+void mst_timeline_finish_all(mst_timeline *tl, const mst_tl_sink *sink);
+
+/* The forwarder's own counters at ts_ns, on the track of process `pid`. */
+void mst_timeline_forwarder_counters(mst_timeline *tl, int64_t pid, int64_t ts_ns,
+                                     uint64_t received, uint64_t written, uint64_t dropped,
+                                     const mst_tl_sink *sink);
+
+void mst_timeline_get_stats(const mst_timeline *tl, mst_tl_stats *out);
+
+/* A validated JSON number (raw text) as int64 (integer syntax) or double;
+ * false when the value is not a number or does not fit. */
+bool mst_tl_json_number(const mst_json_slice *v, bool *is_double, int64_t *i, double *d);
+
+/* Flow id of the span (trace_id, span_id), both lowercase hex; never 0. */
+uint64_t mst_tl_flow_id(const char *trace_hex, const char *span_hex);
+
+#endif /* MST_FORWARD_TIMELINE_H */

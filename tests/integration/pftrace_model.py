@@ -1,0 +1,188 @@
+"""Reads the forwarder's two output formats into one comparable model.
+
+`read_pftrace` decodes a native Perfetto trace with the official protos of
+the PyPI `perfetto` package (perfetto_trace_pb2): packet by packet (so a
+file cut mid-packet reads up to the cut), resolving interned names the way
+Perfetto does (state restarts on SEQ_INCREMENTAL_STATE_CLEARED), pairing
+slice begin/end per track in timestamp order. `read_chrome_json` reads the
+Chrome Trace JSON of the same spans. Both return a `Model`; tests compare
+them field by field.
+"""
+
+import json
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+SEQ_CLEARED = 1
+SEQ_NEEDS = 2
+TYPE_BEGIN, TYPE_END, TYPE_COUNTER = 1, 2, 4
+
+
+@dataclass
+class Model:
+    processes: dict = field(default_factory=dict)      # pid -> name
+    threads: dict = field(default_factory=dict)        # (pid, tid) -> name
+    slices: list = field(default_factory=list)         # dicts: pid tid name cat ts dur args
+    links: set = field(default_factory=set)            # (source span_id, dest span_id)
+    requests: list = field(default_factory=list)       # (request id, name, start, end, parent)
+    counters: list = field(default_factory=list)       # (pid, name, ts, value)
+    dangling_flows: list = field(default_factory=list)
+
+
+def iter_packets(data: bytes):
+    """Yields (offset, TracePacket) for each whole Trace.packet field; stops
+    at a truncated one (a file cut by SIGKILL)."""
+    i, n = 0, len(data)
+    while i < n:
+        if data[i] != 0x0A:
+            raise AssertionError(f"unexpected field tag {data[i]:#x} at {i}")
+        j, length, shift = i + 1, 0, 0
+        while True:
+            if j >= n:
+                return
+            b = data[j]
+            j += 1
+            length |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                break
+        if j + length > n:
+            return
+        yield i, pb.TracePacket.FromString(data[j:j + length])
+        i = j + length
+
+
+def _annotation_value(a):
+    kind = a.WhichOneof("value")
+    if kind == "legacy_json_value":
+        return json.loads(a.legacy_json_value, parse_float=Decimal)
+    v = getattr(a, kind)
+    return Decimal(repr(v)) if kind == "double_value" else v
+
+
+def read_pftrace(path, strict=True) -> Model:
+    data = open(path, "rb").read()
+    m = Model()
+    interned = {}
+    tracks = {}
+    events = []   # (ts, order, track_uuid, type, name, cat, args, flow_ids, counter)
+    saw_clock = False
+    for order, (_, p) in enumerate(iter_packets(data)):
+        if p.HasField("clock_snapshot"):
+            saw_clock = True
+        if p.sequence_flags & SEQ_CLEARED:
+            interned = {1: {}, 2: {}, 3: {}}
+        if p.HasField("interned_data"):
+            for kind, entries in ((1, p.interned_data.event_categories),
+                                  (2, p.interned_data.event_names),
+                                  (3, p.interned_data.debug_annotation_names)):
+                for e in entries:
+                    interned[kind][e.iid] = e.name
+        if p.HasField("track_descriptor"):
+            td = p.track_descriptor
+            tracks[td.uuid] = td
+        if not p.HasField("track_event"):
+            continue
+        te = p.track_event
+
+        def resolve(kind, iid):
+            assert iid in interned[kind], f"unresolved iid {iid} (kind {kind}) in packet {order}"
+            return interned[kind][iid]
+
+        name = resolve(2, te.name_iid) if te.HasField("name_iid") else te.name
+        cats = [resolve(1, c) for c in te.category_iids]
+        args = {resolve(3, a.name_iid): _annotation_value(a) for a in te.debug_annotations}
+        counter = None
+        if te.type == TYPE_COUNTER:
+            counter = (te.double_counter_value if te.HasField("double_counter_value")
+                       else te.counter_value)
+        events.append((p.timestamp, order, te.track_uuid, te.type, name, cats, args,
+                       list(te.flow_ids), counter))
+    assert saw_clock or not strict, "no clock snapshot"
+
+    for td in tracks.values():
+        if td.HasField("process"):
+            m.processes[td.process.pid] = td.process.process_name
+        elif td.HasField("thread"):
+            if td.thread.thread_name:
+                m.threads[(td.thread.pid, td.thread.tid)] = td.thread.thread_name
+
+    def where(uuid):
+        td = tracks.get(uuid)
+        assert td is not None, f"track {uuid} has no descriptor"
+        return td
+
+    stacks = {}
+    self_ids = {}
+    pending_links = []
+    for ts, _, uuid, typ, name, cats, args, flows, counter in sorted(events, key=lambda e: (e[0], e[1])):
+        td = where(uuid)
+        if typ == TYPE_COUNTER:
+            parent = tracks.get(td.parent_uuid)
+            pid = parent.process.pid if parent is not None and parent.HasField("process") else None
+            m.counters.append((pid, td.name, ts, counter))
+            continue
+        if typ == TYPE_BEGIN:
+            stacks.setdefault(uuid, []).append((ts, name, cats, args, flows))
+            continue
+        assert typ == TYPE_END and stacks.get(uuid), f"unmatched end on track {uuid}"
+        start, name, cats, args, flows = stacks[uuid].pop()
+        if td.HasField("thread"):
+            sl = dict(pid=td.thread.pid, tid=td.thread.tid, name=name,
+                      cat=cats[0] if cats else None, ts=start, dur=ts - start, args=args)
+            m.slices.append(sl)
+            if flows:
+                self_ids[flows[0]] = args.get("span_id")
+                pending_links.extend((f, args.get("span_id")) for f in flows[1:])
+        else:
+            parent = tracks.get(td.parent_uuid)
+            pname = parent.name if parent is not None else None
+            depth = len(stacks[uuid])
+            m.requests.append((td.name, name, start, ts, pname, depth))
+    for uuid, st in stacks.items():
+        assert not st or not strict, f"unclosed slices on track {uuid}"
+    for f, dest in pending_links:
+        if f in self_ids:
+            m.links.add((self_ids[f], dest))
+        else:
+            m.dangling_flows.append((f, dest))
+    return m
+
+
+def _ns(us) -> int:
+    return int(Decimal(us) * 1000)
+
+
+def read_chrome_json(path) -> Model:
+    events = json.loads(open(path, encoding="utf-8").read(), parse_float=Decimal)
+    m = Model()
+    flows = {}
+    asyncs = {}
+    for e in events:
+        ph = e["ph"]
+        if ph == "M":
+            if e["name"] == "process_name":
+                m.processes[e["pid"]] = e["args"]["name"]
+            else:
+                m.threads[(e["pid"], e["tid"])] = e["args"]["name"]
+        elif ph == "X":
+            m.slices.append(dict(pid=e["pid"], tid=e["tid"], name=e["name"], cat=e["cat"],
+                                 ts=_ns(e["ts"]), dur=_ns(e["dur"]), args=e["args"]))
+        elif ph in ("s", "f"):
+            flows.setdefault(e["id"], []).append(e)
+        elif ph == "C":
+            m.counters.append((e["pid"], e["name"], _ns(e["ts"]), e["args"]["value"]))
+        elif ph == "b":
+            asyncs.setdefault(e["id"], []).append((e["name"], _ns(e["ts"])))
+        elif ph == "e":
+            st = asyncs[e["id"]]
+            name, start = st.pop()
+            assert name == e["name"], f"async e {e['name']} closes {name}"
+            m.requests.append((e["id"], name, start, _ns(e["ts"]), "Requests", len(st)))
+    for fid, pair in flows.items():
+        assert sorted(x["ph"] for x in pair) == ["f", "s"], f"flow {fid} lacks an end"
+        src_trace, src_span, dest_span = fid.split(":")
+        m.links.add((src_span, dest_span))
+    return m
