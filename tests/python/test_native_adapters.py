@@ -279,6 +279,52 @@ def test_unsampled_requests_are_left_out(native, cap, hooked):
     assert cap == []  # every request of the batch is unsampled: nothing recorded
 
 
+class KVCacheManager:
+    """vLLM's KVCacheManager.usage: a property over BlockPool.get_usage()."""
+    def __init__(self, usage):
+        self._usage = usage
+
+    @property
+    def usage(self):
+        if isinstance(self._usage, Exception):
+            raise self._usage
+        return self._usage
+
+
+class VllmLikeScheduler(Scheduler):
+    """The attributes vLLM v1's Scheduler holds: waiting (a request queue
+    with __len__), running (a list), kv_cache_manager."""
+    def __init__(self, so, waiting, running, usage):
+        super().__init__(so)
+        self.waiting = collections.deque(waiting)
+        self.running = list(running)
+        self.kv_cache_manager = KVCacheManager(usage)
+
+
+def test_schedule_adapter_reads_queue_lengths_and_kv_cache_usage(native, cap, hooked):
+    sched = VllmLikeScheduler(scheduler_output({"a": 5}), waiting=["w1", "w2", "w3"],
+                              running=["a", "r2"], usage=0.4375)
+    sched.schedule()
+    a = only(cap, "vllm.scheduler.schedule")["attributes"]
+    assert a["scheduler.waiting"] == 3
+    assert a["scheduler.running"] == 2
+    assert a["kv_cache.usage"] == 0.4375
+    # a scheduler without them (or whose usage raises) records the rest, never fails the hook
+    before = native.stats()["hook_failures"]
+    cap.clear()
+    bad = VllmLikeScheduler(scheduler_output({"a": 5}), waiting=[], running=[],
+                            usage=RuntimeError("no blocks"))
+    bad.schedule()
+    a = only(cap, "vllm.scheduler.schedule")["attributes"]
+    assert a["scheduler.waiting"] == 0 and "kv_cache.usage" not in a
+    cap.clear()
+    Scheduler(scheduler_output({"a": 5})).schedule()
+    a = only(cap, "vllm.scheduler.schedule")["attributes"]
+    assert "scheduler.waiting" not in a and "kv_cache.usage" not in a
+    assert a["batch.request_count"] == 1
+    assert native.stats()["hook_failures"] == before
+
+
 def test_schedule_of_nothing_and_errors(native, cap, hooked):
     Scheduler(None).schedule()  # no SchedulerOutput: a plain span
     s = only(cap, "vllm.scheduler.schedule")

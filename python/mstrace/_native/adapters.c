@@ -4,7 +4,8 @@
  * num_scheduled_tokens keys, EngineCoreOutput.request_id), batch sizes, the
  * span links to the requests' known contexts, registration of a request's
  * context (request / request_context) and dropping it when it finishes
- * (output). Objects are duck-typed by attribute name only, so the same code
+ * (output), and after a scheduling step the scheduler's waiting/running
+ * queue lengths and KV-cache usage (the forwarder plots them as counters). Objects are duck-typed by attribute name only, so the same code
  * serves vLLM's dataclasses/msgspec structs and test doubles.
  *
  * Error rule: a missing attribute or an unexpected shape means "nothing to
@@ -40,6 +41,8 @@ void mstn_batch_init(mstn_batch *b) {
     b->n_unsampled = 0;
     b->request_count = -1;
     b->scheduled_tokens = -1;
+    b->waiting = b->running = -1;
+    b->kv_usage = -1.0;
 }
 
 void mstn_batch_release(mstn_batch *b) {
@@ -121,6 +124,50 @@ int mstn_batch_from_scheduler_output(mstn_batch *b, PyObject *so) {
         Py_DECREF(total);
     }
     return 0;
+}
+
+/* len(getattr(obj, name)) or -1 when that cannot be read. */
+static int64_t attr_len(PyObject *obj, PyObject *name) {
+    PyObject *v = NULL;
+    if (mstn_getattr_opt(obj, name, &v) <= 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    Py_ssize_t n = PyList_Check(v) ? PyList_GET_SIZE(v) : PyObject_Length(v);
+    Py_DECREF(v);
+    if (n < 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    return (int64_t)n;
+}
+
+/* vLLM v1 (vllm/v1/core/sched/scheduler.py): Scheduler.waiting is a request
+ * queue (a deque for FCFS, a heap for priority; both have __len__),
+ * Scheduler.running a list, and KVCacheManager.usage a property returning
+ * BlockPool.get_usage(): 1 - free blocks / (blocks - 1). These are read once
+ * per scheduling step (a few attribute loads and len calls), so they are
+ * cheap next to schedule() itself. A failure here only means "not
+ * recorded": these statistics are never worth disabling the hook for. */
+void mstn_batch_from_scheduler(mstn_batch *b, PyObject *sched) {
+    if (plain_value(sched))
+        return;
+    b->waiting = attr_len(sched, mstn_n.waiting);
+    b->running = attr_len(sched, mstn_n.running);
+    PyObject *kv = NULL, *u = NULL;
+    if (mstn_getattr_opt(sched, mstn_n.kv_cache_manager, &kv) > 0 &&
+        mstn_getattr_opt(kv, mstn_n.usage, &u) > 0 && PyFloat_Check(u)) {
+        double d = PyFloat_AS_DOUBLE(u);
+        if (d >= 0.0 && d <= 1.0)
+            b->kv_usage = d;
+    } else if (u && PyLong_Check(u)) {
+        long long x = PyLong_AsLongLong(u); /* get_usage returns int 0 with no blocks */
+        if (x == 0 || x == 1)
+            b->kv_usage = (double)x;
+    }
+    Py_XDECREF(u);
+    Py_XDECREF(kv);
+    PyErr_Clear();
 }
 
 /* Calls fn(arg) for each positional argument, then each keyword value, until

@@ -487,6 +487,21 @@ static void capture(MstnHook *r, const span_run *sr, const mstn_batch *b, uint64
         if (!v || PyDict_SetItemString(attrs, "batch.scheduled_tokens", v) < 0) { Py_XDECREF(v); goto fail; }
         Py_DECREF(v);
     }
+    if (b && b->waiting >= 0) {
+        v = PyLong_FromLongLong(b->waiting);
+        if (!v || PyDict_SetItemString(attrs, "scheduler.waiting", v) < 0) { Py_XDECREF(v); goto fail; }
+        Py_DECREF(v);
+    }
+    if (b && b->running >= 0) {
+        v = PyLong_FromLongLong(b->running);
+        if (!v || PyDict_SetItemString(attrs, "scheduler.running", v) < 0) { Py_XDECREF(v); goto fail; }
+        Py_DECREF(v);
+    }
+    if (b && b->kv_usage >= 0.0) {
+        v = PyFloat_FromDouble(b->kv_usage);
+        if (!v || PyDict_SetItemString(attrs, "kv_cache.usage", v) < 0) { Py_XDECREF(v); goto fail; }
+        Py_DECREF(v);
+    }
     for (size_t i = 0; b && i < b->n_links; i++) {
         char lt[33], ls[17];
         hex_ids(&b->link_ctx[i], lt, ls);
@@ -529,6 +544,12 @@ static void span_finish(MstnHook *r, span_run *sr, const mstn_batch *b, bool ok)
             mst_span_set_int(span, "batch.request_count", b->request_count);
         if (b->scheduled_tokens >= 0)
             mst_span_set_int(span, "batch.scheduled_tokens", b->scheduled_tokens);
+        if (b->waiting >= 0)
+            mst_span_set_int(span, "scheduler.waiting", b->waiting);
+        if (b->running >= 0)
+            mst_span_set_int(span, "scheduler.running", b->running);
+        if (b->kv_usage >= 0.0)
+            mst_span_set_double(span, "kv_cache.usage", b->kv_usage);
         for (size_t i = 0; i < b->n_links; i++) {
             mst_span_context lc;
             mst_attr_in a;
@@ -589,6 +610,8 @@ static PyObject *batch_adapter(MstnHook *h, MstnHook *r, PyObject *const *args, 
             PyErr_Fetch(&t, &v, &tb);
         else if (mstn_batch_from_scheduler_output(&b, res) < 0)
             hook_failed(r);
+        else if (nargs > 0)
+            mstn_batch_from_scheduler(&b, args[0]); /* self: the Scheduler */
         if (!res)
             PyErr_Restore(t, v, tb);
         if (span_begin(r, &sr, &b, t0))

@@ -584,6 +584,10 @@ static int init_names(void) {
     N(scheduler_output, "scheduler_output");
     N(arrival_time, "arrival_time");
     N(external_req_id, "external_req_id");
+    N(waiting, "waiting");
+    N(running, "running");
+    N(kv_cache_manager, "kv_cache_manager");
+    N(usage, "usage");
 #undef N
     return 0;
 }

@@ -181,6 +181,8 @@ typedef struct mstn_batch {
     size_t n_links;
     int64_t request_count;                 /* -1 = not set                 */
     int64_t scheduled_tokens;              /* -1 = not set                 */
+    int64_t waiting, running;              /* scheduler queues; -1 = not set */
+    double kv_usage;                       /* 0..1; < 0 = not set          */
 } mstn_batch;
 
 void mstn_batch_init(mstn_batch *b);
@@ -188,6 +190,10 @@ void mstn_batch_release(mstn_batch *b);
 /* Extractors: 0 on success (nothing found is success), -1 with a Python
  * exception when the hook's own logic failed. */
 int mstn_batch_from_scheduler_output(mstn_batch *b, PyObject *so);
+/* After Scheduler.schedule: the scheduler's queue lengths (len(waiting),
+ * len(running)) and KV-cache usage (kv_cache_manager.usage, 0..1). Each is
+ * optional: what cannot be read is simply not recorded (never -1). */
+void mstn_batch_from_scheduler(mstn_batch *b, PyObject *scheduler);
 int mstn_batch_from_model_args(mstn_batch *b, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames);
 int mstn_batch_from_output_args(mstn_batch *b, PyObject *const *args, Py_ssize_t nargs,
@@ -222,7 +228,7 @@ typedef struct mstn_names {
     PyObject *request_id, *trace_headers, *traceparent, *tracestate,
         *num_scheduled_tokens, *total_num_scheduled_tokens, *outputs,
         *finish_reason, *iscoroutinefunction, *func, *get, *scheduler_output,
-        *arrival_time, *external_req_id;
+        *arrival_time, *external_req_id, *waiting, *running, *kv_cache_manager, *usage;
 } mstn_names;
 extern mstn_names mstn_n;
 
