@@ -107,14 +107,7 @@ static void set_idle_locked(mst_outq *q) {
 
 /* pwritev of every iov byte at off, retrying EINTR and short writes. */
 static int pwritev_all(int fd, struct iovec *iov, int n, uint64_t off) {
-    for (;;) {
-        /* Empty pieces (an empty tail, an empty chunk) write nothing: skip
-         * them, or a write of zero bytes would read as "no progress". */
-        while (n > 0 && iov->iov_len == 0) {
-            iov++;
-            n--;
-        }
-        if (n == 0) break;
+    while (n > 0) {
         ssize_t k = pwritev(fd, iov, n, (off_t)off);
         if (k < 0) {
             if (errno == EINTR) continue;
