@@ -3,7 +3,8 @@
  * public read-out API alone (mstrace.h, "read-out"; docs/c-api.md, "Writing
  * an exporter"). It writes every finished span as one JSON object per line
  * (JSON Lines) to a file or stdout: ids, parent, kind, status, scope,
- * attributes, links, events, dropped counts and the resource.
+ * attributes, links, events, dropped counts and the resource; and keeps its
+ * counters with mst_exporter_counters, as the built-in exporters do.
  *
  * It links libmstrace only (no libcurl, no zlib): an engine that wants its
  * spans in its own format or store needs nothing else.
@@ -28,7 +29,7 @@ typedef struct jsonl_exporter {
     mst_exporter base;   /* first: the pipeline hands us &base */
     FILE *out;
     bool close_out;
-    uint64_t spans, batches;
+    mst_exporter_counters counters; /* exact, readable from any thread */
 } jsonl_exporter;
 
 static void put_str(FILE *f, mst_str s) {
@@ -161,9 +162,16 @@ static void write_span(FILE *f, const mst_span *sp) {
 static mst_status jsonl_export_batch(mst_exporter *self, const mst_span *const *spans, size_t n) {
     jsonl_exporter *e = (jsonl_exporter *)self;
     for (size_t i = 0; i < n; i++) write_span(e->out, spans[i]);
-    e->spans += n;
-    e->batches++;
-    return fflush(e->out) == 0 ? MST_OK : MST_ERR_IO;
+    if (fflush(e->out) != 0) {
+        mst_exporter_counters_batch_failed(&e->counters, n);
+        return MST_ERR_IO;
+    }
+    mst_exporter_counters_batch_ok(&e->counters, n, 0);
+    return MST_OK;
+}
+
+static void jsonl_get_stats(mst_exporter *self, mst_exporter_stats *out) {
+    mst_exporter_counters_read(&((jsonl_exporter *)self)->counters, out);
 }
 
 static mst_status jsonl_flush(mst_exporter *self, uint32_t timeout_ms) {
@@ -173,7 +181,6 @@ static mst_status jsonl_flush(mst_exporter *self, uint32_t timeout_ms) {
 
 static void jsonl_destroy(mst_exporter *self) {
     jsonl_exporter *e = (jsonl_exporter *)self;
-    fprintf(stderr, "jsonl exporter: %" PRIu64 " span(s) in %" PRIu64 " batch(es)\n", e->spans, e->batches);
     if (e->close_out) fclose(e->out);
     free(e);
 }
@@ -182,6 +189,7 @@ static const mst_exporter_ops jsonl_ops = {
     .name = "jsonl",
     .export_batch = jsonl_export_batch,
     .flush = jsonl_flush,
+    .get_stats = jsonl_get_stats,
     .destroy = jsonl_destroy,
 };
 
@@ -250,6 +258,10 @@ int main(int argc, char **argv) {
     mst_tracer_get_stats(tracer, &ts);
     fprintf(stderr, "tracer: started=%" PRIu64 " exported=%" PRIu64 " failed=%" PRIu64 "\n", ts.spans_started,
             ts.spans_exported, ts.spans_failed);
+    mst_exporter_stats es;
+    mst_exporter_get_stats(jsonl, &es);
+    fprintf(stderr, "jsonl exporter: exported=%" PRIu64 " failed=%" PRIu64 " batches_ok=%" PRIu64 "\n",
+            es.spans_exported, es.spans_failed, es.batches_ok);
     st = mst_tracer_shutdown(tracer, 5000);
     return st == MST_OK && ts.spans_exported == 3 ? 0 : 1;
 }

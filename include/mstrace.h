@@ -344,6 +344,34 @@ struct mst_exporter {
     const mst_exporter_ops *ops;
 };
 
+/* Counters for an exporter of your own, kept exactly as mst_exporter_stats
+ * says (the built-in exporters use them too): the exporter thread adds,
+ * get_stats may read from any thread. Zero-initialise (or reset) before
+ * use; touch the fields only through these calls (relaxed atomics, so a
+ * reader never sees a torn value). */
+typedef struct mst_exporter_counters {
+    uint64_t spans_exported, spans_failed, spans_rejected;
+    uint64_t batches_ok, batches_failed, retries;
+} mst_exporter_counters;
+
+/* Adds n to one field, e.g. mst_counter_add(&c->spans_exported, n). */
+static inline void mst_counter_add(uint64_t *field, uint64_t n) {
+#if defined(__GNUC__)
+    if (n) __atomic_fetch_add(field, n, __ATOMIC_RELAXED);
+#else
+#error "mst_counter_add needs GCC or Clang atomics"
+#endif
+}
+/* One whole batch not delivered: spans_failed += spans, batches_failed += 1. */
+MST_EXPORT void mst_exporter_counters_batch_failed(mst_exporter_counters *c, uint64_t spans);
+/* One batch the sink answered: exported/rejected spans, batches_ok += 1. */
+MST_EXPORT void mst_exporter_counters_batch_ok(mst_exporter_counters *c, uint64_t exported,
+                                               uint64_t rejected);
+/* A snapshot for get_stats (each field read atomically). */
+MST_EXPORT void mst_exporter_counters_read(const mst_exporter_counters *c, mst_exporter_stats *out);
+/* All fields back to zero (a fork()ed child starts its own counts). */
+MST_EXPORT void mst_exporter_counters_reset(mst_exporter_counters *c);
+
 /* A sink that counts and discards (for benchmarks and tests). */
 MST_EXPORT mst_exporter *mst_null_exporter_create(void);
 

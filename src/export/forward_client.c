@@ -61,7 +61,7 @@ typedef struct fwd_exporter {
     size_t *frame_ends;             /* end offset of each frame in chunk    */
     size_t frame_cap;
     /* Read by get_stats from any thread, written by the exporter thread. */
-    _Atomic uint64_t exported, failed, batches_ok, batches_failed, retries;
+    mst_exporter_counters counters;
 } fwd_exporter;
 
 static const mst_exporter_ops k_forward_ops;
@@ -72,10 +72,6 @@ static uint64_t mono_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static void count(_Atomic uint64_t *c, uint64_t n) {
-    if (n) atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
 
 static fwd_exporter *as_fwd(mst_exporter *exp) {
@@ -167,7 +163,7 @@ static bool ensure_connected(fwd_exporter *x) {
     }
     uint64_t now = mono_ms();
     if (x->attempted && now - x->last_attempt_ms < x->retry_interval_ms) return false;
-    if (x->attempted) count(&x->retries, 1);
+    if (x->attempted) mst_counter_add(&x->counters.retries, 1);
     x->attempted = true;
     x->last_attempt_ms = now;
     return try_connect(x);
@@ -245,8 +241,8 @@ static bool append_frame(fwd_exporter *x, const mst_span *s) {
 static void settle_chunk(fwd_exporter *x, size_t nframes, size_t written) {
     size_t done = 0;
     while (done < nframes && x->frame_ends[done] <= written) done++;
-    count(&x->exported, done);
-    count(&x->failed, nframes - done);
+    mst_counter_add(&x->counters.spans_exported, done);
+    mst_counter_add(&x->counters.spans_failed, nframes - done);
     size_t prev_end = done ? x->frame_ends[done - 1] : 0;
     if (done < nframes && written > prev_end) close_fd(x);
 }
@@ -257,13 +253,11 @@ static mst_status fwd_export_batch(mst_exporter *self, const mst_span *const *sp
     fwd_exporter *x = (fwd_exporter *)self;
     if (n == 0) return MST_OK;
     if (!ensure_connected(x)) {
-        count(&x->failed, n);
-        count(&x->batches_failed, 1);
+        mst_exporter_counters_batch_failed(&x->counters, n);
         return MST_ERR_UNAVAILABLE;
     }
     if (!reserve_frames(x, n)) {
-        count(&x->failed, n);
-        count(&x->batches_failed, 1);
+        mst_exporter_counters_batch_failed(&x->counters, n);
         return MST_ERR_NOMEM;
     }
     uint64_t deadline = mono_ms() + (uint64_t)x->send_budget_ms * MST_FORWARD_BATCH_LIMIT_FACTOR;
@@ -277,7 +271,7 @@ static mst_status fwd_export_batch(mst_exporter *self, const mst_span *const *sp
             else bad++;
         }
         if (bad) {
-            count(&x->failed, bad);
+            mst_counter_add(&x->counters.spans_failed, bad);
             result = MST_ERR_TOO_LARGE;
             MST_DEBUG("perfetto forwarder client: %zu span(s) could not be encoded", bad);
         }
@@ -286,7 +280,7 @@ static mst_status fwd_export_batch(mst_exporter *self, const mst_span *const *sp
         mst_status st = send_all(x, x->chunk.data, x->chunk.len, deadline, &written);
         settle_chunk(x, nframes, written);
         if (st != MST_OK) {
-            count(&x->failed, n - i);
+            mst_counter_add(&x->counters.spans_failed, n - i);
             if (st == MST_ERR_TIMEOUT && !x->slow_logged) {
                 x->slow_logged = true;
                 MST_WARN("perfetto forwarder @%s is not reading fast enough (no progress for %u ms, "
@@ -298,7 +292,7 @@ static mst_status fwd_export_batch(mst_exporter *self, const mst_span *const *sp
         }
     }
     if (result == MST_OK) x->slow_logged = false;
-    count(result == MST_OK ? &x->batches_ok : &x->batches_failed, 1);
+    mst_counter_add(result == MST_OK ? &x->counters.batches_ok : &x->counters.batches_failed, 1);
     return result;
 }
 
@@ -312,23 +306,14 @@ static void fwd_after_fork_child(mst_exporter *self) {
     x->unreachable = false;
     x->slow_logged = false;
     mst_buf_reset(&x->chunk);
-    atomic_store(&x->exported, 0);
-    atomic_store(&x->failed, 0);
-    atomic_store(&x->batches_ok, 0);
-    atomic_store(&x->batches_failed, 0);
-    atomic_store(&x->retries, 0);
+    mst_exporter_counters_reset(&x->counters);
     if (x->have_res) mst_resource_release(&x->res);
     x->have_res = mst_resource_init_from_env(&x->res) == MST_OK;
 }
 
 static void fwd_get_stats(mst_exporter *self, mst_exporter_stats *out) {
     fwd_exporter *x = (fwd_exporter *)self;
-    memset(out, 0, sizeof *out);
-    out->spans_exported = atomic_load_explicit(&x->exported, memory_order_relaxed);
-    out->spans_failed = atomic_load_explicit(&x->failed, memory_order_relaxed);
-    out->batches_ok = atomic_load_explicit(&x->batches_ok, memory_order_relaxed);
-    out->batches_failed = atomic_load_explicit(&x->batches_failed, memory_order_relaxed);
-    out->retries = atomic_load_explicit(&x->retries, memory_order_relaxed);
+    mst_exporter_counters_read(&x->counters, out);
 }
 
 static void fwd_destroy(mst_exporter *self) {

@@ -48,7 +48,7 @@ typedef struct otlp_exporter {
     bool have_res;
     mst_resource res;
     mst_buf body;
-    _Atomic uint64_t exported, failed, rejected, batches_ok, batches_failed, retries;
+    mst_exporter_counters counters; /* read by get_stats from any thread */
     atomic_bool cancel; /* the transport's cancel flag: set by otlp_cancel */
 } otlp_exporter;
 
@@ -56,10 +56,6 @@ static const mst_exporter_ops k_otlp_ops;
 
 static otlp_exporter *as_otlp(mst_exporter *exp) {
     return exp && exp->ops == &k_otlp_ops ? (otlp_exporter *)exp : NULL;
-}
-
-static void count(_Atomic uint64_t *c, uint64_t n) {
-    if (n) atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
 
 static void load_resource(otlp_exporter *x) {
@@ -86,23 +82,19 @@ static mst_status otlp_export_batch(mst_exporter *self, const mst_span *const *s
     if (st == MST_OK && x->body.failed) st = MST_ERR_NOMEM;
     if (st != MST_OK) {
         MST_WARN("OTLP exporter: encoding %zu span(s) failed: %s", n, mst_strerror(st));
-        count(&x->failed, n);
-        count(&x->batches_failed, 1);
+        mst_exporter_counters_batch_failed(&x->counters, n);
         return st;
     }
     mst_otlp_send_result r;
     st = mst_otlp_transport_send(x->transport, x->body.data, x->body.len, &r);
-    count(&x->retries, r.retries);
+    mst_counter_add(&x->counters.retries, r.retries);
     if (st != MST_OK) {
-        count(&x->failed, n);
-        count(&x->batches_failed, 1);
+        mst_exporter_counters_batch_failed(&x->counters, n);
         return st;
     }
     uint64_t rejected = r.rejected_spans > 0 ? (uint64_t)r.rejected_spans : 0;
     if (rejected > n) rejected = n; /* a collector cannot reject more than it got */
-    count(&x->exported, n - rejected);
-    count(&x->rejected, rejected);
-    count(&x->batches_ok, 1);
+    mst_exporter_counters_batch_ok(&x->counters, n - rejected, rejected);
     /* Not MST_OK: the tracer counts a batch all-or-nothing, and rejected
      * spans must not appear there as exported. Never retried either way. */
     return rejected ? MST_ERR_REJECTED : MST_OK;
@@ -121,25 +113,14 @@ static void otlp_after_fork_child(mst_exporter *self) {
     atomic_store(&x->cancel, false); /* a shutdown in the parent is not the child's */
     mst_otlp_transport_after_fork_child(x->transport);
     load_resource(x);
-    atomic_store(&x->exported, 0);
-    atomic_store(&x->failed, 0);
-    atomic_store(&x->rejected, 0);
-    atomic_store(&x->batches_ok, 0);
-    atomic_store(&x->batches_failed, 0);
-    atomic_store(&x->retries, 0);
+    mst_exporter_counters_reset(&x->counters);
 }
 
 static void otlp_get_stats(mst_exporter *self, mst_exporter_stats *out) {
     otlp_exporter *x = as_otlp(self);
     if (!out) return;
-    memset(out, 0, sizeof *out);
-    if (!x) return;
-    out->spans_exported = atomic_load_explicit(&x->exported, memory_order_relaxed);
-    out->spans_failed = atomic_load_explicit(&x->failed, memory_order_relaxed);
-    out->spans_rejected = atomic_load_explicit(&x->rejected, memory_order_relaxed);
-    out->batches_ok = atomic_load_explicit(&x->batches_ok, memory_order_relaxed);
-    out->batches_failed = atomic_load_explicit(&x->batches_failed, memory_order_relaxed);
-    out->retries = atomic_load_explicit(&x->retries, memory_order_relaxed);
+    if (x) mst_exporter_counters_read(&x->counters, out);
+    else memset(out, 0, sizeof *out);
 }
 
 static void otlp_destroy(mst_exporter *self) {

@@ -28,6 +28,7 @@ def spans(tmp_path_factory):
     proc = subprocess.run([str(binary), str(out)], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "tracer: started=3 exported=3 failed=0" in proc.stderr
+    assert "jsonl exporter: exported=3 failed=0 batches_ok=" in proc.stderr
     lines = out.read_text(encoding="utf-8").splitlines()
     assert len(lines) == 3
     by_name = {}

@@ -46,7 +46,7 @@ typedef struct ob_exporter {
     size_t n_scopes;
     bool warned_fail;
     /* Read by stats() on another thread. */
-    _Atomic uint64_t exported, failed, batches_ok, batches_failed;
+    mst_exporter_counters counters;
 } ob_exporter;
 
 static atomic_int g_closed;     /* close() ran: Python is off limits      */
@@ -354,8 +354,7 @@ static mst_status ob_export(mst_exporter *self, const mst_span *const *spans, si
      * waits for busy == 0, so no thread enters Python after close(). */
     if (atomic_load(&g_closed) || !py_alive()) {
         atomic_fetch_sub(&g_busy, 1);
-        atomic_fetch_add(&e->failed, n);
-        atomic_fetch_add(&e->batches_failed, 1);
+        mst_exporter_counters_batch_failed(&e->counters, n);
         return MST_ERR_CLOSED;
     }
     PyGILState_STATE gs = PyGILState_Ensure();
@@ -374,9 +373,9 @@ static mst_status ob_export(mst_exporter *self, const mst_span *const *spans, si
     }
     PyGILState_Release(gs);
     atomic_fetch_sub(&g_busy, 1);
-    atomic_fetch_add(&e->exported, done);
-    atomic_fetch_add(&e->failed, n - done);
-    atomic_fetch_add(done == n ? &e->batches_ok : &e->batches_failed, 1);
+    mst_counter_add(&e->counters.spans_exported, done);
+    mst_counter_add(&e->counters.spans_failed, n - done);
+    mst_counter_add(done == n ? &e->counters.batches_ok : &e->counters.batches_failed, 1);
     if (done == n)
         return MST_OK;
     return e->on_end ? MST_ERR_REJECTED : MST_ERR_UNAVAILABLE;
@@ -384,11 +383,7 @@ static mst_status ob_export(mst_exporter *self, const mst_span *const *spans, si
 
 static void ob_get_stats(mst_exporter *self, mst_exporter_stats *out) {
     ob_exporter *e = (ob_exporter *)self;
-    memset(out, 0, sizeof *out);
-    out->spans_exported = atomic_load(&e->exported);
-    out->spans_failed = atomic_load(&e->failed);
-    out->batches_ok = atomic_load(&e->batches_ok);
-    out->batches_failed = atomic_load(&e->batches_failed);
+    mst_exporter_counters_read(&e->counters, out);
 }
 
 static void clear_refs(ob_exporter *e) {
