@@ -22,6 +22,7 @@
 
 typedef struct loop_state {
     bool stop;
+    bool stats_requested;  /* SIGUSR1: print a stats line now */
     int signo;
 } loop_state;
 
@@ -35,31 +36,39 @@ static void on_signal_fd(void *ctx, int fd) {
     loop_state *ls = ctx;
     struct signalfd_siginfo si;
     while (read(fd, &si, sizeof si) == (ssize_t)sizeof si) {
+        if (si.ssi_signo == SIGUSR1) {
+            ls->stats_requested = true;
+            continue;
+        }
         ls->stop = true;
         ls->signo = (int)si.ssi_signo;
     }
 }
 
-/* Blocks SIGINT/SIGTERM (they are read from the returned signalfd) and
- * ignores SIGPIPE. Returns -1 on failure. */
+/* Blocks SIGINT/SIGTERM/SIGUSR1 (they are read from the returned
+ * signalfd) and ignores SIGPIPE. Returns -1 on failure. */
 static int setup_signals(sigset_t *old_mask) {
     signal(SIGPIPE, SIG_IGN);
     sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGUSR1);
     if (sigprocmask(SIG_BLOCK, &mask, old_mask) != 0) return -1;
     return signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 }
 
+/* One stats line: at debug level (periodic, final), or at info level when
+ * asked for with SIGUSR1 ("requested"). */
 static void log_stats(const mst_daemon_service *svc, mst_frame_server *srv, const char *when) {
-    if (!mst_log_enabled(MST_LOG_DEBUG)) return;
+    mst_log_level level = strcmp(when, "requested") == 0 ? MST_LOG_INFO : MST_LOG_DEBUG;
+    if (!mst_log_enabled(level)) return;
     mst_daemon_counts c;
     svc->get_counts(svc->self, &c);
     mst_frame_server_stats fs;
     mst_frame_server_get_stats(srv, &fs);
-    MST_DEBUG("stats (%s): received=%llu written=%llu rejected=%llu dropped=%llu "
-              "connections: active=%llu accepted=%llu refused=%llu closed=%llu "
+    mst_log(level, "stats (%s): received=%llu written=%llu rejected=%llu dropped=%llu "
+              "connections: active=%llu accepted=%llu refused=%llu closed=%llu mid_frame=%llu "
               "frames: oversize=%llu truncated=%llu stalled=%llu memory_closed=%llu "
               "partial_bytes=%llu partial_peak=%llu bytes_in=%llu bytes_discarded=%llu "
               "read_errors=%llu accept_errors=%llu shed=%llu %s",
@@ -67,7 +76,7 @@ static void log_stats(const mst_daemon_service *svc, mst_frame_server *srv, cons
               (unsigned long long)c.rejected, (unsigned long long)c.dropped,
               (unsigned long long)fs.conns_active, (unsigned long long)fs.conns_accepted,
               (unsigned long long)fs.conns_refused, (unsigned long long)fs.conns_closed,
-              (unsigned long long)fs.frames_oversize, (unsigned long long)fs.frames_truncated,
+              (unsigned long long)fs.conns_mid_frame, (unsigned long long)fs.frames_oversize, (unsigned long long)fs.frames_truncated,
               (unsigned long long)fs.stalled_closed, (unsigned long long)fs.memory_closed,
               (unsigned long long)fs.partial_bytes, (unsigned long long)fs.partial_peak,
               (unsigned long long)fs.bytes_received, (unsigned long long)fs.bytes_discarded,
@@ -127,6 +136,10 @@ static bool serve(const mst_daemon_options *opts, const mst_daemon_service *svc,
         if (now >= next_stats) {
             log_stats(svc, srv, "periodic");
             next_stats = now + interval;
+        }
+        if (ls->stats_requested) {
+            ls->stats_requested = false;
+            log_stats(svc, srv, "requested");
         }
     }
     return true;

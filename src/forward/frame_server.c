@@ -750,6 +750,7 @@ void mst_frame_server_drain_and_close_all(mst_frame_server *s) {
 
 void mst_frame_server_get_stats(const mst_frame_server *s, mst_frame_server_stats *out) {
     *out = s->st;
+    out->conns_mid_frame = s->n_partial;
 }
 
 void mst_frame_server_destroy(mst_frame_server *s) {

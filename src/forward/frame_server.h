@@ -70,6 +70,7 @@ typedef struct mst_frame_server_stats {
     uint64_t conns_refused;    /* failed the peer check */
     uint64_t conns_closed;     /* accepted connections closed since */
     uint64_t conns_active;     /* open right now */
+    uint64_t conns_mid_frame;  /* of which in the middle of a frame */
     uint64_t frames_received;  /* handed to the callback */
     uint64_t bytes_received;
     uint64_t frames_oversize;  /* length 0 or over the cap: conn closed */
