@@ -4,6 +4,7 @@
  *   mstrace forward [--log-level L] [--perfetto-output PATH] [--format json|proto]
  *                   [--socket-name NAME]
  *                   [--relay-* tuning flags, OTLP relay mode only]
+ *   mstrace analyze ... (cli/analyze_cmd.c, docs/analyze.md)
  *   mstrace --help | --version
  *
  * Why it is this thin: parsing and dispatch only. `forward` with
@@ -18,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/analyze_cmd.h"
 #include "core/log.h"
 #include "forward/daemon.h"
 #include "forward/frame_server.h"
@@ -57,6 +59,8 @@ static void print_main_usage(FILE *f) {
             "              --perfetto-output, hook spans to a Perfetto trace (.pftrace) or\n"
             "              Chrome Trace JSON file; without it, relay OTLP requests (MindIE)\n"
             "              to a collector\n"
+            "  analyze     explain a trace: where each request's time went, the bottleneck,\n"
+            "              the long tail, run against run (docs/analyze.md)\n"
             "\n"
             "options:\n"
             "  -h, --help     show this help and exit\n"
@@ -330,6 +334,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(cmd, "forward") == 0) return cmd_forward(argc - 2, argv + 2);
+    if (strcmp(cmd, "analyze") == 0) return mst_analyze_main(argc - 2, argv + 2);
     print_main_usage(stderr);
     fprintf(stderr, "mstrace: error: unknown command '%s'\n", cmd);
     return EXIT_USAGE;

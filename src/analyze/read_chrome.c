@@ -1,0 +1,746 @@
+/*
+ * read_chrome.c — streamed Chrome Trace Event JSON reader (read_chrome.h).
+ * Owns the chunk buffer, the event-extent scanner and the mapping of one
+ * event onto mst_an_span.
+ *
+ * How: the file is read in CHUNK-byte pieces. A cheap scanner finds where
+ * the next array element ends (bracket depth, skipping strings); the
+ * element is then parsed by the strict pull reader (wire/json_reader.h),
+ * which validates syntax and UTF-8 and bounds every read. Why two steps:
+ * the strict reader needs the whole value in memory, and finding its end
+ * first lets an element that straddles two chunks be completed by one
+ * refill instead of re-parsing. An element is at most MAX_EVENT bytes (the
+ * forwarder's frames are at most 4 MiB, its events a little more).
+ */
+#include "analyze/read_chrome.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/arena.h"
+#include "wire/json_reader.h"
+
+#define CHUNK (4u << 20)
+#define MAX_EVENT (64u << 20)
+#define MAX_DEPTH 64
+#define PROGRESS_EVERY (16u << 20)
+
+typedef struct role_entry {
+    int64_t pid;
+    char *role;
+    size_t len;
+} role_entry;
+
+typedef struct reader {
+    /* input */
+    int fd;                 /* -1: buffer mode */
+    uint8_t *buf;           /* owned in file mode */
+    size_t cap, len, pos;
+    uint64_t base;          /* file offset of buf[0] */
+    uint64_t total;         /* file size (0 unknown) */
+    uint64_t next_progress;
+    bool eof;
+    /* output */
+    uint32_t source;
+    mst_an_span_fn fn;
+    void *ctx;
+    mst_an_progress_fn progress;
+    void *progress_ctx;
+    mst_an_input_info *info;
+    /* per event scratch */
+    mst_arena arena;
+    mst_an_attr *attrs;
+    size_t attrs_cap;
+    mst_an_str *items;
+    size_t items_cap;
+    size_t items_used;      /* items taken by this event's lists */
+    size_t *item_start;     /* per attr: first item index (lists) */
+    size_t item_start_cap;
+    role_entry *roles;
+    size_t n_roles, roles_cap;
+    size_t last_role;       /* index + 1 of the last hit */
+    uint64_t bad_ids;
+} reader;
+
+/* ------------------------------------------------------------ input */
+
+/* Makes at least one more byte available after buf[len] unless at EOF.
+ * Keeps buf[keep..len) (moved to the front). False on a read error. */
+static bool refill(reader *r, size_t *keep, char *err, size_t err_size) {
+    if (r->fd < 0 || r->eof) {
+        r->eof = true;
+        return true;
+    }
+    if (*keep > 0) {
+        memmove(r->buf, r->buf + *keep, r->len - *keep);
+        r->len -= *keep;
+        r->pos -= *keep;
+        r->base += *keep;
+        *keep = 0;
+    }
+    if (r->len == r->cap) {
+        if (r->cap >= MAX_EVENT + CHUNK) {
+            snprintf(err, err_size, "%s: an event larger than %u MiB at byte %llu", r->info->name,
+                     MAX_EVENT >> 20, (unsigned long long)r->base);
+            return false;
+        }
+        uint8_t *nb = realloc(r->buf, r->cap * 2);
+        if (!nb) {
+            snprintf(err, err_size, "out of memory reading %s", r->info->name);
+            return false;
+        }
+        r->buf = nb;
+        r->cap *= 2;
+    }
+    for (;;) {
+        ssize_t k = read(r->fd, r->buf + r->len, r->cap - r->len);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) {
+            snprintf(err, err_size, "cannot read %s: %s", r->info->name, strerror(errno));
+            return false;
+        }
+        if (k == 0) r->eof = true;
+        r->len += (size_t)k;
+        r->info->bytes += (uint64_t)k;
+        break;
+    }
+    if (r->progress && r->info->bytes >= r->next_progress) {
+        r->next_progress = r->info->bytes + PROGRESS_EVERY;
+        r->progress(r->progress_ctx, r->info->bytes, r->total);
+    }
+    return true;
+}
+
+static bool is_ws(uint8_t c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+/* Skips whitespace; returns the next byte or -1 at EOF, -2 on read error. */
+static int next_byte(reader *r, char *err, size_t err_size) {
+    for (;;) {
+        while (r->pos < r->len && is_ws(r->buf[r->pos])) r->pos++;
+        if (r->pos < r->len) return r->buf[r->pos];
+        if (r->eof) return -1;
+        size_t keep = r->pos;
+        if (!refill(r, &keep, err, err_size)) return -2;
+    }
+}
+
+/* End (exclusive) of the JSON value starting at p[0] within n bytes, or 0
+ * when it does not end within them. Containers by bracket depth (strings
+ * skipped, escapes honoured); scalars end at the next ',', ']', '}' or
+ * whitespace. Validation is left to the strict reader. */
+static size_t scan_value_end(const uint8_t *p, size_t n) {
+    size_t i = 0;
+    if (n == 0) return 0;
+    if (p[0] == '"') {
+        for (i = 1; i < n; i++) {
+            if (p[i] == '\\') i++;
+            else if (p[i] == '"') return i + 1;
+        }
+        return 0;
+    }
+    if (p[0] != '{' && p[0] != '[') {
+        for (i = 0; i < n; i++)
+            if (p[i] == ',' || p[i] == ']' || p[i] == '}' || is_ws(p[i])) return i;
+        return 0;
+    }
+    unsigned depth = 0;
+    while (i < n) {
+        uint8_t c = p[i];
+        if (c == '"') {
+            const uint8_t *q = p + i + 1;
+            const uint8_t *e = p + n;
+            for (;;) {
+                const uint8_t *h = memchr(q, '"', (size_t)(e - q));
+                if (!h) return 0;
+                /* Count the backslashes right before the quote. */
+                const uint8_t *b = h;
+                while (b > q && b[-1] == '\\') b--;
+                if (((h - b) & 1) == 0) {
+                    i = (size_t)(h - p) + 1;
+                    break;
+                }
+                q = h + 1;
+            }
+            continue;
+        }
+        if (c == '{' || c == '[') depth++;
+        else if (c == '}' || c == ']') {
+            if (--depth == 0) return i + 1;
+        }
+        i++;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ values */
+
+/* Microseconds as written by the forwarder ("123", "123.456", "-0.5") to
+ * exact nanoseconds; other number forms through strtod. */
+static bool parse_us(const char *s, size_t n, int64_t *ns) {
+    size_t i = 0;
+    bool neg = false;
+    if (i < n && s[i] == '-') {
+        neg = true;
+        i++;
+    }
+    uint64_t ip = 0;
+    size_t d0 = i;
+    while (i < n && s[i] >= '0' && s[i] <= '9') {
+        if (ip > 900000000000000000ull / 10) goto slow;
+        ip = ip * 10 + (uint64_t)(s[i] - '0');
+        i++;
+    }
+    if (i == d0) return false;
+    uint64_t frac = 0;
+    if (i < n && s[i] == '.') {
+        i++;
+        size_t f0 = i;
+        while (i < n && s[i] >= '0' && s[i] <= '9') {
+            if (i - f0 < 3) frac = frac * 10 + (uint64_t)(s[i] - '0');
+            i++;
+        }
+        if (i == f0) return false;
+        for (size_t k = i - f0; k < 3; k++) frac *= 10;
+    }
+    if (i != n) goto slow;
+    if (ip > (uint64_t)INT64_MAX / 1000 - 1) goto slow;
+    uint64_t v = ip * 1000 + frac;
+    *ns = neg ? -(int64_t)v : (int64_t)v;
+    return true;
+slow: {
+    char tmp[64];
+    if (n >= sizeof tmp) return false;
+    memcpy(tmp, s, n);
+    tmp[n] = 0;
+    char *end;
+    double d = strtod(tmp, &end);
+    if (end != tmp + n || !(d > -9.2e15 && d < 9.2e15)) return false;
+    *ns = (int64_t)(d * 1000.0);
+    return true;
+}
+}
+
+/* A raw JSON number to int64 (integers) or double. */
+static bool parse_number(const mst_json_slice *v, int64_t *i, double *d, bool *is_int) {
+    if (mst_json_slice_to_i64(v, i)) {
+        *is_int = true;
+        *d = (double)*i;
+        return true;
+    }
+    char tmp[64];
+    if (v->len >= sizeof tmp) return false;
+    memcpy(tmp, v->ptr, v->len);
+    tmp[v->len] = 0;
+    char *end;
+    *d = strtod(tmp, &end);
+    *is_int = false;
+    return end == tmp + v->len;
+}
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Hex id of exactly 2n digits to bytes; "" leaves zeros. */
+static bool parse_id(const mst_str *s, uint8_t *out, size_t n) {
+    memset(out, 0, n);
+    if (s->len == 0) return true;
+    if (s->len != 2 * n) return false;
+    for (size_t k = 0; k < n; k++) {
+        int a = hexval(s->ptr[2 * k]), b = hexval(s->ptr[2 * k + 1]);
+        if (a < 0 || b < 0) {
+            memset(out, 0, n);
+            return false;
+        }
+        out[k] = (uint8_t)(a << 4 | b);
+    }
+    return true;
+}
+
+static bool key_is(const mst_str *k, const char *lit, size_t n) {
+    return k->len == n && memcmp(k->ptr, lit, n) == 0;
+}
+#define KEY_IS(k, lit) key_is((k), (lit), sizeof(lit) - 1)
+
+static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return true;
+    size_t nc = *cap ? *cap : 16;
+    while (nc < need) nc *= 2;
+    void *np = realloc(*p, nc * elem);
+    if (!np) return false;
+    *p = np;
+    *cap = nc;
+    return true;
+}
+
+/* ------------------------------------------------------------ roles */
+
+static const role_entry *role_find(reader *r, int64_t pid) {
+    if (r->last_role && r->roles[r->last_role - 1].pid == pid) return &r->roles[r->last_role - 1];
+    for (size_t i = 0; i < r->n_roles; i++)
+        if (r->roles[i].pid == pid) {
+            r->last_role = i + 1;
+            return &r->roles[i];
+        }
+    return NULL;
+}
+
+/* Keeps the process name's role part ("engine_core (vllm)" -> "engine_core"). */
+static void role_set(reader *r, int64_t pid, const mst_str *name) {
+    size_t n = name->len;
+    for (size_t i = 0; i + 1 < name->len; i++)
+        if (name->ptr[i] == ' ' && name->ptr[i + 1] == '(') {
+            n = i;
+            break;
+        }
+    if (role_find(r, pid) || r->n_roles >= 4096) return;
+    if (!grow((void **)&r->roles, &r->roles_cap, r->n_roles + 1, sizeof *r->roles)) return;
+    char *c = malloc(n + 1);
+    if (!c) return;
+    memcpy(c, name->ptr, n);
+    c[n] = 0;
+    r->roles[r->n_roles++] = (role_entry){pid, c, n};
+}
+
+/* ------------------------------------------------------------ events */
+
+/* One attribute value into attrs[idx] (key already set). */
+static bool read_attr_value(reader *r, mst_json_reader *jr, size_t idx) {
+    mst_an_attr *a = &r->attrs[idx];
+    a->type = MST_AN_VAL_OTHER;
+    a->i = 0;
+    a->d = 0;
+    a->s = (mst_an_str){NULL, 0};
+    a->items = NULL;
+    a->n_items = 0;
+    r->item_start[idx] = (size_t)-1;
+    switch (mst_json_peek(jr)) {
+    case MST_JSON_STRING: {
+        mst_str s;
+        if (!mst_json_read_str_slice(jr, &r->arena, &s)) return false;
+        a->type = MST_AN_VAL_STR;
+        a->s = (mst_an_str){s.ptr, s.len};
+        return true;
+    }
+    case MST_JSON_NUMBER: {
+        mst_json_slice v;
+        if (!mst_json_read_raw(jr, &v)) return false;
+        bool is_int;
+        if (!parse_number(&v, &a->i, &a->d, &is_int)) {
+            a->s = (mst_an_str){v.ptr, v.len};
+            return true;
+        }
+        a->type = is_int ? MST_AN_VAL_INT : MST_AN_VAL_DOUBLE;
+        return true;
+    }
+    case MST_JSON_TRUE:
+    case MST_JSON_FALSE: {
+        mst_json_slice v;
+        if (!mst_json_read_raw(jr, &v)) return false;
+        a->type = MST_AN_VAL_BOOL;
+        a->i = v.ptr[0] == 't';
+        a->d = (double)a->i;
+        return true;
+    }
+    case MST_JSON_ARRAY: {
+        /* A list of strings (request.ids) is unpacked; anything else raw. */
+        mst_json_reader save = *jr;
+        size_t first = r->items_used;
+        size_t n = 0;
+        bool strings = mst_json_array_begin(jr);
+        int more;
+        while (strings && (more = mst_json_array_next(jr)) == 1) {
+            if (mst_json_peek(jr) != MST_JSON_STRING) {
+                strings = false;
+                break;
+            }
+            mst_str s;
+            if (!mst_json_read_str_slice(jr, &r->arena, &s)) return false;
+            if (!grow((void **)&r->items, &r->items_cap, first + n + 1, sizeof *r->items))
+                return false;
+            r->items[first + n++] = (mst_an_str){s.ptr, s.len};
+        }
+        if (jr->err) {
+            if (jr->nomem) return false;
+            strings = false;
+        }
+        if (strings) {
+            a->type = MST_AN_VAL_STR_LIST;
+            a->n_items = n;
+            r->item_start[idx] = first;
+            r->items_used += n;
+            return true;
+        }
+        *jr = save;
+        mst_json_slice v;
+        if (!mst_json_read_raw(jr, &v)) return false;
+        a->s = (mst_an_str){v.ptr, v.len};
+        return true;
+    }
+    default: {
+        mst_json_slice v;
+        if (!mst_json_read_raw(jr, &v)) return false;
+        a->s = (mst_an_str){v.ptr, v.len};
+        return true;
+    }
+    }
+}
+
+typedef struct event {
+    mst_str name;
+    char ph;
+    bool has_ts, has_dur, has_pid, has_tid;
+    int64_t ts_ns, dur_ns, pid, tid;
+    mst_an_span span;
+    mst_str role_attr;
+    mst_str m_name; /* M events: args.name */
+} event;
+
+static bool read_args(reader *r, mst_json_reader *jr, event *ev) {
+    if (mst_json_peek(jr) != MST_JSON_OBJECT) {
+        mst_json_slice v;
+        return mst_json_read_raw(jr, &v);
+    }
+    if (!mst_json_object_begin(jr)) return false;
+    size_t n = 0;
+    int more;
+    while ((more = mst_json_object_next(jr)) == 1) {
+        mst_str key;
+        if (!mst_json_read_key_slice(jr, &r->arena, &key)) return false;
+        mst_an_span *s = &ev->span;
+        if (KEY_IS(&key, "trace_id") || KEY_IS(&key, "span_id") || KEY_IS(&key, "parent_span_id")) {
+            if (mst_json_peek(jr) == MST_JSON_STRING) {
+                mst_str v;
+                if (!mst_json_read_str_slice(jr, &r->arena, &v)) return false;
+                bool ok = key.len == 8    ? parse_id(&v, s->trace_id, 16)
+                          : key.len == 7 ? parse_id(&v, s->span_id, 8)
+                                         : parse_id(&v, s->parent_span_id, 8);
+                if (!ok) r->bad_ids++;
+            } else {
+                mst_json_slice v;
+                if (!mst_json_read_raw(jr, &v)) return false;
+            }
+            continue;
+        }
+        if (KEY_IS(&key, "span.status") || KEY_IS(&key, "span.kind")) {
+            mst_json_slice v;
+            if (!mst_json_read_raw(jr, &v)) return false;
+            int64_t x;
+            if (key.len == 11 && mst_json_slice_to_i64(&v, &x)) s->status = (int)x;
+            continue;
+        }
+        if (!grow((void **)&r->attrs, &r->attrs_cap, n + 1, sizeof *r->attrs) ||
+            !grow((void **)&r->item_start, &r->item_start_cap, n + 1, sizeof *r->item_start))
+            return false;
+        r->attrs[n].key = (mst_an_str){key.ptr, key.len};
+        if (!read_attr_value(r, jr, n)) return false;
+        if (KEY_IS(&key, "process.role") && r->attrs[n].type == MST_AN_VAL_STR)
+            ev->role_attr = (mst_str){r->attrs[n].s.ptr, (uint32_t)r->attrs[n].s.len};
+        if (KEY_IS(&key, "name") && r->attrs[n].type == MST_AN_VAL_STR)
+            ev->m_name = (mst_str){r->attrs[n].s.ptr, (uint32_t)r->attrs[n].s.len};
+        n++;
+    }
+    if (more < 0) return false;
+    /* Lists point into `items` only now that it no longer moves. */
+    for (size_t k = 0; k < n; k++)
+        if (r->attrs[k].type == MST_AN_VAL_STR_LIST) r->attrs[k].items = r->items + r->item_start[k];
+    ev->span.attrs = r->attrs;
+    ev->span.n_attrs = n;
+    return true;
+}
+
+/* Parses one element (an object) and hands a span to the sink. Returns
+ * MST_OK also for a skipped element; a sink error is returned. */
+static mst_status handle_event(reader *r, const uint8_t *p, size_t n) {
+    mst_arena_reset_keep(&r->arena, 1u << 20);
+    r->items_used = 0;
+    mst_json_reader jr;
+    mst_json_reader_init(&jr, p, n, MAX_DEPTH);
+    event ev;
+    memset(&ev, 0, sizeof ev);
+    bool ok = mst_json_object_begin(&jr);
+    int more = 0;
+    while (ok && (more = mst_json_object_next(&jr)) == 1) {
+        mst_str key;
+        if (!mst_json_read_key_slice(&jr, &r->arena, &key)) {
+            ok = false;
+            break;
+        }
+        mst_json_slice v;
+        if (KEY_IS(&key, "name") && mst_json_peek(&jr) == MST_JSON_STRING) {
+            ok = mst_json_read_str_slice(&jr, &r->arena, &ev.name);
+        } else if (KEY_IS(&key, "ph") && mst_json_peek(&jr) == MST_JSON_STRING) {
+            mst_str ph;
+            ok = mst_json_read_str_slice(&jr, &r->arena, &ph);
+            ev.ph = ok && ph.len == 1 ? ph.ptr[0] : '?';
+        } else if (KEY_IS(&key, "ts") || KEY_IS(&key, "dur")) {
+            ok = mst_json_read_raw(&jr, &v);
+            int64_t ns;
+            if (ok && v.len && (v.ptr[0] == '-' || (v.ptr[0] >= '0' && v.ptr[0] <= '9')) &&
+                parse_us(v.ptr, v.len, &ns)) {
+                if (key.len == 2) {
+                    ev.ts_ns = ns;
+                    ev.has_ts = true;
+                } else {
+                    ev.dur_ns = ns;
+                    ev.has_dur = true;
+                }
+            }
+        } else if (KEY_IS(&key, "pid") || KEY_IS(&key, "tid")) {
+            ok = mst_json_read_raw(&jr, &v);
+            int64_t x;
+            if (ok && mst_json_slice_to_i64(&v, &x)) {
+                if (key.ptr[0] == 'p') {
+                    ev.pid = x;
+                    ev.has_pid = true;
+                } else {
+                    ev.tid = x;
+                    ev.has_tid = true;
+                }
+            }
+        } else if (KEY_IS(&key, "args")) {
+            ok = read_args(r, &jr, &ev);
+        } else {
+            ok = mst_json_read_raw(&jr, &v);
+        }
+    }
+    if (!ok || more < 0 || !mst_json_finish(&jr)) {
+        if (jr.nomem) return MST_ERR_NOMEM;
+        r->info->skipped++;
+        return MST_OK;
+    }
+    if (ev.ph == 'M') {
+        if (ev.has_pid && ev.name.len == 12 && memcmp(ev.name.ptr, "process_name", 12) == 0 &&
+            ev.m_name.ptr)
+            role_set(r, ev.pid, &ev.m_name);
+        return MST_OK;
+    }
+    if (ev.ph == 's' || ev.ph == 'f') {
+        if (ev.ph == 'f') r->info->flows++;
+        return MST_OK;
+    }
+    if (ev.ph != 'X' || !ev.has_ts || !ev.name.ptr) {
+        r->info->skipped++;
+        return MST_OK;
+    }
+    mst_an_span *s = &ev.span;
+    s->name = (mst_an_str){ev.name.ptr, ev.name.len};
+    s->start_ns = ev.ts_ns;
+    s->end_ns = ev.ts_ns + (ev.has_dur && ev.dur_ns > 0 ? ev.dur_ns : 0);
+    s->pid = ev.pid;
+    s->tid = ev.tid;
+    s->source = r->source;
+    if (ev.role_attr.ptr) {
+        s->role = (mst_an_str){ev.role_attr.ptr, ev.role_attr.len};
+    } else {
+        const role_entry *re = role_find(r, ev.pid);
+        if (re) s->role = (mst_an_str){re->role, re->len};
+    }
+    r->info->spans++;
+    return r->fn(r->ctx, s);
+}
+
+/* ------------------------------------------------------------ driver */
+
+static const char *type_word(int c) {
+    switch (c) {
+    case '{': return "a JSON object";
+    case '"': return "a JSON string";
+    case 't': case 'f': return "a JSON boolean";
+    case 'n': return "null";
+    default: return (c == '-' || (c >= '0' && c <= '9')) ? "a number" : "not JSON";
+    }
+}
+
+/* Stops at a point that is not a well-formed continuation: analyse what was
+ * read, unless nothing was (then it is not a trace). */
+static mst_status broken(reader *r, const char *why, char *err, size_t err_size) {
+    uint64_t at = r->base + r->pos;
+    if (r->info->spans == 0) {
+        snprintf(err, err_size, "%s: not a Chrome Trace JSON file: %s at byte %llu", r->info->name,
+                 why, (unsigned long long)at);
+        return MST_ERR_PARSE;
+    }
+    r->info->truncated = true;
+    mst_an_input_warn(r->info, "%s at byte %llu: analysed the %llu spans before it", why,
+                      (unsigned long long)at, (unsigned long long)r->info->spans);
+    return MST_OK;
+}
+
+static mst_status run(reader *r, char *err, size_t err_size) {
+    int c = next_byte(r, err, err_size);
+    if (c == -2) return MST_ERR_IO;
+    if (c == -1) {
+        snprintf(err, err_size, "%s: empty file (no trace events)", r->info->name);
+        return MST_ERR_PARSE;
+    }
+    if (c != '[') {
+        snprintf(err, err_size,
+                 "%s: not a Chrome Trace JSON file: the top level is %s, expected the array of "
+                 "events the forwarder writes",
+                 r->info->name, type_word(c));
+        return MST_ERR_PARSE;
+    }
+    r->pos++;
+    bool first = true;
+    for (;;) {
+        c = next_byte(r, err, err_size);
+        if (c == -2) return MST_ERR_IO;
+        if (c == -1) {
+            if (r->info->spans == 0 && first) {
+                snprintf(err, err_size, "%s: not a Chrome Trace JSON file: the array never "
+                         "closes and holds no events", r->info->name);
+                return MST_ERR_PARSE;
+            }
+            r->info->truncated = true;
+            mst_an_input_warn(r->info,
+                              "the file ends without its closing ']' (cut while being written, "
+                              "e.g. the forwarder was killed): analysed the %llu complete spans "
+                              "before the cut",
+                              (unsigned long long)r->info->spans);
+            return MST_OK;
+        }
+        if (c == ']') {
+            r->pos++;
+            c = next_byte(r, err, err_size);
+            if (c == -2) return MST_ERR_IO;
+            if (c != -1) mst_an_input_warn(r->info, "data after the closing ']' ignored");
+            return MST_OK;
+        }
+        if (!first) {
+            if (c != ',') return broken(r, "expected ',' between events", err, err_size);
+            r->pos++;
+            c = next_byte(r, err, err_size);
+            if (c == -2) return MST_ERR_IO;
+            if (c == -1) continue; /* reported as a cut above */
+        }
+        first = false;
+        /* Find the element's end, refilling as needed. */
+        size_t end;
+        for (;;) {
+            end = scan_value_end(r->buf + r->pos, r->len - r->pos);
+            if (end || r->eof) break;
+            size_t keep = r->pos;
+            if (!refill(r, &keep, err, err_size)) return MST_ERR_IO;
+        }
+        if (!end) {
+            /* The last event was cut: the file ends inside it. */
+            r->info->truncated = true;
+            mst_an_input_warn(r->info,
+                              "the file ends inside an event (cut while being written, e.g. the "
+                              "forwarder was killed): analysed the %llu complete spans before "
+                              "the cut",
+                              (unsigned long long)r->info->spans);
+            return MST_OK;
+        }
+        if (c == '{') {
+            mst_status st = handle_event(r, r->buf + r->pos, end);
+            if (st != MST_OK) {
+                if (st == MST_ERR_NOMEM) snprintf(err, err_size, "out of memory reading %s", r->info->name);
+                else if (!err[0]) snprintf(err, err_size, "%s: analysis stopped (status %d)", r->info->name, (int)st);
+                return st;
+            }
+        } else {
+            r->info->skipped++;
+        }
+        r->pos += end;
+    }
+}
+
+static void reader_free(reader *r) {
+    if (r->fd >= 0) free(r->buf);
+    mst_arena_release(&r->arena);
+    free(r->attrs);
+    free(r->items);
+    free(r->item_start);
+    for (size_t i = 0; i < r->n_roles; i++) free(r->roles[i].role);
+    free(r->roles);
+}
+
+static mst_status run_checked(reader *r, char *err, size_t err_size) {
+    mst_status st = run(r, err, err_size);
+    if (r->bad_ids)
+        mst_an_input_warn(r->info, "%llu malformed trace/span ids (read as absent)",
+                          (unsigned long long)r->bad_ids);
+    if (r->info->skipped)
+        mst_an_input_warn(r->info, "%llu events skipped (not JSON objects, not valid JSON, or "
+                          "X events without name/ts)", (unsigned long long)r->info->skipped);
+    return st;
+}
+
+static bool reader_init(reader *r, uint32_t source, mst_an_span_fn fn, void *ctx,
+                        mst_an_input_info *info) {
+    memset(r, 0, sizeof *r);
+    r->fd = -1;
+    r->source = source;
+    r->fn = fn;
+    r->ctx = ctx;
+    r->info = info;
+    mst_arena_init(&r->arena);
+    r->attrs_cap = r->item_start_cap = 64;
+    r->attrs = calloc(r->attrs_cap, sizeof *r->attrs);
+    r->item_start = calloc(r->item_start_cap, sizeof *r->item_start);
+    return r->attrs && r->item_start;
+}
+
+mst_status mst_an_read_chrome_buffer(const void *data, size_t len, const char *name,
+                                     uint32_t source, mst_an_span_fn fn, void *ctx,
+                                     mst_an_input_info *info, char *err, size_t err_size) {
+    if (err && err_size) err[0] = 0;
+    if (!mst_an_input_info_init(info, "chrome-json", name)) return MST_ERR_NOMEM;
+    reader r;
+    if (!reader_init(&r, source, fn, ctx, info)) {
+        reader_free(&r);
+        return MST_ERR_NOMEM;
+    }
+    r.buf = (uint8_t *)(uintptr_t)data;
+    r.len = r.cap = len;
+    r.eof = true;
+    info->bytes = len;
+    mst_status st = run_checked(&r, err, err_size);
+    reader_free(&r);
+    return st;
+}
+
+mst_status mst_an_read_chrome_file(const char *path, uint32_t source, mst_an_span_fn fn,
+                                   void *ctx, mst_an_progress_fn progress, void *progress_ctx,
+                                   mst_an_input_info *info, char *err, size_t err_size) {
+    if (err && err_size) err[0] = 0;
+    if (!mst_an_input_info_init(info, "chrome-json", path)) return MST_ERR_NOMEM;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, err_size, "cannot open %s: %s", path, strerror(errno));
+        return MST_ERR_IO;
+    }
+    struct stat stt;
+    if (fstat(fd, &stt) == 0 && S_ISDIR(stt.st_mode)) {
+        snprintf(err, err_size, "%s is a directory, not a trace file", path);
+        close(fd);
+        return MST_ERR_IO;
+    }
+    reader r;
+    if (!reader_init(&r, source, fn, ctx, info) || !(r.buf = malloc(CHUNK))) {
+        reader_free(&r);
+        close(fd);
+        return MST_ERR_NOMEM;
+    }
+    r.fd = fd;
+    r.cap = CHUNK;
+    r.total = S_ISREG(stt.st_mode) ? (uint64_t)stt.st_size : 0;
+    r.progress = progress;
+    r.progress_ctx = progress_ctx;
+    r.next_progress = PROGRESS_EVERY;
+    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    mst_status st = run_checked(&r, err, err_size);
+    reader_free(&r);
+    close(fd);
+    return st;
+}

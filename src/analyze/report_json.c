@@ -1,0 +1,515 @@
+/*
+ * report_json.c — writes the analysis JSON (report_json.h). A tiny emitter
+ * (comma bookkeeping per nesting level) over mst_buf; numbers that cannot
+ * be computed are null.
+ */
+#include "analyze/report_json.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/compare.h"
+#include "analyze/rules.h"
+#include "analyze/stats.h"
+
+#define MAX_DEPTH 32
+#define MAX_WINDOW_STEPS 64
+
+typedef struct jw {
+    mst_buf *b;
+    int depth;
+    bool need_comma[MAX_DEPTH];
+} jw;
+
+static void sep(jw *w) {
+    if (w->need_comma[w->depth]) mst_buf_append_byte(w->b, ',');
+    w->need_comma[w->depth] = true;
+}
+static void key(jw *w, const char *k) {
+    sep(w);
+    mst_buf_append_json_str(w->b, k, strlen(k));
+    mst_buf_append_byte(w->b, ':');
+    w->need_comma[w->depth] = true;
+}
+static void open_(jw *w, char c) {
+    mst_buf_append_byte(w->b, (uint8_t)c);
+    if (w->depth + 1 < MAX_DEPTH) w->depth++;
+    w->need_comma[w->depth] = false;
+}
+static void close_(jw *w, char c) {
+    mst_buf_append_byte(w->b, (uint8_t)c);
+    if (w->depth > 0) w->depth--;
+}
+/* Values: inside arrays call sep first through the v* helpers. */
+static void raw_num(jw *w, double v) {
+    if (!isfinite(v)) {
+        mst_buf_append_cstr(w->b, "null");
+        return;
+    }
+    char tmp[40];
+    if (v == floor(v) && fabs(v) < 1e15) snprintf(tmp, sizeof tmp, "%.0f", v);
+    else snprintf(tmp, sizeof tmp, "%.9g", v);
+    mst_buf_append_cstr(w->b, tmp);
+}
+static void kn(jw *w, const char *k, double v) {
+    key(w, k);
+    raw_num(w, v);
+}
+static void ki(jw *w, const char *k, int64_t v) {
+    key(w, k);
+    mst_buf_append_i64(w->b, v);
+}
+static void ks(jw *w, const char *k, const char *s) {
+    key(w, k);
+    if (s) mst_buf_append_json_str(w->b, s, strlen(s));
+    else mst_buf_append_cstr(w->b, "null");
+}
+static void kb(jw *w, const char *k, bool v) {
+    key(w, k);
+    mst_buf_append_cstr(w->b, v ? "true" : "false");
+}
+static void ko(jw *w, const char *k) {
+    key(w, k);
+    open_(w, '{');
+}
+static void ka(jw *w, const char *k) {
+    key(w, k);
+    open_(w, '[');
+}
+static void vs(jw *w, const char *s) {
+    sep(w);
+    mst_buf_append_json_str(w->b, s, strlen(s));
+}
+static void vo(jw *w) {
+    sep(w);
+    open_(w, '{');
+}
+static void va(jw *w) {
+    sep(w);
+    open_(w, '[');
+}
+static void vn(jw *w, double v) {
+    sep(w);
+    raw_num(w, v);
+}
+static void vi(jw *w, int64_t v) {
+    sep(w);
+    mst_buf_append_i64(w->b, v);
+}
+
+/* ------------------------------------------------------------ sections */
+
+static void inputs(jw *w, const mst_an_view *v) {
+    ka(w, "inputs");
+    for (size_t i = 0; i < v->n_inputs; i++) {
+        const mst_an_input_info *in = &v->inputs[i];
+        vo(w);
+        ks(w, "kind", in->kind);
+        ks(w, "name", in->name);
+        ki(w, "spans", (int64_t)in->spans);
+        ki(w, "bytes", (int64_t)in->bytes);
+        ki(w, "skipped", (int64_t)in->skipped);
+        ki(w, "flows", (int64_t)in->flows);
+        kb(w, "truncated", in->truncated);
+        ka(w, "warnings");
+        for (size_t k = 0; k < in->n_warnings; k++) vs(w, in->warnings[k]);
+        close_(w, ']');
+        close_(w, '}');
+    }
+    close_(w, ']');
+}
+
+static void data_quality(jw *w, const mst_an_view *v, const mst_an_result *r) {
+    ko(w, "data_quality");
+    kb(w, "lossy", r->lossy);
+    ki(w, "spans", (int64_t)v->spans);
+    ka(w, "processes");
+    for (size_t i = 0; i < v->n_procs; i++) {
+        vo(w);
+        ki(w, "pid", v->procs[i].pid);
+        ks(w, "role", v->procs[i].role);
+        ki(w, "input", v->procs[i].source);
+        ki(w, "spans", (int64_t)v->procs[i].spans);
+        close_(w, '}');
+    }
+    close_(w, ']');
+    int64_t dropped = -1, failed = -1;
+    for (size_t i = 0; i < v->n_inputs; i++) {
+        if (v->inputs[i].spans_dropped >= 0) dropped = (dropped < 0 ? 0 : dropped) + v->inputs[i].spans_dropped;
+        if (v->inputs[i].spans_failed >= 0) failed = (failed < 0 ? 0 : failed) + v->inputs[i].spans_failed;
+    }
+    key(w, "spans_dropped");
+    if (dropped < 0) mst_buf_append_cstr(w->b, "null");
+    else mst_buf_append_i64(w->b, dropped);
+    key(w, "spans_failed");
+    if (failed < 0) mst_buf_append_cstr(w->b, "null");
+    else mst_buf_append_i64(w->b, failed);
+    ki(w, "unjoined_requests", (int64_t)v->unjoined);
+    ka(w, "unjoined_examples");
+    size_t shown = 0;
+    for (size_t i = 0; i < v->n_requests && shown < 10; i++) {
+        const mst_an_request *q = &v->requests[i];
+        if (q->has_span && q->n_steps == 0 && q->n_outputs == 0) {
+            vs(w, v->strings + q->id_off);
+            shown++;
+        }
+    }
+    close_(w, ']');
+    ki(w, "requests_without_span", (int64_t)(v->n_requests - v->requests_with_span));
+    ki(w, "traces", (int64_t)v->traces);
+    ki(w, "short_traces", (int64_t)v->short_traces);
+    ki(w, "negative_gaps", (int64_t)v->negative_gaps);
+    ki(w, "steps_without_request_ids", (int64_t)v->steps_without_ids);
+    ki(w, "engines", (int64_t)v->n_engines);
+    kb(w, "worker_spans", v->have_worker_spans);
+    ka(w, "warnings");
+    char line[300];
+    for (size_t i = 0; i < v->n_inputs; i++) {
+        if (v->inputs[i].truncated) {
+            snprintf(line, sizeof line, "%s was cut short (e.g. the forwarder was killed): the "
+                     "analysis covers only the spans before the cut", v->inputs[i].name);
+            vs(w, line);
+        }
+        if (v->inputs[i].skipped) {
+            snprintf(line, sizeof line, "%s: %llu events skipped as unreadable", v->inputs[i].name,
+                     (unsigned long long)v->inputs[i].skipped);
+            vs(w, line);
+        }
+    }
+    if (v->unjoined) {
+        snprintf(line, sizeof line, "%llu request spans have no step carrying their id "
+                 "(unjoined; see unjoined_examples)", (unsigned long long)v->unjoined);
+        vs(w, line);
+    }
+    if (v->negative_gaps) {
+        snprintf(line, sizeof line, "%llu clock anomalies (a step starting before the previous one "
+                 "ended, or a request scheduled before it arrived): clocks of the processes may "
+                 "disagree", (unsigned long long)v->negative_gaps);
+        vs(w, line);
+    }
+    if (v->spans && v->n_steps == 0)
+        vs(w, "no vllm.scheduler.schedule spans: no engine steps to analyse");
+    close_(w, ']');
+    close_(w, '}');
+}
+
+static void findings(jw *w, const mst_an_result *r) {
+    ko(w, "verdict");
+    if (r->bottleneck >= 0) ks(w, "bottleneck", mst_an_stage_names[r->bottleneck]);
+    else ks(w, "bottleneck", NULL);
+    ks(w, "sentence", r->verdict);
+    kn(w, "share", r->bottleneck >= 0 ? r->bottleneck_share : NAN);
+    ka(w, "fired");
+    for (size_t i = 0; i < r->n_findings; i++)
+        if (r->findings[i].fired) vs(w, r->findings[i].rule);
+    close_(w, ']');
+    close_(w, '}');
+    ka(w, "findings");
+    for (size_t i = 0; i < r->n_findings; i++) {
+        const mst_an_finding *f = &r->findings[i];
+        vo(w);
+        ks(w, "rule", f->rule);
+        kb(w, "fired", f->fired);
+        ks(w, "severity", f->severity);
+        ks(w, "sentence", f->sentence);
+        ko(w, "numbers");
+        for (size_t k = 0; k < f->n_numbers; k++) kn(w, f->keys[k], f->values[k]);
+        close_(w, '}');
+        close_(w, '}');
+    }
+    close_(w, ']');
+}
+
+static void stages(jw *w, const mst_an_result *r) {
+    ko(w, "stages");
+    for (int g = 0; g < MST_AN_STAGES; g++) {
+        const mst_an_stage_summary *s = &r->stages[g];
+        ko(w, mst_an_stage_names[g]);
+        kn(w, "total_ms", s->total_ms);
+        kn(w, "share", s->share);
+        kn(w, "mean_ms", s->mean_ms);
+        kn(w, "p50_ms", s->p50_ms);
+        kn(w, "p90_ms", s->p90_ms);
+        kn(w, "p99_ms", s->p99_ms);
+        ki(w, "count", (int64_t)s->count);
+        close_(w, '}');
+    }
+    close_(w, '}');
+    kn(w, "busy_wall_ms", r->busy_wall_ms);
+}
+
+static int cmp_name_total(const void *a, const void *b) {
+    const mst_an_name_stat *x = *(const mst_an_name_stat *const *)a;
+    const mst_an_name_stat *y = *(const mst_an_name_stat *const *)b;
+    if (x->total_ms != y->total_ms) return x->total_ms < y->total_ms ? 1 : -1;
+    return strcmp(x->name, y->name);
+}
+
+static bool span_names(jw *w, const mst_an_view *v) {
+    const mst_an_name_stat **o = malloc((v->n_names ? v->n_names : 1) * sizeof *o);
+    if (!o) return false;
+    for (size_t i = 0; i < v->n_names; i++) o[i] = &v->names[i];
+    qsort(o, v->n_names, sizeof *o, cmp_name_total);
+    ka(w, "span_names");
+    for (size_t i = 0; i < v->n_names; i++) {
+        vo(w);
+        ks(w, "name", o[i]->name);
+        ki(w, "count", (int64_t)o[i]->count);
+        kn(w, "total_ms", o[i]->total_ms);
+        kn(w, "p50_ms", mst_an_hist_quantile(o[i]->hist, 0.5) / 1e6);
+        kn(w, "p90_ms", mst_an_hist_quantile(o[i]->hist, 0.9) / 1e6);
+        kn(w, "p99_ms", mst_an_hist_quantile(o[i]->hist, 0.99) / 1e6);
+        kn(w, "max_ms", o[i]->max_ms);
+        close_(w, '}');
+    }
+    close_(w, ']');
+    free(o);
+    return true;
+}
+
+static const char *kind_name(uint8_t k) {
+    return k == MST_AN_PREFILL ? "prefill" : k == MST_AN_MIXED ? "mixed" : "decode";
+}
+
+static void steps(jw *w, const mst_an_view *v, const mst_an_result *r, size_t cap) {
+    ko(w, "steps");
+    ki(w, "count", (int64_t)v->n_steps);
+    ki(w, "busy", (int64_t)r->busy_steps);
+    size_t kinds[3] = {0, 0, 0};
+    for (size_t i = 0; i < v->n_steps; i++)
+        if (v->steps[i].busy) kinds[v->steps[i].kind]++;
+    ko(w, "kinds");
+    ki(w, "decode", (int64_t)kinds[MST_AN_DECODE]);
+    ki(w, "prefill", (int64_t)kinds[MST_AN_PREFILL]);
+    ki(w, "mixed", (int64_t)kinds[MST_AN_MIXED]);
+    close_(w, '}');
+    ka(w, "series");
+    size_t stride = v->n_steps > cap ? (v->n_steps + cap - 1) / cap : 1;
+    for (size_t i = 0; i < v->n_steps; i += stride) {
+        const mst_an_step *s = &v->steps[i];
+        vo(w);
+        ki(w, "index", (int64_t)i);
+        ki(w, "pid", v->procs[s->proc].pid);
+        ki(w, "start_ns", s->start_ns);
+        kn(w, "wall_ms", s->wall_ms);
+        for (int g = 0; g < MST_AN_STAGES; g++) {
+            char k[24];
+            snprintf(k, sizeof k, "%s_ms", mst_an_stage_names[g]);
+            kn(w, k, s->stage_ms[g]);
+        }
+        ki(w, "batch_size", s->batch_size);
+        ki(w, "scheduled_tokens", s->scheduled_tokens);
+        ks(w, "kind", kind_name(s->kind));
+        close_(w, '}');
+    }
+    close_(w, ']');
+    ki(w, "series_stride", (int64_t)stride);
+    ko(w, "model_fit");
+    ks(w, "x", r->fit_x);
+    kn(w, "slope_ms", r->fit_x ? r->fit.slope : NAN);
+    kn(w, "intercept_ms", r->fit_x ? r->fit.intercept : NAN);
+    kn(w, "r2", r->fit_x ? r->fit.r2 : NAN);
+    ki(w, "n", (int64_t)r->fit.n);
+    close_(w, '}');
+    close_(w, '}');
+}
+
+static int cmp_req_ptr_e2e(const void *a, const void *b) {
+    const mst_an_request *x = *(const mst_an_request *const *)a;
+    const mst_an_request *y = *(const mst_an_request *const *)b;
+    double ex = isnan(x->e2e_ms) ? -1 : x->e2e_ms, ey = isnan(y->e2e_ms) ? -1 : y->e2e_ms;
+    return (ex < ey) - (ex > ey); /* descending */
+}
+
+static void window(jw *w, int64_t a, int64_t b, const char *stage) {
+    va(w);
+    vi(w, a);
+    vi(w, b);
+    vs(w, stage);
+    close_(w, ']');
+}
+
+static bool requests(jw *w, const mst_an_view *v, const mst_an_result *r, size_t top, size_t max_cdf) {
+    ko(w, "requests");
+    ki(w, "count", (int64_t)v->n_requests);
+    ki(w, "with_span", (int64_t)v->requests_with_span);
+    ki(w, "joined", (int64_t)r->joined_requests);
+    bool oom = false;
+    double *samples[MST_AN_REQ_METRICS];
+    size_t ns[MST_AN_REQ_METRICS];
+    for (int k = 0; k < MST_AN_REQ_METRICS; k++) {
+        samples[k] = mst_an_request_sample(v, k, &ns[k], &oom);
+        ko(w, mst_an_request_metric_names[k]);
+        ki(w, "n", (int64_t)ns[k]);
+        kn(w, "p50", mst_an_quantile_sorted(samples[k], ns[k], 0.5));
+        kn(w, "p90", mst_an_quantile_sorted(samples[k], ns[k], 0.9));
+        kn(w, "p99", mst_an_quantile_sorted(samples[k], ns[k], 0.99));
+        kn(w, "mean", mst_an_mean(samples[k], ns[k]));
+        kn(w, "max", ns[k] ? samples[k][ns[k] - 1] : NAN);
+        close_(w, '}');
+    }
+    ko(w, "cdf");
+    for (int k = 0; k < MST_AN_REQ_METRICS; k++) {
+        ka(w, mst_an_request_metric_names[k]);
+        size_t n = ns[k];
+        size_t pts = n < max_cdf ? n : max_cdf;
+        for (size_t i = 0; i < pts; i++) {
+            /* Evenly spaced ranks, always including the maximum. */
+            size_t idx = pts == 1 ? n - 1 : (size_t)((double)i * (double)(n - 1) / (double)(pts - 1));
+            va(w);
+            vn(w, samples[k][idx]);
+            vn(w, (double)(idx + 1) / (double)n);
+            close_(w, ']');
+        }
+        close_(w, ']');
+    }
+    close_(w, '}');
+    for (int k = 0; k < MST_AN_REQ_METRICS; k++) free(samples[k]);
+    if (oom) return false;
+
+    /* The slowest `top` requests, with the windows of their steps. */
+    const mst_an_request **o = malloc((v->n_requests ? v->n_requests : 1) * sizeof *o);
+    if (!o) return false;
+    for (size_t i = 0; i < v->n_requests; i++) o[i] = &v->requests[i];
+    qsort(o, v->n_requests, sizeof *o, cmp_req_ptr_e2e);
+    size_t n_top = 0;
+    while (n_top < top && n_top < v->n_requests && !isnan(o[n_top]->e2e_ms)) n_top++;
+    ka(w, "slowest");
+    for (size_t t = 0; t < n_top; t++) {
+        const mst_an_request *q = o[t];
+        uint32_t qi = (uint32_t)(q - v->requests);
+        vo(w);
+        ks(w, "id", v->strings + q->id_off);
+        ki(w, "arrival_ns", q->arrival_ns);
+        kn(w, "queue_ms", q->queue_ms);
+        kn(w, "ttft_ms", q->ttft_ms);
+        kn(w, "tpot_ms", q->tpot_ms);
+        kn(w, "e2e_ms", q->e2e_ms);
+        ki(w, "steps", q->n_steps);
+        ki(w, "outputs", q->n_outputs);
+        ki(w, "max_shared", q->max_shared);
+        kn(w, "mean_shared", q->n_steps ? (double)q->shared_sum / q->n_steps : NAN);
+        ka(w, "step_windows");
+        size_t listed = 0;
+        for (size_t s = 0; s < v->n_steps && listed < MAX_WINDOW_STEPS; s++) {
+            const mst_an_step *st = &v->steps[s];
+            bool in = false;
+            for (uint32_t k = 0; k < st->ids_n && !in; k++) in = v->ids[st->ids_off + k] == qi;
+            if (!in) continue;
+            listed++;
+            int64_t sched_end = st->start_ns + (int64_t)(st->stage_ms[MST_AN_SCHEDULE] * 1e6);
+            window(w, st->start_ns, sched_end, "schedule");
+            if (st->model_start_ns != INT64_MIN)
+                window(w, st->model_start_ns, st->model_end_ns, "model");
+        }
+        close_(w, ']');
+        close_(w, '}');
+    }
+    close_(w, ']');
+    free(o);
+    close_(w, '}');
+    return true;
+}
+
+static void targets(jw *w, const mst_an_result *r) {
+    ka(w, "profile_targets");
+    for (size_t i = 0; i < r->n_targets; i++) {
+        const mst_an_target *t = &r->targets[i];
+        vo(w);
+        ks(w, "what", t->what);
+        ki(w, "pid", t->pid);
+        ki(w, "start_ns", t->start_ns);
+        ki(w, "end_ns", t->end_ns);
+        ks(w, "why", t->why);
+        close_(w, '}');
+    }
+    close_(w, ']');
+}
+
+static void side(jw *w, const char *k, const mst_an_side *s) {
+    ko(w, k);
+    ki(w, "n", (int64_t)s->n);
+    kn(w, "p50", s->p50);
+    kn(w, "p90", s->p90);
+    kn(w, "p99", s->p99);
+    close_(w, '}');
+}
+
+static bool compare(jw *w, const mst_an_model *before, const mst_an_view *av,
+                    const mst_an_json_options *opt) {
+    key(w, "compare");
+    if (!before) {
+        mst_buf_append_cstr(w->b, "null");
+        return true;
+    }
+    mst_an_view bv;
+    mst_an_model_view(before, &bv);
+    mst_an_comparison *c = malloc(sizeof *c);
+    if (!c || mst_an_compare(&bv, av, c) != MST_OK) {
+        free(c);
+        return false;
+    }
+    open_(w, '{');
+    ks(w, "before", opt->before_label ? opt->before_label : "before");
+    ks(w, "after", opt->after_label ? opt->after_label : "after");
+    kn(w, "alpha", MST_AN_COMPARE_P);
+    kn(w, "min_change_pct", 100 * MST_AN_COMPARE_MIN_CHANGE);
+    ka(w, "metrics");
+    for (size_t i = 0; i < c->n_metrics; i++) {
+        const mst_an_compare_metric *m = &c->metrics[i];
+        vo(w);
+        ks(w, "metric", m->metric);
+        side(w, "before", &m->before);
+        side(w, "after", &m->after);
+        kn(w, "change_pct", m->change_pct);
+        kn(w, "p_value", m->p_value);
+        kb(w, "significant", m->significant);
+        ks(w, "sentence", m->sentence);
+        close_(w, '}');
+    }
+    close_(w, ']');
+    ki(w, "significant", (int64_t)c->n_significant);
+    ks(w, "verdict", c->verdict);
+    close_(w, '}');
+    free(c);
+    return true;
+}
+
+mst_status mst_an_report_json(const mst_an_model *m, const mst_an_model *before,
+                              const mst_an_json_options *opt_in, mst_buf *out) {
+    mst_an_json_options opt = {10, 2000, 200, NULL, NULL};
+    if (opt_in) {
+        opt = *opt_in;
+        if (!opt.max_series) opt.max_series = 2000;
+        if (!opt.max_cdf) opt.max_cdf = 200;
+    }
+    mst_an_view v;
+    mst_an_model_view(m, &v);
+    mst_an_result *r = malloc(sizeof *r);
+    if (!r) return MST_ERR_NOMEM;
+    mst_status st = mst_an_evaluate(&v, r);
+    if (st != MST_OK) {
+        free(r);
+        return st;
+    }
+    jw w = {out, 0, {false}};
+    open_(&w, '{');
+    ks(&w, "schema", "mstrace.analyze/1");
+    ks(&w, "generated_by", "mstrace " MSTRACE_VERSION_STRING);
+    inputs(&w, &v);
+    data_quality(&w, &v, r);
+    findings(&w, r);
+    stages(&w, r);
+    bool ok = span_names(&w, &v);
+    steps(&w, &v, r, opt.max_series);
+    ok = ok && requests(&w, &v, r, opt.top, opt.max_cdf);
+    targets(&w, r);
+    ok = ok && compare(&w, before, &v, &opt);
+    close_(&w, '}');
+    mst_buf_append_byte(out, '\n');
+    free(r);
+    if (!ok || out->failed) return MST_ERR_NOMEM;
+    return MST_OK;
+}

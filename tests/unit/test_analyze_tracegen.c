@@ -1,0 +1,371 @@
+/*
+ * test_analyze_tracegen.c — a synthetic vLLM-like serving run with a
+ * planted bottleneck, recorded through libmstrace and sent through the
+ * Perfetto forwarder client, for `mstrace analyze`'s tests and benchmark.
+ * Two programs in one:
+ *
+ *   - no arguments (ctest): every scenario is generated into a counting
+ *     exporter; checks that the span count the generator reports equals
+ *     what the pipeline exported, that a seed gives the same run twice and
+ *     that the planted stage really is the slow one in the generated times.
+ *
+ *   - `--socket NAME --scenario S [--requests N] [--seed K] [--concurrency C]
+ *      [--pid-base P]`: sends the run to the forwarder listening on @NAME and
+ *     prints {"spans":..,"requests":..,"steps":..} on stdout. Used by
+ *     tests/integration/test_analyze.py and bench/bench_analyze.sh.
+ *
+ * The simulated server (three processes told apart by process.pid and
+ * process.role, as the vLLM plugin tags them): an API server (vllm.request
+ * per request from arrival to its last output; vllm.output.process per
+ * step, sequential, so a slow output loop falls behind), an EngineCore
+ * (schedule -> model.execute -> update_from_output per step) and a worker
+ * (worker.execute_model with a model_runner.execute child inside the
+ * executor span). Load: a closed loop of C clients (a new request arrives
+ * when one finishes), continuous batching up to 16 requests, prompts of
+ * 100-500 tokens (one prefill step), 20-60 output tokens.
+ *
+ * Scenarios (durations in ms; noise ~10%):
+ *   balanced   schedule 0.5, forward 1.0 + 0.0005/token, executor overhead
+ *              0.3, update 0.3, host gap 0.3, output 0.6
+ *   scheduler  schedule rises 0.5 -> 3.0 over the run
+ *   model      forward 4 + 0.02/token
+ *   executor   executor overhead 2.5
+ *   output     output rises 0.6 -> 3.0 over the run
+ *   waiting    host gap 2.0
+ *   tail       a stall: 30 consecutive steps at 40% of the run with a 15x
+ *              forward
+ *   joining    request spans carry the external id, steps the internal one
+ *              (nothing joins)
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mstrace.h"
+#include "testlib.h"
+
+#define MAX_BATCH 16
+#define MAX_CLIENTS 256
+
+typedef struct gen_opts {
+    const char *scenario;
+    int requests;
+    int concurrency;
+    uint64_t seed;
+    int64_t pid_base;
+} gen_opts;
+
+typedef struct req {
+    char id[64];
+    char ext[40];
+    int prompt, out_len, generated;
+    int64_t arrival;
+    bool prefilled, active, done;
+    mst_span_context ctx;
+} req;
+
+typedef struct gen {
+    const gen_opts *o;
+    mst_tracer *tracer;
+    const mst_scope *sc_req, *sc_sched, *sc_exec, *sc_out;
+    uint64_t rng;
+    uint64_t spans;
+    int steps;
+    int64_t out_free; /* API server's output loop is busy until then */
+    /* what the generated times say, for the self-check */
+    double stage_sum[5];
+} gen;
+
+static uint64_t rnd(gen *g) {
+    g->rng ^= g->rng >> 12;
+    g->rng ^= g->rng << 25;
+    g->rng ^= g->rng >> 27;
+    return g->rng * 2685821657736338717ull;
+}
+static double unif(gen *g) { return (double)(rnd(g) >> 11) / 9007199254740992.0; }
+static double noisy(gen *g, double ms) {
+    double u1 = unif(g) + 1e-12, u2 = unif(g);
+    double n = sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2);
+    double f = 1 + 0.1 * n;
+    if (f < 0.5) f = 0.5;
+    return ms * f;
+}
+static int64_t ns(double ms) { return (int64_t)(ms * 1e6); }
+static bool is(const gen *g, const char *s) { return strcmp(g->o->scenario, s) == 0; }
+
+static void tag(mst_span *s, int64_t pid, const char *role) {
+    mst_span_set_int(s, "process.pid", pid);
+    mst_span_set_int(s, "thread.id", pid + 1);
+    mst_span_set_str(s, "process.role", role);
+}
+
+static void end_span(gen *g, mst_span *s, int64_t end) {
+    mst_span_end(s, (uint64_t)end);
+    g->spans++;
+    if (g->tracer && g->spans % 2000 == 0) mst_tracer_flush(g->tracer, 30000);
+}
+
+static mst_span *start(gen *g, const mst_scope *sc, const char *name, const mst_span_context *parent,
+                       int64_t t) {
+    return mst_span_start(g->tracer, sc, name, MST_SPAN_KIND_INTERNAL, parent, (uint64_t)t);
+}
+
+static void set_batch(mst_span *s, req **batch, int n, int tokens, bool ext_ids) {
+    const char *ids[MAX_BATCH];
+    for (int i = 0; i < n; i++) ids[i] = ext_ids ? batch[i]->ext : batch[i]->id;
+    mst_span_set_str_list(s, "request.ids", ids, (size_t)n);
+    mst_span_set_int(s, "batch.request_count", n);
+    if (tokens >= 0) mst_span_set_int(s, "batch.scheduled_tokens", tokens);
+}
+
+static void new_request(gen *g, req *r, int index, int64_t t) {
+    memset(r, 0, sizeof *r);
+    snprintf(r->ext, sizeof r->ext, "cmpl-%08llx-%d", (unsigned long long)(g->o->seed & 0xffffffff), index);
+    snprintf(r->id, sizeof r->id, "%s-%08x", r->ext, (unsigned)(rnd(g) & 0xffffffff));
+    r->prompt = 100 + (int)(unif(g) * 400);
+    r->out_len = 20 + (int)(unif(g) * 41);
+    r->arrival = t;
+    r->active = true;
+}
+
+/* Runs the whole simulation; spans go to g->tracer (NULL: times only). */
+static void run(gen *g) {
+    const gen_opts *o = g->o;
+    int64_t api = o->pid_base, core = o->pid_base + 10, worker = o->pid_base + 20;
+    req *reqs = calloc((size_t)o->requests, sizeof *reqs);
+    if (!reqs) abort();
+    /* Start about a minute in the past so the times look like a real run. */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t t = (int64_t)now.tv_sec * 1000000000 - 60ll * 1000000000;
+    int issued = 0, finished = 0;
+    int conc = o->concurrency < o->requests ? o->concurrency : o->requests;
+    for (; issued < conc; issued++) new_request(g, &reqs[issued], issued, t + ns(unif(g)));
+    /* Steps in the whole run, for "over the run" plants and the stall. */
+    double est_steps = (double)o->requests * 40.0 / (conc < MAX_BATCH ? conc : MAX_BATCH) + 1;
+    g->out_free = t;
+    while (finished < o->requests) {
+        /* Batch: active requests that have arrived, oldest first. */
+        req *batch[MAX_BATCH];
+        int n = 0, tokens = 0;
+        int64_t next_arrival = INT64_MAX;
+        for (int i = 0; i < issued && n < MAX_BATCH; i++) {
+            req *r = &reqs[i];
+            if (!r->active) continue;
+            if (r->arrival > t) {
+                if (r->arrival < next_arrival) next_arrival = r->arrival;
+                continue;
+            }
+            batch[n++] = r;
+            tokens += r->prefilled ? 1 : r->prompt;
+        }
+        if (n == 0) {
+            t = next_arrival == INT64_MAX ? t + ns(1) : next_arrival;
+            continue;
+        }
+        double frac = (double)g->steps / est_steps;
+        if (frac > 1) frac = 1;
+        double sched = is(g, "scheduler") ? 0.5 + 2.5 * frac : 0.5;
+        double fwd = is(g, "model") ? 4.0 + 0.02 * tokens : 1.0 + 0.0005 * tokens;
+        if (is(g, "tail") && frac >= 0.40 && frac < 0.40 + 30.0 / est_steps) fwd *= 15;
+        double ipc = is(g, "executor") ? 2.5 : 0.3;
+        double upd = 0.3;
+        double gap = is(g, "waiting") ? 2.0 : 0.3;
+        double out = is(g, "output") ? 0.6 + 2.4 * frac : 0.6;
+        sched = noisy(g, sched);
+        fwd = noisy(g, fwd);
+        ipc = noisy(g, ipc);
+        upd = noisy(g, upd);
+        gap = noisy(g, gap);
+        out = noisy(g, out);
+        g->stage_sum[0] += sched + upd;
+        g->stage_sum[1] += fwd;
+        g->stage_sum[2] += ipc;
+        g->stage_sum[3] += out;
+        g->stage_sum[4] += gap;
+        bool ext = is(g, "joining");
+        int64_t t_sched_end = t + ns(sched);
+        int64_t t_exec_end = t_sched_end + ns(ipc + fwd);
+        int64_t t_fwd = t_sched_end + ns(ipc / 2);
+        int64_t t_upd_end = t_exec_end + ns(upd);
+        if (g->tracer) {
+            mst_span *s = start(g, g->sc_sched, "vllm.scheduler.schedule", NULL, t);
+            tag(s, core, "engine_core");
+            set_batch(s, batch, n, tokens, false);
+            mst_span_set_int(s, "engine.step", g->steps);
+            end_span(g, s, t_sched_end);
+            mst_span *e = start(g, g->sc_exec, "vllm.model.execute", NULL, t_sched_end);
+            tag(e, core, "engine_core");
+            set_batch(e, batch, n, tokens, false);
+            mst_span_context ectx;
+            mst_span_get_context(e, &ectx);
+            mst_span *w = start(g, g->sc_exec, "vllm.worker.execute_model", &ectx, t_fwd);
+            tag(w, worker, "worker_0");
+            set_batch(w, batch, n, tokens, false);
+            mst_span_context wctx;
+            mst_span_get_context(w, &wctx);
+            mst_span *rr = start(g, g->sc_exec, "vllm.model_runner.execute", &wctx, t_fwd + ns(0.02));
+            tag(rr, worker, "worker_0");
+            end_span(g, rr, t_fwd + ns(fwd) - ns(0.02));
+            end_span(g, w, t_fwd + ns(fwd));
+            end_span(g, e, t_exec_end);
+            mst_span *u = start(g, g->sc_sched, "vllm.scheduler.update_from_output", NULL, t_exec_end);
+            tag(u, core, "engine_core");
+            end_span(g, u, t_upd_end);
+        }
+        /* Output in the API server, after the step, one batch at a time. */
+        int64_t o0 = t_upd_end + ns(0.05);
+        if (g->out_free > o0) o0 = g->out_free;
+        int64_t o1 = o0 + ns(out);
+        g->out_free = o1;
+        if (g->tracer) {
+            mst_span *os = start(g, g->sc_out, "vllm.output.process", NULL, o0);
+            tag(os, api, "api_server");
+            set_batch(os, batch, n, -1, ext);
+            end_span(g, os, o1);
+        }
+        for (int i = 0; i < n; i++) {
+            req *r = batch[i];
+            r->prefilled = true;
+            if (++r->generated < r->out_len) continue;
+            r->active = false;
+            r->done = true;
+            finished++;
+            if (g->tracer) {
+                mst_span *rs = start(g, g->sc_req, "vllm.request", NULL, r->arrival);
+                tag(rs, api, "api_server");
+                mst_span_set_str(rs, "request.id", ext ? r->ext : r->id);
+                const char *one[1] = {ext ? r->ext : r->id};
+                mst_span_set_str_list(rs, "request.ids", one, 1);
+                end_span(g, rs, o1);
+            }
+            if (issued < o->requests) {
+                new_request(g, &reqs[issued], issued, o1 + ns(0.2 + unif(g)));
+                issued++;
+            }
+        }
+        g->steps++;
+        t = t_upd_end + ns(gap);
+    }
+    free(reqs);
+}
+
+static const char *const SCENARIOS[] = {"balanced", "scheduler", "model", "executor",
+                                        "output",   "waiting",   "tail",  "joining"};
+
+/* ------------------------------------------------------------ self-check */
+
+typedef struct counting {
+    mst_exporter base;
+    uint64_t n;
+} counting;
+static mst_status count_batch(mst_exporter *self, const mst_span *const *spans, size_t n) {
+    (void)spans;
+    ((counting *)self)->n += n;
+    return MST_OK;
+}
+static void count_destroy(mst_exporter *self) { (void)self; }
+static const mst_exporter_ops COUNT_OPS = {.name = "count", .export_batch = count_batch,
+                                           .destroy = count_destroy};
+
+static void self_check(void) {
+    for (size_t k = 0; k < sizeof SCENARIOS / sizeof *SCENARIOS; k++) {
+        gen_opts o = {SCENARIOS[k], 120, 12, 7, 1000};
+        counting ex = {{&COUNT_OPS}, 0};
+        mst_tracer_options to = {0};
+        to.max_queue_size = 1 << 16;
+        mst_tracer *tr;
+        CHECK(mst_tracer_create(&to, &tr) == MST_OK);
+        CHECK(mst_tracer_add_exporter(tr, &ex.base) == MST_OK);
+        gen g;
+        memset(&g, 0, sizeof g);
+        g.o = &o;
+        g.rng = o.seed * 0x9E3779B97F4A7C15ull + 1;
+        g.tracer = tr;
+        g.sc_req = mst_tracer_scope(tr, "ms_service_profiler.hook.Request", NULL);
+        g.sc_sched = mst_tracer_scope(tr, "ms_service_profiler.hook.Schedule", NULL);
+        g.sc_exec = mst_tracer_scope(tr, "ms_service_profiler.hook.Execute", NULL);
+        g.sc_out = g.sc_req;
+        run(&g);
+        CHECK(mst_tracer_shutdown(tr, 30000) == MST_OK);
+        CHECK(ex.n == g.spans);
+        /* Same seed, same times. */
+        gen h;
+        memset(&h, 0, sizeof h);
+        h.o = &o;
+        h.rng = o.seed * 0x9E3779B97F4A7C15ull + 1;
+        run(&h);
+        CHECK(h.steps == g.steps);
+        CHECK(fabs(h.stage_sum[1] - g.stage_sum[1]) < 1e-6);
+        /* The planted stage is the slow one in the generated times. */
+        int top = 0;
+        for (int s = 1; s < 5; s++)
+            if (g.stage_sum[s] > g.stage_sum[top]) top = s;
+        if (strcmp(o.scenario, "model") == 0 || strcmp(o.scenario, "balanced") == 0) CHECK(top == 1);
+        if (strcmp(o.scenario, "executor") == 0) CHECK(g.stage_sum[2] > g.stage_sum[1]);
+        if (strcmp(o.scenario, "waiting") == 0) CHECK(g.stage_sum[4] > g.stage_sum[1]);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc == 1) {
+        static const mst_test_case tests[] = {{"every_scenario", self_check}};
+        return mst_test_run_all(tests, 1, argc, argv);
+    }
+    gen_opts o = {"balanced", 300, 12, 1, 40000};
+    const char *socket = NULL;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--socket")) socket = argv[i + 1];
+        else if (!strcmp(argv[i], "--scenario")) o.scenario = argv[i + 1];
+        else if (!strcmp(argv[i], "--requests")) o.requests = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--concurrency")) o.concurrency = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--seed")) o.seed = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--pid-base")) o.pid_base = atoll(argv[i + 1]);
+        else {
+            fprintf(stderr, "unknown argument %s\n", argv[i]);
+            return 2;
+        }
+    }
+    bool known = false;
+    for (size_t k = 0; k < sizeof SCENARIOS / sizeof *SCENARIOS; k++)
+        known |= strcmp(SCENARIOS[k], o.scenario) == 0;
+    if (!socket || !known || o.requests < 1 || o.concurrency < 1 || o.concurrency > MAX_CLIENTS) {
+        fprintf(stderr, "usage: %s --socket NAME --scenario S [--requests N] [--seed K] "
+                        "[--concurrency C] [--pid-base P]\n", argv[0]);
+        return 2;
+    }
+    mst_tracer_options to = {0};
+    to.max_queue_size = 1 << 16;
+    to.max_export_batch_size = 512;
+    to.schedule_delay_ms = 50;
+    mst_tracer *tr;
+    mst_exporter *ex;
+    if (mst_tracer_create(&to, &tr) != MST_OK || mst_forward_exporter_create(socket, &ex) != MST_OK ||
+        mst_tracer_add_exporter(tr, ex) != MST_OK) {
+        fprintf(stderr, "cannot set up the tracer\n");
+        return 1;
+    }
+    gen g;
+    memset(&g, 0, sizeof g);
+    g.o = &o;
+    g.rng = o.seed * 0x9E3779B97F4A7C15ull + 1;
+    g.tracer = tr;
+    g.sc_req = mst_tracer_scope(tr, "ms_service_profiler.hook.Request", NULL);
+    g.sc_sched = mst_tracer_scope(tr, "ms_service_profiler.hook.Schedule", NULL);
+    g.sc_exec = mst_tracer_scope(tr, "ms_service_profiler.hook.Execute", NULL);
+    g.sc_out = g.sc_req;
+    run(&g);
+    mst_tracer_flush(tr, 60000);
+    mst_tracer_stats st;
+    mst_tracer_get_stats(tr, &st);
+    mst_exporter_stats es;
+    mst_exporter_get_stats(ex, &es);
+    mst_tracer_shutdown(tr, 60000);
+    printf("{\"spans\":%llu,\"requests\":%d,\"steps\":%d,\"exported\":%llu,\"dropped\":%llu,"
+           "\"failed\":%llu}\n",
+           (unsigned long long)g.spans, o.requests, g.steps, (unsigned long long)es.spans_exported,
+           (unsigned long long)st.spans_dropped, (unsigned long long)es.spans_failed);
+    return 0;
+}
