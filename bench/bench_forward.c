@@ -19,9 +19,16 @@
  * thread is reported apart from its output writer thread: its CPU per span
  * is the throughput bound when it has a core of its own.
  *
- * usage: bench_forward [-n SPANS] [-t THREADS] [-r RUNS] [-b PATH/TO/mstrace]
- *        (default 2000000 spans, 8 threads, 3 runs, mstrace next to this binary
- *        or $MSTRACE_BIN)
+ * Output formats (-f): json (Chrome Trace JSON, .json), proto (native
+ * Perfetto, .pftrace) or both (default): then each round runs both, in
+ * alternating order (json proto, proto json, ...) so machine load drifts
+ * hit both alike, and a RATIO line compares their medians (file size,
+ * spans/s, daemon CPU per span, peak RSS).
+ *
+ * usage: bench_forward [-n SPANS] [-t THREADS] [-r RUNS] [-f json|proto|both]
+ *                      [-b PATH/TO/mstrace]
+ *        (default 2000000 spans, 8 threads, 3 runs, both formats, mstrace next
+ *        to this binary or $MSTRACE_BIN)
  */
 #include <dirent.h>
 #include <errno.h>
@@ -30,6 +37,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -230,16 +238,17 @@ static long long final_written(const char *log_path) {
 }
 
 typedef struct result {
-    double spans_per_s, in_mb_s, out_mb_s;
+    double spans_per_s, in_mb_s, out_mb_s, out_bytes;
     double daemon_user_s, daemon_sys_s, client_cpu_s;
     double main_thread_s, other_threads_s; /* sampled when the clients are done */
     long hwm_kb, maxrss_kb;
 } result;
 
-static int run_once(const char *bin, uint64_t total, int threads, result *res) {
+static int run_once(const char *bin, const char *ext, uint64_t total, int threads,
+                    result *res) {
     char sock[64], out[128], log_path[128];
     snprintf(sock, sizeof sock, "mstrace-bench-%d-%ld", (int)getpid(), (long)random());
-    snprintf(out, sizeof out, "/tmp/%s.json", sock);
+    snprintf(out, sizeof out, "/tmp/%s.%s", sock, ext);
     snprintf(log_path, sizeof log_path, "/tmp/%s.log", sock);
     pid_t pid = fork();
     if (pid == 0) {
@@ -283,16 +292,17 @@ static int run_once(const char *bin, uint64_t total, int threads, result *res) {
     res->daemon_sys_s = tv_s(ru.ru_stime);
     struct stat st;
     double out_bytes = stat(out, &st) == 0 ? (double)st.st_size : 0;
+    res->out_bytes = out_bytes;
     long long written = final_written(log_path);
     res->spans_per_s = (double)total / dt;
     res->in_mb_s = (double)in_bytes / dt / 1e6;
     res->out_mb_s = out_bytes / dt / 1e6;
-    printf("  run: %llu spans in %.3f s: %.0f spans/s, in %.1f MB/s, out %.1f MB/s, "
-           "daemon VmHWM %.1f MB (maxrss %.1f MB), daemon CPU user %.2f s sys %.2f s "
+    printf("  run (%s): %llu spans in %.3f s: %.0f spans/s, in %.1f MB/s, out %.1f MB/s "
+           "(file %.1f MB, %.1f bytes/span), daemon VmHWM %.1f MB (maxrss %.1f MB), daemon CPU user %.2f s sys %.2f s "
            "(%.2f us/span; main thread %.2f, writer %.2f), clients CPU %.2f s (%.2f us/span), "
            "exit %d, written %lld\n",
-           (unsigned long long)total, dt, res->spans_per_s, res->in_mb_s, res->out_mb_s,
-           res->hwm_kb / 1024.0, res->maxrss_kb / 1024.0, res->daemon_user_s,
+           ext, (unsigned long long)total, dt, res->spans_per_s, res->in_mb_s, res->out_mb_s,
+           out_bytes / 1e6, out_bytes / (double)total, res->hwm_kb / 1024.0, res->maxrss_kb / 1024.0, res->daemon_user_s,
            res->daemon_sys_s, (res->daemon_user_s + res->daemon_sys_s) / (double)total * 1e6,
            res->main_thread_s / (double)total * 1e6, res->other_threads_s / (double)total * 1e6,
            res->client_cpu_s, res->client_cpu_s / (double)total * 1e6,
@@ -312,23 +322,67 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* Medians of one format's runs. */
+typedef struct mode_summary {
+    double sps, in, out, bytes, dcpu, ccpu, mcpu;
+    double sps_min, sps_max;
+    long hwm_kb;
+} mode_summary;
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof v[0], cmp_double);
+    return v[n / 2];
+}
+
+static void summarize(const result *rs, int n, uint64_t total, mode_summary *m) {
+    double sps[99], in[99], out[99], bytes[99], dcpu[99], ccpu[99], mcpu[99];
+    m->hwm_kb = 0;
+    for (int r = 0; r < n; r++) {
+        sps[r] = rs[r].spans_per_s;
+        in[r] = rs[r].in_mb_s;
+        out[r] = rs[r].out_mb_s;
+        bytes[r] = rs[r].out_bytes;
+        dcpu[r] = (rs[r].daemon_user_s + rs[r].daemon_sys_s) / (double)total * 1e6;
+        ccpu[r] = rs[r].client_cpu_s / (double)total * 1e6;
+        mcpu[r] = rs[r].main_thread_s / (double)total * 1e6;
+        if (rs[r].hwm_kb > m->hwm_kb) m->hwm_kb = rs[r].hwm_kb;
+        if (rs[r].maxrss_kb > m->hwm_kb) m->hwm_kb = rs[r].maxrss_kb;
+    }
+    m->sps = median(sps, n);
+    m->sps_min = sps[0];
+    m->sps_max = sps[n - 1];
+    m->in = median(in, n);
+    m->out = median(out, n);
+    m->bytes = median(bytes, n);
+    m->dcpu = median(dcpu, n);
+    m->ccpu = median(ccpu, n);
+    m->mcpu = median(mcpu, n);
+}
+
 int main(int argc, char **argv) {
     uint64_t total = 2000000;
     int threads = 8, runs = 3;
     char bin[PATH_MAX] = "";
+    const char *formats = "both";
     int opt;
-    while ((opt = getopt(argc, argv, "n:t:r:b:")) != -1) {
+    while ((opt = getopt(argc, argv, "n:t:r:b:f:")) != -1) {
         switch (opt) {
         case 'n': total = strtoull(optarg, NULL, 10); break;
         case 't': threads = atoi(optarg); break;
         case 'r': runs = atoi(optarg); break;
         case 'b': snprintf(bin, sizeof bin, "%s", optarg); break;
+        case 'f': formats = optarg; break;
         default:
-            fprintf(stderr, "usage: %s [-n SPANS] [-t THREADS] [-r RUNS] [-b mstrace]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-n SPANS] [-t THREADS] [-r RUNS] [-f json|proto|both] "
+                            "[-b mstrace]\n", argv[0]);
             return 2;
         }
     }
     if (threads < 1 || runs < 1 || runs > 99 || total < (uint64_t)threads) return 2;
+    static const char *const names[2] = {"json", "proto"};
+    static const char *const exts[2] = {"json", "pftrace"};
+    bool use[2] = {strcmp(formats, "proto") != 0, strcmp(formats, "json") != 0};
+    if (strcmp(formats, "json") && strcmp(formats, "proto") && strcmp(formats, "both")) return 2;
     if (!bin[0] && getenv("MSTRACE_BIN")) snprintf(bin, sizeof bin, "%s", getenv("MSTRACE_BIN"));
     if (!bin[0]) {
         char self[PATH_MAX];
@@ -339,36 +393,36 @@ int main(int argc, char **argv) {
     }
     signal(SIGPIPE, SIG_IGN);
     srandom((unsigned)getpid());
-    printf("bench_forward: %s forward, %d client threads, %llu spans per run, %d runs\n", bin,
-           threads, (unsigned long long)total, runs);
-    double sps[99], in[99], out[99], dcpu[99], ccpu[99], mcpu[99];
-    long hwm = 0;
+    printf("bench_forward: %s forward, %d client threads, %llu spans per run, %d runs, "
+           "formats %s\n", bin, threads, (unsigned long long)total, runs, formats);
+    static result rs[2][99];
     int failures = 0;
     for (int r = 0; r < runs; r++) {
-        result res;
-        if (run_once(bin, total, threads, &res) != 0) failures++;
-        sps[r] = res.spans_per_s;
-        in[r] = res.in_mb_s;
-        out[r] = res.out_mb_s;
-        dcpu[r] = (res.daemon_user_s + res.daemon_sys_s) / (double)total * 1e6;
-        ccpu[r] = res.client_cpu_s / (double)total * 1e6;
-        mcpu[r] = res.main_thread_s / (double)total * 1e6;
-        if (res.hwm_kb > hwm) hwm = res.hwm_kb;
-        if (res.maxrss_kb > hwm) hwm = res.maxrss_kb;
+        for (int k = 0; k < 2; k++) {
+            int f = (r % 2) ? 1 - k : k; /* alternate the order every round */
+            if (!use[f]) continue;
+            if (run_once(bin, exts[f], total, threads, &rs[f][r]) != 0) failures++;
+        }
     }
-    qsort(sps, (size_t)runs, sizeof sps[0], cmp_double);
-    qsort(in, (size_t)runs, sizeof in[0], cmp_double);
-    qsort(out, (size_t)runs, sizeof out[0], cmp_double);
-    qsort(dcpu, (size_t)runs, sizeof dcpu[0], cmp_double);
-    qsort(ccpu, (size_t)runs, sizeof ccpu[0], cmp_double);
-    qsort(mcpu, (size_t)runs, sizeof mcpu[0], cmp_double);
     double load[3] = {-1, -1, -1};
     if (getloadavg(load, 3) < 0) load[0] = -1;
-    printf("SUMMARY bench_forward: median %.0f spans/s (min %.0f, max %.0f, %d runs), "
-           "in %.1f MB/s, out %.1f MB/s, peak daemon RSS %.1f MB, daemon CPU %.2f us/span "
-           "(main thread %.2f), clients CPU %.2f us/span, %ld CPUs, loadavg %.2f%s\n",
-           sps[runs / 2], sps[0], sps[runs - 1], runs, in[runs / 2], out[runs / 2],
-           hwm / 1024.0, dcpu[runs / 2], mcpu[runs / 2], ccpu[runs / 2], sysconf(_SC_NPROCESSORS_ONLN), load[0],
-           failures ? " (SOME RUNS FAILED)" : "");
+    mode_summary ms[2];
+    for (int f = 0; f < 2; f++) {
+        if (!use[f]) continue;
+        summarize(rs[f], runs, total, &ms[f]);
+        printf("SUMMARY bench_forward %s: median %.0f spans/s (min %.0f, max %.0f, %d runs), "
+               "in %.1f MB/s, out %.1f MB/s, file %.1f MB (%.1f bytes/span), peak daemon RSS "
+               "%.1f MB, daemon CPU %.2f us/span (main thread %.2f), clients CPU %.2f us/span, "
+               "%ld CPUs, loadavg %.2f%s\n",
+               names[f], ms[f].sps, ms[f].sps_min, ms[f].sps_max, runs, ms[f].in, ms[f].out,
+               ms[f].bytes / 1e6, ms[f].bytes / (double)total, ms[f].hwm_kb / 1024.0, ms[f].dcpu,
+               ms[f].mcpu, ms[f].ccpu, sysconf(_SC_NPROCESSORS_ONLN), load[0],
+               failures ? " (SOME RUNS FAILED)" : "");
+    }
+    if (use[0] && use[1])
+        printf("RATIO bench_forward proto vs json: file %.2fx smaller, %.2fx spans/s, daemon CPU "
+               "per span %.2fx, peak RSS %.2fx\n",
+               ms[0].bytes / ms[1].bytes, ms[1].sps / ms[0].sps, ms[1].dcpu / ms[0].dcpu,
+               (double)ms[1].hwm_kb / (double)ms[0].hwm_kb);
     return failures ? 1 : 0;
 }

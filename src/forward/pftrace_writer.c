@@ -39,6 +39,11 @@
 #define INTERN_MAX 8192u                 /* entries before a restart */
 #define INTERN_SLOTS (INTERN_MAX * 2u)
 #define TRACKS_MAX 65536u
+/* String values are interned from their second sighting (a direct-mapped
+ * table of value hashes), so repeated values (module, class, model names)
+ * are written once while unique ones (ids) never fill the intern table. */
+#define VSEEN_SLOTS 4096u
+#define VALUE_INTERN_MAX_LEN 128u
 #define TRACK_SLOTS (TRACKS_MAX * 2u)
 /* Annotations a span adds besides its attributes: ids, kind, status, service. */
 #define FIXED_ANNOTATIONS 6
@@ -76,9 +81,14 @@ struct mst_pftrace_writer {
     uint64_t *islots;             /* hash << 32 | index + 1 */
     intern_entry *ie;
     uint32_t icount;
-    uint64_t next_iid[4];
+    uint64_t next_iid[MST_PFT_INTERN_KINDS];
+    uint32_t *vseen;              /* value hashes seen once (VSEEN_SLOTS) */
+    uint64_t *val_iids;           /* per attribute: interned string value or 0 */
     mst_buf blob;
     bool clear_pending;           /* next interning packet restarts the state */
+    uint64_t intern_gen;          /* bumped by every restart */
+    uint64_t fixed_gen;           /* intern_gen when fixed_iid was filled (0: never) */
+    uint64_t fixed_iid[6];        /* the fixed annotation names (FIXED_ANNOTATIONS) */
     pending_intern *pend;         /* new definitions for the packet being built */
     size_t n_pend;
     uint64_t *ann_iids;           /* per attribute of the span being written */
@@ -103,11 +113,42 @@ static inline uint64_t mix64(uint64_t x) {
     return x ? x : 1;
 }
 
+/* 64x64->128 multiply folded to 64 bits (the wyhash mixing step). */
+static inline uint64_t mum(uint64_t a, uint64_t b) {
+    unsigned __int128 r = (unsigned __int128)a * b;
+    return (uint64_t)r ^ (uint64_t)(r >> 64);
+}
+
+/* Hash of n bytes from the first and last 8 (and n): constant time for
+ * the names and keys of every span. Strings sharing both ends and length
+ * collide and are told apart by the table's memcmp. Not seeded: the table
+ * it indexes is bounded and restarts when full, so crafted collisions cost
+ * at most longer probes in a table of INTERN_SLOTS. */
 static uint64_t bytes_hash(const char *s, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (uint8_t)s[i];
-        h *= 0x100000001b3ull;
+    uint64_t a = 0, b = 0;
+    if (n >= 8) {
+        memcpy(&a, s, 8);
+        memcpy(&b, s + n - 8, 8);
+    } else if (n) {
+        memcpy(&a, s, n);
+    }
+    return mum(a ^ 0xe7037ed1a0b428dbull ^ n, b ^ 0x8ebc6af09c88c6e3ull);
+}
+
+/* Exact hash of every byte (track ids, where a collision would merge two
+ * tracks). */
+static uint64_t bytes_hash_full(const char *s, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        h = mum(h ^ w, 0xe7037ed1a0b428dbull);
+    }
+    if (i < n) {
+        uint64_t w = 0;
+        memcpy(&w, s + i, n - i);
+        h = mum(h ^ w, 0x8ebc6af09c88c6e3ull);
     }
     return h;
 }
@@ -118,11 +159,11 @@ static uint64_t thread_uuid(int64_t pid, int64_t tid) {
     return mix64((0x2ull << 56) ^ mix64((uint64_t)pid) ^ (uint64_t)tid);
 }
 static uint64_t counter_uuid(int64_t pid, const char *name) {
-    return mix64((0x3ull << 56) ^ mix64((uint64_t)pid) ^ bytes_hash(name, strlen(name)));
+    return mix64((0x3ull << 56) ^ mix64((uint64_t)pid) ^ bytes_hash_full(name, strlen(name)));
 }
 static uint64_t requests_uuid(void) { return mix64(0x4ull << 56); }
 static uint64_t request_uuid(const char *id, size_t n) {
-    return mix64((0x5ull << 56) ^ bytes_hash(id, n));
+    return mix64((0x5ull << 56) ^ bytes_hash_full(id, n));
 }
 
 /* ------------------------------------------------------------ interning */
@@ -131,13 +172,15 @@ static void intern_reset(mst_pftrace_writer *w) {
     memset(w->islots, 0, INTERN_SLOTS * sizeof *w->islots);
     w->icount = 0;
     mst_buf_reset(&w->blob);
-    for (int k = 0; k < 4; k++) w->next_iid[k] = 1;
+    for (int k = 0; k < MST_PFT_INTERN_KINDS; k++) w->next_iid[k] = 1;
     w->clear_pending = true;
+    w->intern_gen++;
 }
 
 /* The iid of (kind, s); a new one is queued in w->pend for the packet. */
 static uint64_t intern(mst_pftrace_writer *w, unsigned kind, const char *s, size_t n) {
-    uint32_t h = (uint32_t)mix64(bytes_hash(s, n) ^ kind);
+    uint64_t h64 = bytes_hash(s, n) ^ kind;
+    uint32_t h = (uint32_t)(h64 ^ (h64 >> 32));
     uint32_t mask = INTERN_SLOTS - 1;
     uint32_t pos = h & mask;
     for (;; pos = (pos + 1) & mask) {
@@ -311,10 +354,33 @@ static bool attr_shadows(const mst_pf_span *s, const mst_str *rkey) {
     return false;
 }
 
+/* The interned id for a plain (no escapes) JSON string value seen before,
+ * else 0 (written inline; remembered for next time). */
+static uint64_t value_iid(mst_pftrace_writer *w, const mst_json_slice *v) {
+    if (v->len < 4 || v->len > VALUE_INTERN_MAX_LEN + 2 || v->ptr[0] != '"' ||
+        memchr(v->ptr, '\\', v->len))
+        return 0;
+    const char *s = v->ptr + 1;
+    size_t n = v->len - 2;
+    uint64_t h = bytes_hash(s, n);
+    uint32_t tag = (uint32_t)(h >> 32) | 1u;
+    uint32_t *slot = &w->vseen[h & (VSEEN_SLOTS - 1)];
+    if (*slot != tag) {
+        *slot = tag;
+        return 0;
+    }
+    return intern(w, MST_PFT_INTERN_STRING_VALUE, s, n);
+}
+
 /* One annotation from a raw JSON value: strings, numbers and booleans as
  * typed values, anything else (arrays, objects, null) as JSON text. */
-static void annotate_json(mst_pftrace_writer *w, uint64_t iid, const mst_json_slice *v) {
+static void annotate_json(mst_pftrace_writer *w, uint64_t iid, const mst_json_slice *v,
+                          uint64_t viid) {
     const char *s;
+    if (viid) {
+        mst_pft_annotation_string_iid(w->buf, iid, viid);
+        return;
+    }
     size_t n;
     bool dbl;
     int64_t i;
@@ -334,7 +400,7 @@ static void annotate_json(mst_pftrace_writer *w, uint64_t iid, const mst_json_sl
 }
 
 static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, uint64_t track) {
-    size_t need = 2 + s->n_attrs + s->n_resource + FIXED_ANNOTATIONS;
+    size_t need = 2 + 2 * (s->n_attrs + s->n_resource) + FIXED_ANNOTATIONS + 1;
     intern_room(w, need);
     const char *cat = s->category.ptr ? s->category.ptr : DEFAULT_CATEGORY;
     size_t cat_n = s->category.ptr ? s->category.len : strlen(DEFAULT_CATEGORY);
@@ -346,12 +412,17 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, uint64_t trac
         const mst_str *k = &s->attrs[i].key;
         if (k->len > 9 && memcmp(k->ptr, "resource.", 9) == 0) any_resource_prefixed = true;
         w->ann_iids[i] = fixed_arg(k) ? 0 : intern(w, MST_PFT_INTERN_ANNOTATION_NAME, k->ptr, k->len);
+        w->val_iids[i] = w->ann_iids[i] ? value_iid(w, &s->attrs[i].value) : 0;
     }
     static const char *const fixed[FIXED_ANNOTATIONS] = {
         "trace_id", "span_id", "parent_span_id", "span.kind", "span.status", "service.name"};
-    uint64_t fixed_iid[FIXED_ANNOTATIONS];
-    for (int f = 0; f < FIXED_ANNOTATIONS; f++)
-        fixed_iid[f] = intern(w, MST_PFT_INTERN_ANNOTATION_NAME, fixed[f], strlen(fixed[f]));
+    /* The same six names on every span: interned once per generation. */
+    if (w->fixed_gen != w->intern_gen) {
+        for (int f = 0; f < FIXED_ANNOTATIONS; f++)
+            w->fixed_iid[f] = intern(w, MST_PFT_INTERN_ANNOTATION_NAME, fixed[f], strlen(fixed[f]));
+        w->fixed_gen = w->intern_gen;
+    }
+    const uint64_t *fixed_iid = w->fixed_iid;
     uint64_t *res_iid = w->ann_iids + s->n_attrs;
     for (size_t i = 0; i < s->n_resource; i++) {
         const mst_str *k = &s->resource[i].key;
@@ -366,7 +437,10 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, uint64_t trac
         }
         res_iid[i] = intern(w, MST_PFT_INTERN_ANNOTATION_NAME, (const char *)w->scratch.data,
                             w->scratch.len);
+        w->val_iids[s->n_attrs + i] = value_iid(w, &s->resource[i].value);
     }
+    const mst_json_slice *svc = find_kv(s->resource, s->n_resource, "service.name");
+    uint64_t svc_viid = svc ? value_iid(w, svc) : 0;
 
     mst_pft_event e;
     open_event(w, &e, s->start_ns, true);
@@ -375,17 +449,17 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, uint64_t trac
     mst_pft_event_name_iid(b, name_iid);
     mst_pft_event_category_iid(b, cat_iid);
     for (size_t i = 0; i < s->n_attrs; i++)
-        if (w->ann_iids[i]) annotate_json(w, w->ann_iids[i], &s->attrs[i].value);
+        if (w->ann_iids[i]) annotate_json(w, w->ann_iids[i], &s->attrs[i].value, w->val_iids[i]);
     mst_pft_annotation_string(b, fixed_iid[0], s->trace_id, strlen(s->trace_id));
     mst_pft_annotation_string(b, fixed_iid[1], s->span_id, strlen(s->span_id));
     mst_pft_annotation_string(b, fixed_iid[2], s->parent_span_id, strlen(s->parent_span_id));
     mst_pft_annotation_int(b, fixed_iid[3], s->kind);
     mst_pft_annotation_int(b, fixed_iid[4], s->status);
-    const mst_json_slice *svc = find_kv(s->resource, s->n_resource, "service.name");
-    if (svc) annotate_json(w, fixed_iid[5], svc);
+    if (svc) annotate_json(w, fixed_iid[5], svc, svc_viid);
     else mst_pft_annotation_string(b, fixed_iid[5], DEFAULT_SERVICE_NAME, strlen(DEFAULT_SERVICE_NAME));
     for (size_t i = 0; i < s->n_resource; i++)
-        if (res_iid[i]) annotate_json(w, res_iid[i], &s->resource[i].value);
+        if (res_iid[i])
+            annotate_json(w, res_iid[i], &s->resource[i].value, w->val_iids[s->n_attrs + i]);
     /* Flows: this span's own id (a later span linking here joins it), then
      * one per link (joining the linked span, written before or after). */
     mst_pft_event_flow_id(b, mst_tl_flow_id(s->trace_id, s->span_id));
@@ -583,6 +657,8 @@ static void writer_free(mst_pftrace_writer *w) {
     free(w->ie);
     free(w->pend);
     free(w->ann_iids);
+    free(w->val_iids);
+    free(w->vseen);
     free(w->tslots);
     free(w->tnamed);
     mst_buf_free(&w->blob);
@@ -606,6 +682,8 @@ mst_status mst_pftrace_writer_open(const char *path, int64_t default_pid,
         w->ie = calloc(INTERN_MAX, sizeof *w->ie);
         w->pend = calloc(INTERN_MAX, sizeof *w->pend);
         w->ann_iids = calloc(max_ann, sizeof *w->ann_iids);
+        w->val_iids = calloc(max_ann, sizeof *w->val_iids);
+        w->vseen = calloc(VSEEN_SLOTS, sizeof *w->vseen);
         w->tslots = calloc(TRACK_SLOTS, sizeof *w->tslots);
         w->tnamed = calloc(TRACK_SLOTS, 1);
         w->tl = mst_timeline_new(MST_TL_MAX_REQUESTS);
@@ -613,8 +691,8 @@ mst_status mst_pftrace_writer_open(const char *path, int64_t default_pid,
         mst_buf_init(&w->scratch, 0);
         mst_arena_init(&w->arena);
     }
-    if (!w || !w->islots || !w->ie || !w->pend || !w->ann_iids || !w->tslots || !w->tnamed ||
-        !w->tl) {
+    if (!w || !w->islots || !w->ie || !w->pend || !w->ann_iids || !w->val_iids || !w->vseen ||
+        !w->tslots || !w->tnamed || !w->tl) {
         if (w) writer_free(w);
         close(fd);
         if (err && err_size) snprintf(err, err_size, "out of memory opening the Perfetto writer");

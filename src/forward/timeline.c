@@ -189,6 +189,20 @@ static const mst_json_slice *find_attr(const mst_pf_span *s, const char *key, si
 bool mst_tl_json_number(const mst_json_slice *v, bool *is_double, int64_t *i, double *d) {
     if (!v || !v->len || v->len >= 64 || !(v->ptr[0] == '-' || (v->ptr[0] >= '0' && v->ptr[0] <= '9')))
         return false;
+    /* Integers (the common case) without strtoll: the text is validated
+     * JSON, so it is '-'? digits, and up to 18 digits cannot overflow. */
+    const char *p = v->ptr;
+    size_t n = v->len, k = p[0] == '-';
+    if (n - k <= 18) {
+        uint64_t x = 0;
+        size_t j = k;
+        for (; j < n && p[j] >= '0' && p[j] <= '9'; j++) x = x * 10 + (uint64_t)(p[j] - '0');
+        if (j == n && j > k) {
+            *is_double = false;
+            *i = k ? -(int64_t)x : (int64_t)x;
+            return true;
+        }
+    }
     char tmp[64];
     memcpy(tmp, v->ptr, v->len);
     tmp[v->len] = 0;
@@ -306,22 +320,27 @@ void mst_timeline_get_stats(const mst_timeline *tl, mst_tl_stats *out) {
     else memset(out, 0, sizeof *out);
 }
 
-/* Hex digit value (0 for anything else, as the Chrome writer's keys). */
-static unsigned hexval(char c) {
-    if (c >= '0' && c <= '9') return (unsigned)(c - '0');
-    if (c >= 'a' && c <= 'f') return (unsigned)(c - 'a' + 10);
-    if (c >= 'A' && c <= 'F') return (unsigned)(c - 'A' + 10);
-    return 0;
+/* Hex digit values (any case; every other byte 0, as the Chrome writer). */
+static const uint8_t hexval_tbl[256] = {
+    ['0'] = 0, ['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 5, ['6'] = 6, ['7'] = 7,
+    ['8'] = 8, ['9'] = 9, ['a'] = 10, ['b'] = 11, ['c'] = 12, ['d'] = 13, ['e'] = 14,
+    ['f'] = 15, ['A'] = 10, ['B'] = 11, ['C'] = 12, ['D'] = 13, ['E'] = 14, ['F'] = 15};
+
+/* Up to 16 hex digits as a number, stopping at NUL. */
+static inline uint64_t hex64(const char *h) {
+    uint64_t v = 0;
+    for (int i = 0; i < 16 && h[i]; i++) v = (v << 4) | hexval_tbl[(uint8_t)h[i]];
+    return v;
 }
 
 uint64_t mst_tl_flow_id(const char *trace_hex, const char *span_hex) {
     /* 64 bits of (trace, span): the span id mixed with the trace id, so the
      * same span id in two traces gives two flows. */
-    uint64_t t_hi = 0, t_lo = 0, sp = 0;
-    for (int i = 0; i < 16 && trace_hex[i]; i++) t_hi = (t_hi << 4) | hexval(trace_hex[i]);
-    for (int i = 16; i < 32 && trace_hex[i]; i++) t_lo = (t_lo << 4) | hexval(trace_hex[i]);
-    for (int i = 0; i < 16 && span_hex[i]; i++) sp = (sp << 4) | hexval(span_hex[i]);
-    uint64_t h = sp ^ (t_hi * 0x9E3779B97F4A7C15ull) ^ ((t_lo + 0x632BE59BD9B4E019ull) * 0xC2B2AE3D27D4EB4Full);
+    size_t tl = strnlen(trace_hex, 32);
+    uint64_t t_hi = hex64(trace_hex), t_lo = tl > 16 ? hex64(trace_hex + 16) : 0;
+    uint64_t sp = hex64(span_hex);
+    uint64_t h = sp ^ (t_hi * 0x9E3779B97F4A7C15ull) ^
+                 ((t_lo + 0x632BE59BD9B4E019ull) * 0xC2B2AE3D27D4EB4Full);
     h ^= h >> 31;
     h *= 0xD6E8FEB86659FD93ull;
     h ^= h >> 32;

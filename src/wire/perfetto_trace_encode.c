@@ -44,7 +44,8 @@
 #define TE_TYPE 9
 #define TE_TRACK_UUID 11
 #define TE_DEBUG_ANNOTATIONS 4
-/* InternedData entries (EventName, EventCategory, DebugAnnotationName) */
+/* InternedData entries (EventName, EventCategory, DebugAnnotationName,
+ * InternedString: iid 1, name / str 2) */
 #define IE_IID 1
 #define IE_NAME 2
 /* DebugAnnotation */
@@ -54,6 +55,7 @@
 #define DA_DOUBLE 5
 #define DA_STRING 6
 #define DA_LEGACY_JSON 9
+#define DA_STRING_IID 17
 
 /* Length hints: a packet is usually 128..16K bytes, nested pieces short. */
 #define HINT_PACKET 2
@@ -169,6 +171,12 @@ static mst_pb_mark annotation_open(mst_buf *b, uint64_t name_iid) {
 void mst_pft_annotation_string(mst_buf *b, uint64_t name_iid, const char *s, size_t n) {
     mst_pb_mark m = annotation_open(b, name_iid);
     mst_pb_field_string(b, DA_STRING, s, n);
+    mst_pb_end(b, m);
+}
+
+void mst_pft_annotation_string_iid(mst_buf *b, uint64_t name_iid, uint64_t value_iid) {
+    mst_pb_mark m = annotation_open(b, name_iid);
+    mst_pb_field_varint(b, DA_STRING_IID, value_iid);
     mst_pb_end(b, m);
 }
 

@@ -43,8 +43,11 @@ enum {
 enum {
     MST_PFT_INTERN_CATEGORY = 1,       /* event_categories */
     MST_PFT_INTERN_EVENT_NAME = 2,     /* event_names */
-    MST_PFT_INTERN_ANNOTATION_NAME = 3 /* debug_annotation_names */
+    MST_PFT_INTERN_ANNOTATION_NAME = 3, /* debug_annotation_names */
+    MST_PFT_INTERN_STRING_VALUE = 29    /* debug_annotation_string_values */
 };
+/* Largest interned-data kind above, for tables indexed by kind. */
+#define MST_PFT_INTERN_KINDS 30
 
 /* First packet of the trace: a clock snapshot that maps BOOTTIME (the
  * default clock of track events) 1:1 onto REALTIME and makes REALTIME the
@@ -103,6 +106,8 @@ static inline void mst_pft_event_counter_double(mst_buf *b, double v) {
 
 /* DebugAnnotation values (name by interned id). */
 void mst_pft_annotation_string(mst_buf *b, uint64_t name_iid, const char *s, size_t n);
+/* A string value by its interned id (MST_PFT_INTERN_STRING_VALUE). */
+void mst_pft_annotation_string_iid(mst_buf *b, uint64_t name_iid, uint64_t value_iid);
 void mst_pft_annotation_int(mst_buf *b, uint64_t name_iid, int64_t v);
 void mst_pft_annotation_double(mst_buf *b, uint64_t name_iid, double v);
 void mst_pft_annotation_bool(mst_buf *b, uint64_t name_iid, bool v);

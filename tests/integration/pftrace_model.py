@@ -54,8 +54,10 @@ def iter_packets(data: bytes):
         i = j + length
 
 
-def _annotation_value(a):
+def _annotation_value(a, resolve):
     kind = a.WhichOneof("value")
+    if kind == "string_value_iid":
+        return resolve(29, a.string_value_iid).decode("utf-8")
     if kind == "legacy_json_value":
         return json.loads(a.legacy_json_value, parse_float=Decimal)
     v = getattr(a, kind)
@@ -73,13 +75,14 @@ def read_pftrace(path, strict=True) -> Model:
         if p.HasField("clock_snapshot"):
             saw_clock = True
         if p.sequence_flags & SEQ_CLEARED:
-            interned = {1: {}, 2: {}, 3: {}}
+            interned = {1: {}, 2: {}, 3: {}, 29: {}}
         if p.HasField("interned_data"):
             for kind, entries in ((1, p.interned_data.event_categories),
                                   (2, p.interned_data.event_names),
-                                  (3, p.interned_data.debug_annotation_names)):
+                                  (3, p.interned_data.debug_annotation_names),
+                                  (29, p.interned_data.debug_annotation_string_values)):
                 for e in entries:
-                    interned[kind][e.iid] = e.name
+                    interned[kind][e.iid] = e.str if kind == 29 else e.name
         if p.HasField("track_descriptor"):
             td = p.track_descriptor
             tracks[td.uuid] = td
@@ -93,7 +96,7 @@ def read_pftrace(path, strict=True) -> Model:
 
         name = resolve(2, te.name_iid) if te.HasField("name_iid") else te.name
         cats = [resolve(1, c) for c in te.category_iids]
-        args = {resolve(3, a.name_iid): _annotation_value(a) for a in te.debug_annotations}
+        args = {resolve(3, a.name_iid): _annotation_value(a, resolve) for a in te.debug_annotations}
         counter = None
         if te.type == TYPE_COUNTER:
             counter = (te.double_counter_value if te.HasField("double_counter_value")
