@@ -1,0 +1,176 @@
+/*
+ * test_timeline.c — the shared timeline model (forward/timeline.h): request
+ * tracks and their phases from the request span and the spans naming the
+ * request, steps-only requests completed at the end, late spans after the
+ * request span, the bounded table, counters from span attributes, the
+ * forwarder's own counters, flow ids.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/arena.h"
+#include "forward/timeline.h"
+#include "testlib.h"
+#include "wire/perfetto_packet.h"
+
+typedef struct got {
+    mst_tl_request req[16];
+    char ids[16][32];
+    size_t n_req;
+    mst_tl_counter ctr[32];
+    size_t n_ctr;
+} got;
+
+static void on_request(void *self, const mst_tl_request *r) {
+    got *g = self;
+    if (g->n_req >= 16) return;
+    g->req[g->n_req] = *r;
+    snprintf(g->ids[g->n_req], sizeof g->ids[0], "%.*s", (int)r->id_len, r->id);
+    g->req[g->n_req].id = g->ids[g->n_req];
+    g->n_req++;
+}
+
+static void on_counter(void *self, const mst_tl_counter *c) {
+    got *g = self;
+    if (g->n_ctr < 32) g->ctr[g->n_ctr++] = *c;
+}
+
+/* Decodes one span from its JSON body and feeds it to the timeline. */
+static void feed(mst_timeline *tl, got *g, const char *name, const char *span_id, long long start,
+                 long long end, const char *attrs) {
+    char json[2048];
+    snprintf(json, sizeof json,
+             MST_PERFETTO_MAGIC
+             "{\"name\":\"%s\",\"category\":\"c\",\"trace_id\":\"%032d\",\"span_id\":\"%s\","
+             "\"parent_span_id\":\"\",\"start_time_ns\":%lld,\"end_time_ns\":%lld,\"kind\":1,"
+             "\"status\":1,\"attributes\":{\"process.pid\":7%s%s},\"resource_attributes\":{},"
+             "\"links\":[]}",
+             name, 1, span_id, start, end, attrs[0] ? "," : "", attrs);
+    mst_arena a;
+    mst_arena_init(&a);
+    mst_pf_span s;
+    char err[200];
+    CHECK_EQ_INT(mst_perfetto_packet_decode((const uint8_t *)json, strlen(json), &a, &s, err,
+                                            sizeof err), MST_OK);
+    mst_tl_sink sink = {g, on_request, on_counter};
+    CHECK(mst_timeline_add_span(tl, &s, s.pid, &a, &sink));
+    mst_arena_release(&a);
+}
+
+static const mst_tl_request *find_req(const got *g, const char *id) {
+    for (size_t i = 0; i < g->n_req; i++)
+        if (strcmp(g->req[i].id, id) == 0) return &g->req[i];
+    return NULL;
+}
+
+static void test_request_span_gives_track_and_phases(void) {
+    mst_timeline *tl = mst_timeline_new(100);
+    got g = {0};
+    const char *step = "\"request.ids\":[\"r1\"],\"batch.scheduled_tokens\":4";
+    feed(tl, &g, "vllm.scheduler.schedule", "0000000000000002", 300, 310, step);
+    feed(tl, &g, "vllm.model", "0000000000000003", 310, 390, "\"request.ids\":[\"r1\"]");
+    feed(tl, &g, "vllm.scheduler.schedule", "0000000000000004", 400, 410, step);
+    feed(tl, &g, "vllm.scheduler.schedule", "0000000000000005", 500, 510, step);
+    CHECK_EQ_INT(g.n_req, 0); /* nothing until the request is complete */
+    feed(tl, &g, "vllm.request", "0000000000000001", 100, 600, "\"request.id\":\"r1\"");
+    CHECK_EQ_INT(g.n_req, 1);
+    const mst_tl_request *r = find_req(&g, "r1");
+    CHECK(r && r->has_request_span);
+    CHECK_EQ_INT(r->pid, 7);
+    CHECK_EQ_INT(r->start_ns, 100);
+    CHECK_EQ_INT(r->end_ns, 600);
+    CHECK_EQ_INT(r->steps, 3);
+    CHECK_EQ_INT(r->n_phases, 3);
+    CHECK_EQ_STR(r->phases[0].name, "queued");
+    CHECK_EQ_INT(r->phases[0].start_ns, 100);
+    CHECK_EQ_INT(r->phases[0].end_ns, 300);
+    CHECK_EQ_STR(r->phases[1].name, "prefill");
+    CHECK_EQ_INT(r->phases[1].end_ns, 400);
+    CHECK_EQ_STR(r->phases[2].name, "decode");
+    CHECK_EQ_INT(r->phases[2].start_ns, 400);
+    CHECK_EQ_INT(r->phases[2].end_ns, 600);
+    /* a span naming it after its request span: no second track */
+    feed(tl, &g, "vllm.output", "0000000000000006", 650, 660, "\"request.ids\":[\"r1\"]");
+    mst_timeline_finish_all(tl, &(mst_tl_sink){&g, on_request, on_counter});
+    CHECK_EQ_INT(g.n_req, 1);
+    mst_timeline_free(tl);
+}
+
+static void test_steps_only_request_completes_at_the_end(void) {
+    mst_timeline *tl = mst_timeline_new(100);
+    got g = {0};
+    /* spans arrive by end time: the later step first */
+    feed(tl, &g, "s", "0000000000000002", 400, 450,
+         "\"request.ids\":[\"a\",\"b\"],\"batch.scheduled_tokens\":2");
+    feed(tl, &g, "s", "0000000000000001", 200, 250,
+         "\"request.ids\":[\"a\"],\"batch.scheduled_tokens\":9");
+    mst_timeline_finish_all(tl, &(mst_tl_sink){&g, on_request, on_counter});
+    CHECK_EQ_INT(g.n_req, 2);
+    const mst_tl_request *a = find_req(&g, "a"), *b = find_req(&g, "b");
+    CHECK(a && b && !a->has_request_span);
+    CHECK_EQ_INT(a->start_ns, 200);
+    CHECK_EQ_INT(a->end_ns, 450);
+    CHECK_EQ_INT(a->n_phases, 2); /* prefill 200..400, decode 400..450 */
+    CHECK_EQ_INT(a->phases[0].end_ns, 400);
+    CHECK_EQ_INT(b->n_phases, 1); /* prefill only */
+    CHECK_EQ_INT(b->start_ns, 400);
+    mst_timeline_free(tl);
+}
+
+static void test_table_is_bounded_and_evicts_oldest(void) {
+    mst_timeline *tl = mst_timeline_new(4);
+    got g = {0};
+    for (int i = 0; i < 6; i++) {
+        char attrs[64];
+        snprintf(attrs, sizeof attrs, "\"request.ids\":[\"q%d\"]", i);
+        feed(tl, &g, "s", "0000000000000001", 100 + i, 200 + i, attrs);
+    }
+    CHECK_EQ_INT(g.n_req, 2); /* q0 and q1 completed early */
+    CHECK(find_req(&g, "q0") && find_req(&g, "q1"));
+    mst_tl_stats st;
+    mst_timeline_get_stats(tl, &st);
+    CHECK_EQ_INT(st.requests_evicted, 2);
+    mst_timeline_free(tl);
+}
+
+static void test_counters_from_attributes(void) {
+    mst_timeline *tl = mst_timeline_new(16);
+    got g = {0};
+    feed(tl, &g, "s", "0000000000000001", 100, 200,
+         "\"batch.request_count\":3,\"batch.scheduled_tokens\":-5,\"scheduler.waiting\":0,"
+         "\"scheduler.running\":\"x\",\"kv_cache.usage\":0.25,\"other\":1");
+    CHECK_EQ_INT(g.n_ctr, 4); /* the string is not a number */
+    CHECK_EQ_STR(g.ctr[0].name, "batch.request_count");
+    CHECK_EQ_INT(g.ctr[0].i, 3);
+    CHECK_EQ_INT(g.ctr[0].ts_ns, 200);
+    CHECK_EQ_INT(g.ctr[0].pid, 7);
+    CHECK_EQ_INT(g.ctr[1].i, -5);
+    CHECK(g.ctr[3].is_double && g.ctr[3].d == 0.25);
+    mst_timeline_forwarder_counters(tl, 99, 1000, 10, 8, 2, &(mst_tl_sink){&g, on_request, on_counter});
+    CHECK_EQ_INT(g.n_ctr, 7);
+    CHECK_EQ_STR(g.ctr[4].name, MST_TL_FWD_RECEIVED);
+    CHECK_EQ_INT(g.ctr[6].i, 2);
+    CHECK_EQ_INT(g.ctr[6].pid, 99);
+    mst_timeline_free(tl);
+}
+
+static void test_flow_ids(void) {
+    const char *t1 = "0123456789abcdef0123456789abcdef", *t2 = "1123456789abcdef0123456789abcdef";
+    uint64_t a = mst_tl_flow_id(t1, "00000000000000aa");
+    CHECK(a != 0);
+    CHECK(a == mst_tl_flow_id(t1, "00000000000000aa"));
+    CHECK(a != mst_tl_flow_id(t2, "00000000000000aa")); /* same span id, other trace */
+    CHECK(a != mst_tl_flow_id(t1, "00000000000000ab"));
+    CHECK(mst_tl_flow_id("", "") != 0);
+}
+
+static const mst_test_case TESTS[] = {
+    {"request_span_gives_track_and_phases", test_request_span_gives_track_and_phases},
+    {"steps_only_request_completes_at_the_end", test_steps_only_request_completes_at_the_end},
+    {"table_is_bounded_and_evicts_oldest", test_table_is_bounded_and_evicts_oldest},
+    {"counters_from_attributes", test_counters_from_attributes},
+    {"flow_ids", test_flow_ids},
+};
+
+MST_TEST_MAIN(TESTS)
