@@ -30,7 +30,8 @@ typedef struct req_entry {
     int64_t pid;
     int64_t first_ns, last_end_ns;     /* spans naming it */
     int64_t sched1_ns, sched2_ns;      /* first two scheduling steps (-1: none) */
-    uint32_t steps;
+    int64_t wsched1_ns, wsched2_ns;    /* the same from batch spans (fallback) */
+    uint32_t steps, wsteps;
     bool done;               /* emitted; kept only to ignore late spans */
 } req_entry;
 
@@ -123,10 +124,13 @@ static void req_emit(mst_timeline *tl, req_entry *x, bool has_span, int64_t span
     r.start_ns = has_span ? span_start : x->first_ns;
     r.end_ns = has_span ? span_end : x->last_end_ns;
     if (r.end_ns < r.start_ns) r.end_ns = r.start_ns;
-    r.steps = x->steps;
-    if (x->sched1_ns >= 0) {
-        int64_t s1 = clamp(x->sched1_ns, r.start_ns, r.end_ns);
-        int64_t s2 = x->sched2_ns >= 0 ? clamp(x->sched2_ns, s1, r.end_ns) : r.end_ns;
+    bool strong = x->sched1_ns >= 0;
+    int64_t first = strong ? x->sched1_ns : x->wsched1_ns;
+    int64_t second = strong ? x->sched2_ns : x->wsched2_ns;
+    r.steps = strong ? x->steps : x->wsteps;
+    if (first >= 0) {
+        int64_t s1 = clamp(first, r.start_ns, r.end_ns);
+        int64_t s2 = second >= 0 ? clamp(second, s1, r.end_ns) : r.end_ns;
         if (s1 > r.start_ns) r.phases[r.n_phases++] = (mst_tl_phase){"queued", r.start_ns, s1};
         r.phases[r.n_phases++] = (mst_tl_phase){"prefill", s1, s2};
         if (s2 < r.end_ns) r.phases[r.n_phases++] = (mst_tl_phase){"decode", s2, r.end_ns};
@@ -168,7 +172,7 @@ static req_entry *req_get(mst_timeline *tl, const char *id, size_t n, int64_t pi
     x->pid = pid;
     x->first_ns = INT64_MAX;
     x->last_end_ns = INT64_MIN;
-    x->sched1_ns = x->sched2_ns = -1;
+    x->sched1_ns = x->sched2_ns = x->wsched1_ns = x->wsched2_ns = -1;
     x->chain = tl->buckets[h & tl->mask];
     tl->buckets[h & tl->mask] = i;
     x->older = tl->newest;
@@ -233,9 +237,23 @@ static void emit_counters(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
     }
 }
 
-/* Notes every request in the span's request.ids (a validated JSON array). */
+/* Keeps the two earliest distinct step starts (spans arrive by end time). */
+static void note_step(int64_t start, int64_t *first, int64_t *second, uint32_t *count) {
+    (*count)++;
+    if (*first < 0 || start < *first) {
+        *second = *first;
+        *first = start;
+    } else if (start != *first && (*second < 0 || start < *second)) {
+        *second = start;
+    }
+}
+
+/* Notes every request in the span's request.ids (a validated JSON array).
+ * step: 2 = a scheduling step (the schedule adapter's span), 1 = a batch
+ * span (batch.scheduled_tokens: also the model steps), used only for
+ * requests that no scheduling step named, 0 = neither. */
 static bool note_request_ids(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
-                             const mst_json_slice *ids, bool is_step, mst_arena *arena,
+                             const mst_json_slice *ids, int step, mst_arena *arena,
                              const mst_tl_sink *sink) {
     mst_json_reader r;
     mst_json_reader_init(&r, ids->ptr, ids->len, MST_PF_MAX_DEPTH);
@@ -258,17 +276,8 @@ static bool note_request_ids(mst_timeline *tl, const mst_pf_span *s, int64_t pid
         if (x->done) continue;
         if (s->start_ns < x->first_ns) x->first_ns = s->start_ns;
         if (s->end_ns > x->last_end_ns) x->last_end_ns = s->end_ns;
-        if (is_step) {
-            x->steps++;
-            /* Spans arrive by end time, not start: keep the two earliest. */
-            if (x->sched1_ns < 0 || s->start_ns < x->sched1_ns) {
-                x->sched2_ns = x->sched1_ns;
-                x->sched1_ns = s->start_ns;
-            } else if (s->start_ns != x->sched1_ns &&
-                       (x->sched2_ns < 0 || s->start_ns < x->sched2_ns)) {
-                x->sched2_ns = s->start_ns;
-            }
-        }
+        if (step == 2) note_step(s->start_ns, &x->sched1_ns, &x->sched2_ns, &x->steps);
+        else if (step == 1) note_step(s->start_ns, &x->wsched1_ns, &x->wsched2_ns, &x->wsteps);
     }
     return ok;
 }
@@ -292,8 +301,12 @@ bool mst_timeline_add_span(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
     }
     const mst_json_slice *ids = find_attr(s, "request.ids", 11);
     if (!ids) return true;
-    bool is_step = find_attr(s, "batch.scheduled_tokens", 22) != NULL;
-    return note_request_ids(tl, s, pid, ids, is_step, arena, sink);
+    /* scheduler.running / scheduler.waiting are set only by the schedule
+     * adapter; batch.scheduled_tokens also by the model adapter. */
+    int step = find_attr(s, "scheduler.running", 17) || find_attr(s, "scheduler.waiting", 17) ? 2
+               : find_attr(s, "batch.scheduled_tokens", 22)                                  ? 1
+                                                                                             : 0;
+    return note_request_ids(tl, s, pid, ids, step, arena, sink);
 }
 
 void mst_timeline_finish_all(mst_timeline *tl, const mst_tl_sink *sink) {

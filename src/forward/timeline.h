@@ -9,12 +9,14 @@
  *     the phases "queued" (arrival -> first scheduled), "prefill" (first
  *     scheduling step -> the next one) and "decode" (-> finish). Fed by the
  *     `vllm.request` span (request.id; its start is the arrival, its end the
- *     finish) and by every other span naming the request in `request.ids`
- *     (the scheduling steps are those that also carry batch.scheduled_tokens).
+ *     finish) and by every other span naming the request in `request.ids`.
  *     A request is handed to the writer once it is complete: when its
  *     `vllm.request` span arrives, or — for requests without one (no
  *     auto-trace) — at close or when the bounded table evicts it, spanning
- *     the first to the last span that named it.
+ *     the first to the last span that named it. The scheduling steps are the
+ *     spans with scheduler.running/waiting (set by the schedule adapter
+ *     only); for requests no such span named, spans with
+ *     batch.scheduled_tokens stand in.
  *   - counters: per process (engine) samples of the span attributes listed
  *     in mst_tl_counter_names (batch size, scheduled tokens, requests
  *     waiting/running, KV-cache usage), at the span's end; and the

@@ -11,14 +11,13 @@ mixed span stream say the same thing in JSON and proto; --format and the
 extension rule.
 """
 
-import os
 import signal
 import time
 from decimal import Decimal
 
 import pytest
 
-from conftest import Daemon, make_packet, numbered_packet
+from conftest import make_packet, numbered_packet
 from pftrace_model import iter_packets, read_chrome_json, read_pftrace
 
 REQ = ("1" * 32, "2" * 16)

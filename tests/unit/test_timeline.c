@@ -118,6 +118,25 @@ static void test_steps_only_request_completes_at_the_end(void) {
     mst_timeline_free(tl);
 }
 
+static void test_schedule_steps_win_over_model_steps(void) {
+    mst_timeline *tl = mst_timeline_new(100);
+    got g = {0};
+    const char *sched = "\"request.ids\":[\"m\"],\"batch.scheduled_tokens\":4,\"scheduler.running\":1";
+    const char *model = "\"request.ids\":[\"m\"],\"batch.scheduled_tokens\":4";
+    feed(tl, &g, "schedule", "0000000000000002", 300, 310, sched);
+    feed(tl, &g, "model", "0000000000000003", 310, 390, model);
+    feed(tl, &g, "schedule", "0000000000000004", 400, 410, sched);
+    feed(tl, &g, "model", "0000000000000005", 410, 490, model);
+    feed(tl, &g, "vllm.request", "0000000000000001", 100, 600, "\"request.id\":\"m\"");
+    const mst_tl_request *r = find_req(&g, "m");
+    CHECK(r != NULL);
+    CHECK_EQ_INT(r->steps, 2);
+    CHECK_EQ_INT(r->n_phases, 3);
+    CHECK_EQ_INT(r->phases[1].start_ns, 300); /* prefill: schedule to schedule, */
+    CHECK_EQ_INT(r->phases[1].end_ns, 400);   /* not to the model step at 310 */
+    mst_timeline_free(tl);
+}
+
 static void test_table_is_bounded_and_evicts_oldest(void) {
     mst_timeline *tl = mst_timeline_new(4);
     got g = {0};
@@ -168,6 +187,7 @@ static void test_flow_ids(void) {
 static const mst_test_case TESTS[] = {
     {"request_span_gives_track_and_phases", test_request_span_gives_track_and_phases},
     {"steps_only_request_completes_at_the_end", test_steps_only_request_completes_at_the_end},
+    {"schedule_steps_win_over_model_steps", test_schedule_steps_win_over_model_steps},
     {"table_is_bounded_and_evicts_oldest", test_table_is_bounded_and_evicts_oldest},
     {"counters_from_attributes", test_counters_from_attributes},
     {"flow_ids", test_flow_ids},
