@@ -10,6 +10,7 @@
 #   3. Jaeger (tests/harness/jaeger.sh) on loopback ports of its own, a run dir
 #      of its own, so it never collides with a test session's Jaeger;
 #   4. per case: `mstrace forward --perfetto-output OUT/<case>/hook_tracing.json`
+#      (the perfetto case adds `--perfetto-output OUT/perfetto/hook_tracing.pftrace`)
 #      (own socket name), `vllm serve` on a free loopback port, wait for
 #      /health, `vllm bench serve` random load + a few requests with their
 #      own traceparent, clean stop (SIGINT, wait), forwarder SIGTERM, then
@@ -241,8 +242,12 @@ run_case() {
         # to tell CPU starvation from a slow forwarder (docs/e2e.md, finding 4).
         local -a nicecmd=()
         [[ -n "${MST_E2E_FWD_NICE:-}" ]] && nicecmd=(nice -n "$MST_E2E_FWD_NICE")
+        # The perfetto case also writes the native format from the same run
+        # (a second --perfetto-output); its checker compares the two files.
+        local -a second=()
+        [[ "$name" == perfetto && "$MODE" == levels ]] && second=(--perfetto-output "$dir/hook_tracing.pftrace")
         "${nicecmd[@]}" "$MSTRACE_BIN" forward --log-level info "${sockarg[@]}" --perfetto-output "$dir/hook_tracing.json" \
-            >"$dir/forwarder.log" 2>&1 &
+            "${second[@]}" >"$dir/forwarder.log" 2>&1 &
         FWD_PID=$!
         sleep 0.5
         kill -0 "$FWD_PID" 2>/dev/null || { cat "$dir/forwarder.log" >&2; die "forwarder did not start"; }
@@ -296,7 +301,10 @@ run_case() {
     local -a chk=("$VPY" "$E2E/check_levels.py" --case-dir "$dir")
     case "$name" in
         http|grpc) chk+=(--jaeger "http://$MST_JAEGER_QUERY_HTTP") ;;
-        perfetto) chk+=(--perfetto-only) ;;
+        # The checker is stdlib only; the perfetto case also decodes the
+        # .pftrace with the `perfetto` package's protos, which scripts/deps.sh
+        # installs for the system python (not into vLLM's venv).
+        perfetto) chk=(python3 "$E2E/check_levels.py" --case-dir "$dir" --perfetto-only) ;;
         *) return 0 ;;
     esac
     if "${chk[@]}" 2>&1 | tee "$dir/verdict.txt"; then

@@ -35,6 +35,7 @@ typedef struct forward_args {
     const char *log_level;
     const char *perfetto_output;   /* NULL: the OTLP relay mode */
     const char *format;            /* --format json|proto; NULL: from the extension */
+    const char *perfetto_output2;  /* a second --perfetto-output (the other format) */
     const char *socket_name;       /* NULL: the mode's standard name */
     const char *frame_buffer_limit;     /* NULL: MST_FRAME_DEFAULT_PARTIAL_BYTES */
     const char *frame_stall_timeout_ms; /* NULL: MST_FRAME_DEFAULT_STALL_MS */
@@ -99,11 +100,13 @@ static void print_forward_usage(FILE *f) {
             "                        .pftrace = native Perfetto protobuf, .json = Chrome\n"
             "                        Trace JSON. Must end in .pftrace or .json, contain no\n"
             "                        shell-special characters, not be a symlink, and if it\n"
-            "                        exists be a\n"
-            "                        regular file owned by you; it is truncated at start.\n"
+            "                        exists be a regular file owned by you; it is\n"
+            "                        truncated at start.\n"
             "                        Works without any OTLP endpoint; with vLLM's own\n"
             "                        tracing on (--otlp-traces-endpoint) requests also\n"
             "                        carry their trace context into the hook spans.\n"
+            "                        Given twice (one .json, one .pftrace): both files,\n"
+            "                        the same spans, from one run.\n"
             "  --format FORMAT       json or proto: force the output format whatever the\n"
             "                        extension (default: from the extension)\n"
             "  --socket-name NAME    abstract socket name to listen on (default: see above);\n"
@@ -170,8 +173,16 @@ static int parse_forward_args(int argc, char **argv, forward_args *fa) {
             return 0;
         }
         int matched = 0;
+        /* A second --perfetto-output is kept apart: one run, both formats. */
+        const char *prev_output = fa->perfetto_output;
         for (size_t k = 0; k < sizeof opts / sizeof opts[0] && !matched; k++) {
             matched = take_value(argc, argv, &i, opts[k], slots[k]);
+            if (matched > 0 && k == 1 && prev_output) {
+                if (fa->perfetto_output2)
+                    return usage_error("argument %s: given more than twice", opts[k]);
+                fa->perfetto_output2 = fa->perfetto_output;
+                fa->perfetto_output = prev_output;
+            }
             if (matched < 0) return usage_error("argument %s: expected one argument", opts[k]);
         }
         for (size_t k = 0; k < sizeof RELAY_FLAGS / sizeof RELAY_FLAGS[0] && !matched; k++) {
@@ -219,6 +230,11 @@ static int run_perfetto(const forward_args *fa, const mst_daemon_options *frame_
     if (mst_perfetto_sink_create(fa->perfetto_output, fmt, &sink) != MST_OK) {
         MST_ERROR("Start trace service failed: out of memory");
         return 1;
+    }
+    if (fa->perfetto_output2 && mst_perfetto_sink_add_output(sink, fa->perfetto_output2) != MST_OK) {
+        mst_perfetto_sink_destroy(sink);
+        return usage_error("argument --perfetto-output: a second output must have the other format "
+                           "(one .json, one .pftrace): %s", fa->perfetto_output2);
     }
     mst_daemon_service svc;
     mst_perfetto_sink_service(sink, &svc);
@@ -308,6 +324,9 @@ static int cmd_forward(int argc, char **argv) {
                            fa.format);
     if (fa.format && !fa.perfetto_output)
         return usage_error("argument %s: only with --perfetto-output", "--format");
+    if (fa.format && fa.perfetto_output2)
+        return usage_error("argument %s: not with two --perfetto-output (each takes its extension's "
+                           "format)", "--format");
     if (fa.perfetto_output) {
         for (size_t k = 0; k < sizeof RELAY_FLAGS / sizeof RELAY_FLAGS[0]; k++)
             if (fa.relay[k])

@@ -38,6 +38,13 @@ struct mst_perfetto_sink {
     mst_perfetto_format format;    /* JSON or PROTO (AUTO resolved at create) */
     mst_chrome_writer *writer;     /* JSON */
     mst_pftrace_writer *pwriter;   /* PROTO */
+    /* A second output of the other format (mst_perfetto_sink_add_output):
+     * the same spans written both ways from one run. The first output is the
+     * primary: the stats line and the own counters are its. */
+    char *path2;
+    mst_chrome_writer *writer2;
+    mst_pftrace_writer *pwriter2;
+    uint64_t second_errors;
     uint64_t last_counters_ms;
     uint64_t received;
     uint64_t rejected;
@@ -63,14 +70,29 @@ mst_perfetto_format mst_perfetto_format_for_path(const char *path) {
 
 /* ---- the writer of the chosen format ---- */
 
+/* The second output's failures are only counted and logged: the primary's
+ * status is what the frame callback reports. */
+static void w_add_second(mst_perfetto_sink *s, const mst_pf_span *span) {
+    mst_status st = MST_OK;
+    if (s->pwriter2) st = mst_pftrace_writer_add_span(s->pwriter2, span);
+    else if (s->writer2) st = mst_chrome_writer_add_span(s->writer2, span);
+    if (st != MST_OK && log_this(++s->second_errors))
+        MST_WARN("second output %s: span not written: %s (%llu so far)", s->path2,
+                 mst_strerror(st), (unsigned long long)s->second_errors);
+}
+
 static mst_status w_add(mst_perfetto_sink *s, const mst_pf_span *span) {
+    w_add_second(s, span);
     return s->pwriter ? mst_pftrace_writer_add_span(s->pwriter, span)
                       : mst_chrome_writer_add_span(s->writer, span);
 }
 
 static int w_handoff(mst_perfetto_sink *s) {
-    return s->pwriter ? mst_pftrace_writer_handoff(s->pwriter)
-                      : mst_chrome_writer_handoff(s->writer);
+    int busy = 0;
+    if (s->pwriter2) busy |= mst_pftrace_writer_handoff(s->pwriter2);
+    if (s->writer2) busy |= mst_chrome_writer_handoff(s->writer2);
+    return busy | (s->pwriter ? mst_pftrace_writer_handoff(s->pwriter)
+                              : mst_chrome_writer_handoff(s->writer));
 }
 
 static void w_stats(const mst_perfetto_sink *s, mst_chrome_stats *cs) {
@@ -97,12 +119,16 @@ static void add_own_counters(mst_perfetto_sink *s) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-    if (s->pwriter)
-        mst_pftrace_writer_add_forwarder_counters(s->pwriter, now, s->received, cs.spans_written,
-                                                  dropped);
-    else
-        mst_chrome_writer_add_forwarder_counters(s->writer, now, s->received, cs.spans_written,
-                                                 dropped);
+    mst_pftrace_writer *pws[2] = {s->pwriter, s->pwriter2};
+    mst_chrome_writer *jws[2] = {s->writer, s->writer2};
+    for (int i = 0; i < 2; i++) {
+        if (pws[i])
+            mst_pftrace_writer_add_forwarder_counters(pws[i], now, s->received, cs.spans_written,
+                                                      dropped);
+        if (jws[i])
+            mst_chrome_writer_add_forwarder_counters(jws[i], now, s->received, cs.spans_written,
+                                                     dropped);
+    }
 }
 
 mst_status mst_perfetto_sink_create(const char *output_path, mst_perfetto_format format,
@@ -124,8 +150,11 @@ void mst_perfetto_sink_destroy(mst_perfetto_sink *s) {
     if (!s) return;
     if (s->writer) mst_chrome_writer_close(s->writer);
     if (s->pwriter) mst_pftrace_writer_close(s->pwriter);
+    if (s->writer2) mst_chrome_writer_close(s->writer2);
+    if (s->pwriter2) mst_pftrace_writer_close(s->pwriter2);
     mst_arena_release(&s->arena);
     free(s->path);
+    free(s->path2);
     free(s);
 }
 
@@ -160,9 +189,14 @@ void mst_perfetto_sink_on_frame(void *self, const uint8_t *payload, size_t len, 
 
 static mst_status svc_open(void *self, char *err, size_t err_size) {
     mst_perfetto_sink *s = self;
-    if (s->format == MST_PERFETTO_FORMAT_PROTO)
-        return mst_pftrace_writer_open(s->path, (int64_t)getpid(), &s->pwriter, err, err_size);
-    return mst_chrome_writer_open(s->path, (int64_t)getpid(), &s->writer, err, err_size);
+    mst_status st = s->format == MST_PERFETTO_FORMAT_PROTO
+                        ? mst_pftrace_writer_open(s->path, (int64_t)getpid(), &s->pwriter, err, err_size)
+                        : mst_chrome_writer_open(s->path, (int64_t)getpid(), &s->writer, err, err_size);
+    if (st != MST_OK || !s->path2) return st;
+    /* The second output has the other format (checked when it was added). */
+    return s->format == MST_PERFETTO_FORMAT_PROTO
+               ? mst_chrome_writer_open(s->path2, (int64_t)getpid(), &s->writer2, err, err_size)
+               : mst_pftrace_writer_open(s->path2, (int64_t)getpid(), &s->pwriter2, err, err_size);
 }
 
 /* Hand over after every batch: a batch is what one epoll_wait returned, so
@@ -218,7 +252,24 @@ static mst_status svc_close(void *self) {
     s->writer = NULL;
     s->pwriter = NULL;
     if (st != MST_OK) MST_ERROR("closing %s failed: %s", s->path, mst_strerror(st));
+    if (s->pwriter2 || s->writer2) {
+        mst_status st2 = s->pwriter2 ? mst_pftrace_writer_flush(s->pwriter2, true)
+                                     : mst_chrome_writer_flush_final(s->writer2);
+        mst_status c2 = s->pwriter2 ? mst_pftrace_writer_close(s->pwriter2)
+                                    : mst_chrome_writer_close(s->writer2);
+        if (st2 == MST_OK) st2 = c2;
+        s->pwriter2 = NULL;
+        s->writer2 = NULL;
+        if (st2 != MST_OK) MST_ERROR("closing %s failed: %s", s->path2, mst_strerror(st2));
+        if (st == MST_OK) st = st2;
+    }
     return st;
+}
+
+mst_status mst_perfetto_sink_add_output(mst_perfetto_sink *s, const char *path) {
+    if (!s || !path || s->path2) return MST_ERR_INVALID_ARG;
+    if (mst_perfetto_format_for_path(path) == s->format) return MST_ERR_INVALID_ARG;
+    return (s->path2 = strdup(path)) ? MST_OK : MST_ERR_NOMEM;
 }
 
 void mst_perfetto_sink_service(mst_perfetto_sink *s, mst_daemon_service *svc) {

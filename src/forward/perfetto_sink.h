@@ -34,6 +34,11 @@ mst_perfetto_format mst_perfetto_format_for_path(const char *path);
 mst_status mst_perfetto_sink_create(const char *output_path, mst_perfetto_format format,
                                     mst_perfetto_sink **out);
 
+/* Adds a second output of the other format (its format from its
+ * extension), so one run writes the same spans as JSON and as .pftrace.
+ * MST_ERR_INVALID_ARG when one was added already or the formats match. */
+mst_status mst_perfetto_sink_add_output(mst_perfetto_sink *sink, const char *path);
+
 /* Fills `svc` with the sink's callbacks (svc->self = sink). */
 void mst_perfetto_sink_service(mst_perfetto_sink *sink, mst_daemon_service *svc);
 

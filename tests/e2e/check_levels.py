@@ -4,6 +4,8 @@ what one e2e case left behind (Jaeger's query API and the Perfetto JSON).
 Owns the verdicts and their evidence, nothing else. It reads:
   * CASE_DIR/window.json     service name and the run's microsecond window
   * CASE_DIR/hook_tracing.json  the forwarder's Chrome Trace JSON
+  * CASE_DIR/hook_tracing.pftrace  the same run in native Perfetto format, when present
+    (decoded with the `perfetto` package's protos through tests/integration/pftrace_model.py)
   * CASE_DIR/bench.json      vllm bench serve's result (completed requests)
   * CASE_DIR/traced_requests.json  the requests sent with their own traceparent
   * Jaeger: /api/services, /api/traces?service=&start=&end=&limit=, /api/traces/{id}
@@ -18,6 +20,9 @@ Levels:
                     schedule, model and output spans through request.ids/links/flows.
   L4 analysis       per-stage time (schedule, model, sample, update, output, uncovered
                     gaps in the EngineCore loop), the bottleneck stage, batch attributes.
+  P1 .pftrace       (when the case wrote one) every packet parses, interned ids resolve, every
+                    flow has both ends, and it holds the same slices, links, request tracks and
+                    counters as the JSON of the same run.
 A level that fails prints why; the checks are not weakened to pass. Exit 1 if any fails.
 """
 
@@ -488,6 +493,36 @@ def level4(v, xs, jspans, perfetto_only):
     v.set("L4", ok, "; ".join(why) or "stages separated; bottleneck: %s" % bottleneck)
 
 
+def level_pftrace(v, case_dir):
+    """P1: the native file of the same run says what the JSON says."""
+    path = os.path.join(case_dir, "hook_tracing.pftrace")
+    if not os.path.exists(path):
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.join(here, "..", "integration"))
+    try:
+        import pftrace_model
+    except ImportError as e:
+        v.set("P1", False, "cannot decode the .pftrace (%s; scripts/deps.sh installs `perfetto`)" % e)
+        return
+    try:
+        mp = pftrace_model.read_pftrace(path)
+        mj = pftrace_model.read_chrome_json(os.path.join(case_dir, "hook_tracing.json"))
+    except Exception as e:  # a decode or consistency failure is the verdict
+        v.set("P1", False, "%s: %s" % (type(e).__name__, e))
+        return
+    if mp.dangling_flows:
+        v.set("P1", False, "%d flow ids with one end only" % len(mp.dangling_flows))
+        return
+    np_, nj = pftrace_model.normalized(mp), pftrace_model.normalized(mj)
+    diff = [k for k in nj if nj[k] != np_[k]]
+    _p("pftrace: %d bytes, %d slices, %d links, %d request slices, %d counter samples" % (
+        os.path.getsize(path), len(mp.slices), len(mp.links), len(mp.requests), len(mp.counters)))
+    ok = not diff and len(mp.slices) > 0
+    v.set("P1", ok, "same slices, links, request tracks and counters as the JSON" if ok else
+          "differs from the JSON in: %s" % (", ".join(diff) or "no slices"))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--case-dir", required=True)
@@ -533,6 +568,7 @@ def main():
         level3_jaeger(v, jspans, jaeger, bench, traced)
         level3_perfetto(Verdicts(), xs, events or [], bench, traced)  # information: the JSON's view
     level4(v, xs, jspans, a.perfetto_only)
+    level_pftrace(v, d)
     _p("\nVERDICT %s: %s" % (win.get("case"), ", ".join("%s %s" % (k, "PASS" if ok else "FAIL")
                                                        for k, (ok, _) in sorted(v.levels.items()))))
     return 0 if all(ok for ok, _ in v.levels.values()) else 1

@@ -189,3 +189,21 @@ def read_chrome_json(path) -> Model:
         src_trace, src_span, dest_span = fid.split(":")
         m.links.add((src_span, dest_span))
     return m
+
+
+def normalized(m: Model) -> dict:
+    """The comparable content of a model: slices (with args), links, request
+    tracks, span counters, the names of the forwarder's own counters, process
+    and thread names (the daemon's own pid replaced by "forwarder")."""
+    def arg(v):
+        return float(v) if isinstance(v, Decimal) else v
+    slices = sorted((s["pid"], s["tid"], s["name"], s["cat"], s["ts"], s["dur"],
+                     repr(sorted((k, arg(v)) for k, v in s["args"].items())))
+                    for s in m.slices)
+    counters = sorted((pid, n, ts, float(v)) for pid, n, ts, v in m.counters
+                      if not n.startswith("forwarder."))
+    own = sorted({n for _, n, _, _ in m.counters if n.startswith("forwarder.")})
+    processes = {("forwarder" if name == "mstrace forward" else pid): name
+                 for pid, name in m.processes.items()}
+    return dict(slices=slices, links=sorted(m.links), requests=sorted(m.requests),
+                counters=counters, own=own, processes=processes, threads=m.threads)

@@ -13,12 +13,11 @@ extension rule.
 
 import signal
 import time
-from decimal import Decimal
 
 import pytest
 
 from conftest import make_packet, numbered_packet
-from pftrace_model import iter_packets, read_chrome_json, read_pftrace
+from pftrace_model import iter_packets, normalized, read_chrome_json, read_pftrace
 
 REQ = ("1" * 32, "2" * 16)
 SCHED = ("3" * 32, "4" * 16)
@@ -119,20 +118,6 @@ def test_seed_scenario_proto(daemon_factory, tmp_path):
     assert last["forwarder.spans_dropped"] == 0
 
 
-def normalized(m):
-    slices = sorted((s["pid"], s["tid"], s["name"], s["cat"], s["ts"], s["dur"],
-                     repr(sorted((k, float(v) if isinstance(v, Decimal) else v)
-                                 for k, v in s["args"].items())))
-                    for s in m.slices)
-    counters = sorted((pid, n, ts, float(v)) for pid, n, ts, v in m.counters
-                      if not n.startswith("forwarder."))
-    own = sorted({n for _, n, _, _ in m.counters if n.startswith("forwarder.")})
-    processes = {("forwarder" if name == "mstrace forward" else pid): name
-                 for pid, name in m.processes.items()}   # two daemons, two pids
-    return dict(slices=slices, links=sorted(m.links), requests=sorted(m.requests),
-                counters=counters, own=own, processes=processes, threads=m.threads)
-
-
 def test_same_stream_says_the_same_in_json_and_proto(daemon_factory, tmp_path):
     packets = seed_scenario()
     for n in range(200):   # plus a mixed stream: odd attribute types, links both ways
@@ -149,6 +134,21 @@ def test_same_stream_says_the_same_in_json_and_proto(daemon_factory, tmp_path):
     for key in mj:
         assert mj[key] == mp[key], key
     assert len(mp["slices"]) == len(packets)
+
+
+def test_two_outputs_from_one_run_say_the_same(daemon_factory, tmp_path):
+    d = daemon_factory(output=tmp_path / "both.json")
+    base = d.argv
+    d.argv = lambda: base() + ["--perfetto-output", str(tmp_path / "both.pftrace")]
+    d.start()
+    d.send(*seed_scenario())
+    wait_received(d, 5)
+    assert d.stop() == 0
+    mj = normalized(read_chrome_json(tmp_path / "both.json"))
+    mp = normalized(read_pftrace(tmp_path / "both.pftrace"))
+    assert len(mj["slices"]) == 5
+    for key in mj:
+        assert mj[key] == mp[key], key
 
 
 def test_format_flag_overrides_the_extension(daemon_factory, tmp_path):
