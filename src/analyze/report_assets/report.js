@@ -241,9 +241,11 @@
   function dataQualitySection() {
     var q = D.data_quality || {};
     var warnings = arr(q.warnings).slice();
+    /* Input warnings the analysis did not already repeat in data_quality. */
+    function known(w) { return warnings.some(function (k) { return k.indexOf(w) >= 0; }); }
     arr(D.inputs).forEach(function (inp) {
       if (inp.truncated) warnings.push((inp.name || "an input") + " ends early (cut file): analysed up to the cut.");
-      arr(inp.warnings).forEach(function (w) { warnings.push((inp.name ? inp.name + ": " : "") + w); });
+      arr(inp.warnings).forEach(function (w) { if (!known(w)) warnings.push((inp.name ? inp.name + ": " : "") + w); });
     });
     var lossy = !!q.lossy || warnings.length > 0;
     var banner = el("div", { cls: "banner " + (q.lossy ? "lossy" : "clean") }, [
@@ -313,8 +315,9 @@
     return card("findings", "Findings", "Every rule of the analysis with the numbers it was decided on.", kids);
   }
 
-  function table(heads, aligns, rows, rowCls) {
-    return el("div", { cls: "tablewrap" }, el("table", null, [
+  /* A table; `full` shows every row (no scrolling box). */
+  function table(heads, aligns, rows, rowCls, full) {
+    return el("div", { cls: full ? "tablewrap full" : "tablewrap" }, el("table", null, [
       el("thead", null, el("tr", null, heads.map(function (h, i) {
         return el("th", { cls: aligns[i] || null, text: h });
       }))),
@@ -358,9 +361,14 @@
     });
     var ymax = niceMax(Math.max.apply(null, tops));
     var t0 = series[0].start_ns, t1 = series[n - 1].start_ns;
+    function since(ns) {  /* "+1.5 s", or ms for a run shorter than 2 s */
+      var d = ns - t0;
+      if (t1 - t0 < 2e9) return "+" + (d / 1e6).toFixed(t1 - t0 < 2e7 ? 1 : 0) + " ms";
+      return "+" + (d / 1e9).toFixed(t1 - t0 > 1e10 ? 0 : 1) + " s";
+    }
     var xt = ticks(0, n, 8).filter(function (v) { return v < n; }).map(function (v) {
       var i = Math.min(n - 1, Math.round(v));
-      return [i + 0.5, "+" + ((series[i].start_ns - t0) / 1e9).toFixed(t1 - t0 > 1e10 ? 0 : 1) + " s"];
+      return [i + 0.5, since(series[i].start_ns)];
     });
     var f = frame({ x0: 0, x1: n, y0: 0, y1: ymax, height: 280, xticks: xt, label: "stage split per step",
                     xlabel: "engine steps in time order (time since the first step)", ylabel: "ms per step" });
@@ -387,7 +395,7 @@
       guide.setAttribute("x1", f.x(i + 0.5)); guide.setAttribute("x2", f.x(i + 0.5));
       guide.setAttribute("visibility", "visible");
       var lines = ["step " + s.index + " (pid " + s.pid + ", " + (s.kind || "?") + ")",
-                   "+" + ((s.start_ns - t0) / 1e9).toFixed(3) + " s",
+                   since(s.start_ns) + " (" + ((s.start_ns - t0) / 1e9).toFixed(6) + " s)",
                    "batch " + s.batch_size + " req, " + s.scheduled_tokens + " tokens"];
       STAGES.forEach(function (k) { lines.push((STAGE_LABEL[k] || k) + ": " + fmtMs(s[k + "_ms"])); });
       lines.push("total: " + fmtMs(tops[i]));
@@ -564,7 +572,7 @@
     return card("profile", "Where to aim a profiler",
                 "The worst steps and requests: the process and time window to record with a profiler " +
                 "(e.g. perf record -p PID, py-spy record --pid PID) when the slowdown recurs.",
-                [table(["what", "pid", "from", "length", "why"], ["l", "", "l", "", "wrap"], rows)]);
+                [table(["what", "pid", "from", "length", "why"], ["l", "", "l", "", "wrap"], rows, null, true)]);
   }
 
   function compareSection() {
@@ -594,7 +602,7 @@
                     el("b", { text: c.verdict || "" })),
                  table(["metric", "p50 before", "p50 after", "p90 before", "p90 after", "p99 before", "p99 after",
                         "change", "", "p", "significant"], ["wrap"],
-                       rows, function (ri) { return ms[ri].significant ? "sig" : null; })]);
+                       rows, function (ri) { return ms[ri].significant ? "sig" : null; }, true)]);
   }
 
   function render() {

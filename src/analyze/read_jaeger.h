@@ -1,0 +1,80 @@
+/*
+ * read_jaeger.h — reads spans from Jaeger's HTTP query API (`/api/traces`,
+ * the JSON the Jaeger UI uses) for `mstrace analyze --jaeger URL --service
+ * NAME`: the same mst_an_span records the Chrome Trace reader delivers, so
+ * a Jaeger-only deployment gets the same analysis as one with the
+ * forwarder's files (docs/analyze.md, "Reading from Jaeger").
+ *
+ * Paging: the API has no cursor, only a time window and a trace limit, and
+ * it answers with whole traces. The reader asks for [start, end]; when a
+ * page comes back full (as many traces as the limit) it splits the window
+ * in two and asks for each half, down to one microsecond, so every trace
+ * whose spans fall in the window is seen whatever the limit. A trace that
+ * two windows both return is delivered once (trace ids are remembered:
+ * memory grows with the number of traces, never with span bytes).
+ *
+ * Mapping of one Jaeger span: operationName -> name; startTime/duration
+ * (microseconds) -> start_ns/end_ns; the CHILD_OF reference in the same
+ * trace -> parent_span_id, every other reference -> a link; tags ->
+ * attributes (a string tag holding a JSON array of strings, which is how
+ * OTLP string-array attributes such as request.ids reach Jaeger, becomes a
+ * string list again); otel.status_code / error -> status; pid from the
+ * process.pid tag (span, else process), tid from thread.id, role from
+ * process.role (span, else process) else the service name. Hook spans and
+ * vLLM's own `llm_request` spans are read alike.
+ */
+#ifndef MST_ANALYZE_READ_JAEGER_H
+#define MST_ANALYZE_READ_JAEGER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "analyze/input_info.h"
+#include "analyze/record.h"
+
+/* What to ask Jaeger. */
+typedef struct mst_an_jaeger_query {
+    const char *base_url;  /* http://HOST:16686 (a trailing '/' is fine)         */
+    const char *service;   /* one service, or several separated by ','            */
+    int64_t start_us;      /* window, microseconds since the Unix epoch           */
+    int64_t end_us;
+    unsigned limit;        /* traces per request; 0 = 500                         */
+    long timeout_ms;       /* per HTTP request; 0 = 60000                         */
+} mst_an_jaeger_query;
+
+/* Queries Jaeger and calls `fn` per span (input index `source`). `info` is
+ * initialised here ("jaeger", name = URL and service) and filled; the
+ * caller frees it, also on error. Errors (one sentence in err):
+ * MST_ERR_UNAVAILABLE Jaeger cannot be reached; MST_ERR_REJECTED it
+ * answered with an HTTP error or an "errors" list and no data;
+ * MST_ERR_PARSE the answer is not Jaeger query JSON; MST_ERR_TOO_LARGE one
+ * answer is over 1 GiB; MST_ERR_INVALID_ARG a bad query. A non-OK status
+ * from `fn` stops the reader and is returned. */
+mst_status mst_an_read_jaeger(const mst_an_jaeger_query *q, uint32_t source, mst_an_span_fn fn,
+                              void *ctx, mst_an_input_info *info, char *err, size_t err_size);
+
+/* Command-line time values for the query window. A duration ("90s",
+ * "30m", "1h", "2d"; a plain number is seconds) into microseconds; a time
+ * (RFC 3339 "2026-11-30T18:00:00Z", fractions and +HH:MM offsets allowed,
+ * or a plain number of Unix seconds) into microseconds since the epoch.
+ * False for anything else. */
+bool mst_an_jaeger_parse_duration(const char *s, int64_t *us);
+bool mst_an_jaeger_parse_time(const char *s, int64_t *us);
+
+/* The page parser on its own (the fuzz target, tests): one reader keeps the
+ * trace ids seen across pages. */
+typedef struct mst_an_jaeger_pages mst_an_jaeger_pages;
+
+/* NULL when out of memory. `info` (may be NULL) gets span counts and
+ * warnings. */
+mst_an_jaeger_pages *mst_an_jaeger_pages_new(uint32_t source, mst_an_span_fn fn, void *ctx,
+                                             mst_an_input_info *info);
+/* Parses one /api/traces answer, delivering the spans of every trace not
+ * seen before. *traces gets the number of traces in the answer (seen or
+ * not), which tells the pager whether the page was full. */
+mst_status mst_an_jaeger_pages_parse(mst_an_jaeger_pages *p, const char *body, size_t len,
+                                     size_t *traces, char *err, size_t err_size);
+void mst_an_jaeger_pages_free(mst_an_jaeger_pages *p);
+
+#endif /* MST_ANALYZE_READ_JAEGER_H */
