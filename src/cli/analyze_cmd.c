@@ -1,7 +1,8 @@
 /*
  * analyze_cmd.c — the `mstrace analyze` command line (docs/analyze.md).
  *
- *   mstrace analyze TRACE.json [TRACE2.json ...] [--json PATH] [--csv DIR] [--top N]
+ *   mstrace analyze TRACE.json [TRACE2.json ...] [--json PATH] [--csv DIR] [--top N] [-o report.html]
+ *   mstrace analyze --jaeger http://HOST:16686 --service NAME [--since 1h | --start T --end T]
  *   mstrace analyze --compare BEFORE AFTER [...]
  *
  * Owns option parsing (one table, OPTIONS below), loading each side's
@@ -26,7 +27,9 @@
 #include "analyze/compare.h"
 #include "analyze/model.h"
 #include "analyze/read_chrome.h"
+#include "analyze/read_jaeger.h"
 #include "analyze/report_csv.h"
+#include "analyze/report_html.h"
 #include "analyze/report_json.h"
 #include "analyze/rules.h"
 #include "wire/buf.h"
@@ -46,9 +49,17 @@ typedef struct analyze_args {
     const char *html_path;  /* -o */
     long top;
     bool quiet;
+    /* Inputs named http://... or https://... (and --jaeger URL) are Jaeger
+     * query APIs, read over this window (read_jaeger.h). */
+    mst_an_jaeger_query jaeger;
+    bool has_start, has_end, has_since;
+    int64_t since_us;
 } analyze_args;
 
-typedef enum opt_id { OPT_JSON, OPT_CSV, OPT_TOP, OPT_OUTPUT, OPT_COMPARE, OPT_QUIET, OPT_HELP } opt_id;
+typedef enum opt_id {
+    OPT_JSON, OPT_CSV, OPT_TOP, OPT_OUTPUT, OPT_COMPARE, OPT_QUIET, OPT_HELP,
+    OPT_JAEGER, OPT_SERVICE, OPT_SINCE, OPT_START, OPT_END, OPT_JAEGER_LIMIT
+} opt_id;
 
 typedef struct opt_def {
     const char *long_name;
@@ -65,6 +76,12 @@ static const opt_def OPTIONS[] = {
     {"--output", "-o", 1, OPT_OUTPUT, "write the HTML report to PATH"},
     {"--compare", NULL, 2, OPT_COMPARE,
      "compare BEFORE with AFTER (each a trace file, or several joined with ',')"},
+    {"--jaeger", NULL, 1, OPT_JAEGER, "read the spans from Jaeger's query API at URL (http://HOST:16686)"},
+    {"--service", NULL, 1, OPT_SERVICE, "the Jaeger service(s) to read (',' between several)"},
+    {"--since", NULL, 1, OPT_SINCE, "Jaeger window: the last DURATION (90s, 30m, 1h, 2d; default 1h)"},
+    {"--start", NULL, 1, OPT_START, "Jaeger window start: RFC 3339 time or Unix seconds"},
+    {"--end", NULL, 1, OPT_END, "Jaeger window end (default: now)"},
+    {"--jaeger-limit", NULL, 1, OPT_JAEGER_LIMIT, "traces per Jaeger request (default 500)"},
     {"--quiet", "-q", 0, OPT_QUIET, "no progress line and no text summary"},
     {"--help", "-h", 0, OPT_HELP, "show this help and exit"},
 };
@@ -79,7 +96,8 @@ static void usage(FILE *f) {
             "ipc, output and waiting; per request queue, TTFT, TPOT and end-to-end times; the\n"
             "bottleneck rules with numbers; time windows and pids to aim a profiler at.\n"
             "Inputs are the Chrome Trace JSON files of `mstrace forward --perfetto-output`\n"
-            "(several files are merged; a file cut by a kill is read up to the cut).\n"
+            "(several files are merged; a file cut by a kill is read up to the cut), or Jaeger's\n"
+            "query API (--jaeger URL, or an input named http://...: --service and the window apply).\n"
             "\n"
             "options:\n");
     for (size_t i = 0; i < N_OPTIONS; i++) {
@@ -87,7 +105,11 @@ static void usage(FILE *f) {
         const opt_def *o = &OPTIONS[i];
         const char *meta = o->id == OPT_COMPARE ? " BEFORE AFTER"
                            : o->id == OPT_CSV   ? " DIR"
-                           : o->id == OPT_TOP   ? " N"
+                           : o->id == OPT_TOP || o->id == OPT_JAEGER_LIMIT ? " N"
+                           : o->id == OPT_JAEGER ? " URL"
+                           : o->id == OPT_SERVICE ? " NAME"
+                           : o->id == OPT_SINCE ? " DURATION"
+                           : o->id == OPT_START || o->id == OPT_END ? " TIME"
                            : o->n_values        ? " PATH"
                                                 : "";
         snprintf(flag, sizeof flag, "%s%s%s%s", o->short_name ? o->short_name : "",
@@ -110,6 +132,32 @@ static size_t split_paths(char *s, const char **out, size_t cap) {
     size_t n = 0;
     for (char *tok = strtok(s, ","); tok && n < cap; tok = strtok(NULL, ",")) out[n++] = tok;
     return n;
+}
+
+static bool is_jaeger_input(const char *path) {
+    return strncmp(path, "http://", 7) == 0 || strncmp(path, "https://", 8) == 0;
+}
+
+/* The Jaeger window from --since / --start / --end (default: the last
+ * hour); -1 when fine, else the exit code. */
+static int check_jaeger_args(analyze_args *a) {
+    bool any = false;
+    for (size_t i = 0; i < a->n_inputs; i++) any |= is_jaeger_input(a->inputs[i]);
+    for (size_t i = 0; i < a->n_before; i++) any |= is_jaeger_input(a->before[i]);
+    if (!any) {
+        if (a->jaeger.service || a->has_since || a->has_start || a->has_end)
+            return usage_error("%s: --service, --since, --start and --end need --jaeger URL", "argument");
+        return -1;
+    }
+    if (!a->jaeger.service || !a->jaeger.service[0])
+        return usage_error("argument %s: required with --jaeger (the service name the spans were sent with)",
+                           "--service");
+    if (a->has_since && a->has_start)
+        return usage_error("argument %s: give either --since or --start", "--since");
+    if (!a->has_end) a->jaeger.end_us = (int64_t)time(NULL) * 1000000 + 60000000; /* clock skew */
+    if (!a->has_start) a->jaeger.start_us = a->jaeger.end_us - (a->has_since ? a->since_us : 3600000000LL);
+    if (a->jaeger.end_us < a->jaeger.start_us) return usage_error("argument %s: the window ends before it starts", "--end");
+    return -1;
 }
 
 /* Returns -1 when parsed, else the exit code. */
@@ -138,6 +186,35 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
         case OPT_CSV: a->csv_dir = argv[++i]; break;
         case OPT_OUTPUT: a->html_path = argv[++i]; break;
         case OPT_QUIET: a->quiet = true; break;
+        case OPT_JAEGER:
+            if (a->n_inputs >= MAX_INPUTS) return usage_error("too many inputs (at most %s)", "256");
+            a->inputs[a->n_inputs++] = argv[++i];
+            break;
+        case OPT_SERVICE: a->jaeger.service = argv[++i]; break;
+        case OPT_SINCE:
+            if (!mst_an_jaeger_parse_duration(argv[++i], &a->since_us))
+                return usage_error("argument --since: expected a duration such as 90s, 30m, 1h or 2d, got '%s'",
+                                   argv[i]);
+            a->has_since = true;
+            break;
+        case OPT_START:
+        case OPT_END: {
+            int64_t *dst = o->id == OPT_START ? &a->jaeger.start_us : &a->jaeger.end_us;
+            if (!mst_an_jaeger_parse_time(argv[++i], dst))
+                return usage_error("expected an RFC 3339 time (2026-11-30T18:00:00Z) or Unix seconds, got '%s'",
+                                   argv[i]);
+            *(o->id == OPT_START ? &a->has_start : &a->has_end) = true;
+            break;
+        }
+        case OPT_JAEGER_LIMIT: {
+            char *end;
+            errno = 0;
+            long v = strtol(argv[++i], &end, 10);
+            if (errno || *end || end == argv[i] || v < 1 || v > 100000)
+                return usage_error("argument --jaeger-limit: expected an integer 1..100000, got '%s'", argv[i]);
+            a->jaeger.limit = (unsigned)v;
+            break;
+        }
         case OPT_HELP: usage(stdout); return 0;
         case OPT_TOP: {
             char *end;
@@ -159,7 +236,7 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
     if (a->compare && (a->n_before == 0 || a->n_inputs == 0))
         return usage_error("argument %s: BEFORE and AFTER must each name a trace", "--compare");
     if (a->n_inputs == 0) return usage_error("no input: give a trace file%s", "");
-    return -1;
+    return check_jaeger_args(a);
 }
 
 /* ------------------------------------------------------------ loading */
@@ -201,7 +278,7 @@ static void on_progress(void *ctx, uint64_t done, uint64_t total) {
 
 /* Reads every input of one side into a new, finished model; NULL after
  * printing one error line. */
-static mst_an_model *load_side(const char *const *paths, size_t n, bool quiet) {
+static mst_an_model *load_side(const char *const *paths, size_t n, bool quiet, const mst_an_jaeger_query *jq) {
     mst_an_model *m = mst_an_model_new();
     if (!m) {
         fprintf(stderr, "mstrace analyze: error: out of memory\n");
@@ -212,8 +289,15 @@ static mst_an_model *load_side(const char *const *paths, size_t n, bool quiet) {
         mst_an_input_info info;
         progress p = {paths[i], {0, 0}, 0, false, quiet, isatty(2) == 1};
         clock_gettime(CLOCK_MONOTONIC, &p.t0);
-        mst_status st = mst_an_read_chrome_file(paths[i], (uint32_t)i, mst_an_model_add_span, m,
-                                                on_progress, &p, &info, err, sizeof err);
+        mst_status st;
+        if (is_jaeger_input(paths[i])) {
+            mst_an_jaeger_query q = *jq;
+            q.base_url = paths[i];
+            st = mst_an_read_jaeger(&q, (uint32_t)i, mst_an_model_add_span, m, &info, err, sizeof err);
+        } else {
+            st = mst_an_read_chrome_file(paths[i], (uint32_t)i, mst_an_model_add_span, m, on_progress, &p,
+                                         &info, err, sizeof err);
+        }
         if (p.printed && p.tty) fputc('\n', stderr);
         if (st != MST_OK) {
             fprintf(stderr, "mstrace analyze: error: %s\n", err[0] ? err : "cannot read input");
@@ -222,8 +306,11 @@ static mst_an_model *load_side(const char *const *paths, size_t n, bool quiet) {
             return NULL;
         }
         if (info.spans == 0) {
-            fprintf(stderr, "mstrace analyze: error: %s: no spans (no X events in the trace)\n",
-                    paths[i]);
+            if (is_jaeger_input(paths[i]))
+                fprintf(stderr, "mstrace analyze: error: %s: no spans of service %s in the window\n", paths[i],
+                        jq->service);
+            else
+                fprintf(stderr, "mstrace analyze: error: %s: no spans (no X events in the trace)\n", paths[i]);
             mst_an_input_info_free(&info);
             mst_an_model_free(m);
             return NULL;
@@ -257,6 +344,21 @@ static bool write_file(const char *path, const void *data, size_t len) {
     bool ok = fwrite(data, 1, len, f) == len;
     if (fclose(f) != 0) ok = false;
     if (!ok) fprintf(stderr, "mstrace analyze: error: cannot write %s\n", path);
+    return ok;
+}
+
+/* The HTML report (report_html.h) from exactly the JSON --json writes. */
+static bool write_html(const char *path, const char *json, size_t len) {
+    FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "mstrace analyze: error: cannot write %s: %s\n", path, strerror(errno));
+        return false;
+    }
+    char err[256] = "";
+    mst_status st = mst_report_html_write(f, json, len, err, sizeof err);
+    bool ok = st == MST_OK && (f == stdout ? fflush(f) == 0 : fclose(f) == 0);
+    if (f != stdout && st != MST_OK) fclose(f);
+    if (!ok) fprintf(stderr, "mstrace analyze: error: %s: %s\n", path, err[0] ? err : "cannot write");
     return ok;
 }
 
@@ -305,14 +407,9 @@ int mst_analyze_main(int argc, char **argv) {
     analyze_args a;
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0) return rc;
-    if (a.html_path) {
-        fprintf(stderr, "mstrace analyze: error: -o/--output: the HTML report is not part of this "
-                        "build yet; use --json\n");
-        return EXIT_USAGE;
-    }
     mst_an_model *before = NULL;
-    if (a.compare && !(before = load_side(a.before, a.n_before, a.quiet))) return EXIT_USAGE;
-    mst_an_model *m = load_side(a.inputs, a.n_inputs, a.quiet);
+    if (a.compare && !(before = load_side(a.before, a.n_before, a.quiet, &a.jaeger))) return EXIT_USAGE;
+    mst_an_model *m = load_side(a.inputs, a.n_inputs, a.quiet, &a.jaeger);
     if (!m) {
         mst_an_model_free(before);
         return EXIT_USAGE;
@@ -332,6 +429,7 @@ int mst_analyze_main(int argc, char **argv) {
         rc = EXIT_OUTPUT;
     }
     if (!rc && a.json_path && !write_file(a.json_path, json.data, json.len)) rc = EXIT_OUTPUT;
+    if (!rc && a.html_path && !write_html(a.html_path, (const char *)json.data, json.len)) rc = EXIT_OUTPUT;
     if (!rc && a.csv_dir) {
         char err[512] = "";
         if (mst_an_report_csv(m, a.csv_dir, err, sizeof err) != MST_OK) {

@@ -1,0 +1,163 @@
+"""`mstrace analyze --jaeger URL --service NAME`: the Jaeger query API
+reader (src/analyze/read_jaeger.c) against the real Jaeger
+(tests/harness/jaeger.sh).
+
+Owns: one span set sent both ways at once — the C example
+(examples/request_pipeline.c) exports through the library's OTLP exporter
+to Jaeger and through the forwarder client to a real `mstrace forward`
+daemon writing Chrome Trace JSON — then analysed from each source; the two
+analyses agree (span, step and request counts, joined requests, verdict,
+per-span-name counts, stage totals within the microsecond rounding of
+Jaeger's times). The pager is checked by a tiny page size (the time window
+is split until no page is full; every trace is still read exactly once).
+Errors: Jaeger unreachable, an HTTP error, an answer that is not Jaeger
+JSON, a service with no spans, and missing --service each give one clear
+line and exit 2. No wall-clock assertions: the test waits on conditions
+(every span stored in Jaeger), with generous hang guards.
+"""
+
+import http.server
+import json
+import os
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+
+from conftest import build_path, load_tolerant, x_events
+from jaeger_fixture import jaeger  # noqa: F401  (the fixture)
+
+US = 1_000_000
+
+
+@pytest.fixture(scope="module")
+def example_bin():
+    path = build_path("example_request_pipeline")
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"example not found at {path}; build it or set MSTRACE_BUILD_DIR")
+    return path
+
+
+def analyze(mstrace_bin, *args, expect_rc=0):
+    p = subprocess.run([str(mstrace_bin), "analyze", *map(str, args)], capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == expect_rc, (p.returncode, p.stdout, p.stderr)
+    return p
+
+
+@pytest.fixture(scope="module")
+def one_run(jaeger, mstrace_bin, example_bin, tmp_path_factory):  # noqa: F811
+    """The example traced to Jaeger and to the daemon's file at once."""
+    from conftest import Daemon
+
+    tmp = tmp_path_factory.mktemp("analyze-jaeger")
+    service = f"mstrace-analyze-{uuid.uuid4().hex[:10]}"
+    d = Daemon(mstrace_bin, tmp / "trace.json").start()
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        env.update({"MSTRACE_PERFETTO_SOCKET": d.socket_name, "OTEL_SERVICE_NAME": service,
+                    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": jaeger.traces_endpoint,
+                    "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"})
+        t0_us = int(time.time() * US) - 60 * US
+        p = subprocess.run([str(example_bin), "--requests", "40"], env=env, capture_output=True, text=True,
+                           timeout=300)
+        assert p.returncode == 0, p.stderr
+        assert "OTLP export to" in p.stdout, p.stdout
+        t1_us = int(time.time() * US) + 60 * US
+    finally:
+        assert d.stop() == 0
+    spans = x_events(load_tolerant((tmp / "trace.json").read_text(encoding="utf-8")))
+    stored = jaeger.wait_for_spans(service, len(spans), timeout_s=120, start_us=t0_us, end_us=t1_us)
+    assert len(stored) == len(spans), f"Jaeger holds {len(stored)} of the {len(spans)} spans"
+    return {"tmp": tmp, "service": service, "file": tmp / "trace.json", "spans": len(spans),
+            "start_us": t0_us, "end_us": t1_us}
+
+
+def jaeger_args(jaeger, run, *extra):  # noqa: F811
+    return ["--jaeger", jaeger.query_url, "--service", run["service"], "--start", str(run["start_us"] / US),
+            "--end", str(run["end_us"] / US), *extra]
+
+
+def same_analysis(a, b, steps):
+    assert a["data_quality"]["spans"] == b["data_quality"]["spans"]
+    assert a["steps"]["count"] == b["steps"]["count"] > 0
+    assert a["requests"]["count"] == b["requests"]["count"] > 0
+    assert a["requests"]["joined"] == b["requests"]["joined"]
+    assert a["verdict"]["bottleneck"] == b["verdict"]["bottleneck"]
+    assert {s["name"]: s["count"] for s in a["span_names"]} == {s["name"]: s["count"] for s in b["span_names"]}
+    assert [f["fired"] for f in a["findings"]] == [f["fired"] for f in b["findings"]]
+    for stage, v in a["stages"].items():
+        w = b["stages"][stage]
+        assert v["count"] == w["count"], stage
+        # Jaeger keeps microseconds: each span start/end may round by 1 us,
+        # a stage of one step is made of a few spans and gaps.
+        assert abs(v["total_ms"] - w["total_ms"]) <= 0.006 * steps, (stage, v, w)
+
+
+def test_jaeger_and_file_give_the_same_analysis(jaeger, mstrace_bin, one_run):  # noqa: F811
+    tmp = one_run["tmp"]
+    analyze(mstrace_bin, one_run["file"], "--json", tmp / "file.json", "--quiet")
+    analyze(mstrace_bin, *jaeger_args(jaeger, one_run), "--json", tmp / "jaeger.json", "--quiet")
+    from_file = json.loads((tmp / "file.json").read_text())
+    from_jaeger = json.loads((tmp / "jaeger.json").read_text())
+    assert from_jaeger["inputs"][0]["kind"] == "jaeger"
+    assert from_jaeger["data_quality"]["spans"] == one_run["spans"]
+    same_analysis(from_file, from_jaeger, from_file["steps"]["count"])
+
+
+def test_small_pages_split_the_window_and_read_each_trace_once(jaeger, mstrace_bin, one_run):  # noqa: F811
+    tmp = one_run["tmp"]
+    analyze(mstrace_bin, *jaeger_args(jaeger, one_run), "--json", tmp / "all.json", "--quiet")
+    analyze(mstrace_bin, *jaeger_args(jaeger, one_run, "--jaeger-limit", "3"), "--json", tmp / "paged.json",
+            "--quiet")
+    whole = json.loads((tmp / "all.json").read_text())
+    paged = json.loads((tmp / "paged.json").read_text())
+    assert paged["data_quality"]["spans"] == whole["data_quality"]["spans"] == one_run["spans"]
+    same_analysis(whole, paged, whole["steps"]["count"])
+    assert paged["inputs"][0]["bytes"] > whole["inputs"][0]["bytes"]  # more, overlapping pages
+
+
+class _NotJaeger(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802
+        if self.path.startswith("/broken/"):
+            body, code = b"<html>internal error</html>", 500
+        else:
+            body, code = b"<html>hello, this is not Jaeger</html>", 200
+        self.send_response(code)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+@pytest.fixture
+def not_jaeger():
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotJaeger)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_errors_are_one_clear_line(jaeger, mstrace_bin, not_jaeger):  # noqa: F811
+    def one_error(*args):
+        p = analyze(mstrace_bin, *args, expect_rc=2)
+        errors = [l for l in p.stderr.splitlines() if "error:" in l]
+        assert len(errors) == 1, p.stderr
+        return errors[0]
+
+    assert "cannot reach Jaeger at http://127.0.0.1:1" in one_error("--jaeger", "http://127.0.0.1:1",
+                                                                     "--service", "x", "--since", "1h")
+    assert "answered HTTP 500" in one_error("--jaeger", not_jaeger + "/broken", "--service", "x")
+    assert "not a Jaeger query API answer" in one_error("--jaeger", not_jaeger, "--service", "x")
+    missing = f"no-such-service-{uuid.uuid4().hex[:8]}"
+    assert f"no spans of service {missing}" in one_error("--jaeger", jaeger.query_url, "--service", missing,
+                                                         "--since", "10m")
+    assert "--service" in one_error("--jaeger", jaeger.query_url)
+    assert "--since" in one_error("--jaeger", jaeger.query_url, "--service", "x", "--since", "soon")
