@@ -173,6 +173,19 @@ def test_report_renders_the_analysis(mstrace_bin, daemon_factory, example_bin, t
     browser.mouse_move(box[0], box[1])
     tip = browser.evaluate("[document.getElementById('tip').style.display, document.getElementById('tip').textContent]")
     assert tip[0] == "block" and f"request {first['id']}" in tip[1], tip
+    # Hover on the step chart: the step under the mouse, its stages in ms.
+    box = browser.evaluate("""(function () { var s = document.querySelector('#step-split svg');
+        s.scrollIntoView({block: 'center'}); var b = s.getBoundingClientRect();
+        return [b.left + b.width / 2, b.top + b.height / 2]; })()""")
+    browser.mouse_move(box[0], box[1])
+    tip = browser.evaluate("document.getElementById('tip').textContent")
+    m = re.match(r"step (\d+) \(pid (\d+)", tip)
+    assert m, tip
+    step = next(s for s in analysis["steps"]["series"] if s["index"] == int(m.group(1)))
+    shown_model = re.search(r"model \(forward\): (\S+ ms)", tip)
+    assert shown_model, tip
+    check_number(["hover", "model_ms"], shown_model.group(1), 1, step["model_ms"])
+    assert f"batch {step['batch_size']} req, {step['scheduled_tokens']} tokens" in tip, tip
     assert browser.errors == []
 
 

@@ -432,8 +432,11 @@
     }))];
     if (isNum(fit.slope_ms) && isNum(fit.intercept_ms)) {
       var y0 = fit.intercept_ms, y1 = fit.intercept_ms + fit.slope_ms * xmax;
-      f.svg.appendChild(sv("line", { x1: f.x(0), y1: f.y(Math.max(0, Math.min(ymax, y0))),
-                                     x2: f.x(xmax), y2: f.y(Math.max(0, Math.min(ymax, y1))),
+      /* The line is clipped to the plot area, not bent into it. */
+      f.svg.appendChild(sv("clipPath", { id: "model-fit-clip" }, sv("rect", { x: f.L, y: f.T, width: f.W - f.L - f.R,
+                                                                             height: f.H - f.T - f.B })));
+      f.svg.appendChild(sv("line", { x1: f.x(0), y1: f.y(y0), x2: f.x(xmax), y2: f.y(y1),
+                                     "clip-path": "url(#model-fit-clip)",
                                      stroke: "#1d2330", "stroke-width": 2, "stroke-dasharray": "6 4",
                                      "data-tip": "least-squares fit: model ms = " + fmt(fit.intercept_ms) + " + " +
                                                  fmt(fit.slope_ms) + " \u00d7 " + xkey }));
