@@ -71,7 +71,6 @@ fuzz_runs() {
     fuzz_symbols_spec) echo $((2000 * scale)) ;;
     fuzz_trace_headers) echo $((30000 * scale)) ;;
     fuzz_packet_decode) echo $((1000000 * scale)) ;;
-    fuzz_jaeger_answer) echo $((200000 * scale)) ;;  # ~0.1 ms a run (each answer parsed 3 times)
     *) echo $((2000000 * scale)) ;;
   esac
 }

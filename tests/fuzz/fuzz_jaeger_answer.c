@@ -3,8 +3,9 @@
  * parser (src/analyze/read_jaeger.c), which reads JSON from a remote
  * server. Every delivered span is walked (name, attributes, string-list
  * items, links) so out-of-bounds reads show; invariants: a span ends at or
- * after it starts, and parsing the same answer again on the same reader
- * delivers no more spans than the first time (traces are remembered).
+ * after it starts, every error has a message, the span count the reader
+ * reports is the number delivered, and parsing the same answer again on the
+ * same reader succeeds and delivers no more spans than the first time.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -39,7 +40,7 @@ static mst_status on_span(void *ctx, const mst_an_span *s) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    sink first = {0}, again = {0};
+    sink first = {0};
     mst_an_input_info info;
     if (!mst_an_input_info_init(&info, "jaeger", "fuzz")) return 0;
     mst_an_jaeger_pages *p = mst_an_jaeger_pages_new(0, on_span, &first, &info);
@@ -47,29 +48,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         mst_an_input_info_free(&info);
         return 0;
     }
-    char err[256];
+    char err[256] = "";
     size_t traces = 0;
     mst_status st = mst_an_jaeger_pages_parse(p, (const char *)data, size, &traces, err, sizeof err);
     if (st == MST_OK) {
-        mst_an_jaeger_pages_free(p);
-        p = NULL;
-        /* A fresh reader parses the same answer, then parses it again. */
-        mst_an_jaeger_pages *q = mst_an_jaeger_pages_new(0, on_span, &again, NULL);
-        if (q) {
-            size_t t2 = 0;
-            if (mst_an_jaeger_pages_parse(q, (const char *)data, size, &t2, err, sizeof err) != MST_OK) abort();
-            if (again.spans != first.spans || t2 != traces) abort();
-            sink third = {0};
-            mst_an_jaeger_pages_free(q);
-            q = mst_an_jaeger_pages_new(0, on_span, &third, NULL);
-            if (q) {
-                if (mst_an_jaeger_pages_parse(q, (const char *)data, size, &t2, err, sizeof err) != MST_OK) abort();
-                uint64_t once = third.spans;
-                if (mst_an_jaeger_pages_parse(q, (const char *)data, size, &t2, err, sizeof err) != MST_OK) abort();
-                if (third.spans - once > once) abort();
-                mst_an_jaeger_pages_free(q);
-            }
-        }
+        /* The same answer again on the same reader (an overlapping window):
+         * it parses again, and its traces are not delivered twice. */
+        uint64_t once = first.spans;
+        size_t again = 0;
+        if (mst_an_jaeger_pages_parse(p, (const char *)data, size, &again, err, sizeof err) != MST_OK) abort();
+        if (again != traces || first.spans - once > once) abort();
+        if (info.spans != first.spans) abort();
     } else if (strlen(err) == 0) {
         abort(); /* every error says why */
     }
