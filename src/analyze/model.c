@@ -521,7 +521,8 @@ static double ms(int64_t ns) { return (double)ns / 1e6; }
 mst_status mst_an_model_finish(mst_an_model *m) {
     if (m->finished) return MST_OK;
     m->finished = true;
-    for (int k = 0; k < K_KINDS; k++) qsort(m->recs[k].p, m->recs[k].n, sizeof(rec), cmp_rec);
+    for (int k = 0; k < K_KINDS; k++)
+        if (m->recs[k].n > 1) qsort(m->recs[k].p, m->recs[k].n, sizeof(rec), cmp_rec);
     for (size_t i = 0; m->trace_mask && i <= m->trace_mask; i++)
         if (m->trace_counts[i] && m->trace_counts[i] <= 2) m->short_traces++;
 
@@ -610,7 +611,7 @@ mst_status mst_an_model_finish(mst_an_model *m) {
             cover c = {s, rs[i].start, rs[i].end};
             if (!vec_push(&fwds, &f, sizeof f) || !vec_push(&covers, &c, sizeof c)) goto oom;
         }
-        qsort(fwds.p, fwds.n, sizeof(fwd), cmp_fwd);
+        if (fwds.n > 1) qsort(fwds.p, fwds.n, sizeof(fwd), cmp_fwd);
         const fwd *f = fwds.p;
         for (size_t i = 0; i < fwds.n;) {
             /* Per step: the longest per-worker sum (tensor-parallel workers
@@ -674,7 +675,7 @@ mst_status mst_an_model_finish(mst_an_model *m) {
 
     /* Waiting: window time covered by no hook span, for back-to-back busy
      * steps of one engine. */
-    qsort(covers.p, covers.n, sizeof(cover), cmp_cover);
+    if (covers.n > 1) qsort(covers.p, covers.n, sizeof(cover), cmp_cover);
     const cover *cv = covers.p;
     size_t ci = 0;
     for (size_t e = 0; e < n_eng; e++) {
@@ -720,7 +721,7 @@ mst_status mst_an_model_finish(mst_an_model *m) {
     }
     for (size_t i = 0; i < m->requests.n; i++) {
         mst_an_request *r = &rq[i];
-        if (r->has_span && r->n_steps == 0 && r->n_outputs == 0) m->unjoined++;
+        if (r->has_span && r->n_steps == 0) m->unjoined++;
         int64_t first_tok = r->first_out_ns != NONE ? r->first_out_ns : r->first_step_done_ns;
         int64_t end = r->finish_ns != NONE ? r->finish_ns
                       : r->last_out_ns != NONE ? r->last_out_ns : r->last_step_done_ns;

@@ -527,6 +527,18 @@ static mst_status handle_event(reader *r, const uint8_t *p, size_t n) {
         if (ev.ph == 'f') r->info->flows++;
         return MST_OK;
     }
+    if (ev.ph == 'C') {
+        /* The forwarder's own counters: the highest value is the total. */
+        const mst_an_attr *v = mst_an_span_attr(&ev.span, "value", 5);
+        int64_t x = v && v->type == MST_AN_VAL_INT ? v->i : -1;
+        if (x >= 0 && ev.name.len == 23 && memcmp(ev.name.ptr, "forwarder.spans_dropped", 23) == 0 &&
+            x > r->info->spans_dropped)
+            r->info->spans_dropped = x;
+        return MST_OK;
+    }
+    if (ev.ph == 'b' || ev.ph == 'e' || ev.ph == 'n' || ev.ph == 'i' || ev.ph == 'I' ||
+        ev.ph == 'B' || ev.ph == 'E')
+        return MST_OK; /* derived request tracks, instants: the spans carry the same */
     if (ev.ph != 'X' || !ev.has_ts || !ev.name.ptr) {
         r->info->skipped++;
         return MST_OK;
@@ -576,11 +588,25 @@ static mst_status broken(reader *r, const char *why, char *err, size_t err_size)
 }
 
 static mst_status run(reader *r, char *err, size_t err_size) {
+    if (r->len == 0 && !r->eof) {
+        size_t keep = 0;
+        if (!refill(r, &keep, err, err_size)) return MST_ERR_IO;
+    }
+    /* A Perfetto protobuf trace starts with field 1 (packet), tag 0x0a,
+     * which JSON would take for a newline. */
+    bool proto_start = r->len > 1 && r->buf[0] == 0x0a;
     int c = next_byte(r, err, err_size);
     if (c == -2) return MST_ERR_IO;
     if (c == -1) {
         snprintf(err, err_size, "%s: empty file (no trace events)", r->info->name);
         return MST_ERR_PARSE;
+    }
+    if (proto_start && c != '[' && c != '{') {
+        snprintf(err, err_size,
+                 "%s: looks like a native Perfetto protobuf trace (.pftrace); mstrace analyze "
+                 "reads the Chrome Trace JSON output (run the forwarder with a .json path)",
+                 r->info->name);
+        return MST_ERR_UNSUPPORTED;
     }
     if (c != '[') {
         snprintf(err, err_size,

@@ -151,7 +151,7 @@ static void data_quality(jw *w, const mst_an_view *v, const mst_an_result *r) {
     size_t shown = 0;
     for (size_t i = 0; i < v->n_requests && shown < 10; i++) {
         const mst_an_request *q = &v->requests[i];
-        if (q->has_span && q->n_steps == 0 && q->n_outputs == 0) {
+        if (q->has_span && q->n_steps == 0) {
             vs(w, v->strings + q->id_off);
             shown++;
         }

@@ -33,7 +33,7 @@ typedef struct mst_an_stage_summary {
     size_t count;
 } mst_an_stage_summary;
 
-#define MST_AN_MAX_NUMBERS 12
+#define MST_AN_MAX_NUMBERS 16
 typedef struct mst_an_finding {
     const char *rule;
     bool fired;
