@@ -19,6 +19,9 @@ const char *const mst_an_stage_names[MST_AN_STAGES] = {"schedule", "model", "ipc
 #define MAX_NAMES 1024
 #define MAX_TRACES (4u << 20)
 #define NONE INT64_MIN
+/* Times beyond +-2^62 ns (146 years from the epoch) are not a clock: such
+ * spans are counted and left out, so every difference of two times fits. */
+#define TIME_LIMIT (INT64_C(1) << 62)
 
 enum { K_SCHEDULE, K_UPDATE, K_EXEC, K_SAMPLE, K_WORKER, K_RUNNER, K_OUTPUT, K_KINDS };
 
@@ -50,6 +53,7 @@ static bool vec_push(vec *v, const void *x, size_t sz) {
 
 /* Appends n bytes to a byte vector. */
 static bool vec_append(vec *v, const void *x, size_t n) {
+    if (n == 0) return true;
     if (v->n + n > v->cap) {
         size_t nc = v->cap ? v->cap : 4096;
         while (nc < v->n + n) nc *= 2;
@@ -102,6 +106,7 @@ struct mst_an_model {
     size_t trace_mask, n_traces;
     bool traces_capped;
     uint64_t spans;
+    uint64_t bad_times;
     /* built by finish */
     vec steps;     /* mst_an_step */
     uint64_t negative_gaps, unjoined, with_span, steps_without_ids, short_traces;
@@ -175,6 +180,7 @@ static void request_init(mst_an_request *r) {
 
 /* Index of request `id` (interned on first sight); UINT32_MAX on OOM. */
 static uint32_t request_index(mst_an_model *m, const char *id, size_t n) {
+    if (!id) id = "", n = 0;
     if (n > 4096) n = 4096;
     uint64_t h = hash_bytes(id, n);
     size_t slot = 0;
@@ -209,6 +215,7 @@ static uint64_t name_hash(const mst_an_model *mm, uint32_t val) {
 }
 
 static mst_an_name_stat *name_stat(mst_an_model *m, const char *name, size_t n) {
+    if (!name) name = "", n = 0;
     if (n > 256) n = 256;
     if (memchr(name, 0, n)) n = strlen(name);
     uint64_t h = hash_bytes(name, n);
@@ -270,7 +277,7 @@ static uint32_t proc_index(mst_an_model *m, const mst_an_span *s) {
         }
     mst_an_proc p = {s->source, s->pid, malloc(s->role.len + 1), 0};
     if (!p.role) return UINT32_MAX;
-    memcpy(p.role, s->role.ptr, s->role.len);
+    if (s->role.len) memcpy(p.role, s->role.ptr, s->role.len);
     p.role[s->role.len] = 0;
     if (!vec_push(&m->procs, &p, sizeof p)) {
         free(p.role);
@@ -411,6 +418,11 @@ static mst_status add_request_span(mst_an_model *m, const mst_an_span *s, uint32
 mst_status mst_an_model_add_span(void *model, const mst_an_span *s) {
     mst_an_model *m = model;
     if (!m || !s || m->finished) return MST_ERR_INVALID_ARG;
+    if (s->start_ns < -TIME_LIMIT || s->start_ns > TIME_LIMIT || s->end_ns < -TIME_LIMIT ||
+        s->end_ns > TIME_LIMIT) {
+        m->bad_times++;
+        return MST_OK;
+    }
     m->spans++;
     uint32_t proc = proc_index(m, s);
     if (proc == UINT32_MAX) return MST_ERR_NOMEM;
@@ -809,6 +821,7 @@ void mst_an_model_view(const mst_an_model *m, mst_an_view *v) {
     v->traces = m->n_traces;
     v->short_traces = m->short_traces;
     v->negative_gaps = m->negative_gaps;
+    v->bad_times = m->bad_times;
     v->requests_with_span = m->with_span;
     v->unjoined = m->unjoined;
     v->steps_without_ids = m->steps_without_ids;

@@ -110,6 +110,7 @@ typedef struct mst_an_view {
     uint64_t traces;             /* distinct trace ids (counted up to a cap) */
     uint64_t short_traces;       /* of them with 1-2 spans */
     uint64_t negative_gaps;      /* overlapping steps on one engine, queue < 0 */
+    uint64_t bad_times;          /* spans left out: times beyond +-2^62 ns */
     uint64_t requests_with_span; /* requests seen as request spans */
     uint64_t unjoined;           /* request spans whose id no step carries */
     uint64_t steps_without_ids;  /* busy steps with no request.ids */

@@ -242,20 +242,21 @@ static bool parse_number(const mst_json_slice *v, int64_t *i, double *d, bool *i
     return end == tmp + v->len;
 }
 
-static int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
+/* Hex digit values, -1 for anything else (ids are parsed for every span). */
+static const int8_t HEX[256] = {
+    ['0'] = 0 + 1, ['1'] = 1 + 1, ['2'] = 2 + 1, ['3'] = 3 + 1, ['4'] = 4 + 1, ['5'] = 5 + 1,
+    ['6'] = 6 + 1, ['7'] = 7 + 1, ['8'] = 8 + 1, ['9'] = 9 + 1, ['a'] = 10 + 1, ['b'] = 11 + 1,
+    ['c'] = 12 + 1, ['d'] = 13 + 1, ['e'] = 14 + 1, ['f'] = 15 + 1, ['A'] = 10 + 1, ['B'] = 11 + 1,
+    ['C'] = 12 + 1, ['D'] = 13 + 1, ['E'] = 14 + 1, ['F'] = 15 + 1};
 
 /* Hex id of exactly 2n digits to bytes; "" leaves zeros. */
 static bool parse_id(const mst_str *s, uint8_t *out, size_t n) {
     memset(out, 0, n);
     if (s->len == 0) return true;
     if (s->len != 2 * n) return false;
+    const uint8_t *p = (const uint8_t *)s->ptr;
     for (size_t k = 0; k < n; k++) {
-        int a = hexval(s->ptr[2 * k]), b = hexval(s->ptr[2 * k + 1]);
+        int a = HEX[p[2 * k]] - 1, b = HEX[p[2 * k + 1]] - 1;
         if (a < 0 || b < 0) {
             memset(out, 0, n);
             return false;
@@ -546,7 +547,8 @@ static mst_status handle_event(reader *r, const uint8_t *p, size_t n) {
     mst_an_span *s = &ev.span;
     s->name = (mst_an_str){ev.name.ptr, ev.name.len};
     s->start_ns = ev.ts_ns;
-    s->end_ns = ev.ts_ns + (ev.has_dur && ev.dur_ns > 0 ? ev.dur_ns : 0);
+    int64_t dur = ev.has_dur && ev.dur_ns > 0 ? ev.dur_ns : 0;
+    s->end_ns = dur > INT64_MAX - ev.ts_ns ? INT64_MAX : ev.ts_ns + dur;
     s->pid = ev.pid;
     s->tid = ev.tid;
     s->source = r->source;

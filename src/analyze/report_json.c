@@ -161,6 +161,7 @@ static void data_quality(jw *w, const mst_an_view *v, const mst_an_result *r) {
     ki(w, "traces", (int64_t)v->traces);
     ki(w, "short_traces", (int64_t)v->short_traces);
     ki(w, "negative_gaps", (int64_t)v->negative_gaps);
+    ki(w, "bad_times", (int64_t)v->bad_times);
     ki(w, "steps_without_request_ids", (int64_t)v->steps_without_ids);
     ki(w, "engines", (int64_t)v->n_engines);
     kb(w, "worker_spans", v->have_worker_spans);
@@ -187,6 +188,11 @@ static void data_quality(jw *w, const mst_an_view *v, const mst_an_result *r) {
         snprintf(line, sizeof line, "%llu clock anomalies (a step starting before the previous one "
                  "ended, or a request scheduled before it arrived): clocks of the processes may "
                  "disagree", (unsigned long long)v->negative_gaps);
+        vs(w, line);
+    }
+    if (v->bad_times) {
+        snprintf(line, sizeof line, "%llu spans left out: their times are not on any clock "
+                 "(beyond 146 years from the epoch)", (unsigned long long)v->bad_times);
         vs(w, line);
     }
     if (v->spans && v->n_steps == 0)

@@ -555,12 +555,14 @@ mst_status mst_an_evaluate(const mst_an_view *v, mst_an_result *r) {
             r->bottleneck = g;
     }
     if (oom) return MST_ERR_NOMEM;
+    if (r->busy_steps == 0) t0 = t1 = 0;
     for (size_t i = 0; i < v->n_requests; i++)
         if (v->requests[i].has_span && v->requests[i].n_steps > 0) r->joined_requests++;
     for (size_t i = 0; i < v->n_inputs; i++)
         if (v->inputs[i].truncated || v->inputs[i].spans_dropped > 0 ||
             v->inputs[i].spans_failed > 0 || v->inputs[i].skipped > 0)
             r->lossy = true;
+    if (v->bad_times) r->lossy = true;
 
     /* Model time against the batch: the better of tokens and batch size. */
     if (r->busy_steps >= 3) {

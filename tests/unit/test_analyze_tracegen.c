@@ -10,7 +10,7 @@
  *     that the planted stage really is the slow one in the generated times.
  *
  *   - `--socket NAME --scenario S [--requests N] [--seed K] [--concurrency C]
- *      [--pid-base P]`: sends the run to the forwarder listening on @NAME and
+ *      [--pid-base P] [--pad BYTES]`: sends the run to the forwarder listening on @NAME and
  *     prints {"spans":..,"requests":..,"steps":..} on stdout. Used by
  *     tests/integration/test_analyze.py and bench/bench_analyze.sh.
  *
@@ -55,6 +55,7 @@ typedef struct gen_opts {
     int concurrency;
     uint64_t seed;
     int64_t pid_base;
+    int pad;          /* bytes of filler attribute per span (file size only) */
 } gen_opts;
 
 typedef struct req {
@@ -95,7 +96,10 @@ static double noisy(gen *g, double ms) {
 static int64_t ns(double ms) { return (int64_t)(ms * 1e6); }
 static bool is(const gen *g, const char *s) { return strcmp(g->o->scenario, s) == 0; }
 
+static const char *g_pad; /* filler value, or NULL */
+
 static void tag(mst_span *s, int64_t pid, const char *role) {
+    if (g_pad) mst_span_set_str(s, "filler", g_pad);
     mst_span_set_int(s, "process.pid", pid);
     mst_span_set_int(s, "thread.id", pid + 1);
     mst_span_set_str(s, "process.role", role);
@@ -142,7 +146,13 @@ static void run(gen *g) {
     int64_t t = (int64_t)now.tv_sec * 1000000000 - 60ll * 1000000000;
     int issued = 0, finished = 0;
     int conc = o->concurrency < o->requests ? o->concurrency : o->requests;
-    for (; issued < conc; issued++) new_request(g, &reqs[issued], issued, t + ns(unif(g)));
+    /* Indices of the active requests, oldest first (at most `conc`). */
+    int act[MAX_CLIENTS];
+    int n_act = 0;
+    for (; issued < conc; issued++) {
+        new_request(g, &reqs[issued], issued, t + ns(unif(g)));
+        act[n_act++] = issued;
+    }
     /* Steps in the whole run, for "over the run" plants and the stall. */
     double est_steps = (double)o->requests * 40.0 / (conc < MAX_BATCH ? conc : MAX_BATCH) + 1;
     g->out_free = t;
@@ -151,9 +161,8 @@ static void run(gen *g) {
         req *batch[MAX_BATCH];
         int n = 0, tokens = 0;
         int64_t next_arrival = INT64_MAX;
-        for (int i = 0; i < issued && n < MAX_BATCH; i++) {
-            req *r = &reqs[i];
-            if (!r->active) continue;
+        for (int k = 0; k < n_act && n < MAX_BATCH; k++) {
+            req *r = &reqs[act[k]];
             if (r->arrival > t) {
                 if (r->arrival < next_arrival) next_arrival = r->arrival;
                 continue;
@@ -233,6 +242,12 @@ static void run(gen *g) {
             r->active = false;
             r->done = true;
             finished++;
+            for (int k = 0; k < n_act; k++)
+                if (&reqs[act[k]] == r) {
+                    memmove(act + k, act + k + 1, (size_t)(n_act - k - 1) * sizeof *act);
+                    n_act--;
+                    break;
+                }
             if (g->tracer) {
                 mst_span *rs = start(g, g->sc_req, "vllm.request", NULL, r->arrival);
                 tag(rs, api, "api_server");
@@ -243,6 +258,7 @@ static void run(gen *g) {
             }
             if (issued < o->requests) {
                 new_request(g, &reqs[issued], issued, o1 + ns(0.2 + unif(g)));
+                act[n_act++] = issued;
                 issued++;
             }
         }
@@ -272,7 +288,7 @@ static const mst_exporter_ops COUNT_OPS = {.name = "count", .export_batch = coun
 
 static void self_check(void) {
     for (size_t k = 0; k < sizeof SCENARIOS / sizeof *SCENARIOS; k++) {
-        gen_opts o = {SCENARIOS[k], 120, 12, 7, 1000};
+        gen_opts o = {SCENARIOS[k], 120, 12, 7, 1000, 0};
         counting ex = {{&COUNT_OPS}, 0};
         mst_tracer_options to = {0};
         to.max_queue_size = 1 << 16;
@@ -314,7 +330,7 @@ int main(int argc, char **argv) {
         static const mst_test_case tests[] = {{"every_scenario", self_check}};
         return mst_test_run_all(tests, 1, argc, argv);
     }
-    gen_opts o = {"balanced", 300, 12, 1, 40000};
+    gen_opts o = {"balanced", 300, 12, 1, 40000, 0};
     const char *socket = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--socket")) socket = argv[i + 1];
@@ -323,6 +339,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--concurrency")) o.concurrency = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--seed")) o.seed = strtoull(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--pid-base")) o.pid_base = atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "--pad")) o.pad = atoi(argv[i + 1]);
         else {
             fprintf(stderr, "unknown argument %s\n", argv[i]);
             return 2;
@@ -335,6 +352,13 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s --socket NAME --scenario S [--requests N] [--seed K] "
                         "[--concurrency C] [--pid-base P]\n", argv[0]);
         return 2;
+    }
+    if (o.pad > 0 && o.pad <= MST_MAX_VALUE_LEN) {
+        char *pad = malloc((size_t)o.pad + 1);
+        if (!pad) return 1;
+        memset(pad, 'x', (size_t)o.pad);
+        pad[o.pad] = 0;
+        g_pad = pad;
     }
     mst_tracer_options to = {0};
     to.max_queue_size = 1 << 16;
