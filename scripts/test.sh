@@ -71,7 +71,6 @@ fuzz_runs() {
     fuzz_symbols_spec) echo $((2000 * scale)) ;;
     fuzz_trace_headers) echo $((30000 * scale)) ;;
     fuzz_packet_decode) echo $((1000000 * scale)) ;;
-    fuzz_analyze_chrome) echo $((200000 * scale)) ;;
     *) echo $((2000000 * scale)) ;;
   esac
 }
