@@ -8,7 +8,7 @@ set -euo pipefail
 
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev libfuzzer-14-dev
               libcurl4-openssl-dev zlib1g-dev valgrind python3 python3-venv curl ca-certificates git
-              chromium fonts-dejavu-core)
+              chromium fonts-dejavu-core strace)
 PIP_PACKAGES=(pytest pyyaml protobuf opentelemetry-proto opentelemetry-sdk
               opentelemetry-exporter-otlp-proto-common scikit-build-core grpcio googleapis-common-protos atheris
               websocket-client perfetto)

@@ -3,9 +3,15 @@
  * driven through a real abstract socket: complete frames are delivered, and
  * a peer that disconnects in the middle of a large frame (the path that
  * reads straight into the connection buffer) is closed and counted as
- * truncated, whatever errno happened to hold before the EOF.
+ * truncated, whatever errno happened to hold before the EOF. Also: a
+ * bind_only server refuses connects until it listens; the stop accepts the
+ * connections still queued by the kernel and reads every connection to its
+ * end (later writes fail with EPIPE); a connection stalled mid-frame is
+ * closed after the stall timeout; the unfinished-frame memory cap closes
+ * the connection that would pass it and the buffers are given back.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,7 +141,178 @@ static void test_large_frame_delivered(void) {
     mst_frame_server_destroy(s);
 }
 
+static mst_frame_server *make_server_with(char *name, size_t name_size,
+                                          mst_frame_server_options o) {
+    snprintf(name, name_size, "mst_fs_test2_%d", (int)getpid());
+    o.socket_name = name;
+    o.on_frame = on_frame;
+    mst_frame_server *s = NULL;
+    char err[256] = "";
+    if (mst_frame_server_create(&o, &s, err, sizeof err) != MST_OK) {
+        fprintf(stderr, "  cannot create the frame server: %s\n", err);
+        return NULL;
+    }
+    return s;
+}
+
+/* n frames of `len` payload bytes each. */
+static uint8_t *frames(size_t n, size_t len, size_t *total) {
+    *total = n * (4 + len);
+    uint8_t *b = calloc(1, *total);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t *p = b + i * (4 + len);
+        p[2] = (uint8_t)(len >> 8);
+        p[3] = (uint8_t)len;
+    }
+    return b;
+}
+
+static void test_bind_only_refuses_until_listen(void) {
+    char name[64];
+    mst_frame_server *s = make_server_with(name, sizeof name,
+                                           (mst_frame_server_options){.bind_only = true});
+    CHECK(s != NULL);
+    if (!s) return;
+    errno = 0;
+    int fd = connect_to(name);
+    CHECK(fd < 0 && errno == ECONNREFUSED);
+    char err[256];
+    CHECK_EQ_INT(mst_frame_server_listen(s, err, sizeof err), MST_OK);
+    fd = connect_to(name);
+    CHECK(fd >= 0);
+    if (fd >= 0) close(fd);
+    mst_frame_server_destroy(s);
+}
+
+/* At the stop, a connection never accepted (still in the kernel's queue)
+ * and an accepted one that wrote without being read are both read to their
+ * end; afterwards the clients' writes fail. */
+static void test_stop_reads_queued_connections_to_the_end(void) {
+    char name[64];
+    mst_frame_server *s = make_server(name, sizeof name);
+    CHECK(s != NULL);
+    if (!s) return;
+    g_frames = 0;
+    int a = connect_to(name);
+    mst_frame_server_stats st;
+    for (int i = 0; i < 200; i++) { /* accept a */
+        mst_frame_server_poll(s, 10);
+        mst_frame_server_get_stats(s, &st);
+        if (st.conns_accepted == 1) break;
+    }
+    CHECK_EQ_INT(st.conns_accepted, 1);
+    int b = connect_to(name); /* queued in the kernel, not accepted */
+    size_t total;
+    uint8_t *buf = frames(100, 200, &total);
+    write_all(a, buf, total);
+    write_all(b, buf, total / 10);
+    mst_frame_server_stop_accepting(s);
+    CHECK(connect_to(name) < 0);
+    mst_frame_server_drain_and_close_all(s);
+    mst_frame_server_get_stats(s, &st);
+    CHECK_EQ_INT(g_frames, 110);
+    CHECK_EQ_INT(st.bytes_received, total + total / 10);
+    CHECK_EQ_INT(st.conns_accepted, 2);
+    CHECK_EQ_INT(st.conns_active, 0);
+    CHECK_EQ_INT(st.frames_truncated, 0);
+    signal(SIGPIPE, SIG_IGN);
+    CHECK(write(a, buf, 10) < 0 && (errno == EPIPE || errno == ECONNRESET));
+    close(a);
+    close(b);
+    free(buf);
+    mst_frame_server_destroy(s);
+}
+
+static void test_stalled_mid_frame_is_closed(void) {
+    char name[64];
+    mst_frame_server *s = make_server_with(name, sizeof name,
+                                           (mst_frame_server_options){.stall_timeout_ms = 20});
+    CHECK(s != NULL);
+    if (!s) return;
+    g_frames = 0;
+    int idle = connect_to(name);
+    int stalled = connect_to(name);
+    size_t total;
+    uint8_t *buf = frames(1, 100, &total);
+    write_all(idle, buf, total);        /* a whole frame, then idle */
+    write_all(stalled, buf, total / 2); /* half a frame, then silence */
+    mst_frame_server_stats st = {0};
+    for (int i = 0; i < 10000 && st.stalled_closed == 0; i++) { /* the event, not a time */
+        mst_frame_server_poll(s, 50);
+        mst_frame_server_get_stats(s, &st);
+    }
+    CHECK_EQ_INT(st.stalled_closed, 1);
+    CHECK_EQ_INT(st.conns_active, 1); /* the idle one stays */
+    CHECK_EQ_INT(st.conns_mid_frame, 0);
+    CHECK_EQ_INT(st.bytes_discarded, total / 2);
+    CHECK_EQ_INT(g_frames, 1);
+    close(idle);
+    close(stalled);
+    free(buf);
+    mst_frame_server_destroy(s);
+}
+
+/* Writes all n bytes while polling the server (the socket buffer is
+ * smaller than what is written). */
+static void write_polling(mst_frame_server *s, int fd, const uint8_t *p, size_t n) {
+    size_t off = 0;
+    while (off < n) {
+        size_t k = n - off < 32768 ? n - off : 32768;
+        write_all(fd, p + off, k);
+        off += k;
+        mst_frame_server_poll(s, 0);
+    }
+}
+
+static void test_partial_memory_cap(void) {
+    char name[64];
+    mst_frame_server *s = make_server_with(
+        name, sizeof name, (mst_frame_server_options){.max_partial_bytes = 3u << 20});
+    CHECK(s != NULL);
+    if (!s) return;
+    g_frames = 0;
+    size_t flen = 2u << 20, part = (1u << 20) + 1000; /* each grows to a 2 MiB buffer */
+    uint8_t *buf = calloc(1, 4 + part);
+    buf[1] = (uint8_t)(flen >> 16);
+    int c1 = connect_to(name), c2 = connect_to(name);
+    mst_frame_server_stats st = {0};
+    write_polling(s, c1, buf, 4 + part);
+    for (int i = 0; i < 1000 && st.bytes_received < 4 + part; i++) {
+        mst_frame_server_poll(s, 10);
+        mst_frame_server_get_stats(s, &st);
+    }
+    signal(SIGPIPE, SIG_IGN);
+    for (size_t off = 0; off < 4 + part && st.memory_closed == 0; off += 32768) {
+        size_t k = 4 + part - off < 32768 ? 4 + part - off : 32768;
+        if (write(c2, buf + off, k) < 0) break; /* closed for memory */
+        mst_frame_server_poll(s, 0);
+        mst_frame_server_get_stats(s, &st);
+    }
+    for (int i = 0; i < 1000 && st.memory_closed == 0; i++) {
+        mst_frame_server_poll(s, 10);
+        mst_frame_server_get_stats(s, &st);
+    }
+    CHECK_EQ_INT(st.memory_closed, 1);
+    CHECK(st.partial_peak <= 3u << 20);
+    CHECK_EQ_INT(st.conns_mid_frame, 1);
+    close(c1);
+    close(c2);
+    for (int i = 0; i < 1000 && st.conns_active > 0; i++) {
+        mst_frame_server_poll(s, 10);
+        mst_frame_server_get_stats(s, &st);
+    }
+    CHECK_EQ_INT(st.conns_active, 0);
+    CHECK_EQ_INT(st.partial_bytes, 0);
+    CHECK_EQ_INT(st.frames_truncated, 1);
+    free(buf);
+    mst_frame_server_destroy(s);
+}
+
 static const mst_test_case TESTS[] = {
+    {"bind_only_refuses_until_listen", test_bind_only_refuses_until_listen},
+    {"stop_reads_queued_connections_to_the_end", test_stop_reads_queued_connections_to_the_end},
+    {"stalled_mid_frame_is_closed", test_stalled_mid_frame_is_closed},
+    {"partial_memory_cap", test_partial_memory_cap},
     {"eof_inside_large_frame_closes", test_eof_inside_large_frame_closes},
     {"large_frame_delivered", test_large_frame_delivered},
 };
