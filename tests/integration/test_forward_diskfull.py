@@ -5,7 +5,9 @@ Owns: the file stays valid JSON while writes fail (a failed partial write is
 undone at once), the counters count spans and not attempts (space coming
 back means nothing was dropped, whatever the number of failed writes), and
 the final stats line is taken after the last drop, so
-received = written + rejected + dropped holds and agrees with the log.
+received = written + rejected + dropped holds and agrees with the log. The
+same rules hold for the native .pftrace output: there "valid" means the file
+is a whole number of TracePackets.
 """
 
 import json
@@ -63,20 +65,53 @@ def _strict_spans(path):
     return x_events(json.loads(path.read_text(encoding="utf-8")))
 
 
-def test_stop_while_disk_full_counts_every_dropped_span(small_disk, daemon_factory):
+def _whole_packets(path):
+    """Number of TracePackets in a .pftrace; fails unless the file is a
+    whole number of them (each a field-1 length-delimited record that
+    decodes with Perfetto's own protos)."""
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+    data = path.read_bytes()
+    i, n = 0, 0
+    while i < len(data):
+        assert data[i] == 0x0A, f"not a packet tag at {i} of {len(data)}"
+        j, length, shift = i + 1, 0, 0
+        while True:
+            assert j < len(data), f"cut in a length at {i} of {len(data)}"
+            b = data[j]
+            j += 1
+            length |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                break
+        assert j + length <= len(data), f"packet cut at {i} of {len(data)}"
+        pb.TracePacket.FromString(data[j:j + length])
+        i, n = j + length, n + 1
+    return n
+
+
+@pytest.mark.parametrize("suffix", [".json", ".pftrace"])
+def test_stop_while_disk_full_counts_every_dropped_span(small_disk, daemon_factory, suffix):
     disk = small_disk("256k")
-    d = daemon_factory(output=disk / "trace.json").start()
+    d = daemon_factory(output=disk / f"trace{suffix}").start()
     _send_spans(d, 2000, 1)                 # ~1 MB of events for 256 KiB of disk
     _wait_log(d, "write failed")
-    # While writes fail the file is valid JSON, each time we look.
+    # While writes fail the file is valid, each time we look.
     for _ in range(5):
-        spans = _strict_spans(d.output)
-        assert len(spans) < 2000
+        if suffix == ".json":
+            assert len(_strict_spans(d.output)) < 2000
+        else:
+            _whole_packets(d.output)
         _send_spans(d, 10, 2)               # more hand-offs, more failing retries
     rc = d.stop(signal.SIGTERM)
     assert rc == 1, d.log()[-2000:]          # the output could not be completed
     log = d.log()
     stats = d.stats()
+    if suffix == ".pftrace":
+        _whole_packets(d.output)
+        assert stats["spans_dropped"] > 0 and stats["dropped"] == stats["spans_dropped"]
+        assert stats["received"] == stats["written"] + stats["rejected"] + stats["dropped"]
+        assert f"accounting: received={stats['received']}" in log
+        return
     spans = _strict_spans(d.output)
     dropped_logged = sum(int(n) for n in re.findall(r"dropping (\d+) buffered spans", log))
     assert stats["received"] == 2050
