@@ -14,7 +14,9 @@
 #      (own socket name), `vllm serve` on a free loopback port, wait for
 #      /health, `vllm bench serve` random load + a few requests with their
 #      own traceparent, clean stop (SIGINT, wait), forwarder SIGTERM, then
-#      tests/e2e/check_levels.py on what Jaeger and the JSON hold.
+#      tests/e2e/check_levels.py on what Jaeger and the JSON hold, and
+#      `mstrace analyze` writes OUT/<case>/analysis.{json,txt}, analysis-csv/ and
+#      report.html (docs/analyze.md).
 #
 # Cases (MST_E2E_CASES, default "http grpc perfetto off"):
 #   http      MS_TRACE_ENABLE=1, MS_PROFILER_AUTO_TRACE=1, OTLP http/protobuf -> Jaeger
@@ -25,6 +27,9 @@
 #   llm_request is a lone root. With it, the plugin's vllm.request span and the
 #   traceparent it writes into trace_headers join every request; docs/e2e.md.)
 #   perfetto  MS_TRACE_ENABLE=1, MS_PROFILER_AUTO_TRACE=1, no OTLP endpoint: Perfetto only
+#   slowout   as perfetto, with a planted bottleneck: a symbols YAML whose
+#             OutputProcessor.process_outputs entry has a profiling handler that sleeps
+#             (tests/e2e/slow_output.py); L4 passes only if `mstrace analyze` names output
 #   off       MS_TRACE_ENABLE unset, no OTLP: the baseline for the overhead table
 #   vllmotel  MS_TRACE_ENABLE unset, vLLM's own OTLP (grpc) on: vLLM tracing without hooks
 # Results: OUT (MST_E2E_OUT, default /tmp/mstrace-e2e) holds per case the
@@ -53,7 +58,7 @@ MODEL_DIR="${MST_E2E_MODEL_DIR:-$HOME/.cache/mstrace/tiny-llama}"
 OUT="${MST_E2E_OUT:-/tmp/mstrace-e2e}"
 MODE="${MST_E2E_MODE:-levels}"
 case "$MODE" in
-    levels) CASES="${MST_E2E_CASES:-http grpc perfetto off}"; PROMPTS="${MST_E2E_PROMPTS:-64}" ;;
+    levels) CASES="${MST_E2E_CASES:-http grpc perfetto slowout off}"; PROMPTS="${MST_E2E_PROMPTS:-64}" ;;
     overhead) CASES="${MST_E2E_CASES:-off http perfetto}"; PROMPTS="${MST_E2E_PROMPTS:-200}" ;;
     *) echo "MST_E2E_MODE must be levels or overhead" >&2; exit 2 ;;
 esac
@@ -227,6 +232,21 @@ run_case() {
         grpc) env_case+=(MS_PROFILER_AUTO_TRACE=1)
               otlp_args=(--otlp-traces-endpoint "http://$MST_JAEGER_OTLP_GRPC") ;;
         perfetto) env_case+=(MS_PROFILER_AUTO_TRACE=1) ;;
+        slowout)
+            # The packaged default symbols plus a sleeping handler on process_outputs.
+            "$VPY" - "$REPO/python/mstrace/default_symbols.yaml" "$dir/slow_output.yaml" <<'PYEOF'
+import sys
+src, dst = sys.argv[1], sys.argv[2]
+out, hit = [], False
+for line in open(src):
+    out.append(line)
+    if line.strip() == "- symbol: vllm.v1.engine.output_processor:OutputProcessor.process_outputs":
+        out.append("  handler: slow_output:process_outputs\n")
+        hit = True
+assert hit, "process_outputs entry not found in " + src
+open(dst, "w").write("".join(out))
+PYEOF
+            env_case+=(MS_PROFILER_AUTO_TRACE=1 PROFILING_SYMBOLS_PATH="$dir/slow_output.yaml" PYTHONPATH="$E2E") ;;
         off) env_case=(OTEL_SERVICE_NAME="mstrace-e2e-$name" VLLM_CPU_KVCACHE_SPACE=1); tracing=0; perfetto=0 ;;
         vllmotel) env_case=(OTEL_SERVICE_NAME="mstrace-e2e-$name" VLLM_CPU_KVCACHE_SPACE=1); tracing=0; perfetto=0
               otlp_args=(--otlp-traces-endpoint "http://$MST_JAEGER_OTLP_GRPC") ;;
@@ -297,7 +317,17 @@ run_case() {
     printf '{"case":"%s","start_us":%s,"end_us":%s,"service":"mstrace-e2e-%s","port":%s}\n' \
         "$name" "$start_us" "$end_us" "$name" "$port" >"$dir/window.json"
     grep -h "mstrace" "$dir/vllm.log" | head -n 40 >"$dir/mstrace-lines.log" || true
+    if [[ "$perfetto" == 1 ]]; then
+        # The analysis of every traced case (docs/analyze.md); the HTML report
+        # when this build has it.
+        "$MSTRACE_BIN" analyze "$dir/hook_tracing.json" --json "$dir/analysis.json" --csv "$dir/analysis-csv" \
+            >"$dir/analysis.txt" 2>&1 || log "case $name: mstrace analyze failed (see $dir/analysis.txt)"
+        "$MSTRACE_BIN" analyze "$dir/hook_tracing.json" --quiet -o "$dir/report.html" >/dev/null 2>&1 ||
+            log "case $name: no HTML report from this build"
+        sed -n 's/^verdict: /[e2e] analyze verdict: /p' "$dir/analysis.txt" >&2 || true
+    fi
 
+    export MSTRACE_BIN  # L4 runs `mstrace analyze --json`
     local -a chk=("$VPY" "$E2E/check_levels.py" --case-dir "$dir")
     case "$name" in
         http|grpc) chk+=(--jaeger "http://$MST_JAEGER_QUERY_HTTP") ;;
@@ -305,6 +335,7 @@ run_case() {
         # .pftrace with the `perfetto` package's protos, which scripts/deps.sh
         # installs for the system python (not into vLLM's venv).
         perfetto) chk=(python3 "$E2E/check_levels.py" --case-dir "$dir" --perfetto-only) ;;
+        slowout) chk=(python3 "$E2E/check_levels.py" --case-dir "$dir" --perfetto-only --expect-bottleneck output) ;;
         *) return 0 ;;
     esac
     if "${chk[@]}" 2>&1 | tee "$dir/verdict.txt"; then

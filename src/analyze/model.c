@@ -554,7 +554,7 @@ mst_status mst_an_model_finish(mst_an_model *m) {
         }
         mst_an_step s;
         memset(&s, 0, sizeof s);
-        s.proc = s.model_proc = r->proc;
+        s.proc = s.model_proc = s.output_proc = r->proc;
         s.start_ns = r->start;
         s.end_ns = r->end;
         s.model_start_ns = s.model_end_ns = NONE;
@@ -675,7 +675,10 @@ mst_status mst_an_model_finish(mst_an_model *m) {
     for (size_t i = 0; i < m->recs[K_OUTPUT].n; i++) {
         const rec *o = &outs[i];
         size_t s = step_for(m, eng, n_eng, o->proc, o->start);
-        if (s != SIZE_MAX) st[s].stage_ms[MST_AN_OUTPUT] += ms(o->end - o->start);
+        if (s != SIZE_MAX) {
+            st[s].stage_ms[MST_AN_OUTPUT] += ms(o->end - o->start);
+            st[s].output_proc = o->proc;
+        }
         for (uint32_t k = 0; k < o->ids_n; k++) {
             mst_an_request *r = &rq[ids[o->ids_off + k]];
             r->n_outputs++;

@@ -47,6 +47,7 @@ typedef struct mst_an_proc {
 typedef struct mst_an_step {
     uint32_t proc;           /* engine process (index into procs) */
     uint32_t model_proc;     /* the worker whose forward was longest (or proc) */
+    uint32_t output_proc;    /* the process of its output spans (or proc) */
     int64_t start_ns, end_ns;/* window start; end of the last span of the step */
     int64_t model_start_ns, model_end_ns;
     double stage_ms[MST_AN_STAGES];

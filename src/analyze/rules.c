@@ -489,15 +489,16 @@ static void targets(const mst_an_view *v, mst_an_result *r) {
         const mst_an_step *s = &v->steps[best[k]];
         char what[160], why[300];
         bool model = g == MST_AN_MODEL && s->model_start_ns != INT64_MIN;
+        uint32_t proc = model ? s->model_proc : g == MST_AN_OUTPUT ? s->output_proc : s->proc;
         snprintf(what, sizeof what, "step %zu (%s pid %lld)", best[k],
-                 model ? "worker" : "engine",
-                 (long long)pid_of(v, model ? s->model_proc : s->proc));
+                 model ? "worker" : g == MST_AN_OUTPUT ? "output" : "engine",
+                 (long long)pid_of(v, proc));
         snprintf(why, sizeof why, "%.3f ms of %s in one step (median %.3f ms), batch %d, %d tokens",
                  s->stage_ms[g], mst_an_stage_names[g], r->stages[g].p50_ms, s->batch_size,
                  s->scheduled_tokens);
         int64_t end = s->start_ns + (int64_t)(s->wall_ms * 1e6);
         if (s->end_ns > end) end = s->end_ns;
-        add_target(r, what, pid_of(v, model ? s->model_proc : s->proc),
+        add_target(r, what, pid_of(v, proc),
                    model ? s->model_start_ns : s->start_ns, model ? s->model_end_ns : end, why);
     }
     /* The two slowest requests end to end. */

@@ -18,8 +18,10 @@ Levels:
                     with, or is linked from, >=1 schedule, >=1 model and >=1 output span.
                     --perfetto-only: every request seen by the output stage is tied to
                     schedule, model and output spans through request.ids/links/flows.
-  L4 analysis       per-stage time (schedule, model, sample, update, output, uncovered
-                    gaps in the EngineCore loop), the bottleneck stage, batch attributes.
+  L4 analysis       `mstrace analyze --json` (docs/analyze.md) on the JSON: per-step stages
+                    (schedule, model, ipc, output, waiting) all measured, batch attributes present,
+                    a bottleneck named, joining not broken; with --expect-bottleneck, the named
+                    stage must be the planted one.
   P1 .pftrace       (when the case wrote one) every packet parses, interned ids resolve, every
                     flow has both ends, and it holds the same slices, links, request tracks and
                     counters as the JSON of the same run.
@@ -30,6 +32,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import urllib.error
 import urllib.parse
@@ -378,119 +381,61 @@ def level3_perfetto(v, xs, events, bench, traced):
     v.set("L3", ok, "; ".join(why) or "every request (%d) joined to its steps by request.ids" % len(full))
 
 
-def level4(v, xs, jspans, perfetto_only):
-    _p("\n### L4 analysis (from the Perfetto JSON; microseconds)")
-    ok, why = True, []
-    eng = [e for e in xs if e["name"] == SCHEDULE]
-    if not eng:
-        v.set("L4", False, "no schedule spans to analyse")
+def level4(v, case_dir, jspans, perfetto_only, mstrace_bin, expect_bottleneck=None):
+    """L4 through the product: `mstrace analyze --json` on the forwarder's JSON (docs/analyze.md)."""
+    _p("\n### L4 analysis (mstrace analyze --json)")
+    trace = os.path.join(case_dir, "hook_tracing.json")
+    out = os.path.join(case_dir, "analysis.json")
+    if not mstrace_bin:
+        v.set("L4", False, "no mstrace binary to run (--mstrace or $MSTRACE_BIN)")
         return
-    core_pid = statistics.mode([e["pid"] for e in eng])
-    core = sorted([e for e in xs if e["pid"] == core_pid], key=lambda e: e["ts"])
-    steps = sorted([e for e in core if e["name"] == SCHEDULE], key=lambda e: e["ts"])
-    busy = [e for e in steps if e["args"].get("batch.request_count", 0) > 0]
-    if not busy:
-        v.set("L4", False, "no schedule span with batch.request_count > 0")
+    proc = subprocess.run([mstrace_bin, "analyze", trace, "--json", out, "--quiet"], capture_output=True,
+                          text=True, timeout=600)
+    if proc.returncode != 0:
+        v.set("L4", False, "mstrace analyze exited %d: %s" % (proc.returncode, proc.stderr.strip()))
         return
-    t0, t1 = busy[0]["ts"], max(e["ts"] + e["dur"] for e in core if e["ts"] >= busy[0]["ts"])
-    window = [e for e in core if t0 <= e["ts"] <= t1]
-    tot = {}
-    for e in window:
-        tot[e["name"]] = tot.get(e["name"], 0.0) + e["dur"]
-    # Waiting = EngineCore time between two consecutive steps that both had
-    # requests scheduled, not covered by a top-level hook span (IPC, output
-    # hand-off, the busy loop). Idle time with no request in flight is not
-    # waiting and is left out, as is everything outside such step pairs.
-    top = sorted([e for e in window if e["name"] in (SCHEDULE, MODEL, SAMPLE, UPDATE)], key=lambda e: e["ts"])
-    in_flight, gaps, n_pairs, gap_iv = 0.0, 0.0, 0, []
-    for cur, nxt in zip(steps, steps[1:]):
-        if not (cur["args"].get("batch.request_count", 0) > 0 and nxt["args"].get("batch.request_count", 0) > 0):
-            continue
-        lo, hi = cur["ts"], nxt["ts"]
-        covered, end = 0.0, lo
-        for e in top:
-            if e["ts"] >= hi or e["ts"] + e["dur"] <= lo:
-                continue
-            st, fi = max(e["ts"], end), min(e["ts"] + e["dur"], hi)
-            if fi > st:
-                if st > end:
-                    gap_iv.append((end, st))
-                covered += fi - st
-                end = fi
-        if hi > end:
-            gap_iv.append((end, hi))
-        in_flight += hi - lo
-        gaps += (hi - lo) - covered
-        n_pairs += 1
-    span_total = in_flight or 1.0
-    out = [e for e in xs if e["name"] == OUTPUT and t0 <= e["ts"] <= t1]
-    worker = [e for e in xs if e["name"] == WORKER and t0 <= e["ts"] <= t1]
-    # The model stage is the forward pass itself: the worker's execute_model
-    # (its own process). With the mp executor, EngineCore's execute_model only
-    # hands the step over and sample_tokens waits for the result, so those
-    # two measure dispatch + wait, not compute.
-    model_time = sum(e["dur"] for e in worker) if worker else tot.get(MODEL, 0.0) + tot.get(SAMPLE, 0.0)
-    # Part of the EngineCore's waiting overlaps the worker's forward (async
-    # scheduling): that part is model time seen from the engine, not waiting.
-    wiv = sorted((e["ts"], e["ts"] + e["dur"]) for e in worker)
-    overlap = 0.0
-    for lo, hi in gap_iv:
-        for a, b in wiv:
-            if a >= hi:
-                break
-            if b > lo:
-                overlap += min(b, hi) - max(a, lo)
-    gaps_excl = gaps - overlap
-    stages = {"schedule": tot.get(SCHEDULE, 0.0),
-              "model (worker forward)": model_time,
-              "output (API server)": sum(e["dur"] for e in out),
-              "waiting (EngineCore outside hooks, worker idle)": gaps_excl}
-    _p("EngineCore pid %d: %d steps, %d with requests; %d back-to-back busy step pairs span %.1f ms (the 'busy "
-       "window' below; stage sums over the whole run are shown against it)" % (core_pid, len(steps), len(busy),
-                                                                               n_pairs, span_total / 1000))
-    for k, val in sorted(stages.items(), key=lambda kv: -kv[1]):
-        _p("  %-42s %10.1f ms  %5.1f%% of the busy window" % (k, val / 1000, 100 * val / span_total))
-    _p("  EngineCore outside hooks in total %.1f ms, of which %.1f ms overlap the worker forward" % (
-        gaps / 1000, overlap / 1000))
-    _p("  EngineCore side: execute_model %.1f ms, sample_tokens %.1f ms (waits for the worker), "
-       "update_from_output %.1f ms" % (tot.get(MODEL, 0.0) / 1000, tot.get(SAMPLE, 0.0) / 1000,
-                                       tot.get(UPDATE, 0.0) / 1000))
-    bottleneck = max(stages, key=stages.get)
-    _p("bottleneck stage: %s (%.0f%% of the busy window); per busy step: %.2f ms wall, schedule %.3f ms, "
-       "model %.3f ms, output %.3f ms" % (bottleneck, 100 * stages[bottleneck] / span_total,
-                                           span_total / 1000 / len(busy), stages["schedule"] / 1000 / len(busy),
-                                           model_time / 1000 / len(busy),
-                                           stages["output (API server)"] / 1000 / len(busy)))
-    # Executor vs worker vs model runner: IPC/sync cost of the mp executor.
-    w = [e["dur"] for e in xs if e["name"] == WORKER]
-    r = [e["dur"] for e in xs if e["name"] == RUNNER]
-    m = [e["dur"] for e in window if e["name"] == MODEL]
-    _p("median model.execute %.0f us vs worker.execute_model %.0f us vs model_runner.execute %.0f us "
-       "(the difference is executor IPC/sync)" % (_med(m), _med(w), _med(r)))
-    # Batch attributes.
-    rc = [e["args"].get("batch.request_count") for e in busy]
-    tk = [e["args"].get("batch.scheduled_tokens") for e in busy]
-    _p("batch attributes on schedule spans: batch.request_count mean %.2f max %s; batch.scheduled_tokens mean "
-       "%.1f max %s" % (statistics.mean(rc), max(rc), statistics.mean([t or 0 for t in tk]), max(t or 0 for t in tk)))
-    mm = [e for e in xs if e["name"] == (WORKER if worker else MODEL) and
-          e["args"].get("batch.scheduled_tokens") is not None]
-    big = [e["dur"] for e in mm if e["args"]["batch.scheduled_tokens"] > 16]
-    small = [e["dur"] for e in mm if e["args"]["batch.scheduled_tokens"] <= 16]
-    _p("model forward by batch.scheduled_tokens: prefill-like (>16 tokens) median %.0f us (n=%d), decode-like "
-       "(<=16) median %.0f us (n=%d)" % (_med(big), len(big), _med(small), len(small)))
-    attrs = sorted({k for e in xs if _stage(e["name"]) for k in e["args"] if k.startswith("batch.")})
-    _p("batch attributes present: %s" % ", ".join(attrs))
+    a = _load_json(out, {})
+    dq, st, steps = a["data_quality"], a["stages"], a["steps"]
+    _p("data: %d spans, %d processes (%s), %d engine steps (%d busy), %d requests (%d joined), lossy %s" % (
+        dq["spans"], len(dq["processes"]), ", ".join(sorted({p["role"] for p in dq["processes"]})),
+        steps["count"], steps["busy"], a["requests"]["count"], a["requests"]["joined"], dq["lossy"]))
+    for w in dq["warnings"]:
+        _p("  data warning: %s" % w)
+    _p("verdict: %s" % a["verdict"]["sentence"])
+    for k in ("schedule", "model", "ipc", "output", "waiting"):
+        _p("  %-9s %6.1f%% of busy time, p50 %s ms, p99 %s ms" % (
+            k, 100 * st[k]["share"], st[k]["p50_ms"], st[k]["p99_ms"]))
+    for f in a["findings"]:
+        _p("  [%s%s] %s: %s" % ("FIRED " if f["fired"] else "", f["severity"], f["rule"], f["sentence"]))
+    fit = steps["model_fit"]
+    _p("model time vs %s: slope %s ms, r2 %s; step kinds %s" % (fit["x"], fit["slope_ms"], fit["r2"], steps["kinds"]))
+    for r in ("queue_ms", "ttft_ms", "tpot_ms", "e2e_ms"):
+        m = a["requests"][r]
+        _p("  request %-8s n %d p50 %s p90 %s p99 %s" % (r, m["n"], m["p50"], m["p90"], m["p99"]))
+    for t in a["profile_targets"][:3]:
+        _p("  profile: %s pid %d %d..%d ns (%s)" % (t["what"], t["pid"], t["start_ns"], t["end_ns"], t["why"]))
     if not perfetto_only:
         jm = [s["duration"] for s in jspans if s["operationName"] == MODEL]
         js = [s["duration"] for s in jspans if s["operationName"] == SCHEDULE]
         _p("cross-check Jaeger: median schedule %.0f us, model %.0f us" % (_med(js), _med(jm)))
-    if "batch.request_count" not in attrs or "batch.scheduled_tokens" not in attrs:
-        ok = False
-        why.append("batch attributes missing (have %s)" % attrs)
-    if not (stages["schedule"] > 0 and stages["model (worker forward)"] > 0 and stages["output (API server)"] > 0):
-        ok = False
-        why.append("a stage has no time: %s" % {k: round(val) for k, val in stages.items()})
-    v.set("L4", ok, "; ".join(why) or "stages separated; bottleneck: %s" % bottleneck)
+    why = []
+    busy = [s for s in steps["series"] if s["batch_size"] > 0]
+    if not busy:
+        why.append("no step scheduled a request")
+    elif not any(s["scheduled_tokens"] > 0 for s in busy):
+        why.append("batch.scheduled_tokens missing on the steps")
+    if not (st["schedule"]["total_ms"] > 0 and st["model"]["total_ms"] > 0 and st["output"]["total_ms"] > 0):
+        why.append("a stage has no time: %s" % {k: round(x["total_ms"], 1) for k, x in st.items()})
+    if a["verdict"]["bottleneck"] is None:
+        why.append("no bottleneck named")
+    if any(f["fired"] and f["rule"] == "broken_joining" for f in a["findings"]):
+        why.append("joining is broken")
+    if expect_bottleneck and a["verdict"]["bottleneck"] != expect_bottleneck:
+        why.append("the planted bottleneck is %s but the verdict names %s" % (expect_bottleneck,
+                                                                          a["verdict"]["bottleneck"]))
+    v.set("L4", not why, "; ".join(why) or "stages separated; bottleneck: %s (%.0f%%)%s" % (
+        a["verdict"]["bottleneck"], 100 * a["verdict"]["share"],
+        ", as planted" if expect_bottleneck else ""))
 
 
 def level_pftrace(v, case_dir):
@@ -529,6 +474,9 @@ def main():
     ap.add_argument("--jaeger", help="Jaeger query URL, e.g. http://127.0.0.1:16686")
     ap.add_argument("--perfetto-only", action="store_true")
     ap.add_argument("--limit", type=int, default=20000)
+    ap.add_argument("--mstrace", default=os.environ.get("MSTRACE_BIN"),
+                    help="the mstrace binary that runs L4's analysis (default $MSTRACE_BIN)")
+    ap.add_argument("--expect-bottleneck", help="L4 passes only if the verdict names this stage (planted cases)")
     a = ap.parse_args()
     d = a.case_dir
     win = _load_json(os.path.join(d, "window.json"), {})
@@ -567,7 +515,7 @@ def main():
     else:
         level3_jaeger(v, jspans, jaeger, bench, traced)
         level3_perfetto(Verdicts(), xs, events or [], bench, traced)  # information: the JSON's view
-    level4(v, xs, jspans, a.perfetto_only)
+    level4(v, d, jspans, a.perfetto_only, a.mstrace, a.expect_bottleneck)
     level_pftrace(v, d)
     _p("\nVERDICT %s: %s" % (win.get("case"), ", ".join("%s %s" % (k, "PASS" if ok else "FAIL")
                                                        for k, (ok, _) in sorted(v.levels.items()))))

@@ -26,7 +26,7 @@
  *
  * Scenarios (durations in ms; noise ~10%):
  *   balanced   schedule 0.5, forward 1.0 + 0.0005/token, executor overhead
- *              0.3, update 0.3, host gap 0.3, output 0.6
+ *              0.2, update 0.3, host gap 0.3, output 0.6
  *   scheduler  schedule rises 0.5 -> 3.0 over the run
  *   model      forward 4 + 0.02/token
  *   executor   executor overhead 2.5
@@ -179,7 +179,7 @@ static void run(gen *g) {
         double sched = is(g, "scheduler") ? 0.5 + 2.5 * frac : 0.5;
         double fwd = is(g, "model") ? 4.0 + 0.02 * tokens : 1.0 + 0.0005 * tokens;
         if (is(g, "tail") && frac >= 0.40 && frac < 0.40 + 30.0 / est_steps) fwd *= 15;
-        double ipc = is(g, "executor") ? 2.5 : 0.3;
+        double ipc = is(g, "executor") ? 2.5 : 0.2;
         double upd = 0.3;
         double gap = is(g, "waiting") ? 2.0 : 0.3;
         double out = is(g, "output") ? 0.6 + 2.4 * frac : 0.6;
