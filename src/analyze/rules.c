@@ -117,7 +117,7 @@ static bool trend_of(const mst_an_view *v, int metric, int64_t t0, int64_t t1, t
         free(b);
         return false;
     }
-    int64_t third = (t1 - t0) / 3;
+    int64_t third = t1 > t0 ? (t1 - t0) / 3 : 0; /* no busy step: t0 > t1 (sentinels) */
     for (size_t i = 0; i < v->n_steps; i++) {
         const mst_an_step *s = &v->steps[i];
         if (!s->busy) continue;
