@@ -84,15 +84,25 @@ static void log_stats(const mst_daemon_service *svc, mst_frame_server *srv, cons
               (unsigned long long)fs.conns_shed, c.extra);
 }
 
-/* After the stop: every payload read is written, rejected or dropped. A
- * mismatch is a bug in the counters, reported as an error. */
-static bool check_accounting(const mst_daemon_service *svc) {
+/* After the stop: every payload read is written, rejected or dropped (the
+ * drops by reason), and what reached the socket but never became a payload
+ * is counted by the frame server. A mismatch is a bug in the counters,
+ * reported as an error. */
+static bool check_accounting(const mst_daemon_service *svc, mst_frame_server *srv) {
     mst_daemon_counts c;
     svc->get_counts(svc->self, &c);
+    mst_frame_server_stats fs;
+    mst_frame_server_get_stats(srv, &fs);
     if (c.received == c.written + c.rejected + c.dropped) {
-        MST_INFO("%s accounting: received=%llu = written=%llu + rejected=%llu + dropped=%llu",
+        MST_INFO("%s accounting: received=%llu = written=%llu + rejected=%llu + dropped=%llu "
+                 "(%s); not payloads: truncated=%llu stalled=%llu memory_closed=%llu "
+                 "oversize=%llu refused_connections=%llu",
                  svc->name, (unsigned long long)c.received, (unsigned long long)c.written,
-                 (unsigned long long)c.rejected, (unsigned long long)c.dropped);
+                 (unsigned long long)c.rejected, (unsigned long long)c.dropped,
+                 c.dropped_why[0] ? c.dropped_why : "-",
+                 (unsigned long long)fs.frames_truncated, (unsigned long long)fs.stalled_closed,
+                 (unsigned long long)fs.memory_closed, (unsigned long long)fs.frames_oversize,
+                 (unsigned long long)fs.conns_refused);
         return true;
     }
     MST_ERROR("%s accounting does not add up: received=%llu, written=%llu + rejected=%llu + "
@@ -195,7 +205,7 @@ int mst_daemon_run(const mst_daemon_options *opts, const mst_daemon_service *svc
     svc->after_batch(svc->self, mst_daemon_now_ms());
     mst_status cst = svc->close(svc->self);
     log_stats(svc, srv, "final");
-    bool counts_ok = check_accounting(svc);
+    bool counts_ok = check_accounting(svc, srv);
     mst_frame_server_destroy(srv);
     close(sfd);
     sigprocmask(SIG_SETMASK, &old_mask, NULL);

@@ -36,6 +36,7 @@ typedef struct mst_daemon_counts {
     uint64_t rejected;   /* payloads refused (bad magic, JSON, types...) */
     uint64_t dropped;    /* payloads accepted but lost afterwards (write failures,
                           * full queue, out of memory), counted in payloads */
+    char dropped_why[128]; /* `dropped` by reason, "name=N ..." ("" if none) */
     char extra[256];     /* service-specific details, "" if none */
 } mst_daemon_counts;
 

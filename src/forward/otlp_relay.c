@@ -633,6 +633,10 @@ static void svc_get_counts(void *self, mst_daemon_counts *out) {
     out->written = s.forwarded; /* payloads, like received/rejected/dropped */
     out->rejected = s.rejected;
     out->dropped = s.dropped_full + s.failed + s.lost_at_exit;
+    snprintf(out->dropped_why, sizeof out->dropped_why,
+             "queue_full=%llu refused_upstream=%llu unsent_at_exit=%llu",
+             (unsigned long long)s.dropped_full, (unsigned long long)s.failed,
+             (unsigned long long)s.lost_at_exit);
     snprintf(out->extra, sizeof out->extra,
              /* extra[] is 256 bytes: forwarded is already "written" */
              "relay: spans_forwarded=%llu spans_received=%llu dropped_full=%llu failed=%llu "

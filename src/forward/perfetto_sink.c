@@ -227,6 +227,8 @@ static void svc_get_counts(void *self, mst_daemon_counts *out) {
     /* Spans, not attempts or links: received = written + rejected + dropped
      * once the writer is closed (spans_dropped includes full_drops). */
     own_counts(s, &cs, &out->dropped);
+    snprintf(out->dropped_why, sizeof out->dropped_why, "write_failed=%llu out_of_memory=%llu",
+             (unsigned long long)cs.spans_dropped, (unsigned long long)s->add_errors);
     snprintf(out->extra, sizeof out->extra,
              "flows=%llu pending_links=%llu evicted_positions=%llu evicted_links=%llu "
              "write_errors=%llu spans_dropped=%llu write_waits=%llu bytes_out=%llu",

@@ -121,6 +121,8 @@ def test_stop_while_disk_full_counts_every_dropped_span(small_disk, daemon_facto
     assert stats["received"] == stats["written"] + stats["rejected"] + stats["dropped"]
     assert stats["write_errors"] >= 1
     assert "accounting: received=2050" in log
+    assert f"+ dropped={stats['dropped']} (write_failed={stats['spans_dropped']} out_of_memory=0)" \
+        in log
 
 
 def test_space_coming_back_means_nothing_dropped(small_disk, daemon_factory):
