@@ -1,7 +1,7 @@
 /*
  * native.h — internal declarations shared by the files of the CPython
- * extension `mstrace._native` (module.c, hook.c, adapters.c, reqtable.c,
- * context.c). Nothing here is public: Python sees only what module.c
+ * extension `mstrace._native` (module.c, the hook_*.c files, adapters.c,
+ * reqtable.c, context.c). Nothing here is public: Python sees only what module.c
  * exports, and the C core is reached only through include/mstrace.h.
  *
  * Concurrency model: every function here runs with the GIL held (they are
@@ -146,14 +146,10 @@ int mstn_register_ex(PyObject *request_id, PyObject *headers, bool allow_auto, P
 
 /* ---------------------------------------------------------- Hook type */
 
-extern PyTypeObject MstnHook_Type;
-extern PyTypeObject MstnDescrHook_Type;
-extern PyTypeObject MstnOnce_Type;
-extern PyTypeObject MstnAsyncRun_Type;
-int mstn_hook_module_init(PyObject *module);
-/* mstrace._native._trace_coro, which async hooks call (hook.c defines it,
- * module.c sets it at import). */
-extern PyObject *mstn_trace_coro;
+/* What module.c needs of the hook at import (mstn_hook_module_init,
+ * mstn_trace_coro): two headers that include only Python.h. */
+#include "hook.h"
+#include "trace_helpers.h"
 
 /* ----------------------------------------------------------- adapters */
 

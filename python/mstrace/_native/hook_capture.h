@@ -1,0 +1,18 @@
+/*
+ * hook_capture.h — test-only mirror of recorded hook spans into the list
+ * `_native._capture(True)` returned (hook_capture.c).
+ */
+#ifndef MST_NATIVE_HOOK_CAPTURE_H
+#define MST_NATIVE_HOOK_CAPTURE_H
+
+#include "native.h"
+
+/* Appends one dict describing a recorded span to mstn_g.capture (which must
+ * be set): `parent` NULL for a root, `b` NULL for no batch, `msg` the status
+ * message. Any failure is swallowed (the exception cleared): the capture
+ * never changes what the hook does. */
+void mstn_capture_span(const char *name, const char *scope_name, mst_span_kind kind, const mstn_ctx *ctx,
+                       const mstn_ctx *parent, uint64_t t0, uint64_t t1, const mstn_batch *b, bool error,
+                       const char *msg);
+
+#endif /* MST_NATIVE_HOOK_CAPTURE_H */
