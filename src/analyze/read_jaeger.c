@@ -796,7 +796,10 @@ static mst_status query_service(CURL *c, mst_an_jaeger_pages *p, const mst_an_ja
         }
         st = http_get(c, url, timeout_ms, a, base, err, err_size);
         if (st != MST_OK) break;
-        if (p->info) p->info->bytes += a->len;
+        if (p->info) {
+            p->info->bytes += a->len;
+            if (q->progress) q->progress(q->progress_ctx, p->info->bytes, 0);
+        }
         size_t traces = 0;
         char perr[400] = "";
         st = mst_an_jaeger_pages_parse(p, a->data ? a->data : "", a->len, &traces, perr, sizeof perr);

@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "analyze/input_info.h"
+#include "analyze/read_chrome.h" /* mst_an_progress_fn */
 #include "analyze/record.h"
 
 /* What to ask Jaeger. */
@@ -41,6 +42,10 @@ typedef struct mst_an_jaeger_query {
     int64_t end_us;
     unsigned limit;        /* traces per request; 0 = 500                         */
     long timeout_ms;       /* per HTTP request; 0 = 60000                         */
+    /* Called after each answer with the bytes read so far (total 0: not
+     * known), for a progress line; may be NULL. */
+    mst_an_progress_fn progress;
+    void *progress_ctx;
 } mst_an_jaeger_query;
 
 /* Queries Jaeger and calls `fn` per span (input index `source`). `info` is

@@ -293,6 +293,8 @@ static mst_an_model *load_side(const char *const *paths, size_t n, bool quiet, c
         if (is_jaeger_input(paths[i])) {
             mst_an_jaeger_query q = *jq;
             q.base_url = paths[i];
+            q.progress = on_progress;
+            q.progress_ctx = &p;
             st = mst_an_read_jaeger(&q, (uint32_t)i, mst_an_model_add_span, m, &info, err, sizeof err);
         } else {
             st = mst_an_read_chrome_file(paths[i], (uint32_t)i, mst_an_model_add_span, m, on_progress, &p,

@@ -8,7 +8,8 @@ to Jaeger and through the forwarder client to a real `mstrace forward`
 daemon writing Chrome Trace JSON — then analysed from each source; the two
 analyses agree (span, step and request counts, joined requests, verdict,
 per-span-name counts, stage totals within the microsecond rounding of
-Jaeger's times). The pager is checked by a tiny page size (the time window
+Jaeger's times), and --compare FILE JAEGER_URL finds no significant
+difference. The pager is checked by a tiny page size (the time window
 is split until no page is full; every trace is still read exactly once).
 Errors: Jaeger unreachable, an HTTP error, an answer that is not Jaeger
 JSON, a service with no spans, and missing --service each give one clear
@@ -117,6 +118,20 @@ def test_small_pages_split_the_window_and_read_each_trace_once(jaeger, mstrace_b
     assert paged["data_quality"]["spans"] == whole["data_quality"]["spans"] == one_run["spans"]
     same_analysis(whole, paged, whole["steps"]["count"])
     assert paged["inputs"][0]["bytes"] > whole["inputs"][0]["bytes"]  # more, overlapping pages
+
+
+def test_compare_file_against_jaeger_finds_no_difference(jaeger, mstrace_bin, one_run):  # noqa: F811
+    """A --compare side can be a Jaeger URL; the same run read both ways is
+    "no significant difference" on every metric."""
+    tmp = one_run["tmp"]
+    args = jaeger_args(jaeger, one_run)[2:]  # --service and the window; the URL is the AFTER side
+    analyze(mstrace_bin, "--compare", one_run["file"], jaeger.query_url, *args, "--json", tmp / "cmp.json",
+            "-o", tmp / "cmp.html", "--quiet")
+    cmp = json.loads((tmp / "cmp.json").read_text())["compare"]
+    assert cmp["metrics"], cmp
+    assert not [m for m in cmp["metrics"] if m["significant"]], cmp["metrics"]
+    for m in cmp["metrics"]:
+        assert m["before"]["n"] == m["after"]["n"], m
 
 
 class _NotJaeger(http.server.BaseHTTPRequestHandler):
