@@ -96,6 +96,7 @@ struct mst_pftrace_writer {
     uint64_t *tslots;
     uint8_t *tnamed;
     uint32_t tcount;
+    struct thread_lanes *lanes;   /* LANE_THREADS slots (see pick_lane) */
     mst_timeline *tl;
     mst_arena arena;
     mst_buf scratch;
@@ -326,6 +327,96 @@ static uint64_t ensure_thread(mst_pftrace_writer *w, int64_t pid, int64_t tid,
     int seen = track_seen(w, uuid, has_name);
     if (seen == 2 || (seen == 1 && !has_name)) return uuid;
     mst_pft_thread_track(w->buf, uuid, (int32_t)pid, (int32_t)tid, name, n);
+    return uuid;
+}
+
+/* ------------------------------------------------------------ lanes
+ *
+ * A track's slices must nest: a reader pairs each SLICE_END with the latest
+ * open SLICE_BEGIN on that track. Spans of one thread need not nest (async
+ * code: the API server's concurrent vllm.request spans overlap each other),
+ * so a span that partly overlaps a recent slice of its thread track goes to
+ * the first "lane" of that thread where it does not: a child track of the
+ * thread track (`overlapping spans N`). Each lane remembers its LANE_KEEP
+ * latest-ending slices (bounded memory; a partial overlap with an older one
+ * is not seen). The JSON's X events carry their duration, so they need no
+ * lanes; both files hold the same slices on the same (pid, tid). */
+
+#define LANE_KEEP 64
+#define MAX_LANES 32
+#define LANE_THREADS 4096   /* threads with lanes; beyond: lane 0 only */
+
+typedef struct lane {
+    int64_t start[LANE_KEEP], end[LANE_KEEP];
+    unsigned n;
+} lane;
+
+typedef struct thread_lanes {
+    uint64_t thread;         /* thread track uuid; 0 = free slot */
+    unsigned n_lanes;
+    lane *lanes;             /* MAX_LANES, allocated on first use */
+} thread_lanes;
+
+static bool partial_overlap(int64_t s1, int64_t e1, int64_t s2, int64_t e2) {
+    return (s1 < s2 && s2 < e1 && e1 < e2) || (s2 < s1 && s1 < e2 && e2 < e1);
+}
+
+static bool lane_fits(const lane *l, int64_t s, int64_t e) {
+    for (unsigned i = 0; i < l->n; i++)
+        if (partial_overlap(l->start[i], l->end[i], s, e)) return false;
+    return true;
+}
+
+/* Remembers [s, e] in the lane, dropping its earliest-ending slice if full. */
+static void lane_add(lane *l, int64_t s, int64_t e) {
+    unsigned i = l->n;
+    if (l->n == LANE_KEEP) {
+        i = 0;
+        for (unsigned k = 1; k < LANE_KEEP; k++)
+            if (l->end[k] < l->end[i]) i = k;
+    } else {
+        l->n++;
+    }
+    l->start[i] = s;
+    l->end[i] = e;
+}
+
+static thread_lanes *lanes_of(mst_pftrace_writer *w, uint64_t thread) {
+    uint32_t mask = LANE_THREADS - 1;
+    uint32_t pos = (uint32_t)(thread ^ (thread >> 32)) & mask;
+    for (uint32_t k = 0; k < LANE_THREADS; k++, pos = (pos + 1) & mask) {
+        thread_lanes *t = &w->lanes[pos];
+        if (t->thread == thread) return t;
+        if (!t->thread) {
+            if (!(t->lanes = calloc(MAX_LANES, sizeof *t->lanes))) return NULL;
+            t->thread = thread;
+            t->n_lanes = 1;
+            return t;
+        }
+    }
+    return NULL;
+}
+
+static uint64_t lane_uuid(uint64_t thread, unsigned k) {
+    return k ? mix64(thread ^ ((uint64_t)k << 48) ^ 0x6c616e65ull) : thread;
+}
+
+/* The track for a slice [s, e] of thread track `thread`: the thread track
+ * itself or the first lane it fits in (descriptor written on first use). */
+static uint64_t pick_lane(mst_pftrace_writer *w, uint64_t thread, int64_t s, int64_t e) {
+    thread_lanes *t = lanes_of(w, thread);
+    if (!t) return thread;
+    unsigned k = 0;
+    while (k < t->n_lanes && !lane_fits(&t->lanes[k], s, e)) k++;
+    if (k == MAX_LANES) k = MAX_LANES - 1; /* out of lanes: the last one */
+    if (k == t->n_lanes) t->n_lanes++;
+    lane_add(&t->lanes[k], s, e);
+    uint64_t uuid = lane_uuid(thread, k);
+    if (k && !track_seen(w, uuid, true)) {
+        char name[40];
+        int n = snprintf(name, sizeof name, "overlapping spans %u", k);
+        mst_pft_named_track(w->buf, uuid, thread, name, (size_t)n, (int32_t)k);
+    }
     return uuid;
 }
 
@@ -586,7 +677,8 @@ mst_status mst_pftrace_writer_add_span(mst_pftrace_writer *w, const mst_pf_span 
     int64_t tid = s->has_tid ? s->tid : 0;
     ensure_process(w, pid, s);
     uint64_t track = ensure_thread(w, pid, tid, s);
-    emit_span(w, s, track);
+    int64_t end = s->end_ns > s->start_ns ? s->end_ns : s->start_ns;
+    emit_span(w, s, pick_lane(w, track, s->start_ns, end));
     mst_tl_sink sink = make_sink(w);
     mst_timeline_add_span(w->tl, s, pid, &w->arena, &sink);
     return end_add(w, mark);
@@ -661,6 +753,9 @@ static void writer_free(mst_pftrace_writer *w) {
     free(w->vseen);
     free(w->tslots);
     free(w->tnamed);
+    if (w->lanes)
+        for (uint32_t i = 0; i < LANE_THREADS; i++) free(w->lanes[i].lanes);
+    free(w->lanes);
     mst_buf_free(&w->blob);
     mst_buf_free(&w->scratch);
     mst_arena_release(&w->arena);
@@ -686,13 +781,14 @@ mst_status mst_pftrace_writer_open(const char *path, int64_t default_pid,
         w->vseen = calloc(VSEEN_SLOTS, sizeof *w->vseen);
         w->tslots = calloc(TRACK_SLOTS, sizeof *w->tslots);
         w->tnamed = calloc(TRACK_SLOTS, 1);
+        w->lanes = calloc(LANE_THREADS, sizeof *w->lanes);
         w->tl = mst_timeline_new(MST_TL_MAX_REQUESTS);
         mst_buf_init(&w->blob, 0);
         mst_buf_init(&w->scratch, 0);
         mst_arena_init(&w->arena);
     }
     if (!w || !w->islots || !w->ie || !w->pend || !w->ann_iids || !w->val_iids || !w->vseen ||
-        !w->tslots || !w->tnamed || !w->tl) {
+        !w->tslots || !w->tnamed || !w->lanes || !w->tl) {
         if (w) writer_free(w);
         close(fd);
         if (err && err_size) snprintf(err, err_size, "out of memory opening the Perfetto writer");

@@ -33,7 +33,7 @@
 #define TD_COUNTER 8
 #define TD_CHILD_ORDERING 11
 #define TD_SIBLING_ORDER_RANK 12
-#define CHILD_ORDERING_EXPLICIT 3
+#define CHILD_ORDERING_CHRONOLOGICAL 2
 /* ProcessDescriptor / ThreadDescriptor */
 #define PD_PID 1
 #define PD_PROCESS_NAME 6
@@ -123,7 +123,7 @@ void mst_pft_named_track(mst_buf *b, uint64_t uuid, uint64_t parent_uuid, const 
     if (parent_uuid) mst_pb_field_varint(b, TD_PARENT_UUID, parent_uuid);
     mst_pb_field_string(b, TD_NAME, name, n);
     if (rank) mst_pb_field_varint(b, TD_SIBLING_ORDER_RANK, (uint64_t)(int64_t)rank);
-    else mst_pb_field_varint(b, TD_CHILD_ORDERING, CHILD_ORDERING_EXPLICIT);
+    else mst_pb_field_varint(b, TD_CHILD_ORDERING, CHILD_ORDERING_CHRONOLOGICAL);
     track_close(b, p, td);
 }
 

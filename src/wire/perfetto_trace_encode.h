@@ -59,9 +59,9 @@ void mst_pft_clock_snapshot(mst_buf *b, uint64_t ts_ns);
 void mst_pft_process_track(mst_buf *b, uint64_t uuid, int32_t pid, const char *name, size_t n);
 void mst_pft_thread_track(mst_buf *b, uint64_t uuid, int32_t pid, int32_t tid, const char *name,
                           size_t n);
-/* A plain named track; parent_uuid 0 = top level. `child_order_explicit`
- * asks the UI to keep children in sibling_order_rank order (else
- * chronological). `rank` is this track's sibling_order_rank (0 = none). */
+/* A plain named track; parent_uuid 0 = top level. `rank` is this track's
+ * sibling_order_rank; with rank 0 the track instead asks the UI to order
+ * its own children chronologically (the Requests track: by arrival). */
 void mst_pft_named_track(mst_buf *b, uint64_t uuid, uint64_t parent_uuid, const char *name,
                          size_t n, int32_t rank);
 /* A counter track under parent_uuid (a process track for per-engine

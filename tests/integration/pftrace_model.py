@@ -132,8 +132,13 @@ def read_pftrace(path, strict=True) -> Model:
             continue
         assert typ == TYPE_END and stacks.get(uuid), f"unmatched end on track {uuid}"
         start, name, cats, args, flows = stacks[uuid].pop()
-        if td.HasField("thread"):
-            sl = dict(pid=td.thread.pid, tid=td.thread.tid, name=name,
+        # A span's slice is on its thread track or on an "overlapping spans"
+        # lane: a child track of the thread track (spans that do not nest).
+        parent = tracks.get(td.parent_uuid) if td.parent_uuid else None
+        thread = td.thread if td.HasField("thread") else (
+            parent.thread if parent is not None and parent.HasField("thread") else None)
+        if thread is not None:
+            sl = dict(pid=thread.pid, tid=thread.tid, name=name,
                       cat=cats[0] if cats else None, ts=start, dur=ts - start, args=args)
             m.slices.append(sl)
             if flows:

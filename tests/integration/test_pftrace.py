@@ -151,6 +151,23 @@ def test_two_outputs_from_one_run_say_the_same(daemon_factory, tmp_path):
         assert mj[key] == mp[key], key
 
 
+def test_overlapping_spans_of_one_thread_keep_their_durations(daemon_factory, tmp_path):
+    """Async code: request spans on one thread overlap without nesting; each
+    keeps its own start and duration (lanes under the thread track), as the
+    JSON's X events do, and properly nested ones stay on the thread track."""
+    packets = []
+    for i in range(20):   # request i spans [i, i + 5] ms: each overlaps the next four
+        packets.append(make_packet("vllm.request", "7" * 32, f"{i + 1:016x}", (i + 1) * 1_000_000,
+                                   (i + 6) * 1_000_000, attrs={"request.id": f"q{i}"}, pid=50, tid=51))
+    packets.append(make_packet("inner", "7" * 32, f"{99:016x}", 1_100_000, 1_200_000, pid=50, tid=51))
+    j = run(daemon_factory, tmp_path, "lanes.json", packets)
+    p = run(daemon_factory, tmp_path, "lanes.pftrace", packets)
+    mp = read_pftrace(p.output)
+    assert normalized(mp)["slices"] == normalized(read_chrome_json(j.output))["slices"]
+    req = sorted((s["ts"], s["dur"]) for s in mp.slices if s["name"] == "vllm.request")
+    assert req == [((i + 1) * 1_000_000, 5_000_000) for i in range(20)]
+
+
 def test_format_flag_overrides_the_extension(daemon_factory, tmp_path):
     d = run(daemon_factory, tmp_path, "forced.json", seed_scenario(), fmt="proto")
     data = d.output.read_bytes()
