@@ -548,7 +548,7 @@ static mst_status handle_event(reader *r, const uint8_t *p, size_t n) {
     s->name = (mst_an_str){ev.name.ptr, ev.name.len};
     s->start_ns = ev.ts_ns;
     int64_t dur = ev.has_dur && ev.dur_ns > 0 ? ev.dur_ns : 0;
-    s->end_ns = dur > INT64_MAX - ev.ts_ns ? INT64_MAX : ev.ts_ns + dur;
+    s->end_ns = ev.ts_ns > 0 && dur > INT64_MAX - ev.ts_ns ? INT64_MAX : ev.ts_ns + dur;
     s->pid = ev.pid;
     s->tid = ev.tid;
     s->source = r->source;
