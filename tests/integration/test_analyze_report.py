@@ -189,6 +189,34 @@ def test_report_renders_the_analysis(mstrace_bin, daemon_factory, example_bin, t
     assert browser.errors == []
 
 
+@pytest.mark.parametrize("scenario,stage", [("output", "output"), ("executor", "ipc")])
+def test_planted_bottleneck_report(mstrace_bin, daemon_factory, tmp_path, browser, artifacts, scenario, stage):
+    """A larger vLLM-like run (the analysis tests' generator, three processes,
+    prefill and decode steps) with a planted bottleneck: the page names it
+    first and every number still equals the JSON."""
+    gen = build_path("test_analyze_tracegen")
+    if not os.access(gen, os.X_OK):
+        pytest.fail(f"trace generator not built at {gen}")
+    d = daemon_factory(output=tmp_path / f"{scenario}.json", log_level="info").start()
+    p = subprocess.run([str(gen), "--socket", d.socket_name, "--scenario", scenario, "--requests", "200",
+                        "--seed", "3"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    counts = json.loads(p.stdout.strip().splitlines()[-1])
+    d.wait_for_spans(counts["spans"], timeout=120)
+    assert d.stop() == 0
+    analysis, html = analyze(mstrace_bin, tmp_path, scenario, tmp_path / f"{scenario}.json")
+    assert analysis["verdict"]["bottleneck"] == stage, analysis["verdict"]
+    open_report(browser, html, analysis, artifacts, f"planted-{scenario}.png")
+    check_numbers(browser, analysis)
+    headline = browser.evaluate("document.querySelector('#verdict .headline').textContent")
+    assert headline.startswith("Bottleneck:"), headline
+    fired = [f["rule"] for f in analysis["findings"] if f["fired"]]
+    shown = browser.evaluate("Array.from(document.querySelectorAll('#findings > div:not(.caption) .finding'))"
+                             ".map(function (e) { return e.getAttribute('data-rule'); })")
+    assert sorted(shown) == sorted(fired), (shown, fired)  # fired rules shown up front, the rest folded
+    assert count(browser, "#model-fit circle[data-tip]") == len(analysis["steps"]["series"])
+
+
 def test_compare_view(mstrace_bin, daemon_factory, example_bin, tmp_path, browser, artifacts):
     before = traced_run(daemon_factory, example_bin, tmp_path / "before.json", 30)
     after = traced_run(daemon_factory, example_bin, tmp_path / "after.json", 30)

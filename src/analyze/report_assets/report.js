@@ -359,7 +359,12 @@
       STAGES.forEach(function (k) { t += isNum(s[k + "_ms"]) ? s[k + "_ms"] : 0; });
       return t;
     });
-    var ymax = niceMax(Math.max.apply(null, tops));
+    /* One very slow step would flatten every other: the axis stops near the
+     * 99th percentile and the steps above it are cut and marked. */
+    var sorted = tops.slice().sort(function (a, b) { return a - b; });
+    var top = sorted[n - 1], p99 = sorted[Math.min(n - 1, Math.floor(n * 0.99))];
+    var ymax = niceMax(top > 2 * p99 && p99 > 0 ? p99 * 1.25 : top);
+    var cut = tops.filter(function (t) { return t > ymax; }).length;
     var t0 = series[0].start_ns, t1 = series[n - 1].start_ns;
     function since(ns) {  /* "+1.5 s", or ms for a run shorter than 2 s */
       var d = ns - t0;
@@ -384,8 +389,21 @@
              "v" + h.toFixed(2) + "h" + (-Math.max(bw * (n > 300 ? 1 : 0.86), 0.6)).toFixed(2) + "z";
         base[i] += v;
       }
-      if (d) f.svg.appendChild(sv("path", { d: d, fill: stageColor(k), "data-stage": k }));
+      if (d) f.svg.appendChild(sv("path", { d: d, fill: stageColor(k), "data-stage": k,
+                                            "clip-path": cut ? "url(#step-split-clip)" : null }));
     });
+    if (cut) {
+      f.svg.appendChild(sv("clipPath", { id: "step-split-clip" }, sv("rect", { x: f.L, y: f.T, width: f.W - f.L - f.R,
+                                                                            height: f.H - f.T - f.B })));
+      var marks = "";
+      for (var j = 0; j < n; j++)
+        if (tops[j] > ymax) {
+          var cx = f.x(j + 0.5);
+          marks += "M" + (cx - 4).toFixed(1) + " " + (f.T + 7) + "L" + cx.toFixed(1) + " " + f.T + "L" +
+                   (cx + 4).toFixed(1) + " " + (f.T + 7) + "z";
+        }
+      f.svg.appendChild(sv("path", { d: marks, fill: "var(--crit)", cls: "cut-mark" }));
+    }
     var guide = guideLine(f);
     f.svg.setAttribute("data-track", "1");
     f.svg.addEventListener("mousemove", function (evt) {
@@ -403,7 +421,9 @@
     });
     f.svg.addEventListener("mouseleave", function () { guide.setAttribute("visibility", "hidden"); hideTip(); });
     var cap = "Each column is one engine step (schedule \u2192 executor \u2192 worker \u2192 output), stacked by stage. " +
-              (get(D, ["steps", "count"]) > n ? n + " of " + D.steps.count + " steps, evenly sampled." : n + " steps.");
+              (get(D, ["steps", "count"]) > n ? n + " of " + D.steps.count + " steps, evenly sampled." : n + " steps.") +
+              (cut ? " The axis stops at " + fmtMs(ymax) + ": " + cut + (cut > 1 ? " steps go" : " step goes") +
+                     " above it (red marks; hover for the values; the slowest is " + fmtMs(top) + ")." : "");
     return card("step-split", "Stage split per step over time", cap, [legend(STAGES), f.svg]);
   }
 
