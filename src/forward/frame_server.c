@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -671,11 +672,18 @@ static uint64_t sweep_period_ms(const mst_frame_server *s) {
 }
 
 /* Closes every connection that has been in the middle of a frame without
- * sending a byte for stall_ms. */
+ * sending a byte for stall_ms. The client's silence is what counts, not
+ * ours: when the daemon itself did not read for a while (waiting for a
+ * slow disk), bytes already queued in the kernel mean it is not stalled. */
 static void sweep_stalled(mst_frame_server *s) {
     for (conn *c = s->conns, *next; c; c = next) {
         next = c->next;
         if (c->len == 0 || s->now_ms - c->last_read_ms < s->stall_ms) continue;
+        int queued = 0;
+        if (ioctl(c->base.fd, FIONREAD, &queued) == 0 && queued > 0) {
+            c->last_read_ms = s->now_ms;
+            continue;
+        }
         s->st.stalled_closed++;
         if (log_this(s->st.stalled_closed))
             MST_WARN("connection %llu (pid %d) stalled for %llu ms in the middle of a frame "
@@ -694,8 +702,10 @@ int mst_frame_server_poll(mst_frame_server *s, int timeout_ms) {
     struct epoll_event evs[MAX_EVENTS];
     if (s->n_partial > 0) { /* wake up in time for the stall sweep */
         uint64_t now = monotonic_ms();
-        if (s->next_sweep_ms <= now) s->next_sweep_ms = now + sweep_period_ms(s);
-        int until = (int)(s->next_sweep_ms - now);
+        /* Scheduled once, then kept: a sweep that is due runs after this
+         * wait, however far apart the polls are. */
+        if (s->next_sweep_ms == 0) s->next_sweep_ms = now + sweep_period_ms(s);
+        int until = s->next_sweep_ms > now ? (int)(s->next_sweep_ms - now) : 0;
         if (timeout_ms < 0 || until < timeout_ms) timeout_ms = until;
     }
     int n = epoll_wait(s->epfd, evs, MAX_EVENTS, timeout_ms);

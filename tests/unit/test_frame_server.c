@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -81,6 +82,7 @@ static void test_eof_inside_large_frame_closes(void) {
     mst_frame_server *s = make_server(name, sizeof name);
     CHECK(s != NULL);
     if (!s) return;
+    g_frames = 0;
     int fd = connect_to(name);
     CHECK(fd >= 0);
     size_t flen = 3u * 1024u * 1024u; /* well above the 256 KiB read buffer */
@@ -264,6 +266,40 @@ static void write_polling(mst_frame_server *s, int fd, const uint8_t *p, size_t 
     }
 }
 
+/* A client that kept sending while the server did not read (the daemon
+ * busy, e.g. waiting for a slow disk) is not stalled: its bytes are queued
+ * in the kernel. The frame is delivered, nothing is closed. */
+static void test_unread_data_is_not_a_stall(void) {
+    char name[64];
+    mst_frame_server *s = make_server_with(name, sizeof name,
+                                           (mst_frame_server_options){.stall_timeout_ms = 20});
+    CHECK(s != NULL);
+    if (!s) return;
+    g_frames = 0;
+    int fd = connect_to(name);
+    size_t total;
+    uint8_t *buf = frames(1, 100, &total);
+    write_all(fd, buf, total / 2);
+    mst_frame_server_stats st = {0};
+    for (int i = 0; i < 1000 && st.conns_mid_frame == 0; i++) {
+        mst_frame_server_poll(s, 10);
+        mst_frame_server_get_stats(s, &st);
+    }
+    CHECK_EQ_INT(st.conns_mid_frame, 1);
+    mst_frame_server_poll(s, 0); /* schedules the stall sweep */
+    write_all(fd, buf + total / 2, total - total / 2); /* the rest, not read yet */
+    struct timespec pause = {0, 60 * 1000 * 1000};     /* longer than the timeout */
+    nanosleep(&pause, NULL);
+    mst_frame_server_poll(s, 10);
+    mst_frame_server_get_stats(s, &st);
+    CHECK_EQ_INT(st.stalled_closed, 0);
+    CHECK_EQ_INT(g_frames, 1);
+    CHECK_EQ_INT(st.conns_active, 1);
+    close(fd);
+    free(buf);
+    mst_frame_server_destroy(s);
+}
+
 static void test_partial_memory_cap(void) {
     char name[64];
     mst_frame_server *s = make_server_with(
@@ -313,6 +349,7 @@ static const mst_test_case TESTS[] = {
     {"stop_reads_queued_connections_to_the_end", test_stop_reads_queued_connections_to_the_end},
     {"stalled_mid_frame_is_closed", test_stalled_mid_frame_is_closed},
     {"partial_memory_cap", test_partial_memory_cap},
+    {"unread_data_is_not_a_stall", test_unread_data_is_not_a_stall},
     {"eof_inside_large_frame_closes", test_eof_inside_large_frame_closes},
     {"large_frame_delivered", test_large_frame_delivered},
 };
