@@ -13,20 +13,10 @@
  * property that throws, out of memory) is an internal failure (return -1),
  * which the Hook counts towards switching itself off.
  */
-#include "native.h"
-
-mstn_names mstn_n;
-
-int mstn_getattr_opt(PyObject *obj, PyObject *name, PyObject **out) {
-    *out = PyObject_GetAttr(obj, name);
-    if (*out)
-        return 1;
-    if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
-        PyErr_Clear();
-        return 0;
-    }
-    return -1;
-}
+#include "adapters.h"
+#include "context.h"
+#include "pyattr.h"
+#include "reqtable.h"
 
 /* Objects that cannot be a request / SchedulerOutput: skip without getattr. */
 static bool plain_value(PyObject *o) {

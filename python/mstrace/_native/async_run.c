@@ -14,6 +14,7 @@
 #include "hook_invoke.h"
 #include "hook_span.h"
 #include "trace_helpers.h"
+#include "context.h"
 
 /* The state of one hooked call that runs on after it returned: a coroutine
  * (_trace_coro), a generator or an async generator (_trace_gen, _trace_agen)

@@ -8,7 +8,10 @@
  *     MS_PROFILER_SAMPLE_RATE's deterministic 1-in-N counter.
  * Runs with the GIL held.
  */
-#include "native.h"
+#include "context.h"
+#include "pyattr.h"
+#include "reqtable.h"
+#include "state.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -41,6 +41,7 @@
 #include "hook_invoke.h"
 #include "hook_sync.h"
 #include "trace_helpers.h"
+#include "pyattr.h"
 
 #include <string.h>
 

@@ -7,6 +7,8 @@
  * hook_capture.h.
  */
 #include "hook_capture.h"
+#include "context.h"
+#include "state.h"
 
 static void hex_ids(const mstn_ctx *c, char tid[33], char sid[17]) {
     mst_trace_id_to_hex(&c->trace_id, tid);

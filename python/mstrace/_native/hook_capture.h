@@ -5,7 +5,8 @@
 #ifndef MST_NATIVE_HOOK_CAPTURE_H
 #define MST_NATIVE_HOOK_CAPTURE_H
 
-#include "native.h"
+#include "adapters.h"
+#include "native_types.h"
 
 /* Appends one dict describing a recorded span to mstn_g.capture (which must
  * be set): `parent` NULL for a root, `b` NULL for no batch, `msg` the status

@@ -8,6 +8,7 @@
  */
 #include "hook_span.h"
 #include "hook_capture.h"
+#include "context.h"
 
 #include <string.h>
 

@@ -6,6 +6,7 @@
  * and keeps running untraced. See hook_state.h.
  */
 #include "hook_state.h"
+#include "log.h"
 
 void mstn_hook_failed(MstnHook *r) {
     PyObject *t, *v, *tb;

@@ -9,7 +9,9 @@
 #ifndef MST_NATIVE_HOOK_STATE_H
 #define MST_NATIVE_HOOK_STATE_H
 
-#include "native.h"
+#include "adapters.h"
+#include "native_types.h"
+#include "state.h"
 
 /* What an _AsyncRun drives: a coroutine, a generator or an async generator
  * (also MstnHook.gen_kind, where 0 means neither generator kind). */

@@ -8,6 +8,7 @@
 #include "hook_sync.h"
 #include "hook_invoke.h"
 #include "hook_span.h"
+#include "context.h"
 
 static PyObject *call_adapter(MstnHook *h, MstnHook *r, PyObject *const *args, Py_ssize_t nargs,
                               PyObject *kwnames) {

@@ -21,6 +21,9 @@
  * Not carried: dropped_* counters (the ReadableSpan reports 0 dropped).
  */
 #include "otel_bridge.h"
+#include "log.h"
+#include "state.h"
+#include "tracer_life.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

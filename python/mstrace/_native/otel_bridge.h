@@ -10,7 +10,7 @@
 #ifndef MST_NATIVE_OTEL_BRIDGE_H
 #define MST_NATIVE_OTEL_BRIDGE_H
 
-#include "native.h"
+#include "native_types.h"
 
 /* GIL held. Imports mstrace.otel_bridge and the SDK classes. Returns the
  * exporter, or NULL after logging one warning (SDK not importable), with no

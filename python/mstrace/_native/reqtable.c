@@ -21,7 +21,8 @@
  *
  * Protected by the GIL (see native.h).
  */
-#include "native.h"
+#include "reqtable.h"
+#include "state.h"
 
 #include <stdlib.h>
 #include <string.h>

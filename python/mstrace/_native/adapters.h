@@ -1,0 +1,59 @@
+/*
+ * adapters.h — what the request-aware adapters read from vLLM's business
+ * objects (adapters.c): a call's batch (request ids, sizes, links, scheduler
+ * queues), registration of a request's context from a call's arguments, and
+ * dropping finished requests.
+ */
+#ifndef MST_NATIVE_ADAPTERS_H
+#define MST_NATIVE_ADAPTERS_H
+
+#include "native_types.h"
+
+typedef enum mstn_adapter {
+    MSTN_AD_CALL = 0,
+    MSTN_AD_REQUEST,
+    MSTN_AD_REQUEST_CONTEXT,
+    MSTN_AD_SCHEDULE,
+    MSTN_AD_MODEL,
+    MSTN_AD_OUTPUT
+} mstn_adapter;
+
+/* What an adapter learned about one call, applied to the span at its end
+ * (and mirrored into the test capture). Request id pointers borrow from
+ * `owned`, which holds a reference to each id string. */
+typedef struct mstn_batch {
+    PyObject *owned[MSTN_MAX_IDS];
+    const char *ids[MSTN_MAX_IDS];
+    Py_ssize_t id_lens[MSTN_MAX_IDS];
+    size_t n_ids;
+    size_t n_ids_dropped;
+    size_t n_unsampled;                    /* known, unsampled: left out   */
+    mstn_ctx link_ctx[MSTN_MAX_LINKS];
+    uint16_t link_idx[MSTN_MAX_LINKS];     /* index into ids               */
+    size_t n_links;
+    int64_t request_count;                 /* -1 = not set                 */
+    int64_t scheduled_tokens;              /* -1 = not set                 */
+    int64_t waiting, running;              /* scheduler queues; -1 = not set */
+    double kv_usage;                       /* 0..1; < 0 = not set          */
+} mstn_batch;
+
+void mstn_batch_init(mstn_batch *b);
+void mstn_batch_release(mstn_batch *b);
+/* Extractors: 0 on success (nothing found is success), -1 with a Python
+ * exception when the hook's own logic failed. */
+int mstn_batch_from_scheduler_output(mstn_batch *b, PyObject *so);
+/* After Scheduler.schedule: the scheduler's queue lengths (len(waiting),
+ * len(running)) and KV-cache usage (kv_cache_manager.usage, 0..1). Each is
+ * optional: what cannot be read is simply not recorded (never -1). */
+void mstn_batch_from_scheduler(mstn_batch *b, PyObject *scheduler);
+int mstn_batch_from_model_args(mstn_batch *b, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames);
+int mstn_batch_from_output_args(mstn_batch *b, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames, PyObject **outputs_list);
+/* After an output call: drop the contexts of outputs with finish_reason set. */
+int mstn_finish_outputs(PyObject *outputs_list);
+/* request / request_context adapters: register from the call's arguments. */
+int mstn_register_from_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                            bool skip_self, bool kw_allowed, const mst_scope *span_scope);
+
+#endif /* MST_NATIVE_ADAPTERS_H */

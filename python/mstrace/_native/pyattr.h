@@ -1,0 +1,40 @@
+/*
+ * pyattr.h — reading attributes of Python objects the way every file of
+ * the extension does (pyattr.c): interned attribute names (mstn_n, filled
+ * at import by module.c), an optional-attribute lookup that tells "missing"
+ * from "raised", and a request id as a UTF-8 key.
+ */
+#ifndef MST_NATIVE_PYATTR_H
+#define MST_NATIVE_PYATTR_H
+
+#include "native_types.h"
+
+/* Optional attribute lookup: 1 found (*out new ref), 0 missing, -1 error. */
+int mstn_getattr_opt(PyObject *obj, PyObject *name, PyObject **out);
+
+/* A request id as the request table's key: str(id) (id itself when it is a
+ * str) in UTF-8. Returns the new reference that owns *u, or NULL with an
+ * exception set. */
+static inline PyObject *mstn_id_utf8(PyObject *id, const char **u, Py_ssize_t *n) {
+    PyObject *s = PyUnicode_Check(id) ? Py_NewRef(id) : PyObject_Str(id);
+    if (!s)
+        return NULL;
+    *n = 0;
+    *u = PyUnicode_AsUTF8AndSize(s, n);
+    if (!*u) {
+        Py_DECREF(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* Interned attribute names. */
+typedef struct mstn_names {
+    PyObject *request_id, *trace_headers, *traceparent, *tracestate,
+        *num_scheduled_tokens, *total_num_scheduled_tokens, *outputs,
+        *finish_reason, *iscoroutinefunction, *func, *get, *scheduler_output,
+        *arrival_time, *external_req_id, *waiting, *running, *kv_cache_manager, *usage;
+} mstn_names;
+extern mstn_names mstn_n;
+
+#endif /* MST_NATIVE_PYATTR_H */
