@@ -333,7 +333,8 @@
     var st = D.stages || {};
     var present = STAGES.filter(function (s) { return st[s]; });
     if (!present.length) return card("stages", "Stages", null, [empty("No engine steps were found.")]);
-    var bar = el("div", { cls: "stagebar" }, present.map(function (s) {
+    var anyShare = present.some(function (s) { return isNum(st[s].share) && st[s].share > 0; });
+    var bar = !anyShare ? null : el("div", { cls: "stagebar" }, present.map(function (s) {
       var share = isNum(st[s].share) ? st[s].share : 0;
       return el("div", { style: "width:" + (share * 100) + "%;background:" + stageColor(s),
                          "data-tip": (STAGE_LABEL[s] || s) + ": " + fmt(share, "%") + " of step time, " +
@@ -346,7 +347,7 @@
               num(b.concat("p90_ms"), "ms"), num(b.concat("p99_ms"), "ms"), num(b.concat("count"), "int")];
     });
     return card("stages", "Stages", "Where engine-step time went, summed over every step.", [
-      bar, legend(present),
+      bar, anyShare ? legend(present) : null,
       table(["stage", "total", "share", "mean", "p50", "p90", "p99", "steps"], ["l"], rows)]);
   }
 
