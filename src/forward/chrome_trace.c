@@ -930,6 +930,20 @@ static void add_timeline_events(mst_chrome_writer *w, bool finish, int64_t pid, 
     mst_outq_added(w->out, 0, 0);
 }
 
+int mst_chrome_writer_tick(mst_chrome_writer *w, uint64_t now_ms) {
+    if (!w || !(w->buf = mst_outq_buf(w->out))) return 0;
+    size_t mark = w->buf->len;
+    mst_tl_sink sink = tl_sink(w);
+    mst_timeline_tick(w->tl, now_ms, &sink);
+    if (w->buf->failed) {
+        w->buf->len = mark;
+        w->buf->failed = false;
+    } else if (w->buf->len != mark) {
+        mst_outq_added(w->out, 0, 0);
+    }
+    return mst_timeline_open_requests(w->tl) ? 1 : 0;
+}
+
 void mst_chrome_writer_add_forwarder_counters(mst_chrome_writer *w, int64_t ts_ns,
                                               uint64_t received, uint64_t written,
                                               uint64_t dropped) {

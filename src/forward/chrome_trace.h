@@ -56,6 +56,10 @@ int mst_chrome_writer_handoff(mst_chrome_writer *w);
 /* Hands over the buffered events and waits until the writer has written
  * them and the closing "]"; the file is complete, valid JSON after. */
 mst_status mst_chrome_writer_flush(mst_chrome_writer *w);
+/* Advances the timeline's clock (monotonic ms) and writes the request
+ * tracks that became complete (timeline.h). Returns 1 while requests are
+ * still open (call again within a second or so), else 0. */
+int mst_chrome_writer_tick(mst_chrome_writer *w, uint64_t now_ms);
 /* As flush, after completing every request track still open (timeline.h). */
 mst_status mst_chrome_writer_flush_final(mst_chrome_writer *w);
 /* Samples the forwarder's own counters at ts_ns as C events on the

@@ -23,6 +23,7 @@
 #include "core/log.h"
 #include "forward/chrome_trace.h"
 #include "forward/pftrace_writer.h"
+#include "forward/timeline.h"
 #include "wire/perfetto_packet.h"
 
 /* While events wait for a busy writer thread, the loop wakes this often to
@@ -206,6 +207,15 @@ static mst_status svc_open(void *self, char *err, size_t err_size) {
  * events, these stay buffered and the loop comes back in HANDOFF_RETRY_MS. */
 static int svc_after_batch(void *self, uint64_t now_ms) {
     mst_perfetto_sink *s = self;
+    /* Request tracks complete on the forwarder's clock (timeline.h): tick
+     * every output, and come back while requests are open even without
+     * traffic. A tick that wrote events needs a hand-off like spans do. */
+    int open = 0;
+    if (s->writer) open |= mst_chrome_writer_tick(s->writer, now_ms);
+    if (s->pwriter) open |= mst_pftrace_writer_tick(s->pwriter, now_ms);
+    if (s->writer2) open |= mst_chrome_writer_tick(s->writer2, now_ms);
+    if (s->pwriter2) open |= mst_pftrace_writer_tick(s->pwriter2, now_ms);
+    if (open) s->unflushed++;
     if (s->unflushed == 0) return -1;
     if (now_ms - s->last_counters_ms >= OWN_COUNTERS_EVERY_MS) {
         s->last_counters_ms = now_ms;
@@ -213,7 +223,7 @@ static int svc_after_batch(void *self, uint64_t now_ms) {
     }
     if (w_handoff(s)) return HANDOFF_RETRY_MS;
     s->unflushed = 0;
-    return -1;
+    return open ? (int)MST_TL_SCAN_EVERY_MS : -1;
 }
 
 static void svc_get_counts(void *self, mst_daemon_counts *out) {

@@ -696,6 +696,15 @@ void mst_pftrace_writer_add_forwarder_counters(mst_pftrace_writer *w, int64_t ts
     (void)end_add(w, mark);
 }
 
+int mst_pftrace_writer_tick(mst_pftrace_writer *w, uint64_t now_ms) {
+    if (!w || !begin_add(w)) return 0;
+    size_t mark = w->buf->len;
+    mst_tl_sink sink = make_sink(w);
+    mst_timeline_tick(w->tl, now_ms, &sink);
+    if (w->buf->len != mark || w->buf->failed) (void)end_add(w, mark);
+    return mst_timeline_open_requests(w->tl) ? 1 : 0;
+}
+
 /* After the queue dropped data (failing writes), definitions and track
  * descriptors may be lost: write them again from the next packet on. */
 static void check_out_drops(mst_pftrace_writer *w) {

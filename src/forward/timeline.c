@@ -33,6 +33,10 @@ typedef struct req_entry {
     int64_t wsched1_ns, wsched2_ns;    /* the same from batch spans (fallback) */
     uint32_t steps, wsteps;
     bool done;               /* emitted; kept only to ignore late spans */
+    bool has_span;           /* its vllm.request span arrived: */
+    int64_t span_start, span_end, span_pid;
+    uint64_t span_seen_ms;   /* ... at this forwarder time */
+    uint64_t last_seen_ms;   /* forwarder time of the last span naming it */
 } req_entry;
 
 struct mst_timeline {
@@ -40,6 +44,9 @@ struct mst_timeline {
     uint32_t *buckets;       /* index + 1 */
     uint32_t mask, cap, count, used, free_head, oldest, newest;
     uint64_t seed;
+    uint64_t now_ms;         /* forwarder time of the last tick */
+    uint32_t open;           /* entries not yet emitted */
+    uint64_t last_scan_ms;
     mst_tl_stats st;
 };
 
@@ -113,8 +120,9 @@ static int64_t clamp(int64_t v, int64_t lo, int64_t hi) {
 
 /* Builds the request track of entry x (request span times when known) and
  * hands it to the sink. */
-static void req_emit(mst_timeline *tl, req_entry *x, bool has_span, int64_t span_start,
-                     int64_t span_end, int64_t span_pid, const mst_tl_sink *sink) {
+static void req_emit(mst_timeline *tl, req_entry *x, const mst_tl_sink *sink) {
+    bool has_span = x->has_span;
+    int64_t span_start = x->span_start, span_end = x->span_end, span_pid = x->span_pid;
     mst_tl_request r;
     memset(&r, 0, sizeof r);
     r.id = x->id;
@@ -136,6 +144,7 @@ static void req_emit(mst_timeline *tl, req_entry *x, bool has_span, int64_t span
         if (s2 < r.end_ns) r.phases[r.n_phases++] = (mst_tl_phase){"decode", s2, r.end_ns};
     }
     x->done = true;
+    tl->open--;
     tl->st.requests_emitted++;
     if (sink && sink->request) sink->request(sink->self, &r);
 }
@@ -154,7 +163,7 @@ static req_entry *req_get(mst_timeline *tl, const char *id, size_t n, int64_t pi
         req_entry *old = &tl->e[tl->oldest - 1];
         if (!old->done) {
             tl->st.requests_evicted++;
-            req_emit(tl, old, false, 0, 0, 0, sink);
+            req_emit(tl, old, sink);
         }
         req_remove(tl, tl->oldest);
     }
@@ -173,6 +182,8 @@ static req_entry *req_get(mst_timeline *tl, const char *id, size_t n, int64_t pi
     x->first_ns = INT64_MAX;
     x->last_end_ns = INT64_MIN;
     x->sched1_ns = x->sched2_ns = x->wsched1_ns = x->wsched2_ns = -1;
+    x->last_seen_ms = tl->now_ms;
+    tl->open++;
     x->chain = tl->buckets[h & tl->mask];
     tl->buckets[h & tl->mask] = i;
     x->older = tl->newest;
@@ -274,6 +285,7 @@ static bool note_request_ids(mst_timeline *tl, const mst_pf_span *s, int64_t pid
             continue;
         }
         if (x->done) continue;
+        x->last_seen_ms = tl->now_ms;
         if (s->start_ns < x->first_ns) x->first_ns = s->start_ns;
         if (s->end_ns > x->last_end_ns) x->last_end_ns = s->end_ns;
         if (step == 2) note_step(s->start_ns, &x->sched1_ns, &x->sched2_ns, &x->steps);
@@ -296,7 +308,15 @@ bool mst_timeline_add_span(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
         if (!mst_json_read_str_slice(&r, arena, &id)) return true;
         req_entry *x = req_get(tl, id.ptr, id.len, pid, sink);
         if (!x) return false;
-        if (!x->done) req_emit(tl, x, true, s->start_ns, s->end_ns, pid, sink);
+        /* Held for MST_TL_REQUEST_GRACE_MS: the other processes' spans of the
+         * same request (their exporters batch for seconds) may still come. */
+        if (!x->done && !x->has_span) {
+            x->has_span = true;
+            x->span_start = s->start_ns;
+            x->span_end = s->end_ns;
+            x->span_pid = pid;
+            x->span_seen_ms = tl->now_ms;
+        }
         return true;
     }
     const mst_json_slice *ids = find_attr(s, "request.ids", 11);
@@ -312,7 +332,29 @@ bool mst_timeline_add_span(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
 void mst_timeline_finish_all(mst_timeline *tl, const mst_tl_sink *sink) {
     for (uint32_t i = tl->oldest; i; i = tl->e[i - 1].newer) {
         req_entry *x = &tl->e[i - 1];
-        if (!x->done) req_emit(tl, x, false, 0, 0, 0, sink);
+        if (!x->done) req_emit(tl, x, sink);
+    }
+}
+
+uint32_t mst_timeline_open_requests(const mst_timeline *tl) { return tl ? tl->open : 0; }
+
+void mst_timeline_tick(mst_timeline *tl, uint64_t now_ms, const mst_tl_sink *sink) {
+    tl->now_ms = now_ms;
+    if (now_ms - tl->last_scan_ms < MST_TL_SCAN_EVERY_MS) return;
+    tl->last_scan_ms = now_ms;
+    /* A full scan, at most once a second: ready entries are not in FIFO
+     * order (arrival of the request span is), and the table is bounded. */
+    for (uint32_t i = tl->oldest; i;) {
+        req_entry *x = &tl->e[i - 1];
+        uint32_t next = x->newer;
+        /* Noted before the first tick: their clock starts now. */
+        if (x->has_span && !x->span_seen_ms) x->span_seen_ms = now_ms;
+        if (!x->last_seen_ms) x->last_seen_ms = now_ms;
+        if (!x->done &&
+            ((x->has_span && now_ms - x->span_seen_ms >= MST_TL_REQUEST_GRACE_MS) ||
+             (!x->has_span && now_ms - x->last_seen_ms >= MST_TL_STEPS_IDLE_MS)))
+            req_emit(tl, x, sink);
+        i = next;
     }
 }
 

@@ -10,10 +10,13 @@
  *     scheduling step -> the next one) and "decode" (-> finish). Fed by the
  *     `vllm.request` span (request.id; its start is the arrival, its end the
  *     finish) and by every other span naming the request in `request.ids`.
- *     A request is handed to the writer once it is complete: when its
- *     `vllm.request` span arrives, or — for requests without one (no
- *     auto-trace) — at close or when the bounded table evicts it, spanning
- *     the first to the last span that named it. The scheduling steps are the
+ *     A request is handed to the writer once it is complete: its
+ *     `vllm.request` span arrived MST_TL_REQUEST_GRACE_MS ago (the engine's
+ *     spans of the same request come from other processes whose exporters
+ *     batch for seconds, often after it), or — for requests without one
+ *     (no auto-trace) — no span named it for MST_TL_STEPS_IDLE_MS, spanning
+ *     the first to the last span that named it; and at close, or when the
+ *     bounded table evicts it. Time is the forwarder's (mst_timeline_tick). The scheduling steps are the
  *     spans with scheduler.running/waiting (set by the schedule adapter
  *     only); for requests no such span named, spans with
  *     batch.scheduled_tokens stand in.
@@ -38,6 +41,12 @@
 #include "wire/perfetto_packet.h"
 
 #define MST_TL_MAX_REQUESTS 65536
+/* How long a request is held after its vllm.request span arrived. */
+#define MST_TL_REQUEST_GRACE_MS 10000u
+/* A request without one is complete after this long unnamed. */
+#define MST_TL_STEPS_IDLE_MS 60000u
+/* mst_timeline_tick scans for complete requests at most this often. */
+#define MST_TL_SCAN_EVERY_MS 1000u
 /* Name of the span that stands for a whole request (started by the plugin). */
 #define MST_TL_REQUEST_SPAN "vllm.request"
 
@@ -100,6 +109,14 @@ void mst_timeline_free(mst_timeline *tl);
  * request bookkeeping is then partly skipped; nothing else is harmed). */
 bool mst_timeline_add_span(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
                            mst_arena *arena, const mst_tl_sink *sink);
+
+/* Advances the model's clock (the forwarder's monotonic ms) and, at most
+ * once per MST_TL_SCAN_EVERY_MS, hands complete requests to `sink`. */
+void mst_timeline_tick(mst_timeline *tl, uint64_t now_ms, const mst_tl_sink *sink);
+
+/* Requests known and not yet handed to the sink (a caller keeps ticking
+ * while there are any). */
+uint32_t mst_timeline_open_requests(const mst_timeline *tl);
 
 /* Completes every request still open (at close). */
 void mst_timeline_finish_all(mst_timeline *tl, const mst_tl_sink *sink);

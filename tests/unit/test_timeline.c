@@ -64,17 +64,28 @@ static const mst_tl_request *find_req(const got *g, const char *id) {
     return NULL;
 }
 
+static void tick(mst_timeline *tl, got *g, uint64_t now_ms) {
+    mst_timeline_tick(tl, now_ms, &(mst_tl_sink){g, on_request, on_counter});
+}
+
 static void test_request_span_gives_track_and_phases(void) {
     mst_timeline *tl = mst_timeline_new(100);
     got g = {0};
+    tick(tl, &g, 1000);
     const char *step = "\"request.ids\":[\"r1\"],\"batch.scheduled_tokens\":4";
+    /* the API server's request span first: the engine's spans of the same
+     * request often arrive later (their exporters batch for seconds) */
+    feed(tl, &g, "vllm.request", "0000000000000001", 100, 600, "\"request.id\":\"r1\"");
     feed(tl, &g, "vllm.scheduler.schedule", "0000000000000002", 300, 310, step);
+    tick(tl, &g, 1000 + MST_TL_REQUEST_GRACE_MS - 1);
     feed(tl, &g, "vllm.model", "0000000000000003", 310, 390, "\"request.ids\":[\"r1\"]");
     feed(tl, &g, "vllm.scheduler.schedule", "0000000000000004", 400, 410, step);
     feed(tl, &g, "vllm.scheduler.schedule", "0000000000000005", 500, 510, step);
-    CHECK_EQ_INT(g.n_req, 0); /* nothing until the request is complete */
-    feed(tl, &g, "vllm.request", "0000000000000001", 100, 600, "\"request.id\":\"r1\"");
+    CHECK_EQ_INT(g.n_req, 0); /* held for the grace period */
+    CHECK_EQ_INT(mst_timeline_open_requests(tl), 1);
+    tick(tl, &g, 1000 + MST_TL_REQUEST_GRACE_MS + MST_TL_SCAN_EVERY_MS);
     CHECK_EQ_INT(g.n_req, 1);
+    CHECK_EQ_INT(mst_timeline_open_requests(tl), 0);
     const mst_tl_request *r = find_req(&g, "r1");
     CHECK(r && r->has_request_span);
     CHECK_EQ_INT(r->pid, 7);
@@ -90,10 +101,23 @@ static void test_request_span_gives_track_and_phases(void) {
     CHECK_EQ_STR(r->phases[2].name, "decode");
     CHECK_EQ_INT(r->phases[2].start_ns, 400);
     CHECK_EQ_INT(r->phases[2].end_ns, 600);
-    /* a span naming it after its request span: no second track */
+    /* a span naming it after its track was written: no second track */
     feed(tl, &g, "vllm.output", "0000000000000006", 650, 660, "\"request.ids\":[\"r1\"]");
     mst_timeline_finish_all(tl, &(mst_tl_sink){&g, on_request, on_counter});
     CHECK_EQ_INT(g.n_req, 1);
+    mst_timeline_free(tl);
+}
+
+static void test_steps_only_request_completes_when_idle(void) {
+    mst_timeline *tl = mst_timeline_new(100);
+    got g = {0};
+    tick(tl, &g, 5000);
+    feed(tl, &g, "s", "0000000000000001", 200, 250, "\"request.ids\":[\"idle\"]");
+    tick(tl, &g, 5000 + MST_TL_STEPS_IDLE_MS - MST_TL_SCAN_EVERY_MS);
+    CHECK_EQ_INT(g.n_req, 0);
+    tick(tl, &g, 5000 + MST_TL_STEPS_IDLE_MS + MST_TL_SCAN_EVERY_MS);
+    CHECK_EQ_INT(g.n_req, 1);
+    CHECK(!g.req[0].has_request_span);
     mst_timeline_free(tl);
 }
 
@@ -128,6 +152,7 @@ static void test_schedule_steps_win_over_model_steps(void) {
     feed(tl, &g, "schedule", "0000000000000004", 400, 410, sched);
     feed(tl, &g, "model", "0000000000000005", 410, 490, model);
     feed(tl, &g, "vllm.request", "0000000000000001", 100, 600, "\"request.id\":\"m\"");
+    mst_timeline_finish_all(tl, &(mst_tl_sink){&g, on_request, on_counter});
     const mst_tl_request *r = find_req(&g, "m");
     CHECK(r != NULL);
     CHECK_EQ_INT(r->steps, 2);
@@ -187,6 +212,7 @@ static void test_flow_ids(void) {
 static const mst_test_case TESTS[] = {
     {"request_span_gives_track_and_phases", test_request_span_gives_track_and_phases},
     {"steps_only_request_completes_at_the_end", test_steps_only_request_completes_at_the_end},
+    {"steps_only_request_completes_when_idle", test_steps_only_request_completes_when_idle},
     {"schedule_steps_win_over_model_steps", test_schedule_steps_win_over_model_steps},
     {"table_is_bounded_and_evicts_oldest", test_table_is_bounded_and_evicts_oldest},
     {"counters_from_attributes", test_counters_from_attributes},
