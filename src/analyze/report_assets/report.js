@@ -232,8 +232,9 @@
     var sec = el("section", { cls: "card verdict", id: "verdict",
                               style: "border-left-color:" + (b ? stageColor(b) : "var(--ok)") },
                  [el("h2", { text: "Verdict" })].concat(kids));
+    var changed = D.compare && arr(D.compare.metrics).some(function (m) { return m.significant; });
     if (D.compare && D.compare.verdict)
-      sec.appendChild(el("div", { cls: "banner clean", style: "margin-top:12px" },
+      sec.appendChild(el("div", { cls: "banner " + (changed ? "lossy" : "clean"), style: "margin-top:12px" },
                          [el("b", { text: "Run against run: " }), D.compare.verdict]));
     return sec;
   }
