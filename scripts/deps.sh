@@ -1,53 +1,179 @@
 #!/usr/bin/env bash
-# deps.sh — installs everything the build and the test suite need on a fresh
-# Debian machine (apt packages, Python test packages, a Go toolchain check).
-# Idempotent: it only installs what is missing, so a warm machine costs
-# seconds. Heavy artefacts (Jaeger, vLLM's venv) are cached under
-# ~/.cache/mstrace by their own scripts, not here.
+# deps.sh — installs what the README's two commands need on a Debian 12
+# machine (as root, or a user with sudo), whatever subset it already has.
+#
+#   bash scripts/deps.sh demo    what scripts/demo.sh needs: a C compiler,
+#                                cmake, ninja, pkg-config, libcurl and zlib
+#                                (headers + libraries), python3
+#   bash scripts/deps.sh [test]  what scripts/test.sh needs: the above, clang
+#                                with libFuzzer, valgrind, Python headers and
+#                                venv, git, curl, Chromium, Go >= 1.21 (builds
+#                                Jaeger), and the Python test packages in the
+#                                project's test venv
+#
+# Every need is probed the way the build uses it (a header that compiles and
+# links, a binary that runs), not by package name, so tools that came from
+# elsewhere count; only what is missing is installed, with one apt-get call
+# through $SUDO. A warm machine costs about a second.
+#
+# Python test packages (scripts/requirements-test.txt, pinned, wheels only)
+# go into a virtual environment, never into a system interpreter (Debian's
+# refuses anyway: externally-managed-environment). It is made with Debian's
+# own /usr/bin/python3 and lives in ~/.cache/mstrace/test-venv, shared by
+# every checkout; scripts/test.sh puts its bin/ first on PATH.
+#
+# Go: Jaeger v1.76.0 needs Go >= 1.24 and Debian 12's golang-go is 1.19.
+# A Go >= 1.21 fetches the toolchain Jaeger's go.mod names by itself; with
+# an older one (or none: golang-go is installed) deps.sh fetches that
+# toolchain once as the Go module golang.org/toolchain from the Go module
+# proxy into ~/.cache/mstrace/go-<version>/ (~70 MB download).
+#
+# Env: MSTRACE_TEST_VENV (venv path), MSTRACE_VENV_PYTHON (interpreter that
+# creates it, default /usr/bin/python3), MSTRACE_GO_TOOLCHAIN (default
+# go1.25.4, the toolchain line of Jaeger v1.76.0's go.mod).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev libfuzzer-14-dev
-              libcurl4-openssl-dev zlib1g-dev valgrind python3 python3-venv curl ca-certificates git
-              chromium fonts-dejavu-core strace)
-PIP_PACKAGES=(pytest pyyaml protobuf opentelemetry-proto opentelemetry-sdk
-              opentelemetry-exporter-otlp-proto-common scikit-build-core grpcio googleapis-common-protos atheris
-              websocket-client perfetto)
+WHAT=${1:-test}
+case $WHAT in demo|test) ;; *) echo "usage: deps.sh [demo|test]" >&2; exit 2 ;; esac
 
-missing=()
-for p in "${APT_PACKAGES[@]}"; do
-  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "deps: installing apt packages: ${missing[*]}"
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "deps: not root and no sudo: run as root" >&2; exit 1; }
+  SUDO="sudo"
+fi
+CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/mstrace
+VENV=${MSTRACE_TEST_VENV:-$CACHE/test-venv}
+VENV_PYTHON=${MSTRACE_VENV_PYTHON:-/usr/bin/python3}
+GO_TOOLCHAIN=${MSTRACE_GO_TOOLCHAIN:-go1.25.4}
+T0=$SECONDS
+
+# ---------------------------------------------------------------- probes
+PROBE_DIR=$(mktemp -d "${TMPDIR:-/tmp}/mstrace-deps.XXXXXX")
+trap 'rm -rf "$PROBE_DIR"' EXIT
+
+have() { command -v "$1" >/dev/null 2>&1; }
+
+# c_links HEADER LIBS...: a program including HEADER compiles and links.
+c_links() {
+  local header=$1; shift
+  have cc || return 1
+  printf '#include <%s>\nint main(void) { return 0; }\n' "$header" >"$PROBE_DIR/p.c"
+  cc "$PROBE_DIR/p.c" -o "$PROBE_DIR/p" "$@" >/dev/null 2>&1
+}
+
+cmake_ok() {  # CMakeLists.txt needs 3.20
+  local v
+  v=$(cmake --version 2>/dev/null | sed -n '1s/[^0-9]*\([0-9]*\)\.\([0-9]*\).*/\1 \2/p')
+  [ -n "$v" ] || return 1
+  set -- $v
+  [ "$1" -gt 3 ] || { [ "$1" -eq 3 ] && [ "$2" -ge 20 ]; }
+}
+
+libfuzzer_ok() {  # clang links a fuzz target with ASan (tests/fuzz, MST_FUZZ)
+  have clang || return 1
+  printf '#include <stddef.h>\n#include <stdint.h>\nint LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }\n' \
+    >"$PROBE_DIR/f.c"
+  clang -fsanitize=fuzzer,address "$PROBE_DIR/f.c" -o "$PROBE_DIR/f" >/dev/null 2>&1
+}
+
+python_dev_ok() {  # Python.h of the interpreter that makes the test venv
+  local inc
+  inc=$("$VENV_PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null) || return 1
+  [ -f "$inc/Python.h" ]
+}
+
+python_venv_ok() { "$VENV_PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; }
+
+go_minor() { go env GOVERSION 2>/dev/null | sed -n 's/^go1\.\([0-9]*\).*/\1/p'; }
+
+# need PACKAGES... — queued for the single apt-get install below.
+MISSING=()
+need() { MISSING+=("$@"); }
+
+# ------------------------------------------------- the demo's needs (both)
+have cc && have make || need build-essential
+cmake_ok || need cmake
+have ninja || need ninja-build
+have pkg-config || need pkg-config
+have python3 || need python3
+# libcurl and zlib are probed after build-essential is there (they need cc)
+
+# ------------------------------------------------------- the test suite's
+if [ "$WHAT" = test ]; then
+  [ -x "$VENV_PYTHON" ] || need python3
+  libfuzzer_ok || need clang libclang-rt-14-dev libfuzzer-14-dev
+  have valgrind || need valgrind
+  have git || need git
+  have curl || need curl
+  [ -f /etc/ssl/certs/ca-certificates.crt ] || need ca-certificates
+  have chromium || need chromium        # the analyze report is checked in headless Chromium
+  [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need fonts-dejavu-core  # its text in screenshots
+  have unshare || need util-linux       # peer-check tests in other namespaces
+  have strace || need strace            # forwarder tests watch its system calls
+  python_venv_ok || need python3-venv
+  python_dev_ok || need python3-dev     # the C extension builds against it
+  export PATH="$PATH:/usr/local/go/bin" # where Go's own tarball installs
+  have go || need golang-go
 fi
 
-PY=${PYTHON:-python3}
-need_pip=0
-for mod in pytest yaml google.protobuf opentelemetry.proto opentelemetry.sdk \
-           opentelemetry.exporter.otlp.proto.common scikit_build_core grpc google.rpc.status_pb2 atheris websocket \
-           perfetto.protos.perfetto.trace.perfetto_trace_pb2; do
-  "$PY" -c "import $mod" >/dev/null 2>&1 || need_pip=1
-done
-if [ $need_pip -eq 1 ]; then
-  echo "deps: installing Python packages"
-  "$PY" -m pip install -q --disable-pip-version-check "${PIP_PACKAGES[@]}"
+APT_UPDATED=0
+apt_install() {
+  [ $# -gt 0 ] || return 0
+  echo "deps: apt-get install $*"
+  if [ $APT_UPDATED -eq 0 ]; then
+    $SUDO apt-get -o DPkg::Lock::Timeout=600 update -qq
+    APT_UPDATED=1
+  fi
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
+    --no-install-recommends "$@"
+}
+
+apt_install ${MISSING[@]+"${MISSING[@]}"}
+MISSING=()
+c_links curl/curl.h -lcurl || need libcurl4-openssl-dev
+c_links zlib.h -lz || need zlib1g-dev
+apt_install ${MISSING[@]+"${MISSING[@]}"}
+c_links curl/curl.h -lcurl || { echo "deps: libcurl headers still missing" >&2; exit 1; }
+c_links zlib.h -lz || { echo "deps: zlib headers still missing" >&2; exit 1; }
+[ "$WHAT" = demo ] && { echo "deps: ok (demo, $((SECONDS - T0)) s)"; exit 0; }
+
+libfuzzer_ok || echo "deps: WARNING: clang cannot link a libFuzzer target; the fuzz stage will fail" >&2
+
+# ------------------------------------------------------------------- Go
+# A Go >= 1.21 downloads the toolchain a go.mod asks for by itself; an
+# older one gets that toolchain here, through the Go module proxy.
+if [ "$(go_minor)" -lt 21 ] 2>/dev/null || [ -z "$(go_minor)" ]; then
+  gdir="$CACHE/$GO_TOOLCHAIN"
+  if [ ! -x "$gdir/bin/go" ]; then
+    echo "deps: $(go version 2>/dev/null || echo 'no go') is too old for Jaeger; fetching $GO_TOOLCHAIN (module golang.org/toolchain)"
+    tmpmod=$(mktemp -d "$CACHE/gomod.XXXXXX")
+    dir=$(GOMODCACHE="$tmpmod" GOFLAGS=-modcacherw GOTOOLCHAIN=local \
+          go mod download -json "golang.org/toolchain@v0.0.1-$GO_TOOLCHAIN.linux-amd64" |
+          sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
+    [ -x "$dir/bin/go" ] || chmod -R u+w,a+rX "$dir" 2>/dev/null || true
+    chmod +x "$dir"/bin/* "$dir"/pkg/tool/*/* 2>/dev/null || true
+    rm -rf "$gdir.tmp" && mv "$dir" "$gdir.tmp" && mv "$gdir.tmp" "$gdir"
+    rm -rf "$tmpmod"
+  fi
+  echo "deps: Go toolchain for Jaeger: $gdir/bin (scripts/test.sh puts it on PATH)"
 fi
 
-# Go builds Jaeger for the integration tests (tests/harness/jaeger.sh). This
-# kind of machine ships Go in /usr/local/go (new enough: Jaeger v1.76.0 needs
-# Go >= 1.24, and any Go >= 1.21 fetches the toolchain its go.mod names
-# through the module proxy by itself). Debian 12's golang-go (1.19) is only a
-# last resort on a machine without Go, and is too old to do that: say so.
-export PATH="$PATH:/usr/local/go/bin"
-if ! command -v go >/dev/null 2>&1; then
-  echo "deps: installing golang-go"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends golang-go
-fi
-go_minor=$(go env GOVERSION 2>/dev/null | sed -n 's/^go1\.\([0-9]*\).*/\1/p')
-if [ -z "$go_minor" ] || [ "$go_minor" -lt 21 ]; then
-  echo "deps: WARNING: $(go version 2>/dev/null || echo 'no go') cannot build Jaeger v1.76.0 (needs Go >= 1.21 to fetch its toolchain); the Jaeger tests will fail" >&2
-fi
-echo "deps: ok"
+# ------------------------------------------------- the Python test venv
+# Rebuilt only when requirements-test.txt or the interpreter changes (a
+# stamp holds their hash); flock keeps concurrent runs from racing on it.
+REQ=scripts/requirements-test.txt
+mkdir -p "$CACHE"
+stamp_want="$(sha256sum "$REQ" | cut -c1-16) $("$VENV_PYTHON" -c 'import sys; print(sys.version.split()[0])')"
+(
+  flock 9
+  if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$VENV/.mstrace-stamp" 2>/dev/null)" != "$stamp_want" ]; then
+    t=$SECONDS
+    [ -x "$VENV/bin/python" ] || "$VENV_PYTHON" -m venv "$VENV"
+    echo "deps: installing the Python test packages into $VENV ($REQ, wheels only)"
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check --only-binary=:all: -r "$REQ"
+    echo "$stamp_want" >"$VENV/.mstrace-stamp"
+    echo "deps: test venv ready in $((SECONDS - t)) s"
+  fi
+) 9>"$CACHE/test-venv.lock"
+echo "deps: ok (test, $((SECONDS - T0)) s; venv $VENV)"

