@@ -315,6 +315,10 @@ typedef struct mst_exporter_stats {
                                * partial successes included                */
     uint64_t batches_failed;  /* batches counted in spans_failed           */
     uint64_t retries;         /* re-sent requests (not first attempts)     */
+    uint64_t spans_skipped;   /* not sent because an optional sink was
+                               * never there (see
+                               * mst_forward_exporter_set_optional); not a
+                               * failure, not in spans_failed              */
 } mst_exporter_stats;
 
 /* An exporter is a vtable + state; the pipeline calls it from its exporter
@@ -351,7 +355,7 @@ struct mst_exporter {
  * reader never sees a torn value). */
 typedef struct mst_exporter_counters {
     uint64_t spans_exported, spans_failed, spans_rejected;
-    uint64_t batches_ok, batches_failed, retries;
+    uint64_t batches_ok, batches_failed, retries, spans_skipped;
 } mst_exporter_counters;
 
 /* Adds n to one field, e.g. mst_counter_add(&c->spans_exported, n). */
@@ -380,6 +384,13 @@ MST_EXPORT mst_exporter *mst_null_exporter_create(void);
  * "MSP_PERFETTO_SOCKET") over a persistent connection; reconnects at most
  * every 5 s while the forwarder is absent; never blocks span producers. */
 MST_EXPORT mst_status mst_forward_exporter_create(const char *socket_name, mst_exporter **out);
+
+/* Makes a forward exporter optional (the vLLM plugin's default, where nobody
+ * asked for a Perfetto file): until a forwarder has accepted a connection in
+ * this process, its absence is one INFO line and the spans it could not take
+ * count as spans_skipped, not failed. Once one was reached, losing it is a
+ * warning and spans_failed as for a required one (the default). */
+MST_EXPORT void mst_forward_exporter_set_optional(mst_exporter *exp, bool optional);
 
 /* Reads the counters of one exporter (zeros if it keeps none). */
 MST_EXPORT void mst_exporter_get_stats(mst_exporter *exporter, mst_exporter_stats *out);

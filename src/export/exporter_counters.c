@@ -31,6 +31,7 @@ void mst_exporter_counters_read(const mst_exporter_counters *c, mst_exporter_sta
     out->batches_ok = load(&c->batches_ok);
     out->batches_failed = load(&c->batches_failed);
     out->retries = load(&c->retries);
+    out->spans_skipped = load(&c->spans_skipped);
 }
 
 void mst_exporter_counters_reset(mst_exporter_counters *c) {
@@ -40,4 +41,5 @@ void mst_exporter_counters_reset(mst_exporter_counters *c) {
     __atomic_store_n(&c->batches_ok, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&c->batches_failed, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&c->retries, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->spans_skipped, 0, __ATOMIC_RELAXED);
 }

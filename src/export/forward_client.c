@@ -16,6 +16,11 @@
  *     counted as failed (never queued up here) and a new connect is tried at
  *     most every 5 s (upstream behaviour), so a forwarder that (re)appears is
  *     picked up. Unreachable / reachable-again are logged once per episode.
+ *   - An optional client (the vLLM plugin's default: a Jaeger-only run never
+ *     asked for Perfetto) that has not reached a forwarder yet in this
+ *     process says so once at INFO and counts the spans as skipped, so such
+ *     a run shows neither warnings nor "failed" counts for a sink nobody
+ *     started. From the first connection on it behaves as a required one.
  *   - A frame cut in the middle (budget ran out mid-frame) would desync the
  *     stream, so such a connection is closed; the forwarder drops the
  *     partial frame at EOF.
@@ -54,6 +59,8 @@ typedef struct fwd_exporter {
     uint32_t retry_interval_ms;
     uint32_t send_budget_ms;
     bool unreachable;               /* logged as unreachable, not yet back  */
+    bool optional;                  /* see mst_forward_exporter_set_optional */
+    bool ever_connected;            /* a connect succeeded in this process  */
     bool slow_logged;               /* logged a send-budget overrun         */
     bool have_res;
     mst_resource res;
@@ -83,21 +90,33 @@ static void close_fd(fwd_exporter *x) {
     x->fd = -1;
 }
 
+/* An optional client before its first connection: absence is no failure. */
+static bool not_there_yet(const fwd_exporter *x) { return x->optional && !x->ever_connected; }
+
 /* The first failure of an episode is logged; later ones stay quiet until a
  * connect succeeds again. err 0 = the peer closed the stream. */
 static void mark_unreachable(fwd_exporter *x, const char *what, int err) {
     close_fd(x);
     if (x->unreachable) return;
     x->unreachable = true;
+    if (not_there_yet(x)) {
+        MST_INFO("no Perfetto forwarder listens on @%s; hook spans go to the other exporters only "
+                 "(start `mstrace forward --perfetto-output FILE` for a Perfetto timeline, picked up "
+                 "within %u s; MSTRACE_PERFETTO=off turns this client off)",
+                 x->name, (x->retry_interval_ms + 999) / 1000);
+        return;
+    }
     MST_WARN("perfetto forwarder @%s %s (%s); its spans are counted as failed, "
              "retrying every %u ms", x->name, what, err ? strerror(err) : "end of stream",
              x->retry_interval_ms);
 }
 
 static void mark_connected(fwd_exporter *x) {
-    if (x->unreachable) MST_INFO("perfetto forwarder @%s reachable again", x->name);
+    if (x->unreachable && not_there_yet(x)) MST_INFO("perfetto forwarder @%s found: hook spans go to it too", x->name);
+    else if (x->unreachable) MST_INFO("perfetto forwarder @%s reachable again", x->name);
     else MST_DEBUG("connected to perfetto forwarder @%s", x->name);
     x->unreachable = false;
+    x->ever_connected = true;
 }
 
 /* An idle connection whose peer went away shows up as readable (EOF) or
@@ -163,7 +182,7 @@ static bool ensure_connected(fwd_exporter *x) {
     }
     uint64_t now = mono_ms();
     if (x->attempted && now - x->last_attempt_ms < x->retry_interval_ms) return false;
-    if (x->attempted) mst_counter_add(&x->counters.retries, 1);
+    if (x->attempted && !not_there_yet(x)) mst_counter_add(&x->counters.retries, 1);
     x->attempted = true;
     x->last_attempt_ms = now;
     return try_connect(x);
@@ -253,8 +272,11 @@ static mst_status fwd_export_batch(mst_exporter *self, const mst_span *const *sp
     fwd_exporter *x = (fwd_exporter *)self;
     if (n == 0) return MST_OK;
     if (!ensure_connected(x)) {
-        mst_exporter_counters_batch_failed(&x->counters, n);
-        return MST_ERR_UNAVAILABLE;
+        if (not_there_yet(x))
+            mst_counter_add(&x->counters.spans_skipped, n);
+        else
+            mst_exporter_counters_batch_failed(&x->counters, n);
+        return MST_ERR_UNAVAILABLE; /* delivered nowhere by this sink, either way */
     }
     if (!reserve_frames(x, n)) {
         mst_exporter_counters_batch_failed(&x->counters, n);
@@ -304,6 +326,7 @@ static void fwd_after_fork_child(mst_exporter *self) {
     close_fd(x); /* close only: the parent keeps using the same connection */
     x->attempted = false;
     x->unreachable = false;
+    x->ever_connected = false; /* per process: the child has not connected */
     x->slow_logged = false;
     mst_buf_reset(&x->chunk);
     mst_exporter_counters_reset(&x->counters);
@@ -364,6 +387,11 @@ mst_status mst_forward_exporter_create(const char *socket_name, mst_exporter **o
     if (!x->have_res) MST_WARN("perfetto forwarder client: resource attributes unavailable");
     *out = &x->base;
     return MST_OK;
+}
+
+void mst_forward_exporter_set_optional(mst_exporter *exp, bool optional) {
+    fwd_exporter *x = as_fwd(exp);
+    if (x) x->optional = optional;
 }
 
 void mst_forward_exporter_set_retry_interval_ms(mst_exporter *exp, uint32_t ms) {

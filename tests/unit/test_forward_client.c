@@ -2,7 +2,8 @@
  * test_forward_client.c — the Perfetto forwarder client (forward_client.c)
  * against a real abstract-socket listener running in a thread of the test:
  * spans arrive as length-prefixed frames that decode; with no listener the
- * exporter fails at once and counts; a listener that appears later (or
+ * exporter fails at once and counts (an optional one logs one INFO line and
+ * counts the spans skipped until it first connects); a listener that appears later (or
  * restarts) is picked up after the retry interval; a reader that stops
  * reading costs at most the send budget and every counted-exported frame
  * still arrives whole; a fork()ed child gets its own connection and the
@@ -11,6 +12,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -287,6 +289,85 @@ static void test_no_listener_fails_fast_and_counts(void) {
     free_spans(&set);
 }
 
+/* stderr of the code between begin and end, in a temp file (log lines). */
+typedef struct captured { int saved; FILE *f; } captured;
+static captured capture_stderr_begin(void) {
+    captured c = {dup(STDERR_FILENO), tmpfile()};
+    fflush(stderr);
+    if (c.f) dup2(fileno(c.f), STDERR_FILENO);
+    return c;
+}
+static char *capture_stderr_end(captured c) {
+    fflush(stderr);
+    dup2(c.saved, STDERR_FILENO);
+    close(c.saved);
+    if (!c.f) return calloc(1, 1);
+    long n = ftell(c.f);
+    char *text = calloc(1, n > 0 ? (size_t)n + 1 : 1);
+    rewind(c.f);
+    if (n > 0 && fread(text, 1, (size_t)n, c.f) != (size_t)n) text[0] = '\0';
+    fclose(c.f);
+    return text;
+}
+static int count_of(const char *text, const char *what) {
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, what)); p += strlen(what)) n++;
+    return n;
+}
+
+/* Optional (the vLLM plugin's default): with no forwarder, one INFO line and
+ * the spans are skipped, never failed, reconnects are not retries; once a
+ * forwarder was reached, losing it is a warning and failed spans, as for a
+ * required client. A fork()ed child starts over (its own INFO line). */
+static void test_optional_absent_forwarder_is_quiet(void) {
+    char name[64];
+    unique_name(name, sizeof name, "optional");
+    mst_exporter *e = make_exporter(name);
+    mst_forward_exporter_set_optional(e, true);
+    mst_forward_exporter_set_retry_interval_ms(e, 0); /* a connect try per batch */
+    span_set set = make_spans(5, "o");
+    captured c = capture_stderr_begin();
+    for (int i = 0; i < 4; i++) CHECK_EQ_INT(export(e, &set), MST_ERR_UNAVAILABLE);
+    char *log = capture_stderr_end(c);
+    CHECK_EQ_INT(count_of(log, "mstrace INFO"), 1);
+    CHECK_EQ_INT(count_of(log, "no Perfetto forwarder listens on @"), 1);
+    CHECK_EQ_INT(count_of(log, "WARNING"), 0);
+    free(log);
+    mst_exporter_stats s = stats(e);
+    CHECK_EQ_INT(s.spans_skipped, 20);
+    CHECK_EQ_INT(s.spans_failed, 0);
+    CHECK_EQ_INT(s.batches_failed, 0);
+    CHECK_EQ_INT(s.retries, 0);
+
+    listener l;
+    if (!listener_start(&l, name)) { CHECK(!"listener"); return; }
+    CHECK_EQ_INT(export(e, &set), MST_OK);
+    CHECK(wait_frames(&l, 5));
+    listener_stop(&l);
+    c = capture_stderr_begin();
+    CHECK(export(e, &set) != MST_OK); /* it was there: now a real loss */
+    CHECK(export(e, &set) != MST_OK);
+    log = capture_stderr_end(c);
+    CHECK_EQ_INT(count_of(log, "WARNING"), 1);
+    free(log);
+    s = stats(e);
+    CHECK_EQ_INT(s.spans_exported, 5);
+    CHECK_EQ_INT(s.spans_failed, 10);
+    CHECK_EQ_INT(s.spans_skipped, 20);
+
+    e->ops->after_fork_child(e); /* as in a forked child: not connected yet there */
+    c = capture_stderr_begin();
+    CHECK_EQ_INT(export(e, &set), MST_ERR_UNAVAILABLE);
+    log = capture_stderr_end(c);
+    CHECK_EQ_INT(count_of(log, "no Perfetto forwarder listens on @"), 1);
+    free(log);
+    s = stats(e);
+    CHECK_EQ_INT(s.spans_skipped, 5);
+    CHECK_EQ_INT(s.spans_failed, 0);
+    e->ops->destroy(e);
+    free_spans(&set);
+}
+
 static void test_listener_appearing_later_is_picked_up(void) {
     char name[64];
     unique_name(name, sizeof name, "later");
@@ -429,6 +510,7 @@ static const mst_test_case tests[] = {
     {"spans_arrive_as_frames", test_spans_arrive_as_frames},
     {"large_batch_is_chunked_and_complete", test_large_batch_is_chunked_and_complete},
     {"no_listener_fails_fast_and_counts", test_no_listener_fails_fast_and_counts},
+    {"optional_absent_forwarder_is_quiet", test_optional_absent_forwarder_is_quiet},
     {"listener_appearing_later_is_picked_up", test_listener_appearing_later_is_picked_up},
     {"forwarder_restart_is_picked_up", test_forwarder_restart_is_picked_up},
     {"stalled_reader_costs_the_budget_and_frames_stay_whole",

@@ -170,6 +170,31 @@ static bool exporter_mode_otel(void) {
     return false;
 }
 
+/* MSTRACE_PERFETTO: how the Perfetto forwarder client is used.
+ *   unset/"auto": created and optional (mst_forward_exporter_set_optional):
+ *                 a Jaeger-only run without a forwarder gets one INFO line
+ *                 and no failed counts; a forwarder started later is used.
+ *   "on":         required: an absent forwarder is a warning, its spans fail.
+ *   "off":        no Perfetto client at all.
+ * Anything else warns once and means auto. */
+typedef enum perfetto_mode { PERFETTO_AUTO, PERFETTO_ON, PERFETTO_OFF } perfetto_mode;
+
+static perfetto_mode perfetto_mode_from_env(void) {
+    static bool warned;
+    const char *v = getenv("MSTRACE_PERFETTO");
+    if (!v || !*v || strcasecmp(v, "auto") == 0)
+        return PERFETTO_AUTO;
+    if (strcasecmp(v, "on") == 0 || strcmp(v, "1") == 0)
+        return PERFETTO_ON;
+    if (strcasecmp(v, "off") == 0 || strcmp(v, "0") == 0)
+        return PERFETTO_OFF;
+    if (!warned) {
+        warned = true;
+        mstn_log("warning", "mstrace: MSTRACE_PERFETTO=%.64s is not 'auto', 'on' or 'off'; using auto", v);
+    }
+    return PERFETTO_AUTO;
+}
+
 /* Builds the tracer and its exporters; fills `info`. -1 with an exception. */
 static int build_tracer(const char *forward_socket, bool otlp, bool perfetto, bool null_exp,
                         PyObject *info) {
@@ -215,9 +240,12 @@ static int build_tracer(const char *forward_socket, bool otlp, bool perfetto, bo
         if (e && add_exporter(e, "null"))
             APPEND_NAME("null");
     }
-    if (perfetto && !null_exp) {
+    perfetto_mode pmode = perfetto && !null_exp ? perfetto_mode_from_env() : PERFETTO_OFF;
+    if (pmode != PERFETTO_OFF) {
         mst_exporter *e = NULL;
         st = mst_forward_exporter_create(forward_socket, &e);
+        if (st == MST_OK)
+            mst_forward_exporter_set_optional(e, pmode == PERFETTO_AUTO);
         if (st == MST_OK && add_exporter(e, "perfetto"))
             APPEND_NAME("perfetto");
         else if (st != MST_OK)
@@ -332,7 +360,7 @@ static PyObject *mod_init(PyObject *m, PyObject *args, PyObject *kw) {
     PyObject *ar = PyLong_FromUnsignedLong(mstn_g.sample_rate);
     PyObject *pid = PyLong_FromLong(mstn_g.pid);
     if (!set_item_str(info, "service_name", svc) ||
-        !set_item_str(info, "perfetto_socket", perfetto && !null_exp ? (sock ? sock : "MSP_PERFETTO_SOCKET") : NULL) ||
+        !set_item_str(info, "perfetto_socket", perfetto && !null_exp && perfetto_mode_from_env() != PERFETTO_OFF ? (sock ? sock : "MSP_PERFETTO_SOCKET") : NULL) ||
         !ar || !pid || PyDict_SetItemString(info, "sample_rate", ar) < 0 ||
         PyDict_SetItemString(info, "pid", pid) < 0 ||
         PyDict_SetItemString(info, "auto_trace", mstn_g.auto_trace ? Py_True : Py_False) < 0 ||
@@ -435,7 +463,8 @@ static PyObject *mod_stats(PyObject *m, PyObject *unused) {
         if (!e || PyDict_SetItemString(ex, g_exporters[i].name, e) < 0 ||
             put_u64(e, "spans_exported", es.spans_exported) < 0 || put_u64(e, "spans_failed", es.spans_failed) < 0 ||
             put_u64(e, "spans_rejected", es.spans_rejected) < 0 || put_u64(e, "batches_ok", es.batches_ok) < 0 ||
-            put_u64(e, "batches_failed", es.batches_failed) < 0 || put_u64(e, "retries", es.retries) < 0) {
+            put_u64(e, "batches_failed", es.batches_failed) < 0 || put_u64(e, "retries", es.retries) < 0 ||
+            put_u64(e, "spans_skipped", es.spans_skipped) < 0) {
             Py_XDECREF(e);
             goto fail;
         }
