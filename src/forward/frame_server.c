@@ -112,6 +112,7 @@ struct mst_frame_server {
     uid_t uid;
     gid_t gid;
     ns_id user_ns, pid_ns;
+    bool proc_foreign;         /* /proc is another pid namespace's (see proc_is_foreign) */
     bool listening;
     int reserve_fd;
     uint64_t next_conn_id;
@@ -150,6 +151,19 @@ static ns_id ns_of(const char *path) {
         id.ino = stb.st_ino;
     }
     return id;
+}
+
+/* True when the /proc mounted here belongs to another pid namespace than
+ * ours (a daemon started with `unshare --pid --fork` but no --mount-proc):
+ * /proc/<pid> of a peer pid, which SO_PEERCRED gives in our namespace, then
+ * names some other process, so a peer's namespaces cannot be checked.
+ * /proc/self names us by the pid of /proc's own namespace. */
+static bool proc_is_foreign(void) {
+    char link[32];
+    ssize_t n = readlink("/proc/self", link, sizeof link - 1);
+    if (n <= 0) return false; /* no /proc: the namespace ids are unknown anyway */
+    link[n] = '\0';
+    return strtol(link, NULL, 10) != (long)getpid();
 }
 
 /* ---------------------------------------------------------- connections */
@@ -414,6 +428,11 @@ static bool peer_allowed(mst_frame_server *s, int fd, struct ucred *cr, char *wh
         snprintf(why, why_size, "the peer's pid is not visible in our pid namespace");
         return false;
     }
+    if (s->proc_foreign) {
+        snprintf(why, why_size, "this forwarder's /proc belongs to another pid namespace, so the peer's "
+                                "namespaces cannot be checked (give it its own: unshare --mount-proc)");
+        return false;
+    }
     static const char *const kinds[2] = {"user", "pid"};
     const ns_id *ours[2] = {&s->user_ns, &s->pid_ns};
     for (int i = 0; i < 2; i++) {
@@ -629,6 +648,11 @@ mst_status mst_frame_server_create(const mst_frame_server_options *opts,
     s->gid = getgid();
     s->user_ns = ns_of("/proc/self/ns/user");
     s->pid_ns = ns_of("/proc/self/ns/pid");
+    s->proc_foreign = proc_is_foreign();
+    if (s->proc_foreign)
+        MST_WARN("/proc belongs to another pid namespace than this forwarder's: every client will be "
+                 "refused (its namespaces cannot be checked); run the forwarder with its own /proc, "
+                 "e.g. unshare --pid --fork --mount-proc");
     s->listen.fd = -1;
     s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     s->epfd = epoll_create1(EPOLL_CLOEXEC);
