@@ -557,7 +557,7 @@ mst_status mst_an_model_finish(mst_an_model *m) {
         s.proc = s.model_proc = s.output_proc = r->proc;
         s.start_ns = r->start;
         s.end_ns = r->end;
-        s.model_start_ns = s.model_end_ns = NONE;
+        s.model_start_ns = s.model_end_ns = s.output_start_ns = s.output_end_ns = NONE;
         s.stage_ms[MST_AN_SCHEDULE] = ms(r->end - r->start);
         s.batch_size = r->batch >= 0 ? r->batch : (int32_t)r->ids_n;
         s.scheduled_tokens = r->tokens;
@@ -678,6 +678,8 @@ mst_status mst_an_model_finish(mst_an_model *m) {
         if (s != SIZE_MAX) {
             st[s].stage_ms[MST_AN_OUTPUT] += ms(o->end - o->start);
             st[s].output_proc = o->proc;
+            if (st[s].output_start_ns == NONE || o->start < st[s].output_start_ns) st[s].output_start_ns = o->start;
+            if (st[s].output_end_ns == NONE || o->end > st[s].output_end_ns) st[s].output_end_ns = o->end;
         }
         for (uint32_t k = 0; k < o->ids_n; k++) {
             mst_an_request *r = &rq[ids[o->ids_off + k]];

@@ -50,6 +50,7 @@ typedef struct mst_an_step {
     uint32_t output_proc;    /* the process of its output spans (or proc) */
     int64_t start_ns, end_ns;/* window start; end of the last span of the step */
     int64_t model_start_ns, model_end_ns;
+    int64_t output_start_ns, output_end_ns; /* its output spans; INT64_MIN when none */
     double stage_ms[MST_AN_STAGES];
     double wall_ms;          /* window length used for shares */
     int32_t batch_size;      /* batch.request_count (else the ids' count) */

@@ -498,8 +498,10 @@ static void targets(const mst_an_view *v, mst_an_result *r) {
                  s->scheduled_tokens);
         int64_t end = s->start_ns + (int64_t)(s->wall_ms * 1e6);
         if (s->end_ns > end) end = s->end_ns;
+        bool output = g == MST_AN_OUTPUT && s->output_start_ns != INT64_MIN;
         add_target(r, what, pid_of(v, proc),
-                   model ? s->model_start_ns : s->start_ns, model ? s->model_end_ns : end, why);
+                   model ? s->model_start_ns : output ? s->output_start_ns : s->start_ns,
+                   model ? s->model_end_ns : output ? s->output_end_ns : end, why);
     }
     /* The two slowest requests end to end. */
     const mst_an_request *slow[2] = {NULL, NULL};
