@@ -348,6 +348,7 @@ static uint64_t ensure_thread(mst_pftrace_writer *w, int64_t pid, int64_t tid,
 
 typedef struct lane {
     int64_t start[LANE_KEEP], end[LANE_KEEP];
+    int64_t max_end;         /* of the kept slices: sequential spans skip the scan */
     unsigned n;
 } lane;
 
@@ -362,6 +363,7 @@ static bool partial_overlap(int64_t s1, int64_t e1, int64_t s2, int64_t e2) {
 }
 
 static bool lane_fits(const lane *l, int64_t s, int64_t e) {
+    if (!l->n || l->max_end <= s) return true; /* everything kept ended before s */
     for (unsigned i = 0; i < l->n; i++)
         if (partial_overlap(l->start[i], l->end[i], s, e)) return false;
     return true;
@@ -379,6 +381,7 @@ static void lane_add(lane *l, int64_t s, int64_t e) {
     }
     l->start[i] = s;
     l->end[i] = e;
+    if (l->n == 1 || e > l->max_end) l->max_end = e;
 }
 
 static thread_lanes *lanes_of(mst_pftrace_writer *w, uint64_t thread) {
