@@ -6,9 +6,9 @@ Owns: one span set sent both ways at once — the C example
 (examples/request_pipeline.c) exports through the library's OTLP exporter
 to Jaeger and through the forwarder client to a real `mstrace forward`
 daemon writing Chrome Trace JSON — then analysed from each source; the two
-analyses agree (span, step and request counts, joined requests, verdict,
-per-span-name counts, stage totals within the microsecond rounding of
-Jaeger's times), and --compare FILE JAEGER_URL finds no significant
+analyses agree (span, step and request counts, joined requests, the
+verdict's bottleneck, per-span-name counts, stage totals within the
+microsecond rounding of Jaeger's times), and --compare FILE JAEGER_URL finds no significant
 difference. The pager is checked by a tiny page size (the time window
 is split until no page is full; every trace is still read exactly once).
 Errors: Jaeger unreachable, an HTTP error, an answer that is not Jaeger
@@ -88,7 +88,8 @@ def same_analysis(a, b, steps):
     assert a["requests"]["joined"] == b["requests"]["joined"]
     assert a["verdict"]["bottleneck"] == b["verdict"]["bottleneck"]
     assert {s["name"]: s["count"] for s in a["span_names"]} == {s["name"]: s["count"] for s in b["span_names"]}
-    assert [f["fired"] for f in a["findings"]] == [f["fired"] for f in b["findings"]]
+    # (Which rules fire is not compared: a rule's statistic sitting within a
+    # microsecond's worth of its threshold could flip on Jaeger's rounding.)
     for stage, v in a["stages"].items():
         w = b["stages"][stage]
         assert v["count"] == w["count"], stage
