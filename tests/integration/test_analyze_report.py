@@ -192,14 +192,15 @@ def test_report_renders_the_analysis(mstrace_bin, daemon_factory, example_bin, t
 @pytest.mark.parametrize("scenario,stage", [("output", "output"), ("executor", "ipc")])
 def test_planted_bottleneck_report(mstrace_bin, daemon_factory, tmp_path, browser, artifacts, scenario, stage):
     """A larger vLLM-like run (the analysis tests' generator, three processes,
-    prefill and decode steps) with a planted bottleneck: the page names it
+    prefill and decode steps; the size and seed the analysis tests use) with a
+    planted bottleneck: the page names it
     first and every number still equals the JSON."""
     gen = build_path("test_analyze_tracegen")
     if not os.access(gen, os.X_OK):
         pytest.fail(f"trace generator not built at {gen}")
     d = daemon_factory(output=tmp_path / f"{scenario}.json", log_level="info").start()
-    p = subprocess.run([str(gen), "--socket", d.socket_name, "--scenario", scenario, "--requests", "200",
-                        "--seed", "3"], capture_output=True, text=True, timeout=300)
+    p = subprocess.run([str(gen), "--socket", d.socket_name, "--scenario", scenario, "--requests", "300",
+                        "--seed", "1"], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     counts = json.loads(p.stdout.strip().splitlines()[-1])
     d.wait_for_spans(counts["spans"], timeout=120)
