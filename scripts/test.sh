@@ -91,6 +91,7 @@ fuzz_runs() {
     fuzz_symbols_spec) echo $((2000 * scale)) ;;
     fuzz_trace_headers) echo $((30000 * scale)) ;;
     fuzz_packet_decode) echo $((1000000 * scale)) ;;
+    fuzz_pftrace_writer) echo $((300000 * scale)) ;;
     # reader + model + rules + JSON per input: ~1 ms a run in the sanitizer build
     fuzz_analyze_chrome) echo $((50000 * scale)) ;;
     *) echo $((2000000 * scale)) ;;
