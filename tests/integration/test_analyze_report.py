@@ -144,6 +144,8 @@ def test_report_renders_the_analysis(mstrace_bin, daemon_factory, example_bin, t
         for q in ("p50", "p90", "p99", "mean"):
             assert ("requests", key, q) in shown
     assert ("verdict", "share") in shown and ("data_quality", "spans") in shown
+    for i, _ in enumerate(analysis["inputs"]):
+        assert ("inputs", i, "spans") in shown and ("inputs", i, "bytes") in shown
 
     # Sections in the order a reader needs them; no compare view without compare.
     ids = browser.evaluate("Array.from(document.querySelectorAll('main > section')).map(function (s) { return s.id; })")

@@ -276,6 +276,14 @@
       kids.push(el("div", { cls: "caption", style: "margin-top:8px" },
                    ["Unjoined request ids (examples): ",
                     el("code", { text: arr(q.unjoined_examples).join(", ") })]));
+    if (arr(D.inputs).length) {
+      kids.push(el("details", null, [el("summary", { text: "Inputs read" }),
+        table(["input", "kind", "spans", "bytes", "cut short"], ["l", "l", "", "", ""], arr(D.inputs).map(function (inp, i) {
+          var base = ["inputs", i];
+          return [el("code", { text: String(inp.name || "") }), inp.kind || "", num(base.concat("spans"), "int"),
+                  num(base.concat("bytes"), "int"), inp.truncated ? el("b", { text: "yes" }) : "no"];
+        }), null, true)]));
+    }
     if (arr(q.processes).length) {
       kids.push(el("details", null, [el("summary", { text: "Processes seen" }),
         table(["pid", "role", "input", "spans"], ["l", "l", "", ""], arr(q.processes).map(function (p, i) {
