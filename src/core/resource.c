@@ -6,7 +6,8 @@
  * entry is warned about and skipped) and adding the process and SDK facts
  * (process.pid, process.executable.name, telemetry.sdk.*). The process and
  * SDK attributes are set last so they always describe the real process
- * (a forked child rebuilds its resource to get its own pid).
+ * (a forked child rebuilds its resource to get its own pid); and the one
+ * resource of spans no tracer recorded (mst_resource_untraced).
  */
 #include "core/resource.h"
 
@@ -14,6 +15,8 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -188,4 +191,34 @@ void mst_resource_release(mst_resource *res) {
     res->dropped_attrs = 0;
     res->service_name.ptr = "";
     res->service_name.len = 0;
+}
+
+/* ------------------------------------------- spans no tracer recorded */
+
+static pthread_mutex_t g_untraced_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t g_untraced_once = PTHREAD_ONCE_INIT;
+static mst_resource g_untraced;
+static bool g_untraced_built;
+
+/* fork() child: the only thread left; the pid changed, so the next use
+ * builds the resource again (the lock may have been held by a thread that
+ * does not exist here). */
+static void untraced_after_fork_child(void) {
+    pthread_mutex_init(&g_untraced_mu, NULL);
+    if (g_untraced_built) mst_resource_release(&g_untraced);
+    g_untraced_built = false;
+}
+
+static void untraced_register_atfork(void) { pthread_atfork(NULL, NULL, untraced_after_fork_child); }
+
+const mst_resource *mst_resource_untraced(void) {
+    pthread_once(&g_untraced_once, untraced_register_atfork);
+    pthread_mutex_lock(&g_untraced_mu);
+    if (!g_untraced_built) {
+        g_untraced_built = mst_resource_init_from_env(&g_untraced) == MST_OK;
+        if (!g_untraced_built) mst_resource_release(&g_untraced);
+    }
+    const mst_resource *res = g_untraced_built ? &g_untraced : NULL;
+    pthread_mutex_unlock(&g_untraced_mu);
+    return res;
 }

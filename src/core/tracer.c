@@ -330,6 +330,11 @@ mst_status mst_tracer_add_exporter(mst_tracer *t, mst_exporter *e) {
 
 const mst_resource *mst_tracer_resource(const struct mst_tracer *t) { return t ? &t->resource : NULL; }
 
+const mst_resource *mst_span_resource(const mst_span *span) {
+    if (span && span->tracer) return &span->tracer->resource;
+    return mst_resource_untraced();
+}
+
 /* --------------------------------------------------------------- scopes */
 
 const mst_scope *mst_tracer_scope(mst_tracer *t, const char *name, const char *version) {

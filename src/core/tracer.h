@@ -68,6 +68,13 @@ struct mst_tracer {
 
 /* The tracer's resource (valid until shutdown). */
 const mst_resource *mst_tracer_resource(const struct mst_tracer *tracer);
+/* The resource a built-in exporter encodes `span` with: the resource of the
+ * tracer that recorded it (built once per tracer, rebuilt once in a forked
+ * child by the tracer's fork handler); for a span no tracer recorded,
+ * mst_resource_untraced(). The spans of one batch come from one tracer, so
+ * an exporter asks once per batch. NULL only when the untraced resource
+ * cannot be built. */
+MST_SHARED_INTERNAL const mst_resource *mst_span_resource(const mst_span *span);
 
 /* The calling thread's counter shard. */
 mst_tracer_shard *mst_tracer_my_shard(mst_tracer *t);

@@ -24,9 +24,12 @@
  * cancel flag; otlp_cancel sets it from the shutdown thread, the send in
  * flight returns MST_ERR_CLOSED and the batch counts as failed.
  *
- * fork(): the child gets a fresh resource (its own process.pid), zeroed
- * counters (they describe this process) and a fresh CURL handle made lazily
- * on its first export; the inherited handle is abandoned without touching
+ * Resource: the tracer's, read through the spans of each batch
+ * (mst_span_resource); the exporter builds none of its own.
+ *
+ * fork(): the child gets zeroed counters (they describe this process) and a
+ * fresh CURL handle made lazily on its first export (its spans carry the
+ * resource the tracer rebuilt with the child's pid); the inherited handle is abandoned without touching
  * the parent's connection (see otlp_transport.c).
  */
 #include <stdatomic.h>
@@ -35,6 +38,7 @@
 
 #include "core/log.h"
 #include "core/resource.h"
+#include "core/tracer.h"
 #include "export/otlp_transport.h"
 #include "wire/buf.h"
 #include "wire/otlp.h"
@@ -45,8 +49,6 @@ typedef struct otlp_exporter {
     mst_exporter base; /* first: the pipeline sees only this */
     mst_otlp_config cfg;
     mst_otlp_transport *transport;
-    bool have_res;
-    mst_resource res;
     mst_buf body;
     mst_exporter_counters counters; /* read by get_stats from any thread */
     atomic_bool cancel; /* the transport's cancel flag: set by otlp_cancel */
@@ -58,16 +60,14 @@ static otlp_exporter *as_otlp(mst_exporter *exp) {
     return exp && exp->ops == &k_otlp_ops ? (otlp_exporter *)exp : NULL;
 }
 
-static void load_resource(otlp_exporter *x) {
-    if (x->have_res) mst_resource_release(&x->res);
-    x->have_res = mst_resource_init_from_env(&x->res) == MST_OK;
-    if (!x->have_res) MST_WARN("OTLP exporter: resource attributes unavailable");
-}
-
 static mst_status encode(otlp_exporter *x, const mst_span *const *spans, size_t n) {
     mst_buf_reset(&x->body);
-    const mst_resource *res = x->have_res ? &x->res : NULL;
-    if (!res) return MST_ERR_INTERNAL;
+    /* The tracer's resource, through the spans (one tracer per batch). */
+    const mst_resource *res = mst_span_resource(spans[0]);
+    if (!res) {
+        MST_WARN("OTLP exporter: resource attributes unavailable");
+        return MST_ERR_INTERNAL;
+    }
     if (x->cfg.protocol == MST_OTLP_HTTP_JSON)
         return mst_otlp_encode_json(res, spans, n, &x->body);
     return mst_otlp_encode_proto(res, spans, n, &x->body);
@@ -77,7 +77,6 @@ static mst_status otlp_export_batch(mst_exporter *self, const mst_span *const *s
     otlp_exporter *x = as_otlp(self);
     if (!x || (!spans && n)) return MST_ERR_INVALID_ARG;
     if (n == 0) return MST_OK;
-    if (!x->have_res) load_resource(x); /* retry a failed init (e.g. ENOMEM) */
     mst_status st = encode(x, spans, n);
     if (st == MST_OK && x->body.failed) st = MST_ERR_NOMEM;
     if (st != MST_OK) {
@@ -112,7 +111,6 @@ static void otlp_after_fork_child(mst_exporter *self) {
     if (!x) return;
     atomic_store(&x->cancel, false); /* a shutdown in the parent is not the child's */
     mst_otlp_transport_after_fork_child(x->transport);
-    load_resource(x);
     mst_exporter_counters_reset(&x->counters);
 }
 
@@ -127,7 +125,6 @@ static void otlp_destroy(mst_exporter *self) {
     otlp_exporter *x = as_otlp(self);
     if (!x) return;
     mst_otlp_transport_destroy(x->transport);
-    if (x->have_res) mst_resource_release(&x->res);
     mst_buf_free(&x->body);
     free(x);
 }
@@ -158,7 +155,6 @@ mst_status mst_otlp_exporter_create(const mst_otlp_config *cfg, mst_exporter **o
     }
     atomic_init(&x->cancel, false);
     mst_otlp_transport_set_cancel(x->transport, &x->cancel);
-    load_resource(x);
     static const char *const names[] = {"grpc", "http/protobuf", "http/json"};
     MST_DEBUG("OTLP exporter: %s to %s (timeout %u ms%s)", names[cfg->protocol], cfg->endpoint,
               cfg->timeout_ms, cfg->gzip ? ", gzip" : "");
