@@ -27,6 +27,10 @@
  * resource (new pid) and mark the exporters for after_fork_child, which the
  * child's exporter thread calls before its first export.
  *
+ * Resource: one per tracer, built at create and rebuilt only here in a
+ * forked child; the built-in exporters read it through the spans they are
+ * handed (mst_span_resource), custom ones through mst_span_get_resource.
+ *
  * A span open across fork() (a fork inside a traced call) exists in both
  * processes, and both may end it. It is exported once, by the process that
  * ends it first: each span records the fork epoch at its start; at its end, a

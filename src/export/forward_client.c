@@ -25,7 +25,9 @@
  *     stream, so such a connection is closed; the forwarder drops the
  *     partial frame at EOF.
  *   - In a fork()ed child the inherited fd is only close()d (shutdown() would
- *     also end the parent's connection) and the resource is rebuilt (new pid).
+ *     also end the parent's connection).
+ *   - Resource: the tracer's, read through the spans of each batch
+ *     (mst_span_resource); the client builds none of its own.
  */
 #include "export/forward_client.h"
 
@@ -42,6 +44,7 @@
 
 #include "core/log.h"
 #include "core/resource.h"
+#include "core/tracer.h"
 #include "wire/buf.h"
 #include "wire/frame.h"
 #include "wire/perfetto_packet.h"
@@ -62,8 +65,6 @@ typedef struct fwd_exporter {
     bool optional;                  /* see mst_forward_exporter_set_optional */
     bool ever_connected;            /* a connect succeeded in this process  */
     bool slow_logged;               /* logged a send-budget overrun         */
-    bool have_res;
-    mst_resource res;
     mst_buf chunk;                  /* frames of the batch being sent       */
     size_t *frame_ends;             /* end offset of each frame in chunk    */
     size_t frame_cap;
@@ -235,12 +236,12 @@ static bool reserve_frames(fwd_exporter *x, size_t n) {
 
 /* Appends one frame for span s to the chunk. False (chunk unchanged) when
  * it cannot be encoded or exceeds the frame limit. */
-static bool append_frame(fwd_exporter *x, const mst_span *s) {
+static bool append_frame(fwd_exporter *x, const mst_span *s, const mst_resource *res) {
     mst_buf *b = &x->chunk;
     size_t start = b->len;
     static const uint8_t placeholder[FRAME_HEADER_BYTES];
     mst_buf_append(b, placeholder, FRAME_HEADER_BYTES);
-    mst_perfetto_packet_encode(s, x->have_res ? &x->res : NULL, b);
+    mst_perfetto_packet_encode(s, res, b);
     size_t payload = b->len - start - FRAME_HEADER_BYTES;
     if (b->failed || payload > MST_FRAME_MAX_BYTES) {
         b->len = start;
@@ -284,12 +285,14 @@ static mst_status fwd_export_batch(mst_exporter *self, const mst_span *const *sp
     }
     uint64_t deadline = mono_ms() + (uint64_t)x->send_budget_ms * MST_FORWARD_BATCH_LIMIT_FACTOR;
     mst_status result = MST_OK;
+    /* The tracer's resource, through the spans (one tracer per batch). */
+    const mst_resource *res = mst_span_resource(spans[0]);
     size_t i = 0;
     while (i < n) {
         mst_buf_reset(&x->chunk);
         size_t nframes = 0, bad = 0;
         for (; i < n && x->chunk.len < MST_FORWARD_CHUNK_BYTES; i++) {
-            if (append_frame(x, spans[i])) x->frame_ends[nframes++] = x->chunk.len;
+            if (append_frame(x, spans[i], res)) x->frame_ends[nframes++] = x->chunk.len;
             else bad++;
         }
         if (bad) {
@@ -330,8 +333,6 @@ static void fwd_after_fork_child(mst_exporter *self) {
     x->slow_logged = false;
     mst_buf_reset(&x->chunk);
     mst_exporter_counters_reset(&x->counters);
-    if (x->have_res) mst_resource_release(&x->res);
-    x->have_res = mst_resource_init_from_env(&x->res) == MST_OK;
 }
 
 static void fwd_get_stats(mst_exporter *self, mst_exporter_stats *out) {
@@ -345,7 +346,6 @@ static void fwd_destroy(mst_exporter *self) {
     close_fd(x);
     mst_buf_free(&x->chunk);
     free(x->frame_ends);
-    if (x->have_res) mst_resource_release(&x->res);
     free(x);
 }
 
@@ -382,9 +382,6 @@ mst_status mst_forward_exporter_create(const char *socket_name, mst_exporter **o
     x->addr_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len);
     memcpy(x->name, name, len + 1);
     mst_buf_init(&x->chunk, 0);
-    /* Resource once, from the environment at creation (rebuilt after fork). */
-    x->have_res = mst_resource_init_from_env(&x->res) == MST_OK;
-    if (!x->have_res) MST_WARN("perfetto forwarder client: resource attributes unavailable");
     *out = &x->base;
     return MST_OK;
 }
