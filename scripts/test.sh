@@ -94,6 +94,8 @@ fuzz_runs() {
     fuzz_pftrace_writer) echo $((300000 * scale)) ;;
     # reader + model + rules + JSON per input: ~1 ms a run in the sanitizer build
     fuzz_analyze_chrome) echo $((50000 * scale)) ;;
+    # an HTTP answer parse per input, ~10k runs/s under ASan
+    fuzz_jaeger_answer) echo $((200000 * scale)) ;;
     *) echo $((2000000 * scale)) ;;
   esac
 }
