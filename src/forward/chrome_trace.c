@@ -799,7 +799,8 @@ static void tl_counter(void *self, const mst_tl_counter *c) {
     LIT(b, ",");
     append_int_member(b, "pid", c->pid);
     LIT(b, ",\"tid\":0,\"args\":{\"value\":");
-    if (c->is_double) mst_buf_append_double(b, c->d);
+    if (c->raw_len) mst_buf_append(b, c->raw, c->raw_len); /* validated JSON number text */
+    else if (c->is_double) mst_buf_append_double(b, c->d);
     else put_i64(b, c->i);
     LIT(b, "}}");
 }

@@ -238,7 +238,8 @@ static void emit_counters(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
         if (k->len < 14 || k->len > 22) continue;
         for (const char *const *n = mst_tl_counter_names; *n; n++) {
             if (strlen(*n) != k->len || memcmp(*n, k->ptr, k->len) != 0) continue;
-            mst_tl_counter c = {*n, pid, s->end_ns, false, 0, 0};
+            const mst_json_slice *v = &s->attrs[a].value;
+            mst_tl_counter c = {*n, pid, s->end_ns, false, 0, 0, v->ptr, v->len};
             if (mst_tl_json_number(&s->attrs[a].value, &c.is_double, &c.i, &c.d)) {
                 tl->st.counters_emitted++;
                 if (sink && sink->counter) sink->counter(sink->self, &c);
@@ -364,7 +365,7 @@ void mst_timeline_forwarder_counters(mst_timeline *tl, int64_t pid, int64_t ts_n
     const char *names[3] = {MST_TL_FWD_RECEIVED, MST_TL_FWD_WRITTEN, MST_TL_FWD_DROPPED};
     uint64_t vals[3] = {received, written, dropped};
     for (int k = 0; k < 3; k++) {
-        mst_tl_counter c = {names[k], pid, ts_ns, false, (int64_t)vals[k], 0};
+        mst_tl_counter c = {names[k], pid, ts_ns, false, (int64_t)vals[k], 0, NULL, 0};
         tl->st.counters_emitted++;
         if (sink && sink->counter) sink->counter(sink->self, &c);
     }

@@ -76,6 +76,10 @@ typedef struct mst_tl_counter {
     bool is_double;
     int64_t i;
     double d;
+    /* The value's JSON text as the span carried it (NULL for the
+     * forwarder's own counters): the JSON writer copies it as is. */
+    const char *raw;
+    size_t raw_len;
 } mst_tl_counter;
 
 /* What a writer does with the model's output. */
