@@ -96,6 +96,8 @@ fuzz_runs() {
     fuzz_analyze_chrome) echo $((50000 * scale)) ;;
     # an HTTP answer parse per input, ~10k runs/s under ASan
     fuzz_jaeger_answer) echo $((200000 * scale)) ;;
+    # .pftrace reader + model + rules + JSON per input: ~3-6 ms a run under ASan
+    fuzz_analyze_pftrace) echo $((20000 * scale)) ;;
     *) echo $((2000000 * scale)) ;;
   esac
 }

@@ -5,6 +5,8 @@
  *   mstrace analyze --jaeger http://HOST:16686 --service NAME [--since 1h | --start T --end T]
  *   mstrace analyze --compare BEFORE AFTER [...]
  *
+ * Inputs: Chrome JSON (read_chrome.h) or .pftrace (read_pftrace.h), picked by
+ * the file's first bytes; Jaeger (read_jaeger.h) for http:// inputs.
  * Owns option parsing (one table, OPTIONS below), loading each side's
  * inputs into a model (src/analyze/model.h) with a progress line on stderr
  * for inputs that take more than a second, and writing the outputs. With
@@ -28,6 +30,7 @@
 #include "analyze/model.h"
 #include "analyze/read_chrome.h"
 #include "analyze/read_jaeger.h"
+#include "analyze/read_pftrace.h"
 #include "analyze/report_csv.h"
 #include "analyze/report_html.h"
 #include "analyze/report_json.h"
@@ -95,8 +98,9 @@ static void usage(FILE *f) {
             "Where the time of a traced server went: engine steps split into schedule, model,\n"
             "ipc, output and waiting; per request queue, TTFT, TPOT and end-to-end times; the\n"
             "bottleneck rules with numbers; time windows and pids to aim a profiler at.\n"
-            "Inputs are the Chrome Trace JSON files of `mstrace forward --perfetto-output`\n"
-            "(several files are merged; a file cut by a kill is read up to the cut), or Jaeger's\n"
+            "Inputs are the Chrome Trace JSON or native .pftrace files of `mstrace forward\n"
+            "--perfetto-output`, told apart by content (several files are merged; a file cut\n"
+            "by a kill is read up to the cut), or Jaeger's\n"
             "query API (--jaeger URL, or an input named http://...: --service and the window apply).\n"
             "\n"
             "options:\n");
@@ -296,6 +300,9 @@ static mst_an_model *load_side(const char *const *paths, size_t n, bool quiet, c
             q.progress = on_progress;
             q.progress_ctx = &p;
             st = mst_an_read_jaeger(&q, (uint32_t)i, mst_an_model_add_span, m, &info, err, sizeof err);
+        } else if (mst_an_pftrace_file_sniff(paths[i])) { /* by content, whatever the extension */
+            st = mst_an_read_pftrace_file(paths[i], (uint32_t)i, mst_an_model_add_span, m, on_progress, &p,
+                                          &info, err, sizeof err);
         } else {
             st = mst_an_read_chrome_file(paths[i], (uint32_t)i, mst_an_model_add_span, m, on_progress, &p,
                                          &info, err, sizeof err);
@@ -312,7 +319,8 @@ static mst_an_model *load_side(const char *const *paths, size_t n, bool quiet, c
                 fprintf(stderr, "mstrace analyze: error: %s: no spans of service %s in the window\n", paths[i],
                         jq->service);
             else
-                fprintf(stderr, "mstrace analyze: error: %s: no spans (no X events in the trace)\n", paths[i]);
+                fprintf(stderr, "mstrace analyze: error: %s: no spans (no %s in the trace)\n", paths[i],
+                        strcmp(info.kind, "pftrace") == 0 ? "span slices" : "X events");
             mst_an_input_info_free(&info);
             mst_an_model_free(m);
             return NULL;

@@ -1,0 +1,219 @@
+"""`mstrace analyze` on the forwarder's native Perfetto output (.pftrace; docs/analyze.md "Inputs").
+
+One span stream — the analysis tests' generator (test_analyze_tracegen: a vLLM-like run with a
+planted bottleneck, recorded with libmstrace) — is captured once as the bytes its forwarder
+client sends, then replayed byte for byte into two real `mstrace forward` daemons, one writing
+Chrome Trace JSON and one writing .pftrace. `mstrace analyze --json` of the two files must agree:
+steps, requests, stage totals, findings and verdict, up to the formats' time resolution (the JSON
+carries microseconds with three decimals). Also: the format is told by content, not extension; a
+.pftrace cut mid-packet (as a SIGKILL leaves it) is analysed up to the cut with a warning; bad
+inputs exit 2 with one line.
+"""
+
+import json
+import os
+import select
+import socket
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import Daemon, mstrace_binary, unique_socket_name
+from test_analyze import analysis, analyze, tracegen
+
+REQUESTS = 200
+
+
+def capture_stream(scenario: str, seed: int, requests: int):
+    """Runs the generator against a listener that only records what each connection sends
+    (the forwarder protocol is one-way length-prefixed frames); returns (counts, [bytes])."""
+    name = unique_socket_name()
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind("\0" + name)
+    srv.listen(16)
+    streams, conns, done = [], {}, threading.Event()
+
+    def pump():
+        while True:
+            r, _, _ = select.select([srv] + list(conns), [], [], 0.05)
+            for s in r:
+                if s is srv:
+                    c, _ = srv.accept()
+                    conns[c] = bytearray()
+                    continue
+                data = s.recv(1 << 20)
+                if data:
+                    conns[s] += data
+                else:
+                    streams.append(bytes(conns.pop(s)))
+                    s.close()
+            if done.is_set() and not r and not conns:
+                return
+
+    t = threading.Thread(target=pump, daemon=True)
+    t.start()
+    try:
+        gen = subprocess.run([str(tracegen()), "--socket", name, "--scenario", scenario,
+                              "--requests", str(requests), "--seed", str(seed)],
+                             capture_output=True, text=True, timeout=300)
+        assert gen.returncode == 0, gen.stderr
+    finally:
+        done.set()
+        t.join(timeout=60)
+        srv.close()
+    counts = json.loads(gen.stdout.strip().splitlines()[-1])
+    assert counts["failed"] == 0 and counts["dropped"] == 0, counts
+    assert streams and sum(len(s) for s in streams) > 0
+    return counts, streams
+
+
+def replay(streams, out: Path, spans: int) -> Path:
+    """The captured bytes into a real daemon writing `out` (format by extension)."""
+    d = Daemon(mstrace_binary(), out, log_level="info", socket_name=unique_socket_name())
+    d.start()
+    try:
+        for data in streams:
+            with d.connect() as s:
+                s.sendall(data)
+        if out.suffix == ".json":
+            d.wait_for_spans(spans, timeout=120)
+        # .pftrace: the stop drains every connection already accepted or queued (docs/forwarder.md);
+        # the analysis then checks that every span is in the file.
+    finally:
+        assert d.stop() == 0, d.log()
+    return out
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    d = tmp_path_factory.mktemp("analyze_pftrace")
+    counts, streams = capture_stream("tail", seed=5, requests=REQUESTS)
+    js = replay(streams, d / "run.json", counts["spans"])
+    pf = replay(streams, d / "run.pftrace", counts["spans"])
+    return {"counts": counts, "json": js, "pftrace": pf, "dir": d}
+
+
+def close(a, b, tol, path="", diffs=None):
+    """Structural equality, numbers equal within tol (relative, with an absolute floor)."""
+    diffs = [] if diffs is None else diffs
+    if isinstance(a, dict) and isinstance(b, dict):
+        if set(a) != set(b):
+            diffs.append(f"{path}: keys {sorted(set(a) ^ set(b))}")
+        for k in set(a) & set(b):
+            close(a[k], b[k], tol, f"{path}.{k}", diffs)
+    elif isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            diffs.append(f"{path}: {len(a)} vs {len(b)} items")
+        for i, (x, y) in enumerate(zip(a, b)):
+            close(x, y, tol, f"{path}[{i}]", diffs)
+    elif isinstance(a, bool) or isinstance(b, bool) or a is None or b is None or isinstance(a, str):
+        if a != b:
+            diffs.append(f"{path}: {a!r} vs {b!r}")
+    elif isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        if abs(a - b) > max(tol["abs"], tol["rel"] * max(abs(a), abs(b))):
+            diffs.append(f"{path}: {a} vs {b}")
+    elif a != b:
+        diffs.append(f"{path}: {a!r} vs {b!r}")
+    return diffs
+
+
+def test_same_analysis_from_json_and_pftrace(pair):
+    aj = analysis(pair["json"])
+    ap = analysis(pair["pftrace"])
+    c = pair["counts"]
+    assert ap["inputs"][0]["kind"] == "pftrace" and aj["inputs"][0]["kind"] == "chrome-json"
+    # The pftrace file is the smaller one (the forwarder's point in writing it).
+    assert ap["inputs"][0]["bytes"] < aj["inputs"][0]["bytes"]
+    for a in (aj, ap):
+        assert a["data_quality"]["spans"] == c["spans"]
+        assert a["steps"]["count"] == c["steps"]
+        assert a["requests"]["count"] == a["requests"]["joined"] == REQUESTS
+        assert a["data_quality"]["lossy"] is False and a["inputs"][0]["truncated"] is False
+    # Exactly equal: what is counted, and what the rules decide.
+    for key in ("verdict",):
+        assert aj[key]["bottleneck"] == ap[key]["bottleneck"] == "model"
+    assert [(f["rule"], f["fired"], f["severity"]) for f in aj["findings"]] == \
+           [(f["rule"], f["fired"], f["severity"]) for f in ap["findings"]]
+    assert aj["data_quality"]["processes"] == ap["data_quality"]["processes"]
+    for sec in ("steps", "requests", "stages", "span_names", "findings", "verdict", "profile_targets"):
+        # Times: 1 ns per endpoint in the JSON's microseconds with three decimals is exact; the
+        # percentiles and fits are computed from the same values, so allow float noise only.
+        diffs = close(aj[sec], ap[sec], {"rel": 1e-6, "abs": 2e-6 if sec != "profile_targets" else 2})
+        assert not diffs, f"{sec}: {diffs[:10]}"
+    assert aj["inputs"][0]["flows"] == ap["inputs"][0]["flows"]
+
+
+def test_format_is_told_by_content_not_extension(pair, tmp_path):
+    renamed = tmp_path / "native_output.json"
+    renamed.write_bytes(pair["pftrace"].read_bytes())
+    a = analysis(renamed)
+    assert a["inputs"][0]["kind"] == "pftrace"
+    assert a["steps"]["count"] == pair["counts"]["steps"]
+    # Both formats in one call: merged as two inputs, pids kept apart by input.
+    both = analysis(pair["json"], pair["pftrace"])
+    assert [i["kind"] for i in both["inputs"]] == ["chrome-json", "pftrace"]
+    assert both["steps"]["count"] == 2 * pair["counts"]["steps"]
+
+
+def packet_ends(data: bytes):
+    """Offsets where each Trace.packet field ends (tag 0x0a, varint length, payload)."""
+    ends, pos = [], 0
+    while pos < len(data):
+        assert data[pos] == 0x0A
+        pos += 1
+        n = shift = 0
+        while True:
+            b = data[pos]
+            pos += 1
+            n |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                break
+        pos += n
+        ends.append(pos)
+    assert pos == len(data)
+    return ends
+
+
+def test_cut_pftrace_is_analysed_up_to_the_cut(pair, tmp_path):
+    data = pair["pftrace"].read_bytes()
+    ends = packet_ends(data)
+    # Cut in the middle of a packet past 60 % of the file, as a SIGKILL mid-write leaves it.
+    at = next(e for e in ends if e > len(data) * 0.6) - 3
+    cut = tmp_path / "cut.pftrace"
+    cut.write_bytes(data[:at])
+    proc = analyze(cut, "--json", tmp_path / "cut_out.json")
+    assert "warning" in proc.stderr and "cut" in proc.stderr, proc.stderr
+    a = json.loads((tmp_path / "cut_out.json").read_text())
+    assert a["inputs"][0]["truncated"] is True and a["data_quality"]["lossy"] is True
+    assert 0 < a["data_quality"]["spans"] < pair["counts"]["spans"]
+    assert a["steps"]["count"] > 0
+    # Cut exactly at a packet boundary: a whole file as far as framing goes, every span read
+    # up to there (the spans after it simply are not in it).
+    whole = tmp_path / "boundary.pftrace"
+    whole.write_bytes(data[: next(e for e in ends if e > len(data) * 0.6)])
+    b = analysis(whole)
+    assert b["inputs"][0]["truncated"] is False
+    assert a["data_quality"]["spans"] <= b["data_quality"]["spans"] < pair["counts"]["spans"]
+
+
+@pytest.mark.parametrize("content,words", [
+    (b"\x0a", "empty file"),                           # one newline: blank, as for JSON
+    (b"\x0a\x10\x08\x01", "Perfetto protobuf"),        # first packet cut
+    (b"\x0a" + b"\xff" * 10 + b"\x01", "Perfetto protobuf"),  # a length no varint holds
+    (b"\x0a\x02\x08\x01\x12\x00", "no spans"),           # one packet, then not a packet field
+    (b"\x0a\x00", "no spans"),                         # a valid but empty trace
+    (b"\x0a\x02\x50\x01" * 8, "no spans"),             # packets without track events
+])
+def test_bad_pftrace_exits_2_with_one_line(tmp_path, content, words):
+    bad = tmp_path / "bad.pftrace"
+    bad.write_bytes(content)
+    out = tmp_path / "never.json"
+    proc = analyze(bad, "--json", out, check=False)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mstrace analyze: error:"), proc.stderr
+    assert words in lines[0], lines[0]
+    assert not out.exists()
