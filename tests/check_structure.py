@@ -5,23 +5,27 @@ Fails (exit 1, one line per finding) when:
 
   1. an #include cycle exists between files of src/, include/ or
      python/mstrace/_native (file level: a.h -> b.h -> a.h);
-  2. an include cycle exists between *units* of src/: a unit is a header
-     together with the .c files that define the functions it declares (a
-     header that declares no function, only types/macros/inlines, is a unit
-     of its own; so is a .c file that defines only public API). Example of
-     what this catches: x.c includes y.h while y.c includes x.h;
-  3. a function defined (not static) in src/<dir>/<name>.c is declared
-     anywhere but its own header — src/<dir>/<name>.h, or <prefix>.h for a
-     file named <prefix>_<part>.c (wire/otlp_encode_proto.c -> wire/otlp.h) —
-     or a public header under include/; or it is declared nowhere (make it
-     static, or declare it in its header);
+  2. an include cycle exists between *units* of src/ or of
+     python/mstrace/_native: a unit is a header together with the .c files
+     that define the functions it declares (a header that declares no
+     function, only types/macros/inlines, is a unit of its own; so is a .c
+     file that defines only public API). Example of what this catches: x.c
+     includes y.h while y.c includes x.h;
+  3. a function defined (not static) in src/<dir>/<name>.c or
+     python/mstrace/_native/<name>.c is declared anywhere but its own
+     header — <dir>/<name>.h, or <prefix>.h for a file named
+     <prefix>_<part>.c (wire/otlp_encode_proto.c -> wire/otlp.h) — or a
+     public header under include/; or it is declared nowhere (make it
+     static, or declare it in its header). The extension's entry point
+     PyInit_<module> is exempt: Python finds it by name;
   4. a .c file in src/ or python/mstrace/_native declares something with
      `extern` (a local declaration of another file's function or variable:
      it belongs in that file's header).
 
 Declarations are read by the C compiler itself (gcc -aux-info), not by
 pattern matching, so macros and multi-line prototypes are seen as the
-compiler sees them. Needs gcc (clang has no -aux-info).
+compiler sees them. Needs gcc (clang has no -aux-info); the extension's
+files also need Python.h (found through this interpreter's sysconfig).
 
 Usage: check_structure.py [--cc gcc] [--root REPO]
 """
@@ -30,6 +34,7 @@ import os
 import re
 import subprocess
 import sys
+import sysconfig
 import tempfile
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
@@ -198,14 +203,25 @@ def main():
 
     # 3. Declarations in the header of the defining file.
     src_c = [f for f in lib_files if f.startswith("src" + os.sep) and f.endswith(".c")]
+    native_c = [f for f in native_files if f.endswith(".c")]
+    python_inc = sysconfig.get_paths().get("include") or ""
     defined = {}       # function -> defining .c
     declared = {}      # function -> set of files with a declaration
-    for c in src_c:
-        for kind, name, is_static, path in aux_info(root, args.cc, c, ["-Iinclude", "-Isrc"]):
-            if kind == "F" and path == c and not is_static and name != "main":
-                defined[name] = c
-            elif kind == "C" and not is_static:
-                declared.setdefault(name, set()).add(path)
+    trees = [(src_c, ["-Iinclude", "-Isrc"])]
+    if native_c:
+        if not os.path.isfile(os.path.join(python_inc, "Python.h")):
+            raise SystemExit("check_structure: Python.h not found in %r (install python3-dev)" % python_inc)
+        trees.append((native_c, ["-Iinclude", "-I" + python_inc]))
+    n_src_defined = 0
+    for files, flags in trees:
+        for c in files:
+            for kind, name, is_static, path in aux_info(root, args.cc, c, flags):
+                if kind == "F" and path == c and not is_static and name != "main" \
+                        and not name.startswith("PyInit_"):
+                    defined[name] = c
+                    n_src_defined += c.startswith("src" + os.sep)
+                elif kind == "C" and not is_static:
+                    declared.setdefault(name, set()).add(path)
     for name, c in sorted(defined.items()):
         allowed = set(owner_headers(c, root))
         where = declared.get(name, set())
@@ -219,7 +235,7 @@ def main():
                             % (path, name, c, " or ".join(sorted(allowed)) or c[:-2] + ".h (create it)"))
 
     # 2. Unit-level cycles: a header plus the .c files defining what it declares.
-    unit = {f: f for f in lib_files}
+    unit = {f: f for f in lib_files + native_files}
 
     def find(x):
         while unit[x] != x:
@@ -229,7 +245,7 @@ def main():
 
     for name, c in defined.items():
         for path in declared.get(name, ()):
-            if path in unit and path.startswith("src" + os.sep):
+            if path in unit and not path.startswith("include" + os.sep):
                 unit[find(c)] = find(path)
     unit_graph = {}
     members = {}
@@ -252,8 +268,9 @@ def main():
     if problems:
         print("check_structure: %d problem(s)" % len(problems))
         return 1
-    print("check_structure: %d files, %d functions defined in src/: no include cycle, every declaration "
-          "in its owner's header" % (len(lib_files) + len(native_files), len(defined)))
+    print("check_structure: %d files, %d functions defined in src/ and %d in python/mstrace/_native: no "
+          "include cycle, every declaration in its owner's header"
+          % (len(lib_files) + len(native_files), n_src_defined, len(defined) - n_src_defined))
     return 0
 
 

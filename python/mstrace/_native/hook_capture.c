@@ -98,3 +98,22 @@ fail:
     Py_XDECREF(attrs);
     Py_XDECREF(links);
 }
+
+/* _capture(True) starts mirroring every recorded hook span into a list of
+ * dicts and returns it; _capture(False) stops and returns the list. */
+PyObject *mstn_py_capture(PyObject *m, PyObject *on) {
+    int yes = PyObject_IsTrue(on);
+    if (yes < 0)
+        return NULL;
+    PyObject *prev = mstn_g.capture;
+    if (yes) {
+        PyObject *l = PyList_New(0);
+        if (!l)
+            return NULL;
+        mstn_g.capture = l;
+        Py_XDECREF(prev);
+        return Py_NewRef(l);
+    }
+    mstn_g.capture = NULL;
+    return prev ? prev : Py_NewRef(Py_None);
+}

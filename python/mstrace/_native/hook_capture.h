@@ -16,4 +16,9 @@ void mstn_capture_span(const char *name, const char *scope_name, mst_span_kind k
                        const mstn_ctx *parent, uint64_t t0, uint64_t t1, const mstn_batch *b, bool error,
                        const char *msg);
 
+/* _native._capture(on): _capture(True) starts mirroring every recorded hook
+ * span into a new list and returns it; _capture(False) stops and returns
+ * the list (or None). */
+PyObject *mstn_py_capture(PyObject *m, PyObject *on);
+
 #endif /* MST_NATIVE_HOOK_CAPTURE_H */

@@ -1,6 +1,6 @@
 /*
  * log.h — the extension's log lines, through Python's `logging` (so the
- * plugin's handler and level apply). Defined in module.c.
+ * plugin's handler and level apply). Defined in log.c.
  */
 #ifndef MST_NATIVE_LOG_H
 #define MST_NATIVE_LOG_H

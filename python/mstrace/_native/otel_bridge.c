@@ -23,7 +23,7 @@
 #include "otel_bridge.h"
 #include "log.h"
 #include "state.h"
-#include "tracer_life.h"
+#include "flush.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -18,3 +18,34 @@ int mstn_getattr_opt(PyObject *obj, PyObject *name, PyObject **out) {
     }
     return -1;
 }
+
+int mstn_names_init(void) {
+#define N(f, s) if (!(mstn_n.f = PyUnicode_InternFromString(s))) return -1
+    N(request_id, "request_id");
+    N(trace_headers, "trace_headers");
+    N(traceparent, "traceparent");
+    N(tracestate, "tracestate");
+    N(num_scheduled_tokens, "num_scheduled_tokens");
+    N(total_num_scheduled_tokens, "total_num_scheduled_tokens");
+    N(outputs, "outputs");
+    N(finish_reason, "finish_reason");
+    N(iscoroutinefunction, "iscoroutinefunction");
+    N(func, "__func__");
+    N(get, "__get__");
+    N(scheduler_output, "scheduler_output");
+    N(arrival_time, "arrival_time");
+    N(external_req_id, "external_req_id");
+    N(waiting, "waiting");
+    N(running, "running");
+    N(kv_cache_manager, "kv_cache_manager");
+    N(usage, "usage");
+#undef N
+    return 0;
+}
+
+int mstn_dict_put_u64(PyObject *d, const char *k, uint64_t v) {
+    PyObject *o = PyLong_FromUnsignedLongLong(v);
+    int r = o ? PyDict_SetItemString(d, k, o) : -1;
+    Py_XDECREF(o);
+    return r;
+}

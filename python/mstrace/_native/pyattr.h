@@ -1,8 +1,9 @@
 /*
  * pyattr.h — reading attributes of Python objects the way every file of
  * the extension does (pyattr.c): interned attribute names (mstn_n, filled
- * at import by module.c), an optional-attribute lookup that tells "missing"
- * from "raised", and a request id as a UTF-8 key.
+ * at import), an optional-attribute lookup that tells "missing"
+ * from "raised", a request id as a UTF-8 key, and a dict setter for
+ * counters.
  */
 #ifndef MST_NATIVE_PYATTR_H
 #define MST_NATIVE_PYATTR_H
@@ -36,5 +37,10 @@ typedef struct mstn_names {
         *arrival_time, *external_req_id, *waiting, *running, *kv_cache_manager, *usage;
 } mstn_names;
 extern mstn_names mstn_n;
+/* Interns the names into mstn_n (once, at import). -1 with an exception. */
+int mstn_names_init(void);
+
+/* d[k] = int(v). 0, or -1 with an exception. */
+int mstn_dict_put_u64(PyObject *d, const char *k, uint64_t v);
 
 #endif /* MST_NATIVE_PYATTR_H */

@@ -2,7 +2,7 @@
  * state.h — the extension's process-global state (mstn_g): the tracer, the
  * request-context env rules read at init, the counters stats() reports, the
  * test capture list, the async hooks' ContextVar and the process role.
- * Written and read with the GIL held. Defined in module.c.
+ * Written and read with the GIL held. Defined in state.c.
  */
 #ifndef MST_NATIVE_STATE_H
 #define MST_NATIVE_STATE_H
@@ -30,5 +30,11 @@ typedef struct mstn_globals {
 } mstn_globals;
 
 extern mstn_globals mstn_g;
+
+/* Stores `role` (UTF-8, cut to MSTN_ROLE_MAX-1 bytes on a character
+ * boundary) as the process.role of every later span; NULL/"" clears it. */
+void mstn_set_process_role(const char *role);
+/* _native.set_process_role(role or None). */
+PyObject *mstn_py_set_process_role(PyObject *m, PyObject *arg);
 
 #endif /* MST_NATIVE_STATE_H */

@@ -2,12 +2,12 @@
  * trace_helpers.c — the Python-level helpers that drive an `_AsyncRun`
  * (async_run.c): `_trace_gen` and `_trace_agen`, the forwarding wrappers of
  * hooked generators and async generators, compiled here from Python source
- * once at import; and the `_trace_coro` coroutine helper's reference, which
- * module.c compiles and sets. See trace_helpers.h.
+ * once at import; and `_trace_coro`, the coroutine an async hook returns.
+ * See trace_helpers.h.
  */
 #include "trace_helpers.h"
 
-PyObject *mstn_trace_coro; /* set by module.c */
+PyObject *mstn_trace_coro;
 PyObject *mstn_trace_gen, *mstn_trace_agen;
 
 
@@ -109,4 +109,38 @@ int mstn_trace_helpers_init(void) {
     if (rc < 0 && !PyErr_Occurred())
         PyErr_SetString(PyExc_RuntimeError, "mstrace._native: generator wrappers missing");
     return rc;
+}
+
+/* `_trace_coro`: the coroutine an async hook returns (see hook.c). */
+static const char trace_coro_src[] =
+    "async def _trace_coro(coro, run):\n"
+    "    run._begin()\n"
+    "    try:\n"
+    "        result = await coro\n"
+    "    except BaseException as exc:\n"
+    "        run._end(exc, None)\n"
+    "        raise\n"
+    "    run._end(None, result)\n"
+    "    return result\n";
+
+int mstn_trace_coro_init(PyObject *module) {
+    PyObject *g = PyDict_New();
+    if (!g)
+        return -1;
+    if (PyDict_SetItemString(g, "__builtins__", PyEval_GetBuiltins()) < 0 ||
+        PyDict_SetItemString(g, "__name__", PyUnicode_InternFromString("mstrace._native")) < 0) {
+        Py_DECREF(g);
+        return -1;
+    }
+    PyObject *r = PyRun_String(trace_coro_src, Py_file_input, g, g);
+    if (!r) {
+        Py_DECREF(g);
+        return -1;
+    }
+    Py_DECREF(r);
+    mstn_trace_coro = Py_XNewRef(PyDict_GetItemString(g, "_trace_coro"));
+    Py_DECREF(g);
+    if (!mstn_trace_coro)
+        return -1;
+    return PyModule_AddObject(module, "_trace_coro", Py_NewRef(mstn_trace_coro));
 }
