@@ -675,6 +675,14 @@ mst_status mst_an_model_finish(mst_an_model *m) {
     for (size_t i = 0; i < m->recs[K_OUTPUT].n; i++) {
         const rec *o = &outs[i];
         size_t s = step_for(m, eng, n_eng, o->proc, o->start);
+        /* An output loop that lags starts spans while the engine is idle
+         * (or after its last step): that is still the work of the busy
+         * steps before, so it counts for the last busy step of the engine. */
+        if (s != SIZE_MAX && !st[s].busy) {
+            size_t k = s;
+            while (k > 0 && st[k - 1].proc == st[s].proc && !st[k].busy) k--;
+            if (st[k].busy) s = k;
+        }
         if (s != SIZE_MAX) {
             st[s].stage_ms[MST_AN_OUTPUT] += ms(o->end - o->start);
             st[s].output_proc = o->proc;
