@@ -217,3 +217,37 @@ def test_bad_pftrace_exits_2_with_one_line(tmp_path, content, words):
     assert len(lines) == 1 and lines[0].startswith("mstrace analyze: error:"), proc.stderr
     assert words in lines[0], lines[0]
     assert not out.exists()
+
+
+def test_links_lists_and_overlapping_spans_read_the_same(tmp_path):
+    """The seed's scenario (cross-trace links, request.ids lists, roles) plus 20 request spans
+    that overlap without nesting on one thread (the writer puts them on 'overlapping spans N'
+    child tracks): the whole analysis, flows included, is the same from both files."""
+    from conftest import make_packet
+    from test_pftrace import seed_scenario
+    packets = seed_scenario()
+    for i in range(20):
+        t0 = 10_000_000 + i * 1_000_000
+        packets.append(make_packet("vllm.request", "%032x" % (0xA00 + i), "%016x" % (0xB00 + i), t0,
+                                   t0 + 5_500_000 + (i % 3) * 250_001,
+                                   attrs={"request.id": f"ov-{i}", "process.role": "api_server"},
+                                   pid=100, tid=101))
+    outs = {}
+    for ext in ("json", "pftrace"):
+        d = Daemon(mstrace_binary(), tmp_path / f"seed.{ext}", log_level="info",
+                   socket_name=unique_socket_name()).start()
+        try:
+            d.send(*packets)
+        finally:
+            assert d.stop() == 0, d.log()
+        outs[ext] = analysis(d.output)
+    aj, ap = outs["json"], outs["pftrace"]
+    assert ap["data_quality"]["spans"] == len(packets)
+    assert aj["inputs"][0]["flows"] == ap["inputs"][0]["flows"] == 4   # one link per linked span
+    for a in (aj, ap):
+        del a["inputs"]
+    diffs = close(aj, ap, {"rel": 1e-9, "abs": 1e-9})
+    assert not diffs, diffs[:10]
+    names = {n["name"]: n for n in ap["span_names"]}
+    assert names["vllm.request"]["count"] == 21
+    assert abs(names["vllm.request"]["max_ms"] - 6.000002) < 1e-6
