@@ -8,8 +8,9 @@
  * Why it looks like this:
  *   - It runs only on the pipeline's exporter thread, so span producers never
  *     wait on it; still, that thread must not stall either, so the socket is
- *     non-blocking and one batch may wait at most a small budget (100 ms) for
- *     a full socket before the rest of the batch is counted as failed.
+ *     non-blocking and one batch may wait for a full socket at most
+ *     MST_FORWARD_SEND_BUDGET_MS (1 s) without progress, and a few budgets in
+ *     all, before the rest of the batch is counted as failed.
  *   - Frames of a batch are gathered into one chunk buffer and written with
  *     as few send() calls as the kernel allows.
  *   - When the forwarder is absent or the connection breaks, spans are
