@@ -67,7 +67,7 @@ static void print_main_usage(FILE *f) {
             "  -h, --help     show this help and exit\n"
             "  -V, --version  show the version and exit\n"
             "\n"
-            "Run 'mstrace forward --help' for the forward options.\n");
+            "Run 'mstrace forward --help' or 'mstrace analyze --help' for a command's options.\n");
 }
 
 static void print_forward_usage(FILE *f) {
@@ -99,9 +99,10 @@ static void print_forward_usage(FILE *f) {
             "                        trace file for hook spans (open it in Perfetto):\n"
             "                        .pftrace = native Perfetto protobuf, .json = Chrome\n"
             "                        Trace JSON. Must end in .pftrace or .json, contain no\n"
-            "                        shell-special characters, not be a symlink, and if it\n"
-            "                        exists be a regular file owned by you; it is\n"
-            "                        truncated at start.\n"
+            "                        shell-special characters, have no symbolic link\n"
+            "                        anywhere in the path, and if it exists be a regular\n"
+            "                        file owned by you with no other hard link; it is\n"
+            "                        truncated at start (mode 0640 at most).\n"
             "                        Works without any OTLP endpoint; with vLLM's own\n"
             "                        tracing on (--otlp-traces-endpoint) requests also\n"
             "                        carry their trace context into the hook spans.\n"

@@ -8,6 +8,7 @@
 #define MST_CORE_LOG_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include "mstrace.h"
 #include "core/visibility.h"
 
@@ -20,5 +21,10 @@ void mst_log(mst_log_level level, const char *fmt, ...) __attribute__((format(pr
 #define MST_WARN(...) mst_log(MST_LOG_WARNING, __VA_ARGS__)
 #define MST_ERROR(...) mst_log(MST_LOG_ERROR, __VA_ARGS__)
 #define MST_CRITICAL(...) mst_log(MST_LOG_CRITICAL, __VA_ARGS__)
+
+/* Whether the count-th occurrence of a repeated event gets a log line: the
+ * first five, then one in 1000 (the line should carry the count), so a
+ * flood of the same failure cannot flood the log. */
+static inline bool mst_log_this_count(uint64_t count) { return count <= 5 || count % 1000 == 0; }
 
 #endif /* MST_CORE_LOG_H */

@@ -122,9 +122,6 @@ struct mst_frame_server {
     mst_frame_server_stats st;
 };
 
-/* First few occurrences, then one line per 1000 (the count is in the line). */
-static bool log_this(uint64_t count) { return count <= 5 || count % 1000 == 0; }
-
 static uint32_t be32(const uint8_t *p) {
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
 }
@@ -229,7 +226,7 @@ static enum grow_result conn_grow(mst_frame_server *s, conn *c, size_t need, siz
 /* Logs and counts a connection that cannot buffer its frame. */
 static void note_memory_refusal(mst_frame_server *s, conn *c, enum grow_result g, size_t need) {
     s->st.memory_closed++;
-    if (log_this(s->st.memory_closed))
+    if (mst_log_this_count(s->st.memory_closed))
         MST_WARN("connection %llu (pid %d): %s buffering a %zu-byte frame (%llu bytes held in "
                  "unfinished frames, cap %llu); closing that connection (%llu closed for "
                  "memory so far)",
@@ -242,7 +239,7 @@ static void note_memory_refusal(mst_frame_server *s, conn *c, enum grow_result g
 static void conn_close(mst_frame_server *s, conn *c, bool count_truncated) {
     if (count_truncated && c->len > 0) {
         s->st.frames_truncated++;
-        if (log_this(s->st.frames_truncated))
+        if (mst_log_this_count(s->st.frames_truncated))
             MST_WARN("connection %llu (pid %d) ended in the middle of a frame (%zu bytes "
                      "received); %llu truncated frames so far",
                      (unsigned long long)c->id, (int)c->pid, c->len,
@@ -266,7 +263,7 @@ static void conn_close(mst_frame_server *s, conn *c, bool count_truncated) {
 static bool frame_len_ok(mst_frame_server *s, conn *c, uint32_t n) {
     if (n != 0 && n <= s->max_frame) return true;
     s->st.frames_oversize++;
-    if (log_this(s->st.frames_oversize))
+    if (mst_log_this_count(s->st.frames_oversize))
         MST_WARN("connection %llu (pid %d) sent a frame of %u bytes; frames must be 1..%u "
                  "bytes; closing that connection (%llu such frames so far)",
                  (unsigned long long)c->id, (int)c->pid, n, s->max_frame,
@@ -393,7 +390,7 @@ read_failed:
     if (errno == EAGAIN || errno == EWOULDBLOCK) return -1;
     if (errno != ECONNRESET) {
         s->st.read_errors++;
-        if (log_this(s->st.read_errors))
+        if (mst_log_this_count(s->st.read_errors))
             MST_WARN("read from connection %llu failed: %s", (unsigned long long)c->id,
                      strerror(errno));
     }
@@ -507,7 +504,7 @@ static bool admit_peer(mst_frame_server *s, int fd, pid_t *pid) {
         return true;
     }
     s->st.conns_refused++;
-    if (log_this(s->st.conns_refused))
+    if (mst_log_this_count(s->st.conns_refused))
         MST_WARN("refused a connection from pid %d uid %u gid %u: %s (%llu refused so far)",
                  (int)cr.pid, (unsigned)cr.uid, (unsigned)cr.gid, why,
                  (unsigned long long)s->st.conns_refused);
@@ -532,7 +529,7 @@ static bool shed_one_connection(mst_frame_server *s) {
             uint64_t frames_before = s->st.frames_received;
             s->st.conns_shed++;
             drain_to_end(s, c);
-            if (log_this(s->st.conns_shed))
+            if (mst_log_this_count(s->st.conns_shed))
                 MST_WARN("out of file descriptors: connection from pid %d accepted, its %llu "
                          "queued frames read, then closed (its later writes fail); %llu "
                          "connections shed so far",
@@ -556,7 +553,7 @@ static bool accept_pending(mst_frame_server *s, int max) {
             if (e == EINTR || e == ECONNABORTED) continue;
             if (e == EAGAIN || e == EWOULDBLOCK) return false;
             s->st.accept_errors++;
-            if (log_this(s->st.accept_errors))
+            if (mst_log_this_count(s->st.accept_errors))
                 MST_WARN("accept failed: %s (%llu accept errors so far)", strerror(e),
                          (unsigned long long)s->st.accept_errors);
             if (e != EMFILE && e != ENFILE) return false;
@@ -709,7 +706,7 @@ static void sweep_stalled(mst_frame_server *s) {
             continue;
         }
         s->st.stalled_closed++;
-        if (log_this(s->st.stalled_closed))
+        if (mst_log_this_count(s->st.stalled_closed))
             MST_WARN("connection %llu (pid %d) stalled for %llu ms in the middle of a frame "
                      "(%zu bytes of %zu received); closing it (%llu stalled connections "
                      "closed so far)",

@@ -104,9 +104,6 @@ static void set_err(char *err, size_t err_size, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* First few, then one line per 1000 (the line carries the count). */
-static bool log_this(uint64_t count) { return count <= 5 || count % 1000 == 0; }
-
 static const char *env_nonempty(const char *name) {
     const char *v = getenv(name);
     return v && *v ? v : NULL;
@@ -308,7 +305,7 @@ void mst_otlp_relay_on_frame(void *self, const uint8_t *payload, size_t len, uin
     mst_otlp_counts counts;
     if (mst_otlp_validate(payload, len, &counts) != MST_OK) {
         r->rejected++;
-        if (log_this(r->rejected))
+        if (mst_log_this_count(r->rejected))
             MST_WARN("rejected a %zu-byte payload from connection %llu: not a valid "
                      "ExportTraceServiceRequest (%llu rejected so far)", len,
                      (unsigned long long)conn_id, (unsigned long long)r->rejected);
@@ -496,7 +493,7 @@ static relay_item *settle(mst_otlp_relay *r, uint32_t n, uint64_t spans, mst_sta
     r->failed += n;
     r->spans_failed += spans;
     r->send_errors++;
-    if (log_this(r->failed))
+    if (mst_log_this_count(r->failed))
         MST_WARN("OTLP relay: the collector at %s refused %u payload(s) (%s, HTTP %ld, "
                  "grpc-status %d); not retried (%llu failed so far)", r->cfg.endpoint, n,
                  mst_strerror(st), res->http_status, res->grpc_status,

@@ -31,9 +31,24 @@ static void on_frame(void *ctx, const uint8_t *payload, size_t len, uint64_t con
     g_frames++;
 }
 
-static mst_frame_server *make_server(char *name, size_t name_size) {
+/* calloc that stops the test run when memory is short (the buffers here
+ * are written at once: a NULL would crash the test, not fail it). */
+static void *test_calloc(size_t n) {
+    void *p = calloc(1, n);
+    if (!p) {
+        fprintf(stderr, "  out of memory allocating %zu bytes for the test\n", n);
+        abort();
+    }
+    return p;
+}
+
+/* A server on a per-process socket name with options `o` (its name and
+ * frame callback are filled in here). */
+static mst_frame_server *make_server_with(char *name, size_t name_size,
+                                          mst_frame_server_options o) {
     snprintf(name, name_size, "mst_fs_test_%d", (int)getpid());
-    mst_frame_server_options o = {.socket_name = name, .on_frame = on_frame};
+    o.socket_name = name;
+    o.on_frame = on_frame;
     mst_frame_server *s = NULL;
     char err[256] = "";
     if (mst_frame_server_create(&o, &s, err, sizeof err) != MST_OK) {
@@ -41,6 +56,10 @@ static mst_frame_server *make_server(char *name, size_t name_size) {
         return NULL;
     }
     return s;
+}
+
+static mst_frame_server *make_server(char *name, size_t name_size) {
+    return make_server_with(name, name_size, (mst_frame_server_options){0});
 }
 
 static int connect_to(const char *name) {
@@ -87,7 +106,7 @@ static void test_eof_inside_large_frame_closes(void) {
     CHECK(fd >= 0);
     size_t flen = 3u * 1024u * 1024u; /* well above the 256 KiB read buffer */
     size_t sent = 64u * 1024u;
-    uint8_t *buf = calloc(1, 4 + sent);
+    uint8_t *buf = test_calloc(4 + sent);
     buf[0] = (uint8_t)(flen >> 24);
     buf[1] = (uint8_t)(flen >> 16);
     buf[2] = (uint8_t)(flen >> 8);
@@ -121,7 +140,7 @@ static void test_large_frame_delivered(void) {
     int fd = connect_to(name);
     CHECK(fd >= 0);
     size_t flen = 1024u * 1024u;
-    uint8_t *buf = calloc(1, 4 + flen);
+    uint8_t *buf = test_calloc(4 + flen);
     buf[1] = (uint8_t)(flen >> 16);
     buf[2] = (uint8_t)(flen >> 8);
     buf[3] = (uint8_t)flen;
@@ -143,24 +162,10 @@ static void test_large_frame_delivered(void) {
     mst_frame_server_destroy(s);
 }
 
-static mst_frame_server *make_server_with(char *name, size_t name_size,
-                                          mst_frame_server_options o) {
-    snprintf(name, name_size, "mst_fs_test2_%d", (int)getpid());
-    o.socket_name = name;
-    o.on_frame = on_frame;
-    mst_frame_server *s = NULL;
-    char err[256] = "";
-    if (mst_frame_server_create(&o, &s, err, sizeof err) != MST_OK) {
-        fprintf(stderr, "  cannot create the frame server: %s\n", err);
-        return NULL;
-    }
-    return s;
-}
-
 /* n frames of `len` payload bytes each. */
 static uint8_t *frames(size_t n, size_t len, size_t *total) {
     *total = n * (4 + len);
-    uint8_t *b = calloc(1, *total);
+    uint8_t *b = test_calloc(*total);
     for (size_t i = 0; i < n; i++) {
         uint8_t *p = b + i * (4 + len);
         p[2] = (uint8_t)(len >> 8);
@@ -308,7 +313,7 @@ static void test_partial_memory_cap(void) {
     if (!s) return;
     g_frames = 0;
     size_t flen = 2u << 20, part = (1u << 20) + 1000; /* each grows to a 2 MiB buffer */
-    uint8_t *buf = calloc(1, 4 + part);
+    uint8_t *buf = test_calloc(4 + part);
     buf[1] = (uint8_t)(flen >> 16);
     int c1 = connect_to(name), c2 = connect_to(name);
     mst_frame_server_stats st = {0};
