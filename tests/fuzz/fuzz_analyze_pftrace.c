@@ -12,8 +12,9 @@
  *   - the analysis JSON written for whatever was read is one valid JSON
  *     value (strict reader).
  * Seeds (tests/fuzz/corpus/fuzz_analyze_pftrace): the first packets of a
- * real forwarder .pftrace of the analysis tests' generator, and the same
- * cut inside a packet.
+ * real forwarder .pftrace of the analysis tests' generator, the same cut
+ * inside a packet, and the forwarder's .pftrace of the seed scenario with
+ * links and overlapping request spans (lanes).
  */
 #include <stdint.h>
 #include <stdlib.h>
