@@ -157,24 +157,47 @@ def test_format_is_told_by_content_not_extension(pair, tmp_path):
     assert both["steps"]["count"] == 2 * pair["counts"]["steps"]
 
 
+def varint(data: bytes, pos: int):
+    n = shift = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        n |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return n, pos
+
+
 def packet_ends(data: bytes):
     """Offsets where each Trace.packet field ends (tag 0x0a, varint length, payload)."""
     ends, pos = [], 0
     while pos < len(data):
         assert data[pos] == 0x0A
-        pos += 1
-        n = shift = 0
-        while True:
-            b = data[pos]
-            pos += 1
-            n |= (b & 0x7F) << shift
-            shift += 7
-            if b < 0x80:
-                break
+        n, pos = varint(data, pos + 1)
         pos += n
         ends.append(pos)
     assert pos == len(data)
     return ends
+
+
+def interning_restarts(data: bytes) -> int:
+    """Packets whose sequence_flags (TracePacket field 13) say SEQ_INCREMENTAL_STATE_CLEARED."""
+    count, start = 0, 0
+    for end in packet_ends(data):
+        n, i = varint(data, start + 1)
+        while i < end:
+            tag, i = varint(data, i)
+            wt = tag & 7
+            if wt == 0:
+                v, i = varint(data, i)
+                count += (tag >> 3) == 13 and (v & 1)
+            elif wt == 2:
+                ln, i = varint(data, i)
+                i += ln
+            else:
+                i += 8 if wt == 1 else 4
+        start = end
+    return count
 
 
 def test_cut_pftrace_is_analysed_up_to_the_cut(pair, tmp_path):
@@ -251,3 +274,37 @@ def test_links_lists_and_overlapping_spans_read_the_same(tmp_path):
     names = {n["name"]: n for n in ap["span_names"]}
     assert names["vllm.request"]["count"] == 21
     assert abs(names["vllm.request"]["max_ms"] - 6.000002) < 1e-6
+
+
+def test_interned_names_after_the_writer_restarts_its_interning(tmp_path):
+    """18,000 distinct attribute keys overflow the writer's interning table (it restarts, saying
+    SEQ_INCREMENTAL_STATE_CLEARED), while 1,000 span names recur across the restarts: a name
+    gets a new id in each generation and ids are reused for other names, so each use must
+    resolve to the definition of its own generation for every name to get its 18 spans and
+    the right durations."""
+    from conftest import make_packet
+    n = 18000
+    packets = [make_packet(f"custom.step.{i % 1000}", "%032x" % (i + 1), "%016x" % (i + 1),
+                           1_700_000_000_000_000_000 + i * 1_000_000,
+                           1_700_000_000_000_000_000 + i * 1_000_000 + 1000 + i,
+                           attrs={f"custom.key.{i}": i}) for i in range(n)]
+    outs = {}
+    for ext in ("json", "pftrace"):
+        d = Daemon(mstrace_binary(), tmp_path / f"names.{ext}", log_level="info",
+                   socket_name=unique_socket_name()).start()
+        try:
+            d.send(*packets)
+        finally:
+            assert d.stop() == 0, d.log()
+        outs[ext] = analysis(d.output)
+    # The first packet's clear, then one restart per ~8,000 new entries.
+    assert interning_restarts((tmp_path / "names.pftrace").read_bytes()) >= 3
+    aj, ap = outs["json"], outs["pftrace"]
+    names = {x["name"]: x["count"] for x in ap["span_names"]}
+    assert len(names) == 1000 and set(names.values()) == {18}
+    # custom.step.999's spans last 1000 + i ns for i = 999, 1999, ..., 17999.
+    assert abs(next(x for x in ap["span_names"] if x["name"] == "custom.step.999")["max_ms"] - 0.018999) < 1e-9
+    for a in (aj, ap):
+        del a["inputs"]
+    diffs = close(aj, ap, {"rel": 1e-9, "abs": 1e-9})
+    assert not diffs, diffs[:10]
