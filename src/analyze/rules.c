@@ -255,9 +255,11 @@ static void rule_output(const mst_an_view *v, mst_an_result *r, const trend *to)
                      to->early, to->late, to->ratio, to->p, 100 * share);
         else
             snprintf(f->sentence, sizeof f->sentence,
-                     "Output processing takes %.0f%% of the busy engine time (%.3f ms per step, "
-                     "median): the API server's output loop keeps up only barely.",
-                     100 * share, r->stages[MST_AN_OUTPUT].p50_ms);
+                     "Output processing takes %.0f%% of the busy engine time (%.3f ms per step on "
+                     "average): the API server's output loop %s.",
+                     100 * share, r->stages[MST_AN_OUTPUT].mean_ms,
+                     share >= 1.0 ? "cannot keep up with the engine and falls behind"
+                                  : "keeps up only barely");
     } else {
         snprintf(f->sentence, sizeof f->sentence,
                  "Output processing is steady (%.3f -> %.3f ms per step) at %.0f%% of the busy time.",
