@@ -304,6 +304,9 @@ mst_status mst_tracer_create(const mst_tracer_options *opts, mst_tracer **out) {
         free(t);
         return st;
     }
+    /* The clock calibrates on first use (reads sysfs, sleeps 0.2 ms): do it
+     * here, at set-up, not inside the first traced call. */
+    (void)mst_clock_now_ns();
     registry_add(t);
     *out = t;
     return MST_OK;
