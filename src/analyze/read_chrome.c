@@ -605,8 +605,8 @@ static mst_status run(reader *r, char *err, size_t err_size) {
     }
     if (proto_start && c != '[' && c != '{') {
         snprintf(err, err_size,
-                 "%s: looks like a native Perfetto protobuf trace (.pftrace); mstrace analyze "
-                 "reads the Chrome Trace JSON output (run the forwarder with a .json path)",
+                 "%s: looks like a native Perfetto protobuf trace (.pftrace), not Chrome Trace "
+                 "JSON (mstrace analyze reads it with read_pftrace.h when picked by content)",
                  r->info->name);
         return MST_ERR_UNSUPPORTED;
     }
