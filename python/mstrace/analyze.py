@@ -8,31 +8,13 @@ the package, then $MSTRACE_BUILD_DIR, then PATH; if none exists it says where it
 exits with status 127.
 """
 
-import os
 import sys
 
-from mstrace.trace import candidates, find_binary
+from mstrace.trace import exec_command
 
 
 def main(argv=None):
-    args = list(sys.argv[1:] if argv is None else argv)
-    binary = find_binary()
-    if binary is None:
-        sys.stderr.write(
-            "mstrace.analyze: the mstrace binary was not found. Looked at:\n%s\n"
-            "Install the package with 'pip install .' (it ships mstrace/bin/mstrace), or point "
-            "MSTRACE_BUILD_DIR at a CMake build directory that contains the 'mstrace' binary.\n"
-            % "\n".join("  " + p for p in candidates())
-        )
-        return 127
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        os.execv(binary, [binary, "analyze"] + args)
-    except OSError as exc:
-        sys.stderr.write("mstrace.analyze: cannot run %s: %s\n" % (binary, exc.strerror or exc))
-        return 126
-    return 0  # pragma: no cover - execv does not return
+    return exec_command("mstrace.analyze", "analyze", "mstrace binary", argv)
 
 
 if __name__ == "__main__":

@@ -41,26 +41,32 @@ def find_binary(env=None):
     return None
 
 
-def main(argv=None):
+def exec_command(prog, command, what, argv=None):
+    """Replaces this process with `mstrace COMMAND ARGV...` (the binary found by find_binary).
+    Returns only on failure: 127 when no binary exists (saying where it looked, naming the
+    binary as `what`), 126 when it cannot be run. `prog` is the module name for messages."""
     args = list(sys.argv[1:] if argv is None else argv)
     binary = find_binary()
     if binary is None:
         sys.stderr.write(
-            "mstrace.trace: the mstrace forwarder binary was not found. Looked at:\n%s\n"
+            "%s: the %s was not found. Looked at:\n%s\n"
             "Install the package with 'pip install .' (it ships mstrace/bin/mstrace), or point "
             "MSTRACE_BUILD_DIR at a CMake build directory that contains the 'mstrace' binary.\n"
-            % "\n".join("  " + p for p in candidates())
+            % (prog, what, "\n".join("  " + p for p in candidates()))
         )
         return 127
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        os.execv(binary, [binary, "forward"] + args)
+        os.execv(binary, [binary, command] + args)
     except OSError as exc:
-        sys.stderr.write("mstrace.trace: cannot run %s: %s\n" % (binary, exc.strerror or exc))
+        sys.stderr.write("%s: cannot run %s: %s\n" % (prog, binary, exc.strerror or exc))
         return 126
     return 0  # pragma: no cover - execv does not return
 
+
+def main(argv=None):
+    return exec_command("mstrace.trace", "forward", "mstrace forwarder binary", argv)
 
 if __name__ == "__main__":
     sys.exit(main())
