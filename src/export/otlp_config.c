@@ -18,24 +18,15 @@
 #include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "core/err_text.h"
+
 #define ENV_PREFIX "OTEL_EXPORTER_OTLP_"
 #define OTLP_MAX_TIMEOUT_MS (3600u * 1000u) /* an hour: anything above is a typo */
-
-static void set_err(char *err, size_t err_size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t err_size, const char *fmt, ...) {
-    if (!err || err_size == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, err_size, fmt, ap);
-    va_end(ap);
-}
 
 /* Value of OTEL_EXPORTER_OTLP_TRACES_<what>, else OTEL_EXPORTER_OTLP_<what>;
  * `used` receives the name actually read (for messages). NULL when unset. */
@@ -99,26 +90,26 @@ mst_status mst_otlp_headers_parse(const char *spec, mst_otlp_header_cb cb, void 
         for (size_t i = 0; i < n; i++) blank = blank && isspace((unsigned char)p[i]);
         if (!blank) {
             if (!eq) {
-                set_err(err, err_size, "header entry \"%.*s\" has no '='", (int)n, p);
+                mst_err_set(err, err_size, "header entry \"%.*s\" has no '='", (int)n, p);
                 return MST_ERR_PARSE;
             }
             if (copy_trimmed(p, (size_t)(eq - p), false, key, sizeof key) != 0 || !key[0]) {
-                set_err(err, err_size, "header entry \"%.*s\" has an empty or too long key", (int)n, p);
+                mst_err_set(err, err_size, "header entry \"%.*s\" has an empty or too long key", (int)n, p);
                 return MST_ERR_PARSE;
             }
             for (const char *k = key; *k; k++) {
                 if (!is_token_char((unsigned char)*k)) {
-                    set_err(err, err_size, "header name \"%s\" has an invalid character", key);
+                    mst_err_set(err, err_size, "header name \"%s\" has an invalid character", key);
                     return MST_ERR_PARSE;
                 }
             }
             if (copy_trimmed(eq + 1, n - (size_t)(eq + 1 - p), true, value, sizeof value) != 0) {
-                set_err(err, err_size, "header \"%s\" has a bad %%-escape, a control character "
+                mst_err_set(err, err_size, "header \"%s\" has a bad %%-escape, a control character "
                         "or a value over %zu bytes", key, sizeof value - 1);
                 return MST_ERR_PARSE;
             }
             if (cb && cb(ctx, key, value) != 0) {
-                set_err(err, err_size, "out of memory while storing header \"%s\"", key);
+                mst_err_set(err, err_size, "out of memory while storing header \"%s\"", key);
                 return MST_ERR_NOMEM;
             }
         }
@@ -135,12 +126,12 @@ static bool has_http_scheme(const char *url) {
 
 mst_status mst_otlp_url_check_basic(const char *url, const char *var, char *err, size_t err_size) {
     if (!has_http_scheme(url)) {
-        set_err(err, err_size, "%s=\"%s\": the URL must start with http:// or https://", var, url);
+        mst_err_set(err, err_size, "%s=\"%s\": the URL must start with http:// or https://", var, url);
         return MST_ERR_PARSE;
     }
     for (const char *c = url; *c; c++) {
         if ((unsigned char)*c <= ' ') {
-            set_err(err, err_size, "%s=\"%s\": the URL contains a blank or control character", var, url);
+            mst_err_set(err, err_size, "%s=\"%s\": the URL contains a blank or control character", var, url);
             return MST_ERR_PARSE;
         }
     }
@@ -154,7 +145,7 @@ static mst_status check_url(const char *url, const char *var, char *err, size_t 
     if (st != MST_OK) return st;
     const char *auth = strstr(url, "://") + 3;
     if (strcspn(auth, "/?#") == 0) { /* libcurl would accept "http:///x" */
-        set_err(err, err_size, "%s=\"%s\": the URL has no host", var, url);
+        mst_err_set(err, err_size, "%s=\"%s\": the URL has no host", var, url);
         return MST_ERR_PARSE;
     }
     CURLU *u = curl_url();
@@ -166,7 +157,7 @@ static mst_status check_url(const char *url, const char *var, char *err, size_t 
     curl_free(host);
     curl_url_cleanup(u);
     if (!ok) {
-        set_err(err, err_size, "%s=\"%s\": not a valid URL with a host", var, url);
+        mst_err_set(err, err_size, "%s=\"%s\": not a valid URL with a host", var, url);
         return MST_ERR_PARSE;
     }
     return MST_OK;
@@ -192,7 +183,7 @@ static mst_status grpc_endpoint(const char *raw, const char *var, char *out, siz
     if (n < 0 || (size_t)n >= out_size) goto too_long;
     return MST_OK;
 too_long:
-    set_err(err, err_size, "%s is longer than %zu bytes", var, out_size - 1);
+    mst_err_set(err, err_size, "%s is longer than %zu bytes", var, out_size - 1);
     return MST_ERR_TOO_LARGE;
 }
 
@@ -206,7 +197,7 @@ static mst_status read_endpoint(mst_otlp_config *cfg, char *err, size_t err_size
         base = true;
     }
     if (!v || !*v) {
-        set_err(err, err_size, "no OTLP endpoint: set OTEL_EXPORTER_OTLP_TRACES_ENDPOINT "
+        mst_err_set(err, err_size, "no OTLP endpoint: set OTEL_EXPORTER_OTLP_TRACES_ENDPOINT "
                 "(vLLM: --otlp-traces-endpoint) or OTEL_EXPORTER_OTLP_ENDPOINT");
         return MST_ERR_UNAVAILABLE;
     }
@@ -220,7 +211,7 @@ static mst_status read_endpoint(mst_otlp_config *cfg, char *err, size_t err_size
         }
         const char *suffix = base ? "/v1/traces" : "";
         if (n + strlen(suffix) >= sizeof cfg->endpoint) {
-            set_err(err, err_size, "%s is longer than %zu bytes", var, sizeof cfg->endpoint - 1);
+            mst_err_set(err, err_size, "%s is longer than %zu bytes", var, sizeof cfg->endpoint - 1);
             return MST_ERR_TOO_LARGE;
         }
         snprintf(cfg->endpoint, sizeof cfg->endpoint, "%.*s%s", (int)n, v, suffix);
@@ -237,7 +228,7 @@ static mst_status read_protocol(mst_otlp_config *cfg, char *err, size_t err_size
     else if (strcmp(v, "http/protobuf") == 0) cfg->protocol = MST_OTLP_HTTP_PROTOBUF;
     else if (strcmp(v, "http/json") == 0) cfg->protocol = MST_OTLP_HTTP_JSON;
     else {
-        set_err(err, err_size, "%s=\"%s\": expected grpc, http/protobuf or http/json", var, v);
+        mst_err_set(err, err_size, "%s=\"%s\": expected grpc, http/protobuf or http/json", var, v);
         return MST_ERR_UNSUPPORTED;
     }
     return MST_OK;
@@ -248,12 +239,12 @@ static mst_status read_headers(mst_otlp_config *cfg, char *err, size_t err_size)
     const char *v = env_pair("HEADERS", var, sizeof var);
     if (!v) return MST_OK;
     if (strlen(v) >= sizeof cfg->headers) {
-        set_err(err, err_size, "%s is longer than %zu bytes", var, sizeof cfg->headers - 1);
+        mst_err_set(err, err_size, "%s is longer than %zu bytes", var, sizeof cfg->headers - 1);
         return MST_ERR_TOO_LARGE;
     }
     mst_status st = mst_otlp_headers_parse(v, NULL, NULL, why, sizeof why);
     if (st != MST_OK) {
-        set_err(err, err_size, "%s: %s", var, why);
+        mst_err_set(err, err_size, "%s: %s", var, why);
         return st;
     }
     snprintf(cfg->headers, sizeof cfg->headers, "%s", v);
@@ -269,7 +260,7 @@ static mst_status read_timeout(mst_otlp_config *cfg, char *err, size_t err_size)
     errno = 0;
     unsigned long long ms = digits ? strtoull(v, NULL, 10) : 0;
     if (!digits || errno != 0 || ms == 0 || ms > OTLP_MAX_TIMEOUT_MS) {
-        set_err(err, err_size, "%s=\"%s\": expected milliseconds, 1..%u", var, v,
+        mst_err_set(err, err_size, "%s=\"%s\": expected milliseconds, 1..%u", var, v,
                 OTLP_MAX_TIMEOUT_MS);
         return MST_ERR_PARSE;
     }
@@ -283,7 +274,7 @@ static mst_status read_compression(mst_otlp_config *cfg, char *err, size_t err_s
     if (!v || strcasecmp(v, "none") == 0) cfg->gzip = false;
     else if (strcasecmp(v, "gzip") == 0) cfg->gzip = true;
     else {
-        set_err(err, err_size, "%s=\"%s\": expected gzip or none", var, v);
+        mst_err_set(err, err_size, "%s=\"%s\": expected gzip or none", var, v);
         return MST_ERR_UNSUPPORTED;
     }
     return MST_OK;

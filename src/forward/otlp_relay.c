@@ -24,7 +24,6 @@
 #include "forward/otlp_relay.h"
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -32,6 +31,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/err_text.h"
 #include "core/log.h"
 #include "export/otlp_config.h"
 #include "export/otlp_transport.h"
@@ -94,16 +94,6 @@ struct mst_otlp_relay {
 
 static uint64_t now_ms(void) { return mst_daemon_now_ms(); }
 
-static void set_err(char *err, size_t err_size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t err_size, const char *fmt, ...) {
-    if (!err || !err_size) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, err_size, fmt, ap);
-    va_end(ap);
-}
-
 static const char *env_nonempty(const char *name) {
     const char *v = getenv(name);
     return v && *v ? v : NULL;
@@ -151,14 +141,14 @@ static mst_status read_protocol(mst_otlp_protocol *out, char *err, size_t err_si
     const char *v = env_nonempty(var);
     if (!v) v = env_nonempty(var = "OTEL_EXPORTER_OTLP_PROTOCOL");
     if (!v) {
-        set_err(err, err_size, "OTEL_EXPORTER_OTLP_PROTOCOL is not set: the OTLP relay needs it "
+        mst_err_set(err, err_size, "OTEL_EXPORTER_OTLP_PROTOCOL is not set: the OTLP relay needs it "
                 "(http/protobuf or grpc), e.g. OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf");
         return MST_ERR_INVALID_ARG;
     }
     if (strcmp(v, "http/protobuf") == 0) *out = MST_OTLP_HTTP_PROTOBUF;
     else if (strcmp(v, "grpc") == 0) *out = MST_OTLP_GRPC;
     else {
-        set_err(err, err_size, "%s=\"%s\": the OTLP relay supports http/protobuf or grpc%s", var, v,
+        mst_err_set(err, err_size, "%s=\"%s\": the OTLP relay supports http/protobuf or grpc%s", var, v,
                 strcmp(v, "http/json") == 0 ? " (it forwards binary protobuf as received)" : "");
         return MST_ERR_UNSUPPORTED;
     }
@@ -172,7 +162,7 @@ static mst_status read_endpoint(mst_otlp_protocol proto, char *out, size_t out_s
     bool as_is = v != NULL;
     if (!v) v = env_nonempty(var = "OTEL_EXPORTER_OTLP_ENDPOINT");
     if (!v) {
-        set_err(err, err_size, "OTEL_EXPORTER_OTLP_ENDPOINT is not set: the OTLP relay needs the "
+        mst_err_set(err, err_size, "OTEL_EXPORTER_OTLP_ENDPOINT is not set: the OTLP relay needs the "
                 "collector URL with an explicit port, e.g. http://localhost:4318/v1/traces "
                 "(http/protobuf) or http://localhost:4317 (grpc)");
         return MST_ERR_INVALID_ARG;
@@ -181,7 +171,7 @@ static mst_status read_endpoint(mst_otlp_protocol proto, char *out, size_t out_s
     if (st != MST_OK) return st;
     size_t path_at = 0;
     if (!has_explicit_port(v, &path_at)) {
-        set_err(err, err_size, "%s=\"%s\": the URL needs a host and an explicit port "
+        mst_err_set(err, err_size, "%s=\"%s\": the URL needs a host and an explicit port "
                 "(e.g. http://localhost:4318)", var, v);
         return MST_ERR_PARSE;
     }
@@ -197,7 +187,7 @@ static mst_status read_endpoint(mst_otlp_protocol proto, char *out, size_t out_s
         }
     }
     if (n + strlen(suffix) >= out_size) {
-        set_err(err, err_size, "%s is longer than %zu bytes", var, out_size - 1);
+        mst_err_set(err, err_size, "%s is longer than %zu bytes", var, out_size - 1);
         return MST_ERR_TOO_LARGE;
     }
     snprintf(out, out_size, "%.*s%s", (int)n, v, suffix);
@@ -571,7 +561,7 @@ static mst_status svc_open(void *self, char *err, size_t err_size) {
     mst_otlp_relay *r = self;
     int rc = pthread_create(&r->thread, NULL, sender_main, r);
     if (rc != 0) {
-        set_err(err, err_size, "cannot start the OTLP sender thread: %s", strerror(rc));
+        mst_err_set(err, err_size, "cannot start the OTLP sender thread: %s", strerror(rc));
         return MST_ERR_NOMEM;
     }
     r->thread_started = true;

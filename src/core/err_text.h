@@ -1,0 +1,25 @@
+/*
+ * err_text.h — mst_err_set: how a function that returns an mst_status
+ * also hands its caller a message, in the caller's (err, err_size)
+ * buffer (NULL or size 0: no message wanted). Inline, so libmstrace,
+ * libmstrace_otlp and the mstrace binary share it without exporting a
+ * symbol (see visibility.h).
+ */
+#ifndef MST_CORE_ERR_TEXT_H
+#define MST_CORE_ERR_TEXT_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+
+static inline void mst_err_set(char *err, size_t err_size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline void mst_err_set(char *err, size_t err_size, const char *fmt, ...) {
+    if (!err || err_size == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_size, fmt, ap);
+    va_end(ap);
+}
+
+#endif /* MST_CORE_ERR_TEXT_H */
