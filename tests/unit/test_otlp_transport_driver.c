@@ -178,7 +178,7 @@ static void http_config(mst_otlp_config *cfg, uint16_t port) {
     memset(cfg, 0, sizeof *cfg);
     snprintf(cfg->endpoint, sizeof cfg->endpoint, "http://127.0.0.1:%u/v1/traces", port);
     cfg->protocol = MST_OTLP_HTTP_PROTOBUF;
-    cfg->timeout_ms = 5000;
+    cfg->timeout_ms = 30000; /* never the limit on a loaded machine unless a test sets its own */
 }
 
 /* ------------------------------------------------------------ self checks */
