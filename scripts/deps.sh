@@ -146,6 +146,7 @@ libfuzzer_ok || echo "deps: WARNING: clang cannot link a libFuzzer target; the f
 if [ "$(go_minor)" -lt 21 ] 2>/dev/null || [ -z "$(go_minor)" ]; then
   gdir="$CACHE/$GO_TOOLCHAIN"
   if [ ! -x "$gdir/bin/go" ]; then
+    mkdir -p "$CACHE"
     echo "deps: $(go version 2>/dev/null || echo 'no go') is too old for Jaeger; fetching $GO_TOOLCHAIN (module golang.org/toolchain)"
     tmpmod=$(mktemp -d "$CACHE/gomod.XXXXXX")
     dir=$(GOMODCACHE="$tmpmod" GOFLAGS=-modcacherw GOTOOLCHAIN=local \
