@@ -40,6 +40,7 @@
  */
 #include "core/tracer.h"
 
+#include "core/clock.h"
 #include "core/log.h"
 
 #include <errno.h>
@@ -107,12 +108,6 @@ static void normalise_options(mst_tracer_options *o) {
 }
 
 /* ---------------------------------------------------------------- time */
-
-static uint64_t mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static struct timespec mono_deadline(uint64_t deadline_ms) {
     struct timespec ts = {.tv_sec = (time_t)(deadline_ms / 1000u),
@@ -568,10 +563,10 @@ static void *exporter_main(void *arg) {
     if (atomic_exchange(&t->fork_pending, 0)) exporters_after_fork(t);
     uint64_t batch = t->opts.max_export_batch_size;
     pthread_mutex_lock(&t->mu);
-    uint64_t deadline = mono_ms() + t->opts.schedule_delay_ms;
+    uint64_t deadline = mst_clock_monotonic_ms() + t->opts.schedule_delay_ms;
     for (;;) {
         while (!t->stop && t->flush_seen == t->flush_req && mst_queue_size(&t->queue) < batch &&
-               mono_ms() < deadline) {
+               mst_clock_monotonic_ms() < deadline) {
             atomic_store(&t->sleeping, 1);
             /* Re-check after announcing sleep: a producer that pushed before
              * seeing the flag is visible here (seq_cst on both sides). */
@@ -585,7 +580,7 @@ static void *exporter_main(void *arg) {
         }
         uint64_t req = t->flush_req;
         bool flushing = req != t->flush_seen;
-        bool timer = mono_ms() >= deadline;
+        bool timer = mst_clock_monotonic_ms() >= deadline;
         bool stop = t->stop;
         uint32_t ftimeout = t->flush_timeout_ms;
         pthread_mutex_unlock(&t->mu);
@@ -594,7 +589,7 @@ static void *exporter_main(void *arg) {
         if (flushing) exporters_flush(t, ftimeout);
 
         pthread_mutex_lock(&t->mu);
-        if (timer || flushing) deadline = mono_ms() + t->opts.schedule_delay_ms;
+        if (timer || flushing) deadline = mst_clock_monotonic_ms() + t->opts.schedule_delay_ms;
         t->flush_seen = req;
         pthread_cond_broadcast(&t->done);
         if (stop) break;
@@ -610,7 +605,7 @@ static mst_status flush_impl(mst_tracer *t, uint32_t timeout_ms) {
     if (atomic_load(&t->thread_state) == MST_THREAD_NONE && mst_queue_size(&t->queue) > 0) start_thread(t);
     if (atomic_load(&t->thread_state) != MST_THREAD_RUNNING)
         return mst_queue_size(&t->queue) ? MST_ERR_UNAVAILABLE : MST_OK;
-    uint64_t deadline = mono_ms() + timeout_ms;
+    uint64_t deadline = mst_clock_monotonic_ms() + timeout_ms;
     pthread_mutex_lock(&t->mu);
     uint64_t target = mst_queue_enq_pos(&t->queue);
     uint64_t my_req = ++t->flush_req;
@@ -661,9 +656,9 @@ mst_status mst_tracer_shutdown(mst_tracer *t, uint32_t timeout_ms) {
 
     /* Spans still open on other threads will end into this tracer: give
      * them a moment, and never free memory they could still touch. */
-    uint64_t grace_end = mono_ms() + SHUTDOWN_OPEN_SPAN_GRACE_MS;
+    uint64_t grace_end = mst_clock_monotonic_ms() + SHUTDOWN_OPEN_SPAN_GRACE_MS;
     uint64_t open;
-    while ((open = open_spans(t)) > 0 && mono_ms() < grace_end) {
+    while ((open = open_spans(t)) > 0 && mst_clock_monotonic_ms() < grace_end) {
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }

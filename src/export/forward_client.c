@@ -43,6 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/resource.h"
 #include "core/tracer.h"
@@ -76,12 +77,6 @@ typedef struct fwd_exporter {
 static const mst_exporter_ops k_forward_ops;
 
 /* ------------------------------------------------------------ helpers */
-
-static uint64_t mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static fwd_exporter *as_fwd(mst_exporter *exp) {
     return exp && exp->ops == &k_forward_ops ? (fwd_exporter *)exp : NULL;
@@ -182,7 +177,7 @@ static bool ensure_connected(fwd_exporter *x) {
         if (connection_alive(x)) return true;
         mark_unreachable(x, "closed the connection", 0);
     }
-    uint64_t now = mono_ms();
+    uint64_t now = mst_clock_monotonic_ms();
     if (x->attempted && now - x->last_attempt_ms < x->retry_interval_ms) return false;
     if (x->attempted && !not_there_yet(x)) mst_counter_add(&x->counters.retries, 1);
     x->attempted = true;
@@ -197,19 +192,19 @@ static mst_status send_all(fwd_exporter *x, const uint8_t *data, size_t len,
                            uint64_t hard_deadline_ms, size_t *written) {
     size_t off = 0;
     mst_status st = MST_OK;
-    uint64_t deadline_ms = mono_ms() + x->send_budget_ms;
+    uint64_t deadline_ms = mst_clock_monotonic_ms() + x->send_budget_ms;
     if (deadline_ms > hard_deadline_ms) deadline_ms = hard_deadline_ms;
     while (off < len) {
         ssize_t r = send(x->fd, data + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (r > 0) {
             off += (size_t)r;
-            deadline_ms = mono_ms() + x->send_budget_ms;
+            deadline_ms = mst_clock_monotonic_ms() + x->send_budget_ms;
             if (deadline_ms > hard_deadline_ms) deadline_ms = hard_deadline_ms;
             continue;
         }
         if (r < 0 && errno == EINTR) continue;
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            uint64_t now = mono_ms();
+            uint64_t now = mst_clock_monotonic_ms();
             if (now >= deadline_ms) {
                 st = MST_ERR_TIMEOUT;
                 break;
@@ -284,7 +279,7 @@ static mst_status fwd_export_batch(mst_exporter *self, const mst_span *const *sp
         mst_exporter_counters_batch_failed(&x->counters, n);
         return MST_ERR_NOMEM;
     }
-    uint64_t deadline = mono_ms() + (uint64_t)x->send_budget_ms * MST_FORWARD_BATCH_LIMIT_FACTOR;
+    uint64_t deadline = mst_clock_monotonic_ms() + (uint64_t)x->send_budget_ms * MST_FORWARD_BATCH_LIMIT_FACTOR;
     mst_status result = MST_OK;
     /* The tracer's resource, through the spans (one tracer per batch). */
     const mst_resource *res = mst_span_resource(spans[0]);

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 
 #define DEFAULT_STATS_INTERVAL_MS 5000u
@@ -26,11 +27,7 @@ typedef struct loop_state {
     int signo;
 } loop_state;
 
-uint64_t mst_daemon_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
+uint64_t mst_daemon_now_ms(void) { return mst_clock_monotonic_ms(); }
 
 static void on_signal_fd(void *ctx, int fd) {
     loop_state *ls = ctx;

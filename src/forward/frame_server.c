@@ -49,6 +49,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "wire/frame.h"
 
@@ -164,12 +165,6 @@ static bool proc_is_foreign(void) {
 }
 
 /* ---------------------------------------------------------- connections */
-
-static uint64_t monotonic_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 /* Sets the unfinished-frame length, keeping the count of connections in
  * the middle of a frame (the stall sweep runs only while it is non-zero). */
@@ -638,7 +633,7 @@ mst_status mst_frame_server_create(const mst_frame_server_options *opts,
     s->max_partial = opts->max_partial_bytes ? opts->max_partial_bytes
                                              : MST_FRAME_DEFAULT_PARTIAL_BYTES;
     s->stall_ms = opts->stall_timeout_ms ? opts->stall_timeout_ms : MST_FRAME_DEFAULT_STALL_MS;
-    s->now_ms = monotonic_ms();
+    s->now_ms = mst_clock_monotonic_ms();
     s->on_frame = opts->on_frame;
     s->ctx = opts->ctx;
     s->uid = getuid();
@@ -722,7 +717,7 @@ static void sweep_stalled(mst_frame_server *s) {
 int mst_frame_server_poll(mst_frame_server *s, int timeout_ms) {
     struct epoll_event evs[MAX_EVENTS];
     if (s->n_partial > 0) { /* wake up in time for the stall sweep */
-        uint64_t now = monotonic_ms();
+        uint64_t now = mst_clock_monotonic_ms();
         /* Scheduled once, then kept: a sweep that is due runs after this
          * wait, however far apart the polls are. */
         if (s->next_sweep_ms == 0) s->next_sweep_ms = now + sweep_period_ms(s);
@@ -735,7 +730,7 @@ int mst_frame_server_poll(mst_frame_server *s, int timeout_ms) {
         MST_ERROR("epoll_wait failed: %s", strerror(errno));
         return -1;
     }
-    s->now_ms = monotonic_ms();
+    s->now_ms = mst_clock_monotonic_ms();
     if (s->n_partial > 0 && s->now_ms >= s->next_sweep_ms) sweep_stalled(s);
     for (int i = 0; i < n; i++) {
         src *src_ = evs[i].data.ptr;
@@ -763,7 +758,7 @@ void mst_frame_server_stop_accepting(mst_frame_server *s) {
          * kernel already completed stays and is accepted below, so a client
          * that connected and wrote before the stop is read like the others. */
         shutdown(s->listen.fd, SHUT_RD);
-        s->now_ms = monotonic_ms();
+        s->now_ms = mst_clock_monotonic_ms();
         while (accept_pending(s, ACCEPTS_PER_EVENT)) {
         }
     }
@@ -775,7 +770,7 @@ void mst_frame_server_drain_and_close_all(mst_frame_server *s) {
     /* Cut every connection first, so no client keeps writing while the
      * others are read. */
     for (conn *c = s->conns; c; c = c->next) shutdown(c->base.fd, SHUT_RD);
-    s->now_ms = monotonic_ms();
+    s->now_ms = mst_clock_monotonic_ms();
     while (s->conns) drain_to_end(s, s->conns);
 }
 
