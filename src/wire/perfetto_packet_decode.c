@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "wire/hex8.h"
 #include "wire/json_reader.h"
 
 enum {
@@ -90,26 +91,8 @@ static const char hex_lower[256] = {
     ['e'] = 'e', ['f'] = 'f', ['A'] = 'a', ['B'] = 'b', ['C'] = 'c', ['D'] = 'd', ['E'] = 'e',
     ['F'] = 'f'};
 
-/* Eight bytes at once: true when every byte is a hex digit (any case);
- * *low gets them lowercased. Bytes are 7-bit after the first test, so
- * adding a per-byte constant sets a byte's top bit exactly when the byte is
- * above a bound (no carry crosses bytes). Setting bit 0x20 lowercases
- * 'A'-'F' and leaves digits alone; bytes below 0x20 (which would otherwise
- * pass as digits) are refused. Why: ids are 4 of a packet's strings and
+/* Ids are checked and lowercased eight bytes at once (mst_hex8_lower):
  * the byte loop was a visible share of decoding. */
-static inline bool hex8_lower(uint64_t w, uint64_t *low) {
-    const uint64_t k = 0x0101010101010101ull, hi = 0x8080808080808080ull;
-    uint64_t l = w | (0x20 * k);
-    *low = l;
-    if (w & hi) return false;
-    uint64_t ge20 = (w + (0x80 - 0x20) * k) & hi; /* byte >= 0x20 */
-    uint64_t ge0 = (l + (0x80 - '0') * k) & hi;
-    uint64_t gt9 = (l + (0x7f - '9') * k) & hi;
-    uint64_t gea = (l + (0x80 - 'a') * k) & hi;
-    uint64_t gtf = (l + (0x7f - 'f') * k) & hi;
-    uint64_t ok = ((ge0 & ~gt9) | (gea & ~gtf)) & ge20;
-    return ok == hi;
-}
 
 /* Reads a string of exactly `n` hex digits into out (lowercase + NUL).
  * Returns 1 ok, 0 wrong shape (message set), -1 reader error. */
@@ -137,7 +120,7 @@ static int read_hex_id(decoder *d, const char *field, size_t n, char *out, bool 
     for (; n - i >= 8; i += 8) { /* ids are 16/32 digits: whole words */
         uint64_t w, low;
         memcpy(&w, buf + i, 8);
-        bad |= !hex8_lower(w, &low);
+        bad |= !mst_hex8_lower(w, &low);
         nonzero |= low != 0x3030303030303030ull;
         memcpy(out + i, &low, 8);
     }

@@ -1,0 +1,62 @@
+/*
+ * hex8.h — eight ASCII hex digits at a time (SWAR on a 64-bit word): the
+ * check-and-lowercase the packet decoder applies to every id, and the
+ * value of 8 or 16 digits the forwarder's writers turn ids into (flow ids,
+ * Chrome flow keys). Why: ids are 4 of a packet's strings and are turned
+ * into numbers several times per span; byte loops over them were a visible
+ * share of the forwarder's per-span instructions.
+ */
+#ifndef MST_WIRE_HEX8_H
+#define MST_WIRE_HEX8_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+/* True when every byte of w is a hex digit (any case); *low gets them
+ * lowercased. Bytes are 7-bit after the first test, so adding a per-byte
+ * constant sets a byte's top bit exactly when the byte is above a bound (no
+ * carry crosses bytes). Setting bit 0x20 lowercases 'A'-'F' and leaves
+ * digits alone; bytes below 0x20 (which would otherwise pass as digits) are
+ * refused. */
+static inline bool mst_hex8_lower(uint64_t w, uint64_t *low) {
+    const uint64_t k = 0x0101010101010101ull, hi = 0x8080808080808080ull;
+    uint64_t l = w | (0x20 * k);
+    *low = l;
+    if (w & hi) return false;
+    uint64_t ge20 = (w + (0x80 - 0x20) * k) & hi; /* byte >= 0x20 */
+    uint64_t ge0 = (l + (0x80 - '0') * k) & hi;
+    uint64_t gt9 = (l + (0x7f - '9') * k) & hi;
+    uint64_t gea = (l + (0x80 - 'a') * k) & hi;
+    uint64_t gtf = (l + (0x7f - 'f') * k) & hi;
+    uint64_t ok = ((ge0 & ~gt9) | (gea & ~gtf)) & ge20;
+    return ok == hi;
+}
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define MST_HEX8_SWAR 1
+/* The value of the 8 hex digits at p (first digit most significant), or
+ * false when one of them is not a hex digit (the caller then takes its byte
+ * loop). A digit's value is its low nibble, plus 9 for letters (bit 6). */
+static inline bool mst_hex8_value(const char *p, uint32_t *out) {
+    uint64_t w, low;
+    memcpy(&w, p, 8);
+    if (!mst_hex8_lower(w, &low)) return false;
+    w = __builtin_bswap64(w); /* first digit in the top byte */
+    w = (w & 0x0F0F0F0F0F0F0F0Full) + 9 * ((w >> 6) & 0x0101010101010101ull);
+    w = (w | (w >> 4)) & 0x00FF00FF00FF00FFull;
+    w = (w | (w >> 8)) & 0x0000FFFF0000FFFFull;
+    *out = (uint32_t)(w | (w >> 16));
+    return true;
+}
+
+/* The value of the 16 hex digits at p, or false (as mst_hex8_value). */
+static inline bool mst_hex16_value(const char *p, uint64_t *out) {
+    uint32_t hi, lo;
+    if (!mst_hex8_value(p, &hi) || !mst_hex8_value(p + 8, &lo)) return false;
+    *out = ((uint64_t)hi << 32) | lo;
+    return true;
+}
+#endif
+
+#endif /* MST_WIRE_HEX8_H */
