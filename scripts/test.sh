@@ -65,8 +65,11 @@ run_pytest() {  # run_pytest BUILD_DIR PATHS...
 }
 [ -d tests/python ] && run_stage "pytest python" run_pytest build tests/python
 [ -d tests/integration ] && run_stage "pytest integration (release)" run_pytest build tests/integration
+# Every forwarder test (stop, disk full, paths, memory, peer check, soak,
+# .pftrace) again against the sanitizer build of the daemon.
 [ -f tests/integration/test_forward_daemon.py ] && \
-  run_stage "pytest daemon (asan+ubsan)" run_pytest build-asan tests/integration/test_forward_daemon.py
+  run_stage "pytest daemon (asan+ubsan)" run_pytest build-asan tests/integration/test_forward_*.py \
+    tests/integration/test_pftrace.py
 
 # Real vLLM (CPU build, cached venv under ~/.cache/mstrace): every default
 # symbol resolves and gets wrapped; a tiny dummy-weight model runs traced.
