@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "analyze/grow.h"
 #include "core/arena.h"
 #include "wire/json_reader.h"
 
@@ -271,17 +272,6 @@ static bool key_is(const mst_str *k, const char *lit, size_t n) {
 }
 #define KEY_IS(k, lit) key_is((k), (lit), sizeof(lit) - 1)
 
-static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return true;
-    size_t nc = *cap ? *cap : 16;
-    while (nc < need) nc *= 2;
-    void *np = realloc(*p, nc * elem);
-    if (!np) return false;
-    *p = np;
-    *cap = nc;
-    return true;
-}
-
 /* ------------------------------------------------------------ roles */
 
 static const role_entry *role_find(reader *r, int64_t pid) {
@@ -303,7 +293,7 @@ static void role_set(reader *r, int64_t pid, const mst_str *name) {
             break;
         }
     if (role_find(r, pid) || r->n_roles >= 4096) return;
-    if (!grow((void **)&r->roles, &r->roles_cap, r->n_roles + 1, sizeof *r->roles)) return;
+    if (!mst_an_grow((void **)&r->roles, &r->roles_cap, r->n_roles + 1, sizeof *r->roles)) return;
     char *c = malloc(n + 1);
     if (!c) return;
     memcpy(c, name->ptr, n);
@@ -365,7 +355,7 @@ static bool read_attr_value(reader *r, mst_json_reader *jr, size_t idx) {
             }
             mst_str s;
             if (!mst_json_read_str_slice(jr, &r->arena, &s)) return false;
-            if (!grow((void **)&r->items, &r->items_cap, first + n + 1, sizeof *r->items))
+            if (!mst_an_grow((void **)&r->items, &r->items_cap, first + n + 1, sizeof *r->items))
                 return false;
             r->items[first + n++] = (mst_an_str){s.ptr, s.len};
         }
@@ -438,8 +428,8 @@ static bool read_args(reader *r, mst_json_reader *jr, event *ev) {
             if (key.len == 11 && mst_json_slice_to_i64(&v, &x)) s->status = (int)x;
             continue;
         }
-        if (!grow((void **)&r->attrs, &r->attrs_cap, n + 1, sizeof *r->attrs) ||
-            !grow((void **)&r->item_start, &r->item_start_cap, n + 1, sizeof *r->item_start))
+        if (!mst_an_grow((void **)&r->attrs, &r->attrs_cap, n + 1, sizeof *r->attrs) ||
+            !mst_an_grow((void **)&r->item_start, &r->item_start_cap, n + 1, sizeof *r->item_start))
             return false;
         r->attrs[n].key = (mst_an_str){key.ptr, key.len};
         if (!read_attr_value(r, jr, n)) return false;

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "analyze/grow.h"
 #include "core/arena.h"
 #include "wire/json_reader.h"
 
@@ -67,17 +68,6 @@ static void set_err(char *err, size_t err_size, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(err, err_size, fmt, ap);
     va_end(ap);
-}
-
-static bool grow(void **ptr, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return true;
-    size_t n = *cap ? *cap : 16;
-    while (n < need) n *= 2;
-    void *p = realloc(*ptr, n * elem);
-    if (!p) return false;
-    *ptr = p;
-    *cap = n;
-    return true;
 }
 
 static bool str_is(const mst_str *s, const char *lit) {
@@ -197,7 +187,7 @@ static bool unpack_string_list(mst_an_jaeger_pages *p, const mst_str *s) {
     while ((more = mst_json_array_next(&jr)) == 1) {
         mst_str item;
         if (!read_string(&jr, &p->arena, &item) ||
-            !grow((void **)&p->items, &p->items_cap, p->n_items + 1, sizeof *p->items)) {
+            !mst_an_grow((void **)&p->items, &p->items_cap, p->n_items + 1, sizeof *p->items)) {
             p->n_items = first;
             return false;
         }
@@ -236,8 +226,8 @@ static bool read_tag(mst_an_jaeger_pages *p, mst_json_reader *jr) {
     }
     if (more < 0) return false;
     if (!has_key || !has_value) return true; /* not a usable tag: ignored */
-    if (!grow((void **)&p->attrs, &p->attrs_cap, p->n_attrs + 1, sizeof *p->attrs) ||
-        !grow((void **)&p->item_start, &p->item_start_cap, p->n_attrs + 1, sizeof *p->item_start))
+    if (!mst_an_grow((void **)&p->attrs, &p->attrs_cap, p->n_attrs + 1, sizeof *p->attrs) ||
+        !mst_an_grow((void **)&p->item_start, &p->item_start_cap, p->n_attrs + 1, sizeof *p->item_start))
         return false;
     mst_an_attr *a = &p->attrs[p->n_attrs];
     memset(a, 0, sizeof *a);
@@ -335,7 +325,7 @@ static bool read_processes(mst_an_jaeger_pages *p, mst_json_reader *jr) {
         proc_info pi = {0};
         if (!mst_json_read_key_slice(jr, &p->arena, &pi.id)) return false;
         if (!read_process(p, jr, &pi)) return false;
-        if (!grow((void **)&p->procs, &p->procs_cap, p->n_procs + 1, sizeof *p->procs)) return false;
+        if (!mst_an_grow((void **)&p->procs, &p->procs_cap, p->n_procs + 1, sizeof *p->procs)) return false;
         p->procs[p->n_procs++] = pi;
     }
     return more == 0;
@@ -378,7 +368,7 @@ static bool read_reference(mst_an_jaeger_pages *p, mst_json_reader *jr, const sp
         *has_parent = true;
         return true;
     }
-    if (!grow((void **)&p->links, &p->links_cap, p->n_links + 1, sizeof *p->links)) return false;
+    if (!mst_an_grow((void **)&p->links, &p->links_cap, p->n_links + 1, sizeof *p->links)) return false;
     p->links[p->n_links++] = l;
     return true;
 }
@@ -720,7 +710,7 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud) {
         a->too_large = true;
         return 0;
     }
-    if (!grow((void **)&a->data, &a->cap, a->len + n + 1, 1)) return 0;
+    if (!mst_an_grow((void **)&a->data, &a->cap, a->len + n + 1, 1)) return 0;
     memcpy(a->data + a->len, ptr, n);
     a->len += n;
     a->data[a->len] = 0;

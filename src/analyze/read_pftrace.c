@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "analyze/grow.h"
 #include "core/arena.h"
 #include "wire/json_reader.h"
 #include "wire/pb_reader.h"
@@ -166,17 +167,6 @@ typedef struct reader {
     uint64_t tracks_full;
 } reader;
 
-static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return true;
-    size_t nc = *cap ? *cap : 16;
-    while (nc < need) nc *= 2;
-    void *np = realloc(*p, nc * elem);
-    if (!np) return false;
-    *p = np;
-    *cap = nc;
-    return true;
-}
-
 static uint64_t mix64(uint64_t x) {
     x ^= x >> 30;
     x *= 0xBF58476D1CE4E5B9ull;
@@ -232,7 +222,7 @@ static bool intern_put(reader *r, sequence *s, uint32_t kind, uint64_t iid, cons
         s->slots = ns;
         s->cap = nc;
     }
-    if (!grow((void **)&s->blob, &s->blob_cap, s->blob_len + n + 1, 1)) return false;
+    if (!mst_an_grow((void **)&s->blob, &s->blob_cap, s->blob_len + n + 1, 1)) return false;
     size_t p = intern_pos(s, kind, iid);
     while (s->slots[p].iid && !(s->slots[p].iid == iid && s->slots[p].kind == kind))
         p = (p + 1) & (s->cap - 1);
@@ -340,7 +330,7 @@ static bool role_set(reader *r, int64_t pid, const uint8_t *name, size_t len) {
             break;
         }
     if (role_find(r, pid) || r->n_roles >= MAX_ROLES) return true;
-    if (!grow((void **)&r->roles, &r->roles_cap, r->n_roles + 1, sizeof *r->roles)) return false;
+    if (!mst_an_grow((void **)&r->roles, &r->roles_cap, r->n_roles + 1, sizeof *r->roles)) return false;
     char *c = malloc(n + 1);
     if (!c) return false;
     if (n) memcpy(c, name, n);
@@ -446,7 +436,7 @@ static bool json_value(reader *r, size_t idx, const uint8_t *p, size_t n) {
         mst_str s;
         if (mst_json_peek(&jr) != MST_JSON_STRING || !mst_json_read_str_slice(&jr, &r->arena, &s))
             return !jr.nomem;
-        if (!grow((void **)&r->items, &r->items_cap, first + k + 1, sizeof *r->items)) return false;
+        if (!mst_an_grow((void **)&r->items, &r->items_cap, first + k + 1, sizeof *r->items)) return false;
         r->items[first + k++] = (mst_an_str){s.ptr, s.len};
     }
     if (more < 0 || !mst_json_finish(&jr)) return !jr.nomem;
@@ -501,8 +491,8 @@ static bool read_annotation(reader *r, const sequence *seq, const uint8_t *p, si
             span->status = (int)(int64_t)val.u;
         return true;
     }
-    if (!grow((void **)&r->attrs, &r->attrs_cap, *n + 1, sizeof *r->attrs) ||
-        !grow((void **)&r->item_start, &r->item_start_cap, *n + 1, sizeof *r->item_start))
+    if (!mst_an_grow((void **)&r->attrs, &r->attrs_cap, *n + 1, sizeof *r->attrs) ||
+        !mst_an_grow((void **)&r->item_start, &r->item_start_cap, *n + 1, sizeof *r->item_start))
         return false;
     mst_an_attr *a = &r->attrs[*n];
     memset(a, 0, sizeof *a);
@@ -643,7 +633,7 @@ static mst_status slice_begin(reader *r, const sequence *seq, const track_slot *
         r->n_open--;
         r->open_dropped++;
     }
-    if (!grow((void **)&r->open, &r->open_cap, r->n_open + 1, sizeof *r->open)) return MST_ERR_NOMEM;
+    if (!mst_an_grow((void **)&r->open, &r->open_cap, r->n_open + 1, sizeof *r->open)) return MST_ERR_NOMEM;
     open_slice *o = clone_span(r, t->uuid, &span);
     if (!o) return MST_ERR_NOMEM;
     r->open[r->n_open++] = o;
