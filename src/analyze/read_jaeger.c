@@ -10,7 +10,6 @@
 #include <curl/curl.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +17,7 @@
 
 #include "analyze/grow.h"
 #include "core/arena.h"
+#include "core/err_text.h"
 #include "wire/json_reader.h"
 
 #define JSON_DEPTH 32                          /* answer > data > trace > spans > span > tags > tag > value */
@@ -60,15 +60,6 @@ struct mst_an_jaeger_pages {
     const char *sub_err;
     size_t sub_err_off;
 };
-
-static void set_err(char *err, size_t err_size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t err_size, const char *fmt, ...) {
-    if (!err || !err_size) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, err_size, fmt, ap);
-    va_end(ap);
-}
 
 static bool str_is(const mst_str *s, const char *lit) {
     size_t n = strlen(lit);
@@ -544,7 +535,7 @@ mst_status mst_an_jaeger_pages_parse(mst_an_jaeger_pages *p, const char *body, s
     char first_error[320] = "";
     mst_status st = MST_OK;
     if (mst_json_peek(&jr) != MST_JSON_OBJECT || !mst_json_object_begin(&jr)) {
-        set_err(err, err_size, "not a Jaeger query API answer (expected a JSON object with \"data\")");
+        mst_err_set(err, err_size, "not a Jaeger query API answer (expected a JSON object with \"data\")");
         return MST_ERR_PARSE;
     }
     int more;
@@ -577,26 +568,26 @@ mst_status mst_an_jaeger_pages_parse(mst_an_jaeger_pages *p, const char *body, s
     mst_arena_reset_keep(&p->arena, (size_t)1 << 20);
     if (st == MST_ERR_PARSE || (st == MST_OK && (jr.err || !mst_json_finish(&jr)))) {
         if (p->sub_err)
-            set_err(err, err_size, "not a Jaeger query API answer: %s at byte %zu", p->sub_err, p->sub_err_off);
+            mst_err_set(err, err_size, "not a Jaeger query API answer: %s at byte %zu", p->sub_err, p->sub_err_off);
         else
-            set_err(err, err_size, "not a Jaeger query API answer: %s at byte %zu",
+            mst_err_set(err, err_size, "not a Jaeger query API answer: %s at byte %zu",
                     jr.err ? jr.err : "unexpected structure", jr.err ? jr.err_off : (size_t)(jr.p - jr.start));
         return jr.nomem ? MST_ERR_NOMEM : MST_ERR_PARSE;
     }
     if (st == MST_ERR_NOMEM) {
-        set_err(err, err_size, "out of memory reading the Jaeger answer");
+        mst_err_set(err, err_size, "out of memory reading the Jaeger answer");
         return st;
     }
     if (st != MST_OK) {
-        set_err(err, err_size, "stopped by the analysis (%s)", mst_strerror(st));
+        mst_err_set(err, err_size, "stopped by the analysis (%s)", mst_strerror(st));
         return st;
     }
     if (!has_data) {
-        set_err(err, err_size, "not a Jaeger query API answer (no \"data\" member)");
+        mst_err_set(err, err_size, "not a Jaeger query API answer (no \"data\" member)");
         return MST_ERR_PARSE;
     }
     if (n_errors && *traces == 0) {
-        set_err(err, err_size, "Jaeger answered with an error: %s", first_error[0] ? first_error : "(no message)");
+        mst_err_set(err, err_size, "Jaeger answered with an error: %s", first_error[0] ? first_error : "(no message)");
         return MST_ERR_REJECTED;
     }
     if (n_errors && p->info)
@@ -736,11 +727,11 @@ static mst_status http_get(CURL *c, const char *url, long timeout_ms, answer *a,
     curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, ""); /* gzip if offered */
     CURLcode rc = curl_easy_perform(c);
     if (a->too_large) {
-        set_err(err, err_size, "Jaeger at %s: one answer is over %zu bytes", base, MAX_ANSWER_BYTES);
+        mst_err_set(err, err_size, "Jaeger at %s: one answer is over %zu bytes", base, MAX_ANSWER_BYTES);
         return MST_ERR_TOO_LARGE;
     }
     if (rc != CURLE_OK) {
-        set_err(err, err_size, "cannot reach Jaeger at %s: %s", base, curl_err[0] ? curl_err : curl_easy_strerror(rc));
+        mst_err_set(err, err_size, "cannot reach Jaeger at %s: %s", base, curl_err[0] ? curl_err : curl_easy_strerror(rc));
         return rc == CURLE_OUT_OF_MEMORY || rc == CURLE_WRITE_ERROR ? MST_ERR_NOMEM : MST_ERR_UNAVAILABLE;
     }
     long http = 0;
@@ -752,7 +743,7 @@ static mst_status http_get(CURL *c, const char *url, long timeout_ms, answer *a,
         for (size_t i = 0; i < a->len && n < sizeof why - 1; i++)
             why[n++] = a->data[i] >= 0x20 && a->data[i] < 0x7f ? a->data[i] : ' ';
         why[n] = 0;
-        set_err(err, err_size, "Jaeger at %s answered HTTP %ld to %s%s%s", base, http, url,
+        mst_err_set(err, err_size, "Jaeger at %s answered HTTP %ld to %s%s%s", base, http, url,
                 n ? ": " : "", why);
         return MST_ERR_REJECTED;
     }
@@ -780,7 +771,7 @@ static mst_status query_service(CURL *c, mst_an_jaeger_pages *p, const mst_an_ja
         int n = snprintf(url, sizeof url, "%.*s/api/traces?service=%s&start=%" PRId64 "&end=%" PRId64 "&limit=%u",
                          (int)base_len, base, esc, w.start_us, w.end_us, limit);
         if (n < 0 || (size_t)n >= sizeof url) {
-            set_err(err, err_size, "the Jaeger URL or service name is too long");
+            mst_err_set(err, err_size, "the Jaeger URL or service name is too long");
             st = MST_ERR_INVALID_ARG;
             break;
         }
@@ -794,7 +785,7 @@ static mst_status query_service(CURL *c, mst_an_jaeger_pages *p, const mst_an_ja
         char perr[400] = "";
         st = mst_an_jaeger_pages_parse(p, a->data ? a->data : "", a->len, &traces, perr, sizeof perr);
         if (st != MST_OK) {
-            set_err(err, err_size, "Jaeger at %s, %s: %s", base, url + base_len, perr);
+            mst_err_set(err, err_size, "Jaeger at %s, %s: %s", base, url + base_len, perr);
             break;
         }
         if (traces < limit) continue;
@@ -817,7 +808,7 @@ static mst_status query_service(CURL *c, mst_an_jaeger_pages *p, const mst_an_ja
 mst_status mst_an_read_jaeger(const mst_an_jaeger_query *q, uint32_t source, mst_an_span_fn fn,
                               void *ctx, mst_an_input_info *info, char *err, size_t err_size) {
     if (!q || !q->base_url || !q->service || !info) {
-        set_err(err, err_size, "Jaeger query: URL and service are required");
+        mst_err_set(err, err_size, "Jaeger query: URL and service are required");
         return MST_ERR_INVALID_ARG;
     }
     char name[1024];
@@ -826,17 +817,17 @@ mst_status mst_an_read_jaeger(const mst_an_jaeger_query *q, uint32_t source, mst
     size_t base_len = strlen(q->base_url);
     while (base_len && q->base_url[base_len - 1] == '/') base_len--;
     if (strncmp(q->base_url, "http://", 7) != 0 && strncmp(q->base_url, "https://", 8) != 0) {
-        set_err(err, err_size, "Jaeger URL must start with http:// or https:// (got %s)", q->base_url);
+        mst_err_set(err, err_size, "Jaeger URL must start with http:// or https:// (got %s)", q->base_url);
         return MST_ERR_INVALID_ARG;
     }
     if (q->service[0] == 0 || q->end_us < q->start_us) {
-        set_err(err, err_size, "Jaeger query: %s", q->service[0] ? "the window ends before it starts"
+        mst_err_set(err, err_size, "Jaeger query: %s", q->service[0] ? "the window ends before it starts"
                                                                   : "the service name is empty");
         return MST_ERR_INVALID_ARG;
     }
     pthread_once(&g_curl_once, curl_init_once);
     if (g_curl_rc != CURLE_OK) {
-        set_err(err, err_size, "libcurl init failed: %s", curl_easy_strerror(g_curl_rc));
+        mst_err_set(err, err_size, "libcurl init failed: %s", curl_easy_strerror(g_curl_rc));
         return MST_ERR_UNAVAILABLE;
     }
     char *base = strndup(q->base_url, base_len);
@@ -846,7 +837,7 @@ mst_status mst_an_read_jaeger(const mst_an_jaeger_query *q, uint32_t source, mst
     answer a = {0};
     mst_status st = MST_OK;
     if (!base || !services || !c || !p) {
-        set_err(err, err_size, "out of memory starting the Jaeger query");
+        mst_err_set(err, err_size, "out of memory starting the Jaeger query");
         st = MST_ERR_NOMEM;
     }
     unsigned limit = q->limit ? q->limit : DEFAULT_LIMIT;

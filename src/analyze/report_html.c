@@ -10,11 +10,8 @@
 #include <string.h>
 
 #include "analyze/report_assets.h"
+#include "core/err_text.h"
 #include "wire/json_reader.h"
-
-static void set_err(char *err, size_t err_size, const char *msg) {
-    if (err && err_size) snprintf(err, err_size, "%s", msg);
-}
 
 static const char PAGE_HEAD[] =
     "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
@@ -61,7 +58,7 @@ static bool write_escaped_json(FILE *out, const char *s, size_t len) {
 mst_status mst_report_html_write(FILE *out, const char *analysis_json, size_t len, char *err,
                                  size_t err_size) {
     if (!out || (!analysis_json && len)) {
-        set_err(err, err_size, "report: no output or no analysis");
+        mst_err_set(err, err_size, "report: no output or no analysis");
         return MST_ERR_INVALID_ARG;
     }
     const char *why = NULL;
@@ -70,7 +67,7 @@ mst_status mst_report_html_write(FILE *out, const char *analysis_json, size_t le
         char msg[160];
         snprintf(msg, sizeof msg, "report: the analysis is not valid JSON (%s at byte %zu)",
                  why ? why : "empty", off);
-        set_err(err, err_size, msg);
+        mst_err_set(err, err_size, "%s", msg);
         return MST_ERR_PARSE;
     }
     bool ok = fputs(PAGE_HEAD, out) != EOF &&
@@ -80,7 +77,7 @@ mst_status mst_report_html_write(FILE *out, const char *analysis_json, size_t le
               fwrite(mst_report_js, 1, mst_report_js_len, out) == mst_report_js_len &&
               fputs(PAGE_TAIL, out) != EOF;
     if (!ok || ferror(out)) {
-        set_err(err, err_size, "report: writing the HTML failed");
+        mst_err_set(err, err_size, "report: writing the HTML failed");
         return MST_ERR_IO;
     }
     return MST_OK;
