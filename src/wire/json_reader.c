@@ -265,15 +265,23 @@ static bool string_to_arena(mst_json_reader *r, mst_arena *arena, mst_str *out) 
 /* The content as it is when it has no escape (why: most keys and values
  * are plain, and copying each one into the arena was a malloc-free but
  * still measurable alloc + libc memcpy per key), else unescaped. */
-static bool string_to_slice(mst_json_reader *r, mst_arena *arena, mst_str *out) {
+__attribute__((noinline)) static bool string_to_arena_again(mst_json_reader *r,
+                                                             const uint8_t *at, mst_arena *arena,
+                                                             mst_str *out) {
+    r->p = at; /* rare: rescan through the copying path */
+    return string_to_arena(r, arena, out);
+}
+
+/* Inlined into its callers (keys and ids of every packet): as a call, its
+ * register saves and restores were about a third of its cost. */
+static inline __attribute__((always_inline)) bool string_to_slice(mst_json_reader *r,
+                                                                  mst_arena *arena,
+                                                                  mst_str *out) {
     const uint8_t *s, *e;
     bool esc;
     const uint8_t *at = r->p;
     if (!scan_string(r, &s, &e, &esc)) return false;
-    if (esc) {
-        r->p = at; /* rare: rescan through the copying path */
-        return string_to_arena(r, arena, out);
-    }
+    if (esc) return string_to_arena_again(r, at, arena, out);
     size_t raw = (size_t)(e - s);
     if (raw >= UINT32_MAX) return fail(r, at, "string too long");
     out->ptr = (const char *)s;
@@ -297,7 +305,7 @@ static bool string_to_buf(mst_json_reader *r, char *dst, size_t cap, size_t *len
     return true;
 }
 
-static bool expect_colon(mst_json_reader *r) {
+static inline bool expect_colon(mst_json_reader *r) {
     skip_ws(r);
     if (r->p >= r->end || *r->p != ':') return fail(r, r->p, "expected ':' after object key");
     r->p++;
@@ -492,8 +500,11 @@ bool mst_json_array_begin(mst_json_reader *r) {
     return open_container(r, '[', "expected an array");
 }
 
-/* Shared by object_next / array_next: handles ',' and the closing bracket. */
-static int container_next(mst_json_reader *r, bool is_object) {
+/* Shared by object_next / array_next: handles ',' and the closing bracket.
+ * Inlined into each, so is_object is a constant there (called once per
+ * member of every packet: the shared copy tested it at run time). */
+static inline __attribute__((always_inline)) int container_next(mst_json_reader *r,
+                                                                bool is_object) {
     if (r->err) return -1;
     if (r->depth == 0 || top_is_object(r) != is_object) {
         fail(r, r->p, "reader misuse: no such container open");

@@ -160,20 +160,28 @@ static bool key_is(const char *k, size_t len, const char *lit) {
 }
 
 /* Hash used to make the duplicate-key check cheap: 8 bytes per step (a
- * byte-serial hash was a visible share of decoding). Quality only affects
+ * byte-serial hash was a visible share of decoding), the tail as one
+ * overlapping load (a byte loop over it was too). Quality only affects
  * speed: equal hashes are confirmed with memcmp. */
 static uint64_t hash_key(const char *s, size_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, s, 8);
-        h = (h ^ w) * 0xff51afd7ed558ccdull;
-        h ^= h >> 29;
-        s += 8;
-        n -= 8;
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ n, w;
+    if (n >= 8) {
+        for (; n > 8; s += 8, n -= 8) {
+            memcpy(&w, s, 8);
+            h = (h ^ w) * 0xff51afd7ed558ccdull;
+            h ^= h >> 29;
+        }
+        memcpy(&w, s + n - 8, 8); /* the last 8 bytes, overlapping the previous word */
+    } else if (n >= 4) { /* two 4-byte loads, overlapping: no byte loop */
+        uint32_t lo, hi;
+        memcpy(&lo, s, 4);
+        memcpy(&hi, s + n - 4, 4);
+        w = (uint64_t)hi << 32 | lo;
+    } else {
+        w = n ? (uint64_t)(uint8_t)s[0] | (uint64_t)(uint8_t)s[n / 2] << 8 |
+                    (uint64_t)(uint8_t)s[n - 1] << 16
+              : 0;
     }
-    uint64_t w = 0; /* the last 0..7 bytes, without a libc memcpy call */
-    for (size_t i = 0; i < n; i++) w |= (uint64_t)(uint8_t)s[i] << (8 * i);
     h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
     return h ^ (h >> 32);
 }
