@@ -1,7 +1,7 @@
 /*
  * analyze_cmd.c — the `mstrace analyze` command line (docs/analyze.md).
  *
- *   mstrace analyze TRACE.json [TRACE2.json ...] [--json PATH] [--csv DIR] [--top N] [-o report.html]
+ *   mstrace analyze TRACE.json|TRACE.pftrace [TRACE2 ...] [--json PATH] [--csv DIR] [--top N] [-o report.html]
  *   mstrace analyze --jaeger http://HOST:16686 --service NAME [--since 1h | --start T --end T]
  *   mstrace analyze --compare BEFORE AFTER [...]
  *
@@ -92,7 +92,8 @@ static const opt_def OPTIONS[] = {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: mstrace analyze TRACE.json [TRACE2.json ...] [options]\n"
+            "usage: mstrace analyze TRACE.json|TRACE.pftrace [TRACE2 ...] [options]\n"
+            "       mstrace analyze --jaeger URL --service NAME [--since DURATION | --start TIME --end TIME]\n"
             "       mstrace analyze --compare BEFORE AFTER [options]\n"
             "\n"
             "Where the time of a traced server went: engine steps split into schedule, model,\n"
@@ -100,8 +101,8 @@ static void usage(FILE *f) {
             "bottleneck rules with numbers; time windows and pids to aim a profiler at.\n"
             "Inputs are the Chrome Trace JSON or native .pftrace files of `mstrace forward\n"
             "--perfetto-output`, told apart by content (several files are merged; a file cut\n"
-            "by a kill is read up to the cut), or Jaeger's\n"
-            "query API (--jaeger URL, or an input named http://...: --service and the window apply).\n"
+            "by a kill is read up to the cut), or Jaeger's query API (--jaeger URL, or an\n"
+            "input named http://...: --service and the window apply).\n"
             "\n"
             "options:\n");
     for (size_t i = 0; i < N_OPTIONS; i++) {
@@ -129,6 +130,21 @@ static int usage_error(const char *fmt, const char *what) {
     fprintf(stderr, fmt, what);
     fputc('\n', stderr);
     return EXIT_USAGE;
+}
+
+/* The integer value of option `name` in [lo, hi] into *out; -1 when it is
+ * one, else the usage exit code (after the usage and an error line). */
+static int parse_int_arg(const char *name, const char *text, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || *end || end == text || v < lo || v > hi) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "argument %s: expected an integer %ld..%ld, got '%s'", name, lo, hi, text);
+        return usage_error("%s", msg);
+    }
+    *out = v;
+    return -1;
 }
 
 /* Splits a comma-joined list of paths into out[] (the string is modified). */
@@ -211,22 +227,16 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
             break;
         }
         case OPT_JAEGER_LIMIT: {
-            char *end;
-            errno = 0;
-            long v = strtol(argv[++i], &end, 10);
-            if (errno || *end || end == argv[i] || v < 1 || v > 100000)
-                return usage_error("argument --jaeger-limit: expected an integer 1..100000, got '%s'", argv[i]);
+            long v;
+            int rc = parse_int_arg(o->long_name, argv[++i], 1, 100000, &v);
+            if (rc >= 0) return rc;
             a->jaeger.limit = (unsigned)v;
             break;
         }
         case OPT_HELP: usage(stdout); return 0;
         case OPT_TOP: {
-            char *end;
-            errno = 0;
-            long v = strtol(argv[++i], &end, 10);
-            if (errno || *end || end == argv[i] || v < 0 || v > 100000)
-                return usage_error("argument --top: expected an integer 0..100000, got '%s'", argv[i]);
-            a->top = v;
+            int rc = parse_int_arg(o->long_name, argv[++i], 0, 100000, &a->top);
+            if (rc >= 0) return rc;
             break;
         }
         case OPT_COMPARE:
