@@ -19,9 +19,14 @@
 #include "wire/hex8.h"
 #include "wire/json_reader.h"
 
-const char *const mst_tl_counter_names[] = {
-    "batch.request_count", "batch.scheduled_tokens", "scheduler.waiting", "scheduler.running",
-    "kv_cache.usage", NULL};
+/* The counter attributes, once: both the names and their lengths below. */
+#define TL_COUNTERS(X)                                                                         \
+    X("batch.request_count") X("batch.scheduled_tokens") X("scheduler.waiting")                \
+        X("scheduler.running") X("kv_cache.usage")
+#define TL_NAME(s) s,
+#define TL_LEN(s) sizeof s - 1,
+
+const char *const mst_tl_counter_names[] = {TL_COUNTERS(TL_NAME) NULL};
 
 typedef struct req_entry {
     char *id;
@@ -292,6 +297,10 @@ bool mst_tl_json_number(const mst_json_slice *v, bool *is_double, int64_t *i, do
     return *end == 0 && errno != ERANGE;
 }
 
+/* strlen of each mst_tl_counter_names entry (a libc strlen per name per
+ * candidate attribute was most of the test below). */
+static const size_t counter_name_len[] = {TL_COUNTERS(TL_LEN)};
+
 /* Counters: span attributes named in mst_tl_counter_names. The length test
  * first keeps this cheap for the usual attributes. */
 static void emit_counters(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
@@ -300,7 +309,9 @@ static void emit_counters(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
         const mst_str *k = &s->attrs[a].key;
         if (k->len < 14 || k->len > 22) continue;
         for (const char *const *n = mst_tl_counter_names; *n; n++) {
-            if (strlen(*n) != k->len || memcmp(*n, k->ptr, k->len) != 0) continue;
+            if (counter_name_len[n - mst_tl_counter_names] != k->len ||
+                memcmp(*n, k->ptr, k->len) != 0)
+                continue;
             const mst_json_slice *v = &s->attrs[a].value;
             mst_tl_counter c = {*n, pid, s->end_ns, false, 0, 0, v->ptr, v->len};
             if (mst_tl_json_number(&s->attrs[a].value, &c.is_double, &c.i, &c.d)) {
