@@ -23,10 +23,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "analyze/grow.h"
+#include "analyze/input_file.h"
 #include "core/arena.h"
 #include "wire/json_reader.h"
 #include "wire/pb_reader.h"
@@ -756,15 +756,9 @@ static bool ensure(reader *r, size_t need, char *err, size_t err_size) {
             r->buf = nb;
             r->cap = nc;
         }
-        ssize_t k = read(r->fd, r->buf + r->len, r->cap - r->len);
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0) {
-            snprintf(err, err_size, "cannot read %s: %s", r->info->name, strerror(errno));
+        if (!mst_an_fill_input(r->fd, r->buf, &r->len, r->cap, &r->eof, &r->info->bytes, r->info->name, err,
+                               err_size))
             return false;
-        }
-        if (k == 0) r->eof = true;
-        r->len += (size_t)k;
-        r->info->bytes += (uint64_t)k;
         if (r->progress && r->info->bytes >= r->next_progress) {
             r->next_progress = r->info->bytes + PROGRESS_EVERY;
             r->progress(r->progress_ctx, r->info->bytes, r->total);
@@ -938,17 +932,10 @@ mst_status mst_an_read_pftrace_file(const char *path, uint32_t source, mst_an_sp
                                     mst_an_input_info *info, char *err, size_t err_size) {
     if (err && err_size) err[0] = 0;
     if (!mst_an_input_info_init(info, "pftrace", path)) return MST_ERR_NOMEM;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(err, err_size, "cannot open %s: %s", path, strerror(errno));
-        return MST_ERR_IO;
-    }
-    struct stat stt;
-    if (fstat(fd, &stt) == 0 && S_ISDIR(stt.st_mode)) {
-        snprintf(err, err_size, "%s is a directory, not a trace file", path);
-        close(fd);
-        return MST_ERR_IO;
-    }
+    int fd;
+    uint64_t size;
+    mst_status opened = mst_an_open_input(path, &fd, &size, err, err_size);
+    if (opened != MST_OK) return opened;
     reader r;
     reader_init(&r, source, fn, ctx, info);
     if (!(r.buf = malloc(CHUNK))) {
@@ -957,11 +944,10 @@ mst_status mst_an_read_pftrace_file(const char *path, uint32_t source, mst_an_sp
     }
     r.fd = fd;
     r.cap = CHUNK;
-    r.total = S_ISREG(stt.st_mode) ? (uint64_t)stt.st_size : 0;
+    r.total = size;
     r.progress = progress;
     r.progress_ctx = progress_ctx;
     r.next_progress = PROGRESS_EVERY;
-    posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     mst_status st = run_checked(&r, err, err_size);
     reader_free(&r);
     close(fd);
