@@ -9,9 +9,9 @@
  * the file's first bytes; Jaeger (read_jaeger.h) for http:// inputs.
  * Owns option parsing (one table, OPTIONS below), loading each side's
  * inputs into a model (src/analyze/model.h) with a progress line on stderr
- * for inputs that take more than a second, and writing the outputs. With
- * no output option the verdict, the fired rules, the stage split and the
- * profile targets are printed as text. Every number comes from the same
+ * for inputs that take more than a second, and writing the outputs. Unless
+ * --quiet or --json -, the verdict, the fired rules, the stage split and
+ * the profile targets are also printed as text. Every number comes from the same
  * analysis JSON (report_json.h) so the outputs agree.
  * Exit codes: 0 ok; 1 an output could not be written; 2 usage error, or an
  * input that is not a trace (one line on stderr).
@@ -121,7 +121,7 @@ static void usage(FILE *f) {
                  o->short_name ? ", " : "", o->long_name, meta);
         fprintf(f, "  %-28s %s\n", flag, o->help);
     }
-    fprintf(f, "\nWith no output option the verdict is printed as text. See docs/analyze.md.\n");
+    fprintf(f, "\nA text summary goes to stdout unless --quiet or --json -. See docs/analyze.md.\n");
 }
 
 static int usage_error(const char *fmt, const char *what) {
