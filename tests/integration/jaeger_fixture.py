@@ -1,8 +1,10 @@
 """A session-scoped pytest fixture running the real Jaeger (docs/reference/jaeger.md).
 
-Owns: starting Jaeger through tests/harness/jaeger.sh (which builds it once
-into ~/.cache/mstrace/jaeger/ and binds every port to 127.0.0.1), stopping it
-at the end of the session (only if this session started it), and small
+Owns: starting a Jaeger of this test session's own through
+tests/harness/jaeger.sh (which builds it once into ~/.cache/mstrace/jaeger/),
+on loopback ports picked free for the session and with a run directory of its
+own, so two test runs on one machine never share (or stop) one instance;
+stopping it at the end of the session; and small
 helpers over its query API: services, traces of a service in a microsecond
 window (Jaeger's default lookback is only 2 days, so tests pass explicit
 bounds), one trace by id, and polling until spans arrive (export is
@@ -14,6 +16,7 @@ Use from a test module or conftest.py:  pytest_plugins = ["jaeger_fixture"]
 
 import json
 import os
+import shutil
 import subprocess
 import time
 import urllib.error
@@ -22,14 +25,55 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+import socket
+import tempfile
+
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 JAEGER_SH = REPO / "tests" / "harness" / "jaeger.sh"
 
 
-def _run(cmd: str, timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run([str(JAEGER_SH), cmd], capture_output=True, text=True, timeout=timeout)
+# The addresses jaeger.sh and jaeger-config.yaml read (host:port each).
+_ADDRESS_VARS = ("MST_JAEGER_QUERY_HTTP", "MST_JAEGER_QUERY_GRPC", "MST_JAEGER_OTLP_HTTP",
+                 "MST_JAEGER_OTLP_GRPC", "MST_JAEGER_HEALTH")
+
+
+def _free_loopback_ports(n: int) -> list:
+    """n distinct TCP ports that were free on 127.0.0.1 a moment ago (the
+    kernel picks them; all sockets are held open until every port is known,
+    so the n are distinct)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _session_env() -> tuple:
+    """(environment, ours) for this session's Jaeger. Addresses and a run
+    directory given by the caller (all of them) name an instance the caller
+    manages: it is used, and stopped after only if this session started it.
+    Otherwise every listener gets a fresh loopback port and the pid/log files
+    a fresh directory: an instance of this session's own (ours=True)."""
+    env = dict(os.environ)
+    if all(v in env for v in _ADDRESS_VARS) and "MST_JAEGER_RUN_DIR" in env:
+        return env, False
+    ports = _free_loopback_ports(len(_ADDRESS_VARS))
+    for var, port in zip(_ADDRESS_VARS, ports):
+        env[var] = f"127.0.0.1:{port}"
+    env["MST_JAEGER_RUN_DIR"] = tempfile.mkdtemp(prefix="mstrace-jaeger-")
+    return env, True
+
+
+def _run(cmd: str, timeout: float, env: dict = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(JAEGER_SH), cmd], capture_output=True, text=True, timeout=timeout,
+                          env=env)
 
 
 @dataclass
@@ -110,22 +154,21 @@ class Jaeger:
 
 @pytest.fixture(scope="session")
 def jaeger():
-    """The running Jaeger; started (and built on first use) for the session."""
-    already = _run("status", 10).returncode == 0
-    if not already:
-        # The first build takes minutes on a small machine.
-        res = _run("start", 1800)
-        if res.returncode != 0:
-            pytest.fail(f"jaeger.sh start failed:\n{res.stdout}\n{res.stderr}")
-    else:
-        res = _run("wait", 120)
-        if res.returncode != 0:
-            pytest.fail(f"jaeger.sh wait failed:\n{res.stderr}")
-    query = os.environ.get("MST_JAEGER_QUERY_HTTP", "127.0.0.1:16686")
-    otlp_http = os.environ.get("MST_JAEGER_OTLP_HTTP", "127.0.0.1:4318")
-    otlp_grpc = os.environ.get("MST_JAEGER_OTLP_GRPC", "127.0.0.1:4317")
+    """This session's own Jaeger, started (and built on first use) for the
+    session on free loopback ports, and stopped after it."""
+    env, ours = _session_env()
+    started = ours or _run("status", 10, env).returncode != 0
+    # The first build takes minutes on a small machine.
+    res = _run("start", 1800, env) if started else _run("wait", 120, env)
+    if res.returncode != 0:
+        if started:
+            _run("stop", 60, env)
+        pytest.fail(f"jaeger.sh start/wait failed:\n{res.stdout}\n{res.stderr}")
     try:
-        yield Jaeger(f"http://{query}", f"http://{otlp_http}", otlp_grpc)
+        yield Jaeger(f"http://{env['MST_JAEGER_QUERY_HTTP']}", f"http://{env['MST_JAEGER_OTLP_HTTP']}",
+                     env["MST_JAEGER_OTLP_GRPC"])
     finally:
-        if not already:
-            _run("stop", 60)
+        if started:
+            _run("stop", 60, env)
+        if ours:
+            shutil.rmtree(env["MST_JAEGER_RUN_DIR"], ignore_errors=True)
