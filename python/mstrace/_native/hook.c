@@ -85,20 +85,12 @@ static PyObject *hook_vectorcall(PyObject *callable, PyObject *const *args, size
         a[0] = saved;
         return res;
     }
-    Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
     PyObject *small[16];
-    PyObject **a = small;
-    if (total + 1 > 16) {
-        a = PyMem_Malloc((size_t)(total + 1) * sizeof(PyObject *));
-        if (!a)
-            return PyErr_NoMemory();
-    }
-    a[0] = h->self_obj;
-    if (total)
-        memcpy(a + 1, args, (size_t)total * sizeof(PyObject *));
+    PyObject **a = mstn_args_prepend(small, sizeof small / sizeof small[0], 0, h->self_obj, args, nargs, kwnames);
+    if (!a)
+        return NULL;
     PyObject *res = dispatch(h, a, nargs + 1, kwnames);
-    if (a != small)
-        PyMem_Free(a);
+    mstn_args_release(a, small);
     return res;
 }
 

@@ -96,21 +96,13 @@ PyTypeObject MstnOnce_Type = {
 /* Calls `callable(prefix, *args, **kw)` for a vectorcall argument array. */
 static PyObject *call_prefixed(PyObject *callable, PyObject *prefix, PyObject *const *args,
                                Py_ssize_t nargs, PyObject *kwnames) {
-    Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
     PyObject *small[17];
-    PyObject **a = small;
-    if (total + 2 > (Py_ssize_t)(sizeof small / sizeof small[0])) {
-        a = PyMem_Malloc((size_t)(total + 2) * sizeof(PyObject *));
-        if (!a)
-            return PyErr_NoMemory();
-    }
-    a[1] = prefix;
-    if (total)
-        memcpy(a + 2, args, (size_t)total * sizeof(PyObject *));
+    PyObject **a = mstn_args_prepend(small, sizeof small / sizeof small[0], 1, prefix, args, nargs, kwnames);
+    if (!a)
+        return NULL;
     PyObject *r = PyObject_Vectorcall(callable, a + 1, (size_t)(nargs + 1) | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                       kwnames);
-    if (a != small)
-        PyMem_Free(a);
+    mstn_args_release(a, small);
     return r;
 }
 
