@@ -278,6 +278,26 @@ def test_handler_chain_runs_business_once(hooked_engine, native, cap):
     assert only(cap, "handled")["status"] == "OK"
 
 
+def test_handler_gets_every_argument_past_the_stack_buffer(native, cap):
+    # call_prefixed (hook_invoke.c) keeps up to 15 arguments on the stack and
+    # allocates beyond: both sides must hand the handler the same arguments.
+    seen = []
+
+    def work(*args, **kw):
+        return len(args), sorted(kw.items())
+
+    def handler(original, *args, **kwargs):
+        seen.append((args, kwargs))
+        return original(*args, **kwargs)
+
+    h = native.Hook(work, name="wide-handled", handler=handler)
+    for n_args, n_kw in ((3, 2), (15, 0), (16, 0), (40, 20)):
+        args = tuple(range(n_args))
+        kw = {"k%d" % i: i for i in range(n_kw)}
+        assert h(*args, **kw) == (n_args, sorted(kw.items()))
+        assert seen[-1] == (args, kw)
+
+
 @pytest.mark.parametrize("mode", ["raise_before", "raise_after", "never_calls", "calls_twice", "returns_other"])
 def test_handler_failures_never_break_the_business(native, cap, mode):
     calls = []
