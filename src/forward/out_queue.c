@@ -17,6 +17,7 @@
 #include "forward/out_queue.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -170,6 +171,19 @@ static int write_chunks(mst_outq *q, chunk *first, chunk *stop_after, chunk **la
     }
     iov[n].iov_base = (void *)q->layout->tail;
     iov[n].iov_len = q->layout->tail_len;
+    /* Reserve the blocks first (without changing the file's size): on a full
+     * disk the write then fails before any byte of it reaches the file, so a
+     * reader never sees a partial write even for the moment before the undo
+     * below. Where fallocate is not supported, or the limit is not space
+     * (RLIMIT_FSIZE), the write is tried and undone as before. */
+    size_t need = total + q->layout->tail_len;
+    if (need && fallocate(q->fd, FALLOC_FL_KEEP_SIZE, (off_t)q->end_off, (off_t)need) != 0) {
+        int fe = errno;
+        if (fe == ENOSPC || fe == EDQUOT) {
+            *restore_failed = false; /* nothing was written: the file is as it was */
+            return fe;
+        }
+    }
     int e = pwritev_all(q->fd, iov, n + 1, q->end_off);
     if (e) {
         *restore_failed = !restore_tail(q);
