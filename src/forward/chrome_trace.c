@@ -1,7 +1,7 @@
 /*
  * chrome_trace.c — the forwarder's Chrome Trace Event JSON writer
  * (chrome_trace.h, docs/forwarder.md "Output format"). Owns the output
- * file, the event buffer and the two bounded link tables; request tracks and
+ * file, the event buffer and the event layout; request tracks and
  * counters come from the shared timeline model (timeline.h), laid out here
  * as JSON.
  *
@@ -23,19 +23,11 @@
  * Only when the writer cannot progress (writes failing) is a span dropped
  * and counted (spans_dropped).
  *
- * Tables: span positions (trace_id, span_id) -> (pid, tid, start), and
- * an "already named" set for M events: each an open-addressing hash index
- * (seeded hash, linear probing, backward-shift deletion; see track_table)
- * over a fixed pool with an intrusive FIFO list, so find/insert/remove are
- * O(1) on average and the oldest entry is evicted (and counted) when the
- * table holds MST_CHROME_MAX_TRACKED entries. Pending links are two-level,
- * because many spans may link to one source that never arrives (every
- * schedule span links to a long-lived request): a hash table of distinct
- * source keys ("groups"), each owning a doubly linked list of waiting
- * destinations (pid, tid, start, span_id) kept in a pool with its own
- * global FIFO; so a long list under one key never lengthens a hash chain
- * and evicting the oldest destination is O(1). The pools are calloc'd, so
- * untouched pages cost no memory.
+ * Tables: span positions (trace_id, span_id) -> (pid, tid, start), an
+ * "already named" set for M events and the links waiting for their source
+ * span live in link_tables.h; the number and string fast paths in
+ * chrome_json.h; the argument rules shared with the protobuf writer in
+ * span_args.h.
  */
 #include "forward/chrome_trace.h"
 
@@ -48,8 +40,11 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "forward/chrome_json.h"
+#include "forward/link_tables.h"
 #include "forward/out_queue.h"
 #include "forward/output_path.h"
+#include "forward/span_args.h"
 #include "forward/timeline.h"
 
 /* Unwritten output (queued + being formatted) at which add_span waits for
@@ -58,249 +53,6 @@
 #define DEFAULT_SERVICE_NAME "ms_service_profiler"
 /* Links whose table lines are prefetched (the rest are simply looked up). */
 #define PREFETCH_LINKS 4
-
-/* ------------------------------------------------------------ tables */
-
-typedef struct track_entry {
-    uint8_t key[24];   /* trace_id(16) + span_id(8), or a names key */
-    uint32_t older;    /* FIFO neighbours, index + 1; `older` doubles as free list */
-    uint32_t newer;
-    int64_t pid, tid, ts_ns;
-    uint32_t first, last; /* pending groups: their destinations, index + 1 */
-} track_entry;             /* 64 bytes: one cache line in the aligned pool */
-
-/* Open addressing over a power-of-two slot array (load <= 0.5), linear
- * probing, backward-shift deletion (no tombstones, so probe sequences never
- * lengthen with churn). A slot holds (32-bit hash << 32) | (index + 1), 0 =
- * empty: the stored hash gives the slot's home for the backward shift and
- * filters almost every non-matching slot without touching its entry, so a
- * lookup of an absent key (the common case for the pending-link groups and
- * for a new span's position) costs one cache line. */
-typedef struct track_table {
-    track_entry *e;     /* pool, 64-byte aligned; untouched pages stay unbacked */
-    uint64_t *slots;
-    uint64_t seed;
-    uint32_t mask;
-    uint32_t cap;
-    uint32_t count;
-    uint32_t used;      /* pool slots ever handed out */
-    uint32_t free_head; /* index + 1, chained through `older` */
-    uint32_t oldest, newest;
-} track_table;
-
-static bool table_init(track_table *t, uint32_t cap) {
-    memset(t, 0, sizeof *t);
-    uint32_t nb = 16;
-    while (nb < cap * 2u && nb < (1u << 30)) nb <<= 1;
-    /* Entries are fully written when handed out, so the pool needs no
-     * zeroing (and big allocations come from mmap: lazily backed). */
-    t->e = aligned_alloc(64, ((size_t)cap * sizeof *t->e + 63) & ~(size_t)63);
-    t->slots = calloc(nb, sizeof *t->slots);
-    if (!t->e || !t->slots) {
-        free(t->e);
-        free(t->slots);
-        memset(t, 0, sizeof *t);
-        return false;
-    }
-    t->mask = nb - 1;
-    t->cap = cap;
-    /* Per-table random seed: ids come from other processes, so a fixed hash
-     * would let a client craft colliding keys and long probe runs. */
-    uint64_t seed = (uint64_t)(uintptr_t)t->e ^ ((uint64_t)getpid() << 32);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    t->seed = seed ^ (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull;
-    return true;
-}
-
-static void table_free(track_table *t) {
-    free(t->e);
-    free(t->slots);
-    memset(t, 0, sizeof *t);
-}
-
-static uint64_t load64(const uint8_t *p) {
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
-
-/* 64x64->128 multiply folded to 64 bits (the wyhash mixing step). */
-static inline uint64_t mum(uint64_t a, uint64_t b) {
-    unsigned __int128 r = (unsigned __int128)a * b;
-    return (uint64_t)r ^ (uint64_t)(r >> 64);
-}
-
-/* Seeded hash of the 24 key bytes; 32 bits are kept in the slot. */
-static inline uint32_t key_hash(const track_table *t, const uint8_t key[24]) {
-    uint64_t h = mum(load64(key) ^ t->seed, load64(key + 8) ^ 0xe7037ed1a0b428dbull);
-    h = mum(h ^ load64(key + 16), 0x8ebc6af09c88c6e3ull ^ t->seed);
-    return (uint32_t)(h ^ (h >> 32));
-}
-
-static uint32_t table_find(const track_table *t, const uint8_t key[24]) {
-    uint32_t h = key_hash(t, key);
-    for (uint32_t pos = h & t->mask;; pos = (pos + 1) & t->mask) {
-        uint64_t sl = t->slots[pos];
-        if (!sl) return 0;
-        uint32_t i = (uint32_t)sl;
-        if ((uint32_t)(sl >> 32) == h && memcmp(t->e[i - 1].key, key, 24) == 0) return i;
-    }
-}
-
-/* Starts loading the cache lines a later find/insert of `key` will touch
- * (its home slot and, when the table is full, the entry that insert would
- * evict), so those misses overlap the event formatting done meanwhile. */
-static inline void table_prefetch(const track_table *t, const uint8_t key[24]) {
-    __builtin_prefetch(&t->slots[key_hash(t, key) & t->mask]);
-    if (t->count == t->cap) __builtin_prefetch(&t->e[t->oldest - 1]);
-}
-
-/* Empties slot `hole` and shifts later members of its probe run back so
- * every entry stays reachable from its home slot (Knuth's algorithm R). */
-static void slots_delete(track_table *t, uint32_t hole) {
-    uint32_t j = hole;
-    for (;;) {
-        j = (j + 1) & t->mask;
-        uint64_t sl = t->slots[j];
-        if (!sl) break;
-        uint32_t home = (uint32_t)(sl >> 32) & t->mask;
-        /* The entry at j may fill the hole unless its home lies cyclically
-         * in (hole, j]. */
-        bool stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
-        if (stays) continue;
-        t->slots[hole] = sl;
-        hole = j;
-    }
-    t->slots[hole] = 0;
-}
-
-/* Removes entry `i` (index + 1) from the slots and the FIFO list. */
-static void table_remove(track_table *t, uint32_t i) {
-    track_entry *x = &t->e[i - 1];
-    uint32_t pos = key_hash(t, x->key) & t->mask;
-    while ((uint32_t)t->slots[pos] != i) pos = (pos + 1) & t->mask;
-    slots_delete(t, pos);
-    if (x->older) t->e[x->older - 1].newer = x->newer; else t->oldest = x->newer;
-    if (x->newer) t->e[x->newer - 1].older = x->older; else t->newest = x->older;
-    x->older = t->free_head;
-    t->free_head = i;
-    t->count--;
-}
-
-/* Adds a new entry for key (the caller checked it is absent); evicts the
- * oldest first when full. Returns index + 1. */
-static uint32_t table_insert(track_table *t, const uint8_t key[24], bool *evicted) {
-    *evicted = false;
-    if (t->count == t->cap) {
-        table_remove(t, t->oldest);
-        *evicted = true;
-    }
-    uint32_t i;
-    if (t->free_head) {
-        i = t->free_head;
-        t->free_head = t->e[i - 1].older;
-    } else {
-        i = ++t->used;
-    }
-    track_entry *x = &t->e[i - 1];
-    memcpy(x->key, key, 24);
-    uint32_t h = key_hash(t, key);
-    uint32_t pos = h & t->mask;
-    while (t->slots[pos]) pos = (pos + 1) & t->mask;
-    t->slots[pos] = ((uint64_t)h << 32) | i;
-    x->older = t->newest;
-    x->newer = 0;
-    x->first = x->last = 0;
-    if (t->newest) t->e[t->newest - 1].newer = i; else t->oldest = i;
-    t->newest = i;
-    t->count++;
-    return i;
-}
-
-/* A link waiting for its source span: the linking span's position. */
-typedef struct pend_dest {
-    uint32_t group;         /* index + 1 into the groups table */
-    uint32_t g_prev, g_next; /* within the group's list, index + 1 */
-    uint32_t older, newer;  /* global FIFO, index + 1; `older` doubles as free list */
-    int64_t pid, tid, ts_ns;
-    uint8_t span[8];
-} pend_dest;
-
-typedef struct pend_table {
-    track_table groups;     /* distinct source keys; first/last = list */
-    pend_dest *d;
-    uint32_t cap, count, used, free_head, oldest, newest;
-} pend_table;
-
-static bool pend_init(pend_table *p, uint32_t cap) {
-    memset(p, 0, sizeof *p);
-    p->d = calloc(cap, sizeof *p->d);
-    if (!p->d || !table_init(&p->groups, cap)) {
-        free(p->d);
-        p->d = NULL;
-        return false;
-    }
-    p->cap = cap;
-    return true;
-}
-
-static void pend_free(pend_table *p) {
-    table_free(&p->groups);
-    free(p->d);
-    memset(p, 0, sizeof *p);
-}
-
-/* Unlinks destination i (index + 1) from its group (dropping an emptied
- * group) and from the FIFO, and frees it. */
-static void pend_remove(pend_table *p, uint32_t i) {
-    pend_dest *x = &p->d[i - 1];
-    track_entry *g = &p->groups.e[x->group - 1];
-    if (x->g_prev) p->d[x->g_prev - 1].g_next = x->g_next; else g->first = x->g_next;
-    if (x->g_next) p->d[x->g_next - 1].g_prev = x->g_prev; else g->last = x->g_prev;
-    if (!g->first) table_remove(&p->groups, x->group);
-    if (x->older) p->d[x->older - 1].newer = x->newer; else p->oldest = x->newer;
-    if (x->newer) p->d[x->newer - 1].older = x->older; else p->newest = x->older;
-    x->older = p->free_head;
-    p->free_head = i;
-    p->count--;
-}
-
-/* Queues a destination under source `key`; evicts the oldest first when
- * full (*evicted). Returns the new destination. */
-static pend_dest *pend_add(pend_table *p, const uint8_t key[24], bool *evicted) {
-    *evicted = false;
-    if (p->count == p->cap) {
-        pend_remove(p, p->oldest);
-        *evicted = true;
-    }
-    uint32_t g = table_find(&p->groups, key);
-    if (!g) {
-        bool unused; /* groups <= destinations < cap: never evicts */
-        g = table_insert(&p->groups, key, &unused);
-        p->groups.e[g - 1].first = p->groups.e[g - 1].last = 0;
-    }
-    uint32_t i;
-    if (p->free_head) {
-        i = p->free_head;
-        p->free_head = p->d[i - 1].older;
-    } else {
-        i = ++p->used;
-    }
-    pend_dest *x = &p->d[i - 1];
-    track_entry *ge = &p->groups.e[g - 1];
-    x->group = g;
-    x->g_next = 0;
-    x->g_prev = ge->last;
-    if (ge->last) p->d[ge->last - 1].g_next = i; else ge->first = i;
-    ge->last = i;
-    x->newer = 0;
-    x->older = p->newest;
-    if (p->newest) p->d[p->newest - 1].newer = i; else p->oldest = i;
-    p->newest = i;
-    p->count++;
-    return x;
-}
 
 /* ------------------------------------------------------------ writer */
 
@@ -312,189 +64,13 @@ struct mst_chrome_writer {
     uint64_t full_dropped;    /* spans refused at MAX_UNWRITTEN_BYTES */
     mst_buf scratch;          /* building "resource.<key>", process names */
     uint64_t buffered_spans, buffered_flows; /* events of the span being added */
-    track_table pos, names;
-    pend_table pend;
+    mst_track_table pos, names;
+    mst_pend_table pend;
     mst_timeline *tl;         /* request tracks and counters (timeline.h) */
     mst_arena arena;          /* scratch for the timeline, reset per span */
     mst_chrome_stats st;
 };
 
-/* Hex digit values (any case; every other byte 0, as before). */
-static const uint8_t hexval_tbl[256] = {
-    ['0'] = 0, ['1'] = 1, ['2'] = 2, ['3'] = 3, ['4'] = 4, ['5'] = 5, ['6'] = 6, ['7'] = 7,
-    ['8'] = 8, ['9'] = 9, ['a'] = 10, ['b'] = 11, ['c'] = 12, ['d'] = 13, ['e'] = 14,
-    ['f'] = 15, ['A'] = 10, ['B'] = 11, ['C'] = 12, ['D'] = 13, ['E'] = 14, ['F'] = 15};
-
-/* Up to 2n hex digits (stopping at a NUL; missing digits count as 0). */
-static void hex_to_bytes(const char *hex, uint8_t *out, size_t n) {
-    const uint8_t *h = (const uint8_t *)hex;
-    size_t i = 0;
-    for (; i < n && h[0] && h[1]; i++, h += 2)
-        out[i] = (uint8_t)((hexval_tbl[h[0]] << 4) | hexval_tbl[h[1]]);
-    if (i < n && h[0]) out[i++] = (uint8_t)(hexval_tbl[h[0]] << 4);
-    for (; i < n; i++) out[i] = 0;
-}
-
-static void make_key(const char *trace_hex, const char *span_hex, uint8_t key[24]) {
-    hex_to_bytes(trace_hex, key, 16);
-    hex_to_bytes(span_hex, key + 16, 8);
-}
-
-/* ---- formatting fast paths (every event has several numbers and short
- * strings; the generic appenders were ~15% of the forwarder's time) ---- */
-
-static const char digits2[201] =
-    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-    "8081828384858687888990919293949596979899";
-
-/* Eight decimal digits of x (< 10^8) at p, two per table lookup. */
-static inline void put8_digits(char *p, uint32_t x) {
-    uint32_t hi = x / 10000, lo = x % 10000;
-    memcpy(p, digits2 + 2 * (hi / 100), 2);
-    memcpy(p + 2, digits2 + 2 * (hi % 100), 2);
-    memcpy(p + 4, digits2 + 2 * (lo / 100), 2);
-    memcpy(p + 6, digits2 + 2 * (lo % 100), 2);
-}
-
-/* Decimal digits of v written to end at `end`; returns the first digit.
- * At most 20 bytes before `end`. Eight digits per 64-bit division, then
- * 32-bit arithmetic (timestamps in us have 16 digits). */
-static inline char *u64_digits(char *end, uint64_t v) {
-    while (v >= 100000000u) {
-        uint32_t lo = (uint32_t)(v % 100000000u);
-        v /= 100000000u;
-        end -= 8;
-        put8_digits(end, lo);
-    }
-    uint32_t x = (uint32_t)v;
-    while (x >= 100) {
-        unsigned r = x % 100;
-        x /= 100;
-        end -= 2;
-        memcpy(end, digits2 + 2 * r, 2);
-    }
-    if (x >= 10) {
-        end -= 2;
-        memcpy(end, digits2 + 2 * x, 2);
-    } else {
-        *--end = (char)('0' + x);
-    }
-    return end;
-}
-
-/* Number text is built in a 64-byte scratch, right-aligned at NUM_END, and
- * copied out as a fixed NUM_COPY bytes (two vector moves, no length-
- * dependent memcpy call); only its real length is kept, so the event's
- * reserved room includes NUM_COPY of slack per number (EV_NUM). */
-#define NUM_END 28
-#define NUM_COPY 32
-#define EV_NUM (NUM_COPY + 8)
-
-static inline void raw_num(mst_buf *b, const char *p, const char *end) {
-    memcpy(b->data + b->len, p, NUM_COPY);
-    b->len += (size_t)(end - p);
-}
-
-/* Unchecked signed decimal (same text as mst_buf_append_i64); the caller
- * reserved EV_NUM bytes. */
-static inline void raw_i64(mst_buf *b, int64_t v) {
-    char tmp[64];
-    char *end = tmp + NUM_END;
-    bool neg = v < 0;
-    char *p = u64_digits(end, neg ? 0u - (uint64_t)v : (uint64_t)v);
-    if (neg) *--p = '-';
-    raw_num(b, p, end);
-}
-
-/* Unchecked nanoseconds as exact decimal microseconds ("1000", "1.5",
- * "-0.001"); the caller reserved EV_NUM bytes. */
-static inline void raw_us(mst_buf *b, bool neg, uint64_t ns) {
-    char tmp[64];
-    char *end = tmp + NUM_END - 4; /* the fraction goes after it */
-    char *p = u64_digits(end, ns / 1000);
-    if (neg && ns) *--p = '-';
-    unsigned frac = (unsigned)(ns % 1000);
-    if (frac) {
-        end[0] = '.';
-        end[1] = (char)('0' + frac / 100);
-        memcpy(end + 2, digits2 + 2 * (frac % 100), 2);
-        end += 4;
-        while (end[-1] == '0') end--;
-    }
-    raw_num(b, p, end);
-}
-
-static inline void raw_ts(mst_buf *b, int64_t ns) {
-    bool neg = ns < 0;
-    raw_us(b, neg, neg ? 0u - (uint64_t)ns : (uint64_t)ns);
-}
-
-/* Checked signed decimal (M events). */
-static inline void put_i64(mst_buf *b, int64_t v) {
-    if (mst_buf_reserve(b, EV_NUM)) raw_i64(b, v);
-}
-
-/* Unchecked bytes / literal into reserved room. */
-static inline void raw(mst_buf *b, const void *p, size_t n) {
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
-}
-#define RLIT(b, s) raw((b), (s), sizeof(s) - 1)
-
-/* A JSON string into room reserved for `need` bytes (n + 2 of them for
- * this string): plain text is copied between quotes; anything else goes to
- * the escaper in buf.c (which owns the escaping rules, reserves for itself
- * and may write up to 6n + 2 bytes), after which `need` is reserved again
- * for the rest of the event. False when out of memory (b->failed). */
-static inline bool raw_str(mst_buf *b, const char *s, size_t n, size_t need) {
-    if (mst_json_plain_prefix((const uint8_t *)s, n) == n) {
-        uint8_t *d = b->data + b->len;
-        d[0] = '"';
-        memcpy(d + 1, s, n);
-        d[n + 1] = '"';
-        b->len += n + 2;
-        return true;
-    }
-    mst_buf_append_json_str(b, s, n);
-    return mst_buf_reserve(b, need);
-}
-
-/* A lowercase-hex id (as the decoder leaves it) of at most `max` digits,
- * quoted; the usual full length is copied as a fixed-size block. False
- * when out of memory. */
-static inline bool raw_id(mst_buf *b, const char *id, size_t max, size_t need) {
-    size_t n = strnlen(id, max);
-    if (n == max && mst_json_plain_prefix((const uint8_t *)id, n) == n) {
-        uint8_t *d = b->data + b->len;
-        d[0] = '"';
-        if (max == 32) memcpy(d + 1, id, 32);
-        else memcpy(d + 1, id, 16);
-        d[max + 1] = '"';
-        b->len += max + 2;
-        return true;
-    }
-    return raw_str(b, id, n, need);
-}
-
-/* A JSON string: short plain-ASCII text (the usual name, key, id) is
- * copied between quotes in place; anything else goes to the escaper in
- * buf.c, which owns the escaping rules (mst_json_plain_prefix decides what
- * is plain for both). */
-static inline void put_str(mst_buf *b, const char *s, size_t n) {
-    if (n <= 256 && mst_json_plain_prefix((const uint8_t *)s, n) == n &&
-        mst_buf_reserve(b, n + 2)) {
-        uint8_t *d = b->data + b->len;
-        d[0] = '"';
-        memcpy(d + 1, s, n);
-        d[n + 1] = '"';
-        b->len += n + 2;
-        return;
-    }
-    mst_buf_append_json_str(b, s, n);
-}
-
-#define LIT(b, s) mst_buf_append((b), (s), sizeof(s) - 1)
 
 static void append_key(mst_buf *b, const char *k, size_t n) {
     put_str(b, k, n);
@@ -511,12 +87,6 @@ static void append_int_member(mst_buf *b, const char *k, int64_t v) {
     put_i64(b, v);
 }
 
-static const mst_json_slice *find_kv(const mst_pf_kv *kv, size_t n, const char *key) {
-    size_t kl = strlen(key);
-    for (size_t i = 0; i < n; i++)
-        if (kv[i].key.len == kl && memcmp(kv[i].key.ptr, key, kl) == 0) return &kv[i].value;
-    return NULL;
-}
 
 static bool is_string(const mst_json_slice *v) { return v && v->len >= 2 && v->ptr[0] == '"'; }
 
@@ -544,9 +114,9 @@ static void maybe_name(mst_chrome_writer *w, int64_t pid, int64_t tid, bool thre
     key[0] = thread ? 2 : 1;
     memcpy(key + 8, &pid, 8);
     if (thread) memcpy(key + 16, &tid, 8);
-    if (table_find(&w->names, key)) return;
+    if (mst_track_table_find(&w->names, key)) return;
     bool ev;
-    table_insert(&w->names, key, &ev);
+    mst_track_table_insert(&w->names, key, &ev);
     emit_name(w, pid, tid, thread, name);
 }
 
@@ -561,8 +131,8 @@ static void maybe_name_process(mst_chrome_writer *w, int64_t pid, const mst_pf_s
     uint8_t key[24] = {0};
     key[0] = 1;
     memcpy(key + 8, &pid, 8);
-    if (table_find(&w->names, key)) return;
-    const mst_json_slice *role = find_kv(s->attrs, s->n_attrs, "process.role");
+    if (mst_track_table_find(&w->names, key)) return;
+    const mst_json_slice *role = mst_span_find_kv(s->attrs, s->n_attrs, "process.role");
     if (!is_string(role) || role->len <= 2) {
         maybe_name(w, pid, 0, false, service);
         return;
@@ -580,7 +150,7 @@ static void maybe_name_process(mst_chrome_writer *w, int64_t pid, const mst_pf_s
         return;
     }
     bool ev;
-    table_insert(&w->names, key, &ev);
+    mst_track_table_insert(&w->names, key, &ev);
     mst_json_slice name = {(const char *)w->scratch.data, w->scratch.len};
     emit_name(w, pid, 0, false, &name);
 }
@@ -627,30 +197,6 @@ static void emit_flow(mst_chrome_writer *w, const uint8_t src_key[24], int64_t s
     w->buffered_flows++;
 }
 
-/* True for attribute keys the fixed args replace (upstream: fixed win).
- * Dispatch on the length first: this runs for every attribute. */
-static bool fixed_arg(const mst_str *k) {
-    switch (k->len) {
-    case 7: return memcmp(k->ptr, "span_id", 7) == 0;
-    case 8: return memcmp(k->ptr, "trace_id", 8) == 0;
-    case 9: return memcmp(k->ptr, "span.kind", 9) == 0;
-    case 11: return memcmp(k->ptr, "span.status", 11) == 0;
-    case 12: return memcmp(k->ptr, "service.name", 12) == 0;
-    case 14: return memcmp(k->ptr, "parent_span_id", 14) == 0;
-    default: return false;
-    }
-}
-
-/* Does an attribute named "resource.<rkey>" exist (attributes win)? */
-static bool attr_shadows(const mst_pf_span *s, const mst_str *rkey) {
-    for (size_t i = 0; i < s->n_attrs; i++) {
-        const mst_str *k = &s->attrs[i].key;
-        if (k->len == 9 + rkey->len && memcmp(k->ptr, "resource.", 9) == 0 &&
-            memcmp(k->ptr + 9, rkey->ptr, rkey->len) == 0)
-            return true;
-    }
-    return false;
-}
 
 /* Room a span event needs besides its strings: literals (~230 bytes),
  * six numbers with their copy slack, three ids, the default service name. */
@@ -725,7 +271,7 @@ static void emit_span(mst_chrome_writer *w, const mst_pf_span *s, int64_t pid, i
         const mst_pf_kv *kv = &s->attrs[i];
         if (kv->key.len > 9 && memcmp(kv->key.ptr, "resource.", 9) == 0)
             any_resource_prefixed = true;
-        if (fixed_arg(&kv->key)) continue;
+        if (mst_span_arg_is_fixed(&kv->key)) continue;
         if (!raw_str(b, kv->key.ptr, kv->key.len, need)) return;
         RLIT(b, ":");
         raw(b, kv->value.ptr, kv->value.len);
@@ -746,7 +292,7 @@ static void emit_span(mst_chrome_writer *w, const mst_pf_span *s, int64_t pid, i
     else RLIT(b, "\"" DEFAULT_SERVICE_NAME "\"");
     for (size_t i = 0; i < s->n_resource; i++) {
         const mst_pf_kv *kv = &s->resource[i];
-        if (any_resource_prefixed && attr_shadows(s, &kv->key)) continue;
+        if (any_resource_prefixed && mst_span_attr_shadows(s, &kv->key)) continue;
         if (!emit_resource_kv(w, kv, need)) return;
     }
     RLIT(b, "}}");
@@ -824,46 +370,46 @@ mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s
     w->buffered_spans = w->buffered_flows = 0;
     int64_t pid = s->has_pid ? s->pid : w->default_pid;
     int64_t tid = s->has_tid ? s->tid : 0;
-    const mst_json_slice *service = find_kv(s->resource, s->n_resource, "service.name");
+    const mst_json_slice *service = mst_span_find_kv(s->resource, s->n_resource, "service.name");
 
     /* Table keys first, with prefetches: the position/pending tables are
      * megabytes of random accesses, mostly cache misses, which then overlap
      * the formatting of the span's events below. */
     uint8_t key[24];
-    make_key(s->trace_id, s->span_id, key);
-    table_prefetch(&w->pos, key);
-    table_prefetch(&w->pend.groups, key);
+    mst_link_key(s->trace_id, s->span_id, key);
+    mst_track_table_prefetch(&w->pos, key);
+    mst_track_table_prefetch(&w->pend.groups, key);
     uint8_t link_keys[PREFETCH_LINKS][24];
     size_t n_pre = s->n_links < PREFETCH_LINKS ? s->n_links : PREFETCH_LINKS;
     for (size_t l = 0; l < n_pre; l++) {
-        make_key(s->links[l].trace_id, s->links[l].span_id, link_keys[l]);
-        table_prefetch(&w->pos, link_keys[l]);
-        table_prefetch(&w->pend.groups, link_keys[l]);
+        mst_link_key(s->links[l].trace_id, s->links[l].span_id, link_keys[l]);
+        mst_track_table_prefetch(&w->pos, link_keys[l]);
+        mst_track_table_prefetch(&w->pend.groups, link_keys[l]);
     }
 
     maybe_name_process(w, pid, s, service);
-    maybe_name(w, pid, tid, true, find_kv(s->attrs, s->n_attrs, "thread.name"));
+    maybe_name(w, pid, tid, true, mst_span_find_kv(s->attrs, s->n_attrs, "thread.name"));
     emit_span(w, s, pid, tid, service);
 
     bool ev;
-    uint32_t i = table_find(&w->pos, key);
+    uint32_t i = mst_track_table_find(&w->pos, key);
     if (!i) {
-        i = table_insert(&w->pos, key, &ev);
+        i = mst_track_table_insert(&w->pos, key, &ev);
         if (ev) w->st.positions_evicted++;
     }
-    track_entry *p = &w->pos.e[i - 1];
+    mst_track_entry *p = &w->pos.e[i - 1];
     p->pid = pid;
     p->tid = tid;
     p->ts_ns = s->start_ns;
 
     /* Links that were waiting for this span, oldest first. */
-    uint32_t g = table_find(&w->pend.groups, key);
+    uint32_t g = mst_track_table_find(&w->pend.groups, key);
     while (g) {
         uint32_t j = w->pend.groups.e[g - 1].first;
-        const pend_dest *x = &w->pend.d[j - 1];
+        const mst_pend_dest *x = &w->pend.d[j - 1];
         emit_flow(w, key, pid, tid, s->start_ns, x->span, x->pid, x->tid, x->ts_ns);
         bool last = w->pend.groups.e[g - 1].last == j;
-        pend_remove(&w->pend, j); /* removes the group with its last entry */
+        mst_pend_table_remove(&w->pend, j); /* removes the group with its last entry */
         if (last) break;
     }
 
@@ -872,14 +418,14 @@ mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s
     for (size_t l = 0; l < s->n_links; l++) {
         uint8_t src[24];
         if (l < n_pre) memcpy(src, link_keys[l], 24);
-        else make_key(s->links[l].trace_id, s->links[l].span_id, src);
-        uint32_t k = table_find(&w->pos, src);
+        else mst_link_key(s->links[l].trace_id, s->links[l].span_id, src);
+        uint32_t k = mst_track_table_find(&w->pos, src);
         if (k) {
-            const track_entry *sp = &w->pos.e[k - 1];
+            const mst_track_entry *sp = &w->pos.e[k - 1];
             emit_flow(w, src, sp->pid, sp->tid, sp->ts_ns, self_span, pid, tid, s->start_ns);
             continue;
         }
-        pend_dest *x = pend_add(&w->pend, src, &ev);
+        mst_pend_dest *x = mst_pend_table_add(&w->pend, src, &ev);
         if (ev) w->st.pending_evicted++;
         x->pid = pid;
         x->tid = tid;
@@ -914,9 +460,9 @@ static void add_timeline_events(mst_chrome_writer *w, bool finish, int64_t pid, 
         uint8_t key[24] = {0};
         key[0] = 1;
         memcpy(key + 8, &pid, 8);
-        if (!table_find(&w->names, key)) {
+        if (!mst_track_table_find(&w->names, key)) {
             bool ev;
-            table_insert(&w->names, key, &ev);
+            mst_track_table_insert(&w->names, key, &ev);
             static const char fwd_name[] = "\"mstrace forward\"";
             mst_json_slice name = {fwd_name, sizeof fwd_name - 1};
             emit_name(w, pid, 0, false, &name);
@@ -993,9 +539,9 @@ void mst_chrome_writer_get_stats(const mst_chrome_writer *w, mst_chrome_stats *o
 }
 
 static void writer_free(mst_chrome_writer *w) {
-    table_free(&w->pos);
-    pend_free(&w->pend);
-    table_free(&w->names);
+    mst_track_table_free(&w->pos);
+    mst_pend_table_free(&w->pend);
+    mst_track_table_free(&w->names);
     mst_buf_free(&w->scratch);
     mst_timeline_free(w->tl);
     mst_arena_release(&w->arena);
@@ -1035,8 +581,8 @@ mst_status mst_chrome_writer_open(const char *path, int64_t default_pid,
     mst_chrome_writer *w = calloc(1, sizeof *w);
     uint32_t bound = atomic_load(&g_max_tracked);
     if (w) mst_arena_init(&w->arena);
-    if (!w || !table_init(&w->pos, bound) || !pend_init(&w->pend, bound) ||
-        !table_init(&w->names, bound) || !(w->tl = mst_timeline_new(MST_TL_MAX_REQUESTS))) {
+    if (!w || !mst_track_table_init(&w->pos, bound) || !mst_pend_table_init(&w->pend, bound) ||
+        !mst_track_table_init(&w->names, bound) || !(w->tl = mst_timeline_new(MST_TL_MAX_REQUESTS))) {
         if (w) writer_free(w);
         close(fd);
         if (err && err_size) snprintf(err, err_size, "out of memory opening the Chrome Trace writer");

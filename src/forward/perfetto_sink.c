@@ -57,8 +57,6 @@ struct mst_perfetto_sink {
 };
 
 /* First few, then one line per 1000 (the line carries the count). */
-static bool log_this(uint64_t count) { return count <= 5 || count % 1000 == 0; }
-
 static bool ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), k = strlen(suffix);
     return n >= k && strcasecmp(s + n - k, suffix) == 0;
@@ -77,7 +75,7 @@ static void w_add_second(mst_perfetto_sink *s, const mst_pf_span *span) {
     mst_status st = MST_OK;
     if (s->pwriter2) st = mst_pftrace_writer_add_span(s->pwriter2, span);
     else if (s->writer2) st = mst_chrome_writer_add_span(s->writer2, span);
-    if (st != MST_OK && log_this(++s->second_errors))
+    if (st != MST_OK && mst_log_this_count(++s->second_errors))
         MST_WARN("second output %s: span not written: %s (%llu so far)", s->path2,
                  mst_strerror(st), (unsigned long long)s->second_errors);
 }
@@ -167,19 +165,19 @@ void mst_perfetto_sink_on_frame(void *self, const uint8_t *payload, size_t len, 
     mst_status st = mst_perfetto_packet_decode(payload, len, &s->arena, &span, err, sizeof err);
     if (st != MST_OK) {
         s->rejected++;
-        if (log_this(s->rejected))
+        if (mst_log_this_count(s->rejected))
             MST_WARN("rejected a %zu-byte packet from connection %llu: %s (%llu rejected so far)",
                      len, (unsigned long long)conn_id, err[0] ? err : mst_strerror(st),
                      (unsigned long long)s->rejected);
     } else if ((st = w_add(s, &span)) == MST_ERR_QUEUE_FULL) {
         s->full_drops++; /* counted by the writer as spans_dropped */
-        if (log_this(s->full_drops))
+        if (mst_log_this_count(s->full_drops))
             MST_WARN("perfetto output: cannot buffer more unwritten output while writes fail; "
                      "span dropped (%llu dropped so far)",
                      (unsigned long long)s->full_drops);
     } else if (st != MST_OK) {
         s->add_errors++;
-        if (log_this(s->add_errors))
+        if (mst_log_this_count(s->add_errors))
             MST_WARN("could not add a span to the Perfetto output: %s (%llu so far)",
                      mst_strerror(st), (unsigned long long)s->add_errors);
     } else {

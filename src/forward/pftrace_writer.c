@@ -28,7 +28,9 @@
 #include "core/arena.h"
 #include "core/log.h"
 #include "forward/out_queue.h"
+#include "forward/hash_mix.h"
 #include "forward/output_path.h"
+#include "forward/span_args.h"
 #include "forward/timeline.h"
 #include "wire/json_reader.h"
 #include "wire/perfetto_trace_encode.h"
@@ -114,11 +116,6 @@ static inline uint64_t mix64(uint64_t x) {
     return x ? x : 1;
 }
 
-/* 64x64->128 multiply folded to 64 bits (the wyhash mixing step). */
-static inline uint64_t mum(uint64_t a, uint64_t b) {
-    unsigned __int128 r = (unsigned __int128)a * b;
-    return (uint64_t)r ^ (uint64_t)(r >> 64);
-}
 
 /* Hash of n bytes from the first and last 8 (and n): constant time for
  * the names and keys of every span. Strings sharing both ends and length
@@ -133,7 +130,7 @@ static uint64_t bytes_hash(const char *s, size_t n) {
     } else if (n) {
         memcpy(&a, s, n);
     }
-    return mum(a ^ 0xe7037ed1a0b428dbull ^ n, b ^ 0x8ebc6af09c88c6e3ull);
+    return mst_mum(a ^ 0xe7037ed1a0b428dbull ^ n, b ^ 0x8ebc6af09c88c6e3ull);
 }
 
 /* Exact hash of every byte (track ids, where a collision would merge two
@@ -144,12 +141,12 @@ static uint64_t bytes_hash_full(const char *s, size_t n) {
     for (; i + 8 <= n; i += 8) {
         uint64_t w;
         memcpy(&w, s + i, 8);
-        h = mum(h ^ w, 0xe7037ed1a0b428dbull);
+        h = mst_mum(h ^ w, 0xe7037ed1a0b428dbull);
     }
     if (i < n) {
         uint64_t w = 0;
         memcpy(&w, s + i, n - i);
-        h = mum(h ^ w, 0x8ebc6af09c88c6e3ull);
+        h = mst_mum(h ^ w, 0x8ebc6af09c88c6e3ull);
     }
     return h;
 }
@@ -278,12 +275,6 @@ static bool json_string_text(mst_pftrace_writer *w, const mst_json_slice *v, con
     return true;
 }
 
-static const mst_json_slice *find_kv(const mst_pf_kv *kv, size_t n, const char *key) {
-    size_t kl = strlen(key);
-    for (size_t i = 0; i < n; i++)
-        if (kv[i].key.len == kl && memcmp(kv[i].key.ptr, key, kl) == 0) return &kv[i].value;
-    return NULL;
-}
 
 /* Process track named "<role> (<service>)", or the service, as the JSON. */
 static void ensure_process(mst_pftrace_writer *w, int64_t pid, const mst_pf_span *s) {
@@ -292,8 +283,8 @@ static void ensure_process(mst_pftrace_writer *w, int64_t pid, const mst_pf_span
     const char *role = NULL, *svc = NULL;
     size_t rn = 0, sn = 0;
     if (s) {
-        json_string_text(w, find_kv(s->attrs, s->n_attrs, "process.role"), &role, &rn);
-        json_string_text(w, find_kv(s->resource, s->n_resource, "service.name"), &svc, &sn);
+        json_string_text(w, mst_span_find_kv(s->attrs, s->n_attrs, "process.role"), &role, &rn);
+        json_string_text(w, mst_span_find_kv(s->resource, s->n_resource, "service.name"), &svc, &sn);
     } else {
         svc = FORWARDER_PROCESS_NAME;
         sn = strlen(svc);
@@ -322,7 +313,7 @@ static uint64_t ensure_thread(mst_pftrace_writer *w, int64_t pid, int64_t tid,
     uint64_t uuid = thread_uuid(pid, tid);
     const char *name = NULL;
     size_t n = 0;
-    const mst_json_slice *tn = find_kv(s->attrs, s->n_attrs, "thread.name");
+    const mst_json_slice *tn = mst_span_find_kv(s->attrs, s->n_attrs, "thread.name");
     bool has_name = tn && json_string_text(w, tn, &name, &n);
     int seen = track_seen(w, uuid, has_name);
     if (seen == 2 || (seen == 1 && !has_name)) return uuid;
@@ -425,28 +416,7 @@ static uint64_t pick_lane(mst_pftrace_writer *w, uint64_t thread, int64_t s, int
 
 /* ------------------------------------------------------------ slices */
 
-/* Keys the JSON's fixed args replace (same list as chrome_trace.c). */
-static bool fixed_arg(const mst_str *k) {
-    switch (k->len) {
-    case 7: return memcmp(k->ptr, "span_id", 7) == 0;
-    case 8: return memcmp(k->ptr, "trace_id", 8) == 0;
-    case 9: return memcmp(k->ptr, "span.kind", 9) == 0;
-    case 11: return memcmp(k->ptr, "span.status", 11) == 0;
-    case 12: return memcmp(k->ptr, "service.name", 12) == 0;
-    case 14: return memcmp(k->ptr, "parent_span_id", 14) == 0;
-    default: return false;
-    }
-}
 
-static bool attr_shadows(const mst_pf_span *s, const mst_str *rkey) {
-    for (size_t i = 0; i < s->n_attrs; i++) {
-        const mst_str *k = &s->attrs[i].key;
-        if (k->len == 9 + rkey->len && memcmp(k->ptr, "resource.", 9) == 0 &&
-            memcmp(k->ptr + 9, rkey->ptr, rkey->len) == 0)
-            return true;
-    }
-    return false;
-}
 
 /* The interned id for a plain (no escapes) JSON string value seen before,
  * else 0 (written inline; remembered for next time). */
@@ -505,7 +475,7 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, uint64_t trac
     for (size_t i = 0; i < s->n_attrs; i++) {
         const mst_str *k = &s->attrs[i].key;
         if (k->len > 9 && memcmp(k->ptr, "resource.", 9) == 0) any_resource_prefixed = true;
-        w->ann_iids[i] = fixed_arg(k) ? 0 : intern(w, MST_PFT_INTERN_ANNOTATION_NAME, k->ptr, k->len);
+        w->ann_iids[i] = mst_span_arg_is_fixed(k) ? 0 : intern(w, MST_PFT_INTERN_ANNOTATION_NAME, k->ptr, k->len);
         w->val_iids[i] = w->ann_iids[i] ? value_iid(w, &s->attrs[i].value) : 0;
     }
     static const char *const fixed[FIXED_ANNOTATIONS] = {
@@ -521,7 +491,7 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, uint64_t trac
     for (size_t i = 0; i < s->n_resource; i++) {
         const mst_str *k = &s->resource[i].key;
         res_iid[i] = 0;
-        if (any_resource_prefixed && attr_shadows(s, k)) continue;
+        if (any_resource_prefixed && mst_span_attr_shadows(s, k)) continue;
         mst_buf_reset(&w->scratch);
         mst_buf_append(&w->scratch, "resource.", 9);
         mst_buf_append(&w->scratch, k->ptr, k->len);
@@ -533,7 +503,7 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, uint64_t trac
                             w->scratch.len);
         w->val_iids[s->n_attrs + i] = value_iid(w, &s->resource[i].value);
     }
-    const mst_json_slice *svc = find_kv(s->resource, s->n_resource, "service.name");
+    const mst_json_slice *svc = mst_span_find_kv(s->resource, s->n_resource, "service.name");
     uint64_t svc_viid = svc ? value_iid(w, svc) : 0;
 
     mst_pft_event e;
@@ -741,19 +711,26 @@ mst_status mst_pftrace_writer_flush(mst_pftrace_writer *w, bool final) {
     return st;
 }
 
+/* The writer's own counters plus the output queue's (written, failed and
+ * waited), as get_stats and close_final report them. */
+static void merge_out_stats(const mst_pftrace_writer *w, const mst_outq_stats *os,
+                            mst_chrome_stats *out) {
+    *out = w->st;
+    out->bytes_written = os->bytes_written;
+    out->spans_written = os->spans_written;
+    out->flows_written = os->flows_written;
+    out->write_errors = os->write_errors;
+    out->spans_dropped = w->full_dropped + os->spans_dropped;
+    out->write_waits = os->waits;
+}
+
 void mst_pftrace_writer_get_stats(const mst_pftrace_writer *w, mst_chrome_stats *out) {
     if (!out) return;
     memset(out, 0, sizeof *out);
     if (!w) return;
-    *out = w->st;
     mst_outq_stats os;
     mst_outq_get_stats(w->out, &os);
-    out->bytes_written = os.bytes_written;
-    out->spans_written = os.spans_written;
-    out->flows_written = os.flows_written;
-    out->write_errors = os.write_errors;
-    out->spans_dropped = w->full_dropped + os.spans_dropped;
-    out->write_waits = os.waits;
+    merge_out_stats(w, &os, out);
 }
 
 static void writer_free(mst_pftrace_writer *w) {
@@ -844,15 +821,7 @@ mst_status mst_pftrace_writer_close_final(mst_pftrace_writer *w, mst_chrome_stat
     mst_outq_stats os;
     mst_status st = mst_outq_stop(w->out, &os);
     if (st == MST_OK) st = fst;
-    if (final) {
-        *final = w->st;
-        final->bytes_written = os.bytes_written;
-        final->spans_written = os.spans_written;
-        final->flows_written = os.flows_written;
-        final->write_errors = os.write_errors;
-        final->spans_dropped = w->full_dropped + os.spans_dropped;
-        final->write_waits = os.waits;
-    }
+    if (final) merge_out_stats(w, &os, final);
     if (close(w->fd) != 0 && st == MST_OK) st = MST_ERR_IO;
     writer_free(w);
     return st;
