@@ -514,14 +514,13 @@ mst_status mst_chrome_writer_flush(mst_chrome_writer *w) {
     return mst_outq_flush(w->out);
 }
 
-/* Adds the output queue's counters (written, write errors, drops) to st. */
-static void merge_out_stats(const mst_chrome_writer *w, const mst_outq_stats *os,
-                            mst_chrome_stats *out) {
+void mst_chrome_stats_add_outq(mst_chrome_stats *out, const struct mst_outq_stats *os,
+                               uint64_t full_dropped) {
     out->bytes_written = os->bytes_written;
     out->spans_written = os->spans_written;
     out->flows_written = os->flows_written;
     out->write_errors = os->write_errors;
-    out->spans_dropped = w->full_dropped + os->spans_dropped;
+    out->spans_dropped = full_dropped + os->spans_dropped;
     out->write_waits = os->waits;
 }
 
@@ -535,7 +534,7 @@ void mst_chrome_writer_get_stats(const mst_chrome_writer *w, mst_chrome_stats *o
     out->flows_pending = w->pend.count;
     mst_outq_stats os;
     mst_outq_get_stats(w->out, &os);
-    merge_out_stats(w, &os, out);
+    mst_chrome_stats_add_outq(out, &os, w->full_dropped);
 }
 
 static void writer_free(mst_chrome_writer *w) {
@@ -616,7 +615,7 @@ mst_status mst_chrome_writer_close_final(mst_chrome_writer *w, mst_chrome_stats 
     if (final) {
         *final = w->st;
         final->flows_pending = w->pend.count;
-        merge_out_stats(w, &os, final);
+        mst_chrome_stats_add_outq(final, &os, w->full_dropped);
     }
     if (close(w->fd) != 0 && st == MST_OK) st = MST_ERR_IO;
     writer_free(w);

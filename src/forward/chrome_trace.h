@@ -67,6 +67,12 @@ mst_status mst_chrome_writer_flush_final(mst_chrome_writer *w);
 void mst_chrome_writer_add_forwarder_counters(mst_chrome_writer *w, int64_t ts_ns,
                                               uint64_t received, uint64_t written,
                                               uint64_t dropped);
+struct mst_outq_stats;
+/* Copies the output queue's counters (written, write errors, drops, waits)
+ * into *out; spans_dropped also counts `full_dropped`, the spans the writer
+ * refused itself. Shared by both forward writers (pftrace_writer.c). */
+void mst_chrome_stats_add_outq(mst_chrome_stats *out, const struct mst_outq_stats *os,
+                               uint64_t full_dropped);
 void mst_chrome_writer_get_stats(const mst_chrome_writer *w, mst_chrome_stats *out);
 /* Flushes and closes; frees w. */
 mst_status mst_chrome_writer_close(mst_chrome_writer *w);

@@ -711,26 +711,14 @@ mst_status mst_pftrace_writer_flush(mst_pftrace_writer *w, bool final) {
     return st;
 }
 
-/* The writer's own counters plus the output queue's (written, failed and
- * waited), as get_stats and close_final report them. */
-static void merge_out_stats(const mst_pftrace_writer *w, const mst_outq_stats *os,
-                            mst_chrome_stats *out) {
-    *out = w->st;
-    out->bytes_written = os->bytes_written;
-    out->spans_written = os->spans_written;
-    out->flows_written = os->flows_written;
-    out->write_errors = os->write_errors;
-    out->spans_dropped = w->full_dropped + os->spans_dropped;
-    out->write_waits = os->waits;
-}
-
 void mst_pftrace_writer_get_stats(const mst_pftrace_writer *w, mst_chrome_stats *out) {
     if (!out) return;
     memset(out, 0, sizeof *out);
     if (!w) return;
     mst_outq_stats os;
     mst_outq_get_stats(w->out, &os);
-    merge_out_stats(w, &os, out);
+    *out = w->st;
+    mst_chrome_stats_add_outq(out, &os, w->full_dropped);
 }
 
 static void writer_free(mst_pftrace_writer *w) {
@@ -821,7 +809,10 @@ mst_status mst_pftrace_writer_close_final(mst_pftrace_writer *w, mst_chrome_stat
     mst_outq_stats os;
     mst_status st = mst_outq_stop(w->out, &os);
     if (st == MST_OK) st = fst;
-    if (final) merge_out_stats(w, &os, final);
+    if (final) {
+        *final = w->st;
+        mst_chrome_stats_add_outq(final, &os, w->full_dropped);
+    }
     if (close(w->fd) != 0 && st == MST_OK) st = MST_ERR_IO;
     writer_free(w);
     return st;
