@@ -12,9 +12,8 @@
  * A SLICE_BEGIN's name, annotations and ids are resolved at once (a later
  * packet may restart the interning) and copied into one block that lives
  * until the matching SLICE_END, the latest open begin on the same track,
- * as Perfetto pairs them. Field numbers are those of Perfetto's published
- * protos (trace_packet.proto, track_event.proto, track_descriptor.proto,
- * debug_annotation.proto, interned_data.proto).
+ * as Perfetto pairs them. Field numbers: wire/perfetto_trace_fields.h,
+ * shared with the encoder.
  */
 #include "analyze/read_pftrace.h"
 
@@ -30,6 +29,7 @@
 #include "core/arena.h"
 #include "wire/json_reader.h"
 #include "wire/pb_reader.h"
+#include "wire/perfetto_trace_fields.h"
 
 #define CHUNK (4u << 20)
 #define MAX_PACKET (64u << 20)
@@ -40,55 +40,6 @@
 #define MAX_OPEN 65536u         /* slices begun and not yet ended */
 #define MAX_ROLES 4096
 #define JSON_DEPTH 16
-
-/* Trace */
-#define TRACE_PACKET 1
-/* TracePacket */
-#define PKT_TIMESTAMP 8
-#define PKT_SEQUENCE_ID 10
-#define PKT_TRACK_EVENT 11
-#define PKT_INTERNED_DATA 12
-#define PKT_SEQUENCE_FLAGS 13
-#define PKT_TRACK_DESCRIPTOR 60
-#define SEQ_INCREMENTAL_STATE_CLEARED 1
-/* InternedData kinds read; entries: iid 1, name/str 2 */
-#define IN_EVENT_NAMES 2
-#define IN_ANNOTATION_NAMES 3
-#define IN_STRING_VALUES 29
-/* TrackDescriptor */
-#define TD_UUID 1
-#define TD_NAME 2
-#define TD_PROCESS 3
-#define TD_THREAD 4
-#define TD_PARENT_UUID 5
-#define TD_COUNTER 8
-#define PD_PID 1
-#define PD_PROCESS_NAME 6
-#define THD_PID 1
-#define THD_TID 2
-/* TrackEvent */
-#define TE_DEBUG_ANNOTATIONS 4
-#define TE_TYPE 9
-#define TE_NAME_IID 10
-#define TE_TRACK_UUID 11
-#define TE_NAME 23
-#define TE_COUNTER_VALUE 30
-#define TE_FLOW_IDS_OLD 36
-#define TE_DOUBLE_COUNTER_VALUE 44
-#define TE_FLOW_IDS 47
-#define TYPE_SLICE_BEGIN 1
-#define TYPE_SLICE_END 2
-#define TYPE_COUNTER 4
-/* DebugAnnotation */
-#define DA_NAME_IID 1
-#define DA_BOOL 2
-#define DA_UINT 3
-#define DA_INT 4
-#define DA_DOUBLE 5
-#define DA_STRING 6
-#define DA_LEGACY_JSON 9
-#define DA_NAME 10
-#define DA_STRING_IID 17
 
 #define DROPPED_COUNTER "forwarder.spans_dropped"
 

@@ -1,61 +1,10 @@
 /*
  * perfetto_trace_encode.c — Perfetto TracePacket layout (see
- * perfetto_trace_encode.h for what it owns and where the field numbers come
- * from). Field numbers are named here once, next to the message they belong
- * to; nothing else in the project spells them.
+ * perfetto_trace_encode.h for what it owns). Field numbers are named once,
+ * in perfetto_trace_fields.h, shared with the .pftrace reader of analyze.
  */
 #include "wire/perfetto_trace_encode.h"
-
-/* Trace */
-#define TRACE_PACKET 1
-/* TracePacket */
-#define PKT_CLOCK_SNAPSHOT 6
-#define PKT_TIMESTAMP 8
-#define PKT_SEQUENCE_ID 10
-#define PKT_TRACK_EVENT 11
-#define PKT_INTERNED_DATA 12
-#define PKT_SEQUENCE_FLAGS 13
-#define PKT_TRACK_DESCRIPTOR 60
-#define PKT_FIRST_ON_SEQUENCE 87
-/* ClockSnapshot / ClockSnapshot.Clock / BuiltinClock */
-#define CLK_CLOCKS 1
-#define CLK_PRIMARY_TRACE_CLOCK 2
-#define CLOCK_ID 1
-#define CLOCK_TIMESTAMP 2
-#define BUILTIN_CLOCK_REALTIME 1
-#define BUILTIN_CLOCK_BOOTTIME 6
-/* TrackDescriptor */
-#define TD_UUID 1
-#define TD_NAME 2
-#define TD_PROCESS 3
-#define TD_THREAD 4
-#define TD_PARENT_UUID 5
-#define TD_COUNTER 8
-#define TD_CHILD_ORDERING 11
-#define TD_SIBLING_ORDER_RANK 12
-#define CHILD_ORDERING_CHRONOLOGICAL 2
-/* ProcessDescriptor / ThreadDescriptor */
-#define PD_PID 1
-#define PD_PROCESS_NAME 6
-#define THD_PID 1
-#define THD_TID 2
-#define THD_THREAD_NAME 5
-/* TrackEvent */
-#define TE_TYPE 9
-#define TE_TRACK_UUID 11
-#define TE_DEBUG_ANNOTATIONS 4
-/* InternedData entries (EventName, EventCategory, DebugAnnotationName,
- * InternedString: iid 1, name / str 2) */
-#define IE_IID 1
-#define IE_NAME 2
-/* DebugAnnotation */
-#define DA_NAME_IID 1
-#define DA_BOOL 2
-#define DA_INT 4
-#define DA_DOUBLE 5
-#define DA_STRING 6
-#define DA_LEGACY_JSON 9
-#define DA_STRING_IID 17
+#include "wire/perfetto_trace_fields.h"
 
 /* Length hints: a packet is usually 128..16K bytes, nested pieces short. */
 #define HINT_PACKET 2

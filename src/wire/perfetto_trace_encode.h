@@ -1,10 +1,8 @@
 /*
  * perfetto_trace_encode.h — owns the byte layout of Perfetto's native trace
  * format (the `perfetto.protos.Trace` message: a stream of `TracePacket`s),
- * written on the protobuf writer in pb_writer.h. Field numbers are those of
- * Perfetto's published protos (protos/perfetto/trace/trace_packet.proto,
- * track_event/track_event.proto, track_descriptor.proto,
- * debug_annotation.proto, interned_data.proto, clock_snapshot.proto).
+ * written on the protobuf writer in pb_writer.h. Field numbers and enum
+ * values come from perfetto_trace_fields.h (Perfetto's published protos).
  *
  * Every function appends one whole `Trace.packet` field (tag 1 + length +
  * TracePacket), or one piece of the packet opened by mst_pft_packet_begin,
@@ -21,33 +19,35 @@
 #include <stdint.h>
 
 #include "wire/pb_writer.h"
+#include "wire/perfetto_trace_fields.h"
 
 /* The one packet sequence the forwarder writes. */
 #define MST_PFT_SEQUENCE_ID 1u
 
 /* TracePacket.sequence_flags */
 enum {
-    MST_PFT_SEQ_INCREMENTAL_STATE_CLEARED = 1,
-    MST_PFT_SEQ_NEEDS_INCREMENTAL_STATE = 2
+    MST_PFT_SEQ_INCREMENTAL_STATE_CLEARED = SEQ_INCREMENTAL_STATE_CLEARED,
+    MST_PFT_SEQ_NEEDS_INCREMENTAL_STATE = SEQ_NEEDS_INCREMENTAL_STATE
 };
 
 /* TrackEvent.Type */
 enum {
-    MST_PFT_SLICE_BEGIN = 1,
-    MST_PFT_SLICE_END = 2,
-    MST_PFT_INSTANT = 3,
-    MST_PFT_COUNTER = 4
+    MST_PFT_SLICE_BEGIN = TYPE_SLICE_BEGIN,
+    MST_PFT_SLICE_END = TYPE_SLICE_END,
+    MST_PFT_INSTANT = TYPE_INSTANT,
+    MST_PFT_COUNTER = TYPE_COUNTER
 };
 
 /* InternedData fields, used as the `kind` of an interned entry. */
 enum {
-    MST_PFT_INTERN_CATEGORY = 1,       /* event_categories */
-    MST_PFT_INTERN_EVENT_NAME = 2,     /* event_names */
-    MST_PFT_INTERN_ANNOTATION_NAME = 3, /* debug_annotation_names */
-    MST_PFT_INTERN_STRING_VALUE = 29    /* debug_annotation_string_values */
+    MST_PFT_INTERN_CATEGORY = IN_EVENT_CATEGORIES,
+    MST_PFT_INTERN_EVENT_NAME = IN_EVENT_NAMES,
+    MST_PFT_INTERN_ANNOTATION_NAME = IN_ANNOTATION_NAMES,
+    MST_PFT_INTERN_STRING_VALUE = IN_STRING_VALUES
 };
-/* Largest interned-data kind above, for tables indexed by kind. */
-#define MST_PFT_INTERN_KINDS 30
+/* One more than the largest interned-data kind above, for tables indexed
+ * by kind. */
+#define MST_PFT_INTERN_KINDS (IN_STRING_VALUES + 1)
 
 /* First packet of the trace: a clock snapshot that maps BOOTTIME (the
  * default clock of track events) 1:1 onto REALTIME and makes REALTIME the
@@ -86,22 +86,22 @@ void mst_pft_event_intern(mst_buf *b, mst_pft_event *e, unsigned kind, uint64_t 
 /* Opens the TrackEvent: type and track. */
 void mst_pft_event_track(mst_buf *b, mst_pft_event *e, unsigned type, uint64_t track_uuid);
 static inline void mst_pft_event_name_iid(mst_buf *b, uint64_t iid) {
-    mst_pb_field_varint(b, 10, iid);
+    mst_pb_field_varint(b, TE_NAME_IID, iid);
 }
 static inline void mst_pft_event_name(mst_buf *b, const char *s, size_t n) {
-    mst_pb_field_string(b, 23, s, n);
+    mst_pb_field_string(b, TE_NAME, s, n);
 }
 static inline void mst_pft_event_category_iid(mst_buf *b, uint64_t iid) {
-    mst_pb_field_varint(b, 3, iid);
+    mst_pb_field_varint(b, TE_CATEGORY_IIDS, iid);
 }
 static inline void mst_pft_event_flow_id(mst_buf *b, uint64_t id) {
-    mst_pb_field_fixed64(b, 47, id);
+    mst_pb_field_fixed64(b, TE_FLOW_IDS, id);
 }
 static inline void mst_pft_event_counter_int(mst_buf *b, int64_t v) {
-    mst_pb_field_varint(b, 30, (uint64_t)v);
+    mst_pb_field_varint(b, TE_COUNTER_VALUE, (uint64_t)v);
 }
 static inline void mst_pft_event_counter_double(mst_buf *b, double v) {
-    mst_pb_field_double(b, 44, v);
+    mst_pb_field_double(b, TE_DOUBLE_COUNTER_VALUE, v);
 }
 
 /* DebugAnnotation values (name by interned id). */
