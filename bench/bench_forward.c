@@ -15,9 +15,10 @@
  * the wall-clock figure. The daemon's user/sys CPU (wait4) and the clients'
  * CPU (RUSAGE_THREAD per client) per span tell where the time goes and are
  * much less sensitive to machine load; the load average is printed with the
- * summary so a figure can be judged. The daemon's main (epoll/decode/format)
- * thread is reported apart from its output writer thread: its CPU per span
- * is the throughput bound when it has a core of its own.
+ * summary so a figure can be judged. The daemon's threads are reported
+ * apart: the main (epoll/decode) thread, the formatting thread
+ * (mstrace-format) and the output writer (mstrace-writer); the busier of
+ * the first two bounds the throughput.
  *
  * Output formats (-f): json (Chrome Trace JSON, .json), proto (native
  * Perfetto, .pftrace) or both (default): then each round runs both, in
@@ -190,12 +191,12 @@ static long vm_hwm_kb(pid_t pid) {
     return kb;
 }
 
-/* CPU seconds (user + sys) of the daemon's main (epoll) thread and of all
- * its other threads (the output writer), from /proc/PID/task/TID/stat.
- * Why: the main thread's CPU per span bounds the throughput when it has a
- * core to itself; the writer's runs on the other core. */
-static void thread_cpu(pid_t pid, double *main_s, double *other_s) {
-    *main_s = *other_s = 0;
+/* CPU seconds (user + sys) of the daemon's main (epoll) thread, its
+ * formatting thread and all its other threads (the output writer), from
+ * /proc/PID/task/TID/stat. Why: the busier of the main and the formatting
+ * thread bounds the throughput. */
+static void thread_cpu(pid_t pid, double *main_s, double *format_s, double *other_s) {
+    *main_s = *format_s = *other_s = 0;
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
     DIR *d = opendir(path);
@@ -215,6 +216,7 @@ static void thread_cpu(pid_t pid, double *main_s, double *other_s) {
                             &ut, &st) == 2) {
                 double cpu = (double)(ut + st) / tick;
                 if (atoi(e->d_name) == (int)pid) *main_s += cpu;
+                else if (strstr(line, "(mstrace-format)")) *format_s += cpu;
                 else *other_s += cpu;
             }
         }
@@ -240,7 +242,7 @@ static long long final_written(const char *log_path) {
 typedef struct result {
     double spans_per_s, in_mb_s, out_mb_s, out_bytes;
     double daemon_user_s, daemon_sys_s, client_cpu_s;
-    double main_thread_s, other_threads_s; /* sampled when the clients are done */
+    double main_thread_s, format_thread_s, other_threads_s; /* sampled when the clients are done */
     long hwm_kb, maxrss_kb;
 } result;
 
@@ -281,7 +283,7 @@ static int run_once(const char *bin, const char *ext, uint64_t total, int thread
         failed |= cs[i].failed;
     }
     res->hwm_kb = vm_hwm_kb(pid);
-    thread_cpu(pid, &res->main_thread_s, &res->other_threads_s);
+    thread_cpu(pid, &res->main_thread_s, &res->format_thread_s, &res->other_threads_s);
     kill(pid, SIGTERM);
     int status = 0;
     struct rusage ru;
@@ -299,12 +301,13 @@ static int run_once(const char *bin, const char *ext, uint64_t total, int thread
     res->out_mb_s = out_bytes / dt / 1e6;
     printf("  run (%s): %llu spans in %.3f s: %.0f spans/s, in %.1f MB/s, out %.1f MB/s "
            "(file %.1f MB, %.1f bytes/span), daemon VmHWM %.1f MB (maxrss %.1f MB), daemon CPU user %.2f s sys %.2f s "
-           "(%.2f us/span; main thread %.2f, writer %.2f), clients CPU %.2f s (%.2f us/span), "
+           "(%.2f us/span; main thread %.2f, format %.2f, writer %.2f), clients CPU %.2f s (%.2f us/span), "
            "exit %d, written %lld\n",
            ext, (unsigned long long)total, dt, res->spans_per_s, res->in_mb_s, res->out_mb_s,
            out_bytes / 1e6, out_bytes / (double)total, res->hwm_kb / 1024.0, res->maxrss_kb / 1024.0, res->daemon_user_s,
            res->daemon_sys_s, (res->daemon_user_s + res->daemon_sys_s) / (double)total * 1e6,
-           res->main_thread_s / (double)total * 1e6, res->other_threads_s / (double)total * 1e6,
+           res->main_thread_s / (double)total * 1e6, res->format_thread_s / (double)total * 1e6,
+           res->other_threads_s / (double)total * 1e6,
            res->client_cpu_s, res->client_cpu_s / (double)total * 1e6,
            WIFEXITED(status) ? WEXITSTATUS(status) : -1, written);
     free(cs);
@@ -324,7 +327,7 @@ static int cmp_double(const void *a, const void *b) {
 
 /* Medians of one format's runs. */
 typedef struct mode_summary {
-    double sps, in, out, bytes, dcpu, ccpu, mcpu;
+    double sps, in, out, bytes, dcpu, ccpu, mcpu, fcpu;
     double sps_min, sps_max;
     long hwm_kb;
 } mode_summary;
@@ -335,7 +338,7 @@ static double median(double *v, int n) {
 }
 
 static void summarize(const result *rs, int n, uint64_t total, mode_summary *m) {
-    double sps[99], in[99], out[99], bytes[99], dcpu[99], ccpu[99], mcpu[99];
+    double sps[99], in[99], out[99], bytes[99], dcpu[99], ccpu[99], mcpu[99], fcpu[99];
     m->hwm_kb = 0;
     for (int r = 0; r < n; r++) {
         sps[r] = rs[r].spans_per_s;
@@ -345,6 +348,7 @@ static void summarize(const result *rs, int n, uint64_t total, mode_summary *m) 
         dcpu[r] = (rs[r].daemon_user_s + rs[r].daemon_sys_s) / (double)total * 1e6;
         ccpu[r] = rs[r].client_cpu_s / (double)total * 1e6;
         mcpu[r] = rs[r].main_thread_s / (double)total * 1e6;
+        fcpu[r] = rs[r].format_thread_s / (double)total * 1e6;
         if (rs[r].hwm_kb > m->hwm_kb) m->hwm_kb = rs[r].hwm_kb;
         if (rs[r].maxrss_kb > m->hwm_kb) m->hwm_kb = rs[r].maxrss_kb;
     }
@@ -357,6 +361,7 @@ static void summarize(const result *rs, int n, uint64_t total, mode_summary *m) 
     m->dcpu = median(dcpu, n);
     m->ccpu = median(ccpu, n);
     m->mcpu = median(mcpu, n);
+    m->fcpu = median(fcpu, n);
 }
 
 int main(int argc, char **argv) {
@@ -412,11 +417,12 @@ int main(int argc, char **argv) {
         summarize(rs[f], runs, total, &ms[f]);
         printf("SUMMARY bench_forward %s: median %.0f spans/s (min %.0f, max %.0f, %d runs), "
                "in %.1f MB/s, out %.1f MB/s, file %.1f MB (%.1f bytes/span), peak daemon RSS "
-               "%.1f MB, daemon CPU %.2f us/span (main thread %.2f), clients CPU %.2f us/span, "
+               "%.1f MB, daemon CPU %.2f us/span (main thread %.2f, format thread %.2f), clients CPU "
+               "%.2f us/span, "
                "%ld CPUs, loadavg %.2f%s\n",
                names[f], ms[f].sps, ms[f].sps_min, ms[f].sps_max, runs, ms[f].in, ms[f].out,
                ms[f].bytes / 1e6, ms[f].bytes / (double)total, ms[f].hwm_kb / 1024.0, ms[f].dcpu,
-               ms[f].mcpu, ms[f].ccpu, sysconf(_SC_NPROCESSORS_ONLN), load[0],
+               ms[f].mcpu, ms[f].fcpu, ms[f].ccpu, sysconf(_SC_NPROCESSORS_ONLN), load[0],
                failures ? " (SOME RUNS FAILED)" : "");
     }
     if (use[0] && use[1])

@@ -4,14 +4,22 @@
  * --perfetto-output` (see perfetto_sink.h). The format choice lives here
  * and nowhere else: every writer call goes through the small switch below.
  *
- * Why per-packet arena reset: the decoder's strings/arrays live in an arena
- * that is emptied after every packet, so memory does not grow with traffic
- * and a huge packet's allocations are returned at once. Its first chunk
- * (up to ARENA_KEEP_BYTES) is kept across packets, so an ordinary packet
- * costs no malloc/free.
+ * Threads: the event loop (on_frame, after_batch, get_counts, close)
+ * copies and decodes each packet into a span batch (span_batch.h) and hands
+ * full batches, and every batch at the end of an epoll batch, to the
+ * formatting thread (format_stage.h), which owns the writers from open to
+ * close: it adds the spans (timeline + writer), ticks the request tracks,
+ * samples the forwarder's own counters and hands the output to each
+ * writer's own thread. The counters both threads need are atomics; the
+ * writers' statistics reach the loop as a snapshot taken under a mutex
+ * after every batch. close() stops the formatting thread (every batch
+ * handed over is formatted first) before it flushes and closes the writers
+ * on the loop's thread, so the final counts are exact.
  */
 #include "forward/perfetto_sink.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +27,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/arena.h"
 #include "core/log.h"
 #include "forward/chrome_trace.h"
+#include "forward/format_stage.h"
 #include "forward/pftrace_writer.h"
 #include "forward/timeline.h"
 #include "wire/perfetto_packet.h"
@@ -29,8 +37,6 @@
 /* While events wait for a busy writer thread, the loop wakes this often to
  * hand them over (so they are written soon even if no traffic follows). */
 #define HANDOFF_RETRY_MS 2
-/* Arena chunk kept between packets (a bigger one is freed after its packet). */
-#define ARENA_KEEP_BYTES (64u * 1024u)
 /* How often the forwarder's own counters are sampled onto the timeline. */
 #define OWN_COUNTERS_EVERY_MS 1000
 
@@ -45,15 +51,22 @@ struct mst_perfetto_sink {
     char *path2;
     mst_chrome_writer *writer2;
     mst_pftrace_writer *pwriter2;
+    mst_format_stage *stage;    /* the formatting thread, from open to close */
+    /* Written by the event loop, read by both threads. */
+    _Atomic uint64_t received;
+    _Atomic uint64_t rejected;
+    /* Written by the formatting thread (the loop after close), read by both. */
+    _Atomic uint64_t add_errors; /* decoded but the writer refused (OOM) */
+    /* Formatting thread only (the loop after close). */
     uint64_t second_errors;
     uint64_t last_counters_ms;
-    uint64_t received;
-    uint64_t rejected;
-    uint64_t add_errors;        /* decoded but the writer refused (OOM) */
     uint64_t full_drops;        /* decoded but dropped: writes failing, output at its cap */
     uint64_t unflushed;         /* spans added since the last hand-off */
+    /* The primary writer's statistics as of the last batch formatted, for
+     * the loop's periodic stats line while the formatting thread runs. */
+    pthread_mutex_t stats_mu;
+    mst_chrome_stats stats_snapshot;
     mst_chrome_stats final_stats; /* kept at close for the final stats line */
-    mst_arena arena;
 };
 
 /* First few, then one line per 1000 (the line carries the count). */
@@ -101,15 +114,19 @@ static void w_stats(const mst_perfetto_sink *s, mst_chrome_stats *cs) {
 
 static bool w_open(const mst_perfetto_sink *s) { return s->writer || s->pwriter; }
 
+static uint64_t load(_Atomic uint64_t *v) { return atomic_load_explicit(v, memory_order_relaxed); }
+static void bump(_Atomic uint64_t *v) { atomic_fetch_add_explicit(v, 1, memory_order_relaxed); }
+
 /* Dropped spans as the stats line counts them. */
-static void own_counts(const mst_perfetto_sink *s, const mst_chrome_stats *cs, uint64_t *dropped) {
-    *dropped = cs->spans_dropped + s->add_errors;
+static void own_counts(mst_perfetto_sink *s, const mst_chrome_stats *cs, uint64_t *dropped) {
+    *dropped = cs->spans_dropped + load(&s->add_errors);
 }
 
 static void add_own_counters(mst_perfetto_sink *s) {
+    uint64_t received = load(&s->received);
     /* No decoded span yet: nothing on the timeline to put them next to (an
      * output of only rejected payloads stays empty). */
-    if (!w_open(s) || s->received == s->rejected) return;
+    if (!w_open(s) || received == load(&s->rejected)) return;
     mst_chrome_stats cs;
     memset(&cs, 0, sizeof cs);
     w_stats(s, &cs);
@@ -122,10 +139,10 @@ static void add_own_counters(mst_perfetto_sink *s) {
     mst_chrome_writer *jws[2] = {s->writer, s->writer2};
     for (int i = 0; i < 2; i++) {
         if (pws[i])
-            mst_pftrace_writer_add_forwarder_counters(pws[i], now, s->received, cs.spans_written,
+            mst_pftrace_writer_add_forwarder_counters(pws[i], now, received, cs.spans_written,
                                                       dropped);
         if (jws[i])
-            mst_chrome_writer_add_forwarder_counters(jws[i], now, s->received, cs.spans_written,
+            mst_chrome_writer_add_forwarder_counters(jws[i], now, received, cs.spans_written,
                                                      dropped);
     }
 }
@@ -140,70 +157,105 @@ mst_status mst_perfetto_sink_create(const char *output_path, mst_perfetto_format
     }
     s->format = format == MST_PERFETTO_FORMAT_AUTO ? mst_perfetto_format_for_path(output_path)
                                                    : format;
-    mst_arena_init(&s->arena);
+    pthread_mutex_init(&s->stats_mu, NULL);
     *out = s;
     return MST_OK;
 }
 
 void mst_perfetto_sink_destroy(mst_perfetto_sink *s) {
     if (!s) return;
+    mst_format_stage_stop(s->stage);
     if (s->writer) mst_chrome_writer_close(s->writer);
     if (s->pwriter) mst_pftrace_writer_close(s->pwriter);
     if (s->writer2) mst_chrome_writer_close(s->writer2);
     if (s->pwriter2) mst_pftrace_writer_close(s->pwriter2);
-    mst_arena_release(&s->arena);
+    pthread_mutex_destroy(&s->stats_mu);
     free(s->path);
     free(s->path2);
     free(s);
 }
 
-void mst_perfetto_sink_on_frame(void *self, const uint8_t *payload, size_t len, uint64_t conn_id) {
-    mst_perfetto_sink *s = self;
-    s->received++;
-    mst_pf_span span;
-    char err[200] = "";
-    mst_status st = mst_perfetto_packet_decode(payload, len, &s->arena, &span, err, sizeof err);
-    if (st != MST_OK) {
-        s->rejected++;
-        if (mst_log_this_count(s->rejected))
-            MST_WARN("rejected a %zu-byte packet from connection %llu: %s (%llu rejected so far)",
-                     len, (unsigned long long)conn_id, err[0] ? err : mst_strerror(st),
-                     (unsigned long long)s->rejected);
-    } else if ((st = w_add(s, &span)) == MST_ERR_QUEUE_FULL) {
+/* Formatting thread: one decoded span into the output(s). */
+static void add_span(mst_perfetto_sink *s, const mst_pf_span *span) {
+    mst_status st = w_add(s, span);
+    if (st == MST_ERR_QUEUE_FULL) {
         s->full_drops++; /* counted by the writer as spans_dropped */
         if (mst_log_this_count(s->full_drops))
             MST_WARN("perfetto output: cannot buffer more unwritten output while writes fail; "
                      "span dropped (%llu dropped so far)",
                      (unsigned long long)s->full_drops);
     } else if (st != MST_OK) {
-        s->add_errors++;
-        if (mst_log_this_count(s->add_errors))
+        bump(&s->add_errors);
+        uint64_t n = load(&s->add_errors);
+        if (mst_log_this_count(n))
             MST_WARN("could not add a span to the Perfetto output: %s (%llu so far)",
-                     mst_strerror(st), (unsigned long long)s->add_errors);
+                     mst_strerror(st), (unsigned long long)n);
     } else {
         s->unflushed++;
     }
-    mst_arena_reset_keep(&s->arena, ARENA_KEEP_BYTES);
 }
+
+static void stage_consume(void *self, const mst_span_batch *batch) {
+    mst_perfetto_sink *s = self;
+    size_t n = mst_span_batch_count(batch);
+    for (size_t i = 0; i < n; i++) add_span(s, mst_span_batch_span(batch, i));
+}
+
+/* Event loop: decode into the batch being filled; a full batch goes to the
+ * formatting thread at once, the rest at the end of the epoll batch. */
+void mst_perfetto_sink_on_frame(void *self, const uint8_t *payload, size_t len, uint64_t conn_id) {
+    mst_perfetto_sink *s = self;
+    bump(&s->received);
+    if (!s->stage) { /* not reached: the daemon exits when open fails */
+        bump(&s->add_errors);
+        return;
+    }
+    mst_span_batch *batch = mst_format_stage_batch(s->stage);
+    char err[200] = "";
+    mst_status st = mst_span_batch_add(batch, payload, len, err, sizeof err);
+    if (st == MST_ERR_NOMEM) {
+        bump(&s->add_errors);
+        uint64_t n = load(&s->add_errors);
+        if (mst_log_this_count(n))
+            MST_WARN("out of memory for a %zu-byte packet from connection %llu; span dropped "
+                     "(%llu so far)", len, (unsigned long long)conn_id, (unsigned long long)n);
+    } else if (st != MST_OK) {
+        bump(&s->rejected);
+        uint64_t n = load(&s->rejected);
+        if (mst_log_this_count(n))
+            MST_WARN("rejected a %zu-byte packet from connection %llu: %s (%llu rejected so far)",
+                     len, (unsigned long long)conn_id, err[0] ? err : mst_strerror(st),
+                     (unsigned long long)n);
+    }
+    if (mst_span_batch_full(batch)) mst_format_stage_publish(s->stage);
+}
+
+static int stage_after(void *self, uint64_t now_ms);
 
 static mst_status svc_open(void *self, char *err, size_t err_size) {
     mst_perfetto_sink *s = self;
     mst_status st = s->format == MST_PERFETTO_FORMAT_PROTO
                         ? mst_pftrace_writer_open(s->path, (int64_t)getpid(), &s->pwriter, err, err_size)
                         : mst_chrome_writer_open(s->path, (int64_t)getpid(), &s->writer, err, err_size);
-    if (st != MST_OK || !s->path2) return st;
     /* The second output has the other format (checked when it was added). */
-    return s->format == MST_PERFETTO_FORMAT_PROTO
-               ? mst_chrome_writer_open(s->path2, (int64_t)getpid(), &s->writer2, err, err_size)
-               : mst_pftrace_writer_open(s->path2, (int64_t)getpid(), &s->pwriter2, err, err_size);
+    if (st == MST_OK && s->path2)
+        st = s->format == MST_PERFETTO_FORMAT_PROTO
+                 ? mst_chrome_writer_open(s->path2, (int64_t)getpid(), &s->writer2, err, err_size)
+                 : mst_pftrace_writer_open(s->path2, (int64_t)getpid(), &s->pwriter2, err, err_size);
+    if (st != MST_OK) return st;
+    mst_format_stage_ops ops = {.self = s, .consume = stage_consume, .after = stage_after};
+    st = mst_format_stage_start(&ops, &s->stage);
+    if (st != MST_OK) snprintf(err, err_size, "cannot start the formatting thread: %s", mst_strerror(st));
+    return st;
 }
 
-/* Hand over after every batch: a batch is what one epoll_wait returned, so
- * under load it already holds many spans (one large write), and when
- * traffic is light the file is valid JSON right away. The write itself runs
- * on the writer's thread; if that thread is still busy with the previous
- * events, these stay buffered and the loop comes back in HANDOFF_RETRY_MS. */
-static int svc_after_batch(void *self, uint64_t now_ms) {
+/* Formatting thread, after every batch it formatted (a batch is at most what
+ * one epoll_wait returned, so under load it holds many spans: one large
+ * write; when traffic is light the file is valid right away) and when the
+ * time asked for last has passed. The write itself runs on the writer's
+ * thread; if that thread is still busy with the previous events, these stay
+ * buffered and this runs again in HANDOFF_RETRY_MS. */
+static int stage_after(void *self, uint64_t now_ms) {
     mst_perfetto_sink *s = self;
     /* Request tracks complete on the forwarder's clock (timeline.h): tick
      * every output, and come back while requests are open even without
@@ -214,29 +266,53 @@ static int svc_after_batch(void *self, uint64_t now_ms) {
     if (s->writer2) open |= mst_chrome_writer_tick(s->writer2, now_ms);
     if (s->pwriter2) open |= mst_pftrace_writer_tick(s->pwriter2, now_ms);
     if (open) s->unflushed++;
-    if (s->unflushed == 0) return -1;
-    if (now_ms - s->last_counters_ms >= OWN_COUNTERS_EVERY_MS) {
-        s->last_counters_ms = now_ms;
-        add_own_counters(s);
+    int next = -1;
+    if (s->unflushed) {
+        if (now_ms - s->last_counters_ms >= OWN_COUNTERS_EVERY_MS) {
+            s->last_counters_ms = now_ms;
+            add_own_counters(s);
+        }
+        if (w_handoff(s)) {
+            next = HANDOFF_RETRY_MS;
+        } else {
+            s->unflushed = 0;
+            next = open ? (int)MST_TL_SCAN_EVERY_MS : -1;
+        }
     }
-    if (w_handoff(s)) return HANDOFF_RETRY_MS;
-    s->unflushed = 0;
-    return open ? (int)MST_TL_SCAN_EVERY_MS : -1;
+    pthread_mutex_lock(&s->stats_mu);
+    w_stats(s, &s->stats_snapshot);
+    pthread_mutex_unlock(&s->stats_mu);
+    return next;
+}
+
+/* Event loop, after every batch of readiness events: whatever was decoded
+ * goes to the formatting thread now (it does the periodic work itself). */
+static int svc_after_batch(void *self, uint64_t now_ms) {
+    (void)now_ms;
+    mst_perfetto_sink *s = self;
+    if (s->stage) mst_format_stage_publish(s->stage);
+    return -1;
 }
 
 static void svc_get_counts(void *self, mst_daemon_counts *out) {
     mst_perfetto_sink *s = self;
     mst_chrome_stats cs = s->final_stats;
-    w_stats(s, &cs);
+    if (s->stage) { /* running: the formatting thread's last snapshot */
+        pthread_mutex_lock(&s->stats_mu);
+        cs = s->stats_snapshot;
+        pthread_mutex_unlock(&s->stats_mu);
+    } else {
+        w_stats(s, &cs);
+    }
     memset(out, 0, sizeof *out);
-    out->received = s->received;
+    out->received = load(&s->received);
     out->written = cs.spans_written;
-    out->rejected = s->rejected;
+    out->rejected = load(&s->rejected);
     /* Spans, not attempts or links: received = written + rejected + dropped
      * once the writer is closed (spans_dropped includes full_drops). */
     own_counts(s, &cs, &out->dropped);
     snprintf(out->dropped_why, sizeof out->dropped_why, "write_failed=%llu out_of_memory=%llu",
-             (unsigned long long)cs.spans_dropped, (unsigned long long)s->add_errors);
+             (unsigned long long)cs.spans_dropped, (unsigned long long)load(&s->add_errors));
     snprintf(out->extra, sizeof out->extra,
              "flows=%llu pending_links=%llu evicted_positions=%llu evicted_links=%llu "
              "write_errors=%llu spans_dropped=%llu write_waits=%llu bytes_out=%llu",
@@ -249,6 +325,10 @@ static void svc_get_counts(void *self, mst_daemon_counts *out) {
 
 static mst_status svc_close(void *self) {
     mst_perfetto_sink *s = self;
+    /* Every span decoded is formatted before the writers close; from here
+     * on the writers are this thread's. */
+    mst_format_stage_stop(s->stage);
+    s->stage = NULL;
     if (!w_open(s)) return MST_OK;
     /* Complete the open request tracks and take a last own-counter sample
      * first; the counters kept are taken after the close, which drops (and
