@@ -2,9 +2,8 @@
  * json_reader.c — the strict pull JSON reader of json_reader.h.
  *
  * Shape: strings are scanned once to validate them (runs of plain ASCII
- * are skipped a word at a time: plain_run below, mst_json_special_mask8
- * in buf.h) and unescaped in a second pass only when they contain a
- * backslash.
+ * are skipped a block at a time: mst_json_plain_run in json_scan.h) and
+ * unescaped in a second pass only when they contain a backslash.
  * Containers are tracked as two 64-bit bit stacks (object-or-array, has a
  * member yet), so skipping a nested value is an iterative loop with no
  * recursion: deep or hostile input cannot exhaust the C stack.
@@ -13,11 +12,8 @@
 #include "wire/json_reader.h"
 
 #include <string.h>
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
 
-#include "wire/buf.h" /* mst_json_plain_prefix: one definition of a plain JSON byte */
+#include "wire/json_scan.h" /* the token scanners, shared with the packet fast path */
 
 static bool fail(mst_json_reader *r, const uint8_t *at, const char *msg) {
     if (!r->err) {
@@ -84,41 +80,6 @@ static inline long hex4(const uint8_t *s) {
     return (long)((a << 12) | (b << 8) | (c << 4) | d);
 }
 
-/* Skips plain bytes (printable ASCII but '"' and '\\') from p; returns the
- * first other byte's address or end. Whole blocks are tested while a block
- * remains (16 bytes with SSE2, else 8-byte words, mst_json_special_mask8):
- * a string is followed by at least its closing quote and usually the rest
- * of the packet, so nearly every string is scanned with block loads only
- * and the byte loop of mst_json_plain_prefix runs just at the very end of
- * the input. (That byte tail, up to 7 steps per string, was most of the
- * scan cost for the short keys and values of a packet.) */
-static inline const uint8_t *plain_run(const uint8_t *p, const uint8_t *end) {
-#ifdef __SSE2__
-    /* 16 bytes per step: one signed compare below 0x20 catches both control
-     * bytes and bytes >= 0x80 (negative as int8), plus the two equalities. */
-    const __m128i lim = _mm_set1_epi8(0x20), quote = _mm_set1_epi8('"'),
-                  bslash = _mm_set1_epi8('\\');
-    while (end - p >= 16) {
-        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
-        __m128i m = _mm_or_si128(_mm_cmplt_epi8(x, lim),
-                                 _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)));
-        unsigned bits = (unsigned)_mm_movemask_epi8(m);
-        if (bits) return p + __builtin_ctz(bits);
-        p += 16;
-    }
-#endif
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    while (end - p >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        uint64_t m = mst_json_special_mask8(w);
-        if (m) return p + (__builtin_ctzll(m) >> 3);
-        p += 8;
-    }
-#endif
-    return p + mst_json_plain_prefix(p, (size_t)(end - p));
-}
-
 /* The rest of a string from p, its first byte that is not plain (an
  * escape, non-ASCII, a control byte, the closing quote or the end); [s,
  * p) was plain. Kept out of line so the common all-plain string costs no
@@ -127,7 +88,7 @@ __attribute__((noinline)) static bool scan_string_rest(mst_json_reader *r, const
                                                        const uint8_t **e, bool *esc) {
     const uint8_t *end = r->end;
     bool has_esc = false;
-    for (;; p = plain_run(p, end)) {
+    for (;; p = mst_json_plain_run(p, end)) {
         if (p >= end) return fail(r, p, "unterminated string");
         uint8_t c = *p;
         if (c == '"') break;
@@ -173,7 +134,7 @@ __attribute__((noinline)) static bool scan_string_rest(mst_json_reader *r, const
  * backslash occurs. */
 static inline bool scan_string(mst_json_reader *r, const uint8_t **s, const uint8_t **e,
                                bool *esc) {
-    const uint8_t *p = plain_run(r->p + 1, r->end);
+    const uint8_t *p = mst_json_plain_run(r->p + 1, r->end);
     *s = r->p + 1;
     if (p < r->end && *p == '"') {
         *e = p;
@@ -350,89 +311,19 @@ bool mst_json_read_str_into(mst_json_reader *r, char *dst, size_t cap, size_t *l
 
 /* Scans a number per the RFC grammar starting at r->p. */
 static bool scan_number(mst_json_reader *r) {
-    const uint8_t *p = r->p, *end = r->end;
-    if (p < end && *p == '-') p++;
-    if (p >= end) return fail(r, p, "truncated number");
-    if (*p == '0') {
-        p++;
-    } else if (*p >= '1' && *p <= '9') {
-        while (p < end && *p >= '0' && *p <= '9') p++;
-    } else {
-        return fail(r, p, "invalid number");
-    }
-    if (p < end && *p == '.') {
-        p++;
-        if (p >= end || *p < '0' || *p > '9') return fail(r, p, "digit expected after '.'");
-        while (p < end && *p >= '0' && *p <= '9') p++;
-    }
-    if (p < end && (*p == 'e' || *p == 'E')) {
-        p++;
-        if (p < end && (*p == '+' || *p == '-')) p++;
-        if (p >= end || *p < '0' || *p > '9') return fail(r, p, "digit expected in exponent");
-        while (p < end && *p >= '0' && *p <= '9') p++;
-    }
+    const char *msg;
+    const uint8_t *at;
+    const uint8_t *p = mst_json_number_end(r->p, r->end, &msg, &at);
+    if (!p) return fail(r, at, msg);
     r->p = p;
     return true;
-}
-
-/* True when all 8 bytes are ASCII digits: high nibble 3, and adding 6
- * keeps it 3 (no carry between bytes once every high nibble is 3). */
-static inline bool digits8(uint64_t w) {
-    const uint64_t hi = 0xF0F0F0F0F0F0F0F0ull, three = 0x3030303030303030ull;
-    return (w & hi) == three && ((w + 0x0606060606060606ull) & hi) == three;
-}
-
-/* The value of 8 ASCII digits loaded little-endian (first digit in the low
- * byte): pairs, then quads, then the two halves are combined. */
-static inline uint64_t value8(uint64_t w) {
-    w -= 0x3030303030303030ull;
-    w = (w * 10 + (w >> 8)) & 0x00FF00FF00FF00FFull;
-    w = (w * 100 + (w >> 16)) & 0x0000FFFF0000FFFFull;
-    return (w * 10000 + (w >> 32)) & 0xFFFFFFFFull;
-}
-
-/* Integer syntax at [p, end): 0 ok (*stop = first byte after), 1 not an
- * integer (not a number, fraction, exponent, leading zero), 2 overflow.
- * Why no per-digit overflow test: int64 has 19 digits, and any 19-digit
- * value fits uint64 (< 10^19 < 2^64), so the digits are accumulated
- * unchecked and compared with the limit once; 20 or more digits (no
- * leading zeros are allowed) always overflow. */
-static int parse_int(const uint8_t *p, const uint8_t *end, int64_t *out, const uint8_t **stop) {
-    bool neg = false;
-    if (p < end && *p == '-') { neg = true; p++; }
-    if (p >= end || (unsigned)(*p - '0') > 9) return 1;
-    if (*p == '0' && p + 1 < end && (unsigned)(p[1] - '0') <= 9) return 1;
-    const uint8_t *first = p;
-    uint64_t v = 0;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    /* 8 digits per step for the first 16 (timestamps have 19): v stays
-     * < 10^16, and the byte loop below adds at most 3 more under its
-     * 19-digit guard. */
-    while (p - first <= 8 && end - p >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        if (!digits8(w)) break;
-        v = v * 100000000u + value8(w);
-        p += 8;
-    }
-#endif
-    while (p < end && (unsigned)(*p - '0') <= 9) {
-        if (p - first < 19) v = v * 10 + (unsigned)(*p - '0');
-        p++;
-    }
-    if (p < end && (*p == '.' || *p == 'e' || *p == 'E')) return 1;
-    uint64_t limit = neg ? (uint64_t)INT64_MAX + 1u : (uint64_t)INT64_MAX;
-    if (p - first > 19 || v > limit) return 2;
-    *out = neg ? (int64_t)(0u - v) : (int64_t)v;
-    *stop = p;
-    return 0;
 }
 
 bool mst_json_read_i64(mst_json_reader *r, int64_t *out) {
     if (r->err) return false;
     skip_ws(r);
     const uint8_t *stop = NULL;
-    int rc = parse_int(r->p, r->end, out, &stop);
+    int rc = mst_json_parse_int(r->p, r->end, out, &stop);
     if (rc == 1) return fail(r, r->p, "expected an integer");
     if (rc == 2) return fail(r, r->p, "integer out of int64 range");
     r->p = stop;
@@ -442,7 +333,7 @@ bool mst_json_read_i64(mst_json_reader *r, int64_t *out) {
 bool mst_json_slice_to_i64(const mst_json_slice *v, int64_t *out) {
     const uint8_t *p = (const uint8_t *)v->ptr, *end = p + v->len, *stop = NULL;
     int64_t x;
-    if (parse_int(p, end, &x, &stop) != 0 || stop != end) return false;
+    if (mst_json_parse_int(p, end, &x, &stop) != 0 || stop != end) return false;
     *out = x;
     return true;
 }

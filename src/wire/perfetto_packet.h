@@ -71,4 +71,11 @@ typedef struct mst_pf_span {
 mst_status mst_perfetto_packet_decode(const uint8_t *data, size_t len, mst_arena *arena,
                                       mst_pf_span *out, char *err, size_t err_size);
 
+/* The same decoder without its fast path (perfetto_packet_fast.h): the
+ * general pull-reader decoder that mst_perfetto_packet_decode falls back
+ * to. Same contract; exported so tests and the fuzzer can check that both
+ * paths agree. */
+mst_status mst_perfetto_packet_decode_general(const uint8_t *data, size_t len, mst_arena *arena,
+                                              mst_pf_span *out, char *err, size_t err_size);
+
 #endif /* MST_WIRE_PERFETTO_PACKET_H */

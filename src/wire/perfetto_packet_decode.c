@@ -4,6 +4,10 @@
  * The input comes from any process of the same user over an abstract
  * socket, so it is treated as hostile: every byte is validated by the
  * strict reader (json_reader.h) and every field is type-checked.
+ * mst_perfetto_packet_decode first tries the one-pass fast path
+ * (perfetto_packet_fast.c), which declines anything unusual and every
+ * error; this file's general decoder then decodes the packet and owns
+ * every error code and message. Both follow the decisions below.
  *
  * Decisions (documented contract of this decoder):
  *   - Duplicate keys are REJECTED (MST_ERR_PARSE), for the known top-level
@@ -38,6 +42,7 @@
 
 #include "wire/hex8.h"
 #include "wire/json_reader.h"
+#include "wire/perfetto_packet_fast.h"
 
 enum {
     F_NAME = 1u << 0,
@@ -426,8 +431,16 @@ static mst_status decode_field(decoder *d, unsigned f, const mst_str *key, mst_p
     }
 }
 
-mst_status mst_perfetto_packet_decode(const uint8_t *data, size_t len, mst_arena *arena,
-                                      mst_pf_span *out, char *err, size_t err_size) {
+/* The defaults of an absent field, before any decoding. */
+static void span_defaults(mst_pf_span *out) {
+    memset(out, 0, sizeof *out);
+    out->name.ptr = "";
+    out->category.ptr = "Tracing";
+    out->category.len = 7;
+}
+
+mst_status mst_perfetto_packet_decode_general(const uint8_t *data, size_t len, mst_arena *arena,
+                                              mst_pf_span *out, char *err, size_t err_size) {
     decoder d;
     memset(&d, 0, sizeof d);
     d.arena = arena;
@@ -435,10 +448,7 @@ mst_status mst_perfetto_packet_decode(const uint8_t *data, size_t len, mst_arena
     d.err_size = err_size;
     if (err && err_size) err[0] = '\0';
     if (!out || !arena || (!data && len)) return set_err(&d, MST_ERR_INVALID_ARG, "NULL argument");
-    memset(out, 0, sizeof *out);
-    out->name.ptr = "";
-    out->category.ptr = "Tracing";
-    out->category.len = 7;
+    span_defaults(out);
     if (len < MST_PERFETTO_MAGIC_LEN || memcmp(data, MST_PERFETTO_MAGIC, MST_PERFETTO_MAGIC_LEN) != 0)
         return set_err(&d, MST_ERR_PARSE, "missing MSPF_PERFETTO_V1 magic");
     d.json = data + MST_PERFETTO_MAGIC_LEN;
@@ -466,4 +476,21 @@ mst_status mst_perfetto_packet_decode(const uint8_t *data, size_t len, mst_arena
     if (!(seen & F_TRACE_ID)) return set_err(&d, MST_ERR_PARSE, "missing field 'trace_id'");
     if (!(seen & F_SPAN_ID)) return set_err(&d, MST_ERR_PARSE, "missing field 'span_id'");
     return MST_OK;
+}
+
+/* The fast path first (perfetto_packet_fast.h); when it declines (an
+ * error, or a shape it does not handle) the general decoder above decodes
+ * the packet from scratch and reports any error. */
+mst_status mst_perfetto_packet_decode(const uint8_t *data, size_t len, mst_arena *arena,
+                                      mst_pf_span *out, char *err, size_t err_size) {
+    if (out && arena && data && len >= MST_PERFETTO_MAGIC_LEN &&
+        memcmp(data, MST_PERFETTO_MAGIC, MST_PERFETTO_MAGIC_LEN) == 0) {
+        span_defaults(out);
+        if (mst_pf_decode_fast(data + MST_PERFETTO_MAGIC_LEN, len - MST_PERFETTO_MAGIC_LEN, arena,
+                               out)) {
+            if (err && err_size) err[0] = '\0';
+            return MST_OK;
+        }
+    }
+    return mst_perfetto_packet_decode_general(data, len, arena, out, err, err_size);
 }

@@ -15,7 +15,11 @@
  *     taken out only when present as integers;
  *   - the events the writer appends for it form valid JSON: after each
  *     flush the bytes from the old closing ']' to the end of the file are
- *     re-read and validated as an array.
+ *     re-read and validated as an array;
+ *   - the fast path (perfetto_packet_fast.c) agrees with the general
+ *     decoder: whenever it accepts, the general decoder accepts with the
+ *     same span (pf_span_compare.h), and the public decoder's status and
+ *     message are always the general decoder's.
  */
 #include <fcntl.h>
 #include <stdint.h>
@@ -29,6 +33,8 @@
 #include "wire/json_reader.h"
 #include "wire/frame.h"
 #include "wire/perfetto_packet.h"
+#include "wire/perfetto_packet_fast.h"
+#include "../unit/pf_span_compare.h"
 
 #define REQUIRE(c) do { if (!(c)) { fprintf(stderr, "invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__); abort(); } } while (0)
 
@@ -130,12 +136,40 @@ static void check_appended(void) {
     g_prev_size = st.st_size;
 }
 
+/* The fast path alone and the general decoder alone, against each other
+ * and against the public decoder's result (st, err, span). */
+static void check_paths_agree(const uint8_t *data, size_t len, mst_status st, const char *err,
+                              const mst_pf_span *span) {
+    mst_arena ga, fa;
+    mst_pf_span general, fast;
+    char gerr[256];
+    mst_arena_init(&ga);
+    mst_arena_init(&fa);
+    mst_status gst = mst_perfetto_packet_decode_general(data, len, &ga, &general, gerr, sizeof gerr);
+    REQUIRE(gst == st && strcmp(gerr, err) == 0);
+    if (st == MST_OK) REQUIRE(pf_spans_differ(span, &general, data, len) == NULL);
+    if (len >= MST_PERFETTO_MAGIC_LEN && memcmp(data, MST_PERFETTO_MAGIC, MST_PERFETTO_MAGIC_LEN) == 0) {
+        memset(&fast, 0, sizeof fast);
+        fast.name.ptr = "";
+        fast.category.ptr = "Tracing";
+        fast.category.len = 7;
+        if (mst_pf_decode_fast(data + MST_PERFETTO_MAGIC_LEN, len - MST_PERFETTO_MAGIC_LEN, &fa,
+                               &fast)) {
+            REQUIRE(gst == MST_OK);
+            REQUIRE(pf_spans_differ(&fast, &general, data, len) == NULL);
+        }
+    }
+    mst_arena_release(&ga);
+    mst_arena_release(&fa);
+}
+
 static void decode_one(const uint8_t *data, size_t len) {
     mst_arena arena;
     mst_pf_span span;
     char err[256];
     mst_arena_init(&arena);
     mst_status st = mst_perfetto_packet_decode(data, len, &arena, &span, err, sizeof err);
+    check_paths_agree(data, len, st, err, &span);
     if (st != MST_OK) {
         REQUIRE(st == MST_ERR_PARSE || st == MST_ERR_TOO_LARGE || st == MST_ERR_NOMEM);
         REQUIRE(err[0] != '\0');

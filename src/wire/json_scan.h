@@ -1,0 +1,177 @@
+/*
+ * json_scan.h — the byte-level JSON scanners shared by the strict pull
+ * reader (json_reader.c) and the packet decoder's fast path
+ * (perfetto_packet_fast.c): runs of plain string bytes, the RFC 8259
+ * number grammar and int64 parsing. Why one copy: the fast path must accept
+ * exactly what the reader accepts, so both use the same code for each
+ * token; static inline because both run it for every token of a packet.
+ */
+#ifndef MST_WIRE_JSON_SCAN_H
+#define MST_WIRE_JSON_SCAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#include "wire/buf.h" /* mst_json_plain_prefix: one definition of a plain JSON byte */
+
+#ifdef __SSE2__
+/* One bit per byte of the 16 at p that is not plain (a control byte, a
+ * byte >= 0x80, '"' or '\\'): one signed compare below 0x20 catches both
+ * control bytes and bytes >= 0x80 (negative as int8), plus two equalities. */
+static inline unsigned mst_json_special16(const uint8_t *p) {
+    const __m128i lim = _mm_set1_epi8(0x20), quote = _mm_set1_epi8('"'),
+                  bslash = _mm_set1_epi8('\\');
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i m = _mm_or_si128(_mm_cmplt_epi8(x, lim),
+                             _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)));
+    return (unsigned)_mm_movemask_epi8(m);
+}
+#endif
+
+/* Skips plain bytes from p; returns the first other byte's address or end.
+ * Whole blocks are tested while a block remains (16 bytes with SSE2, else
+ * 8-byte words, mst_json_special_mask8): a string is followed by at least
+ * its closing quote and usually the rest of the input, so nearly every
+ * string is scanned with block loads only and the byte loop of
+ * mst_json_plain_prefix runs just at the very end of the input. */
+static inline const uint8_t *mst_json_plain_run(const uint8_t *p, const uint8_t *end) {
+#ifdef __SSE2__
+    while (end - p >= 16) {
+        unsigned bits = mst_json_special16(p);
+        if (bits) return p + __builtin_ctz(bits);
+        p += 16;
+    }
+#endif
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    while (end - p >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        uint64_t m = mst_json_special_mask8(w);
+        if (m) return p + (__builtin_ctzll(m) >> 3);
+        p += 8;
+    }
+#endif
+    return p + mst_json_plain_prefix(p, (size_t)(end - p));
+}
+
+/* mst_json_plain_run for a caller that guarantees the 16 bytes before
+ * `end` are readable (the packet decoder: its JSON follows a 17-byte
+ * magic). The last partial block is then one load ending at `end`, its
+ * bits for bytes before p shifted out, instead of word and byte loops:
+ * the strings near the end of a packet (the last link's ids) cost one
+ * block like the others. */
+static inline const uint8_t *mst_json_plain_run_tail16(const uint8_t *p, const uint8_t *end) {
+#ifdef __SSE2__
+    while (end - p >= 16) {
+        unsigned bits = mst_json_special16(p);
+        if (bits) return p + __builtin_ctz(bits);
+        p += 16;
+    }
+    if (p < end) {
+        unsigned bits = mst_json_special16(end - 16) >> (16 - (end - p));
+        return bits ? p + __builtin_ctz(bits) : end;
+    }
+    return p;
+#else
+    return mst_json_plain_run(p, end);
+#endif
+}
+
+/* The end of the number that starts at p (RFC 8259 grammar: '-'? int frac?
+ * exp?), or NULL with *err set to the reason and *at to the offending
+ * byte. */
+static inline const uint8_t *mst_json_number_end(const uint8_t *p, const uint8_t *end,
+                                                 const char **err, const uint8_t **at) {
+    if (p < end && *p == '-') p++;
+    if (p >= end) { *err = "truncated number"; *at = p; return NULL; }
+    if (*p == '0') {
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    } else {
+        *err = "invalid number";
+        *at = p;
+        return NULL;
+    }
+    if (p < end && *p == '.') {
+        p++;
+        if (p >= end || *p < '0' || *p > '9') {
+            *err = "digit expected after '.'";
+            *at = p;
+            return NULL;
+        }
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (p >= end || *p < '0' || *p > '9') {
+            *err = "digit expected in exponent";
+            *at = p;
+            return NULL;
+        }
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    return p;
+}
+
+/* True when all 8 bytes are ASCII digits: high nibble 3, and adding 6
+ * keeps it 3 (no carry between bytes once every high nibble is 3). */
+static inline bool mst_json_digits8(uint64_t w) {
+    const uint64_t hi = 0xF0F0F0F0F0F0F0F0ull, three = 0x3030303030303030ull;
+    return (w & hi) == three && ((w + 0x0606060606060606ull) & hi) == three;
+}
+
+/* The value of 8 ASCII digits loaded little-endian (first digit in the low
+ * byte): pairs, then quads, then the two halves are combined. */
+static inline uint64_t mst_json_value8(uint64_t w) {
+    w -= 0x3030303030303030ull;
+    w = (w * 10 + (w >> 8)) & 0x00FF00FF00FF00FFull;
+    w = (w * 100 + (w >> 16)) & 0x0000FFFF0000FFFFull;
+    return (w * 10000 + (w >> 32)) & 0xFFFFFFFFull;
+}
+
+/* Integer syntax at [p, end): 0 ok (*stop = first byte after), 1 not an
+ * integer (not a number, fraction, exponent, leading zero), 2 overflow.
+ * Why no per-digit overflow test: int64 has 19 digits, and any 19-digit
+ * value fits uint64 (< 10^19 < 2^64), so the digits are accumulated
+ * unchecked and compared with the limit once; 20 or more digits (no
+ * leading zeros are allowed) always overflow. */
+static inline int mst_json_parse_int(const uint8_t *p, const uint8_t *end, int64_t *out,
+                                     const uint8_t **stop) {
+    bool neg = false;
+    if (p < end && *p == '-') { neg = true; p++; }
+    if (p >= end || (unsigned)(*p - '0') > 9) return 1;
+    if (*p == '0' && p + 1 < end && (unsigned)(p[1] - '0') <= 9) return 1;
+    const uint8_t *first = p;
+    uint64_t v = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* 8 digits per step for the first 16 (timestamps have 19): v stays
+     * < 10^16, and the byte loop below adds at most 3 more under its
+     * 19-digit guard. */
+    while (p - first <= 8 && end - p >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        if (!mst_json_digits8(w)) break;
+        v = v * 100000000u + mst_json_value8(w);
+        p += 8;
+    }
+#endif
+    while (p < end && (unsigned)(*p - '0') <= 9) {
+        if (p - first < 19) v = v * 10 + (unsigned)(*p - '0');
+        p++;
+    }
+    if (p < end && (*p == '.' || *p == 'e' || *p == 'E')) return 1;
+    uint64_t limit = neg ? (uint64_t)INT64_MAX + 1u : (uint64_t)INT64_MAX;
+    if (p - first > 19 || v > limit) return 2;
+    *out = neg ? (int64_t)(0u - v) : (int64_t)v;
+    *stop = p;
+    return 0;
+}
+
+#endif /* MST_WIRE_JSON_SCAN_H */

@@ -1,0 +1,511 @@
+/*
+ * perfetto_packet_fast.c — the fast path of the packet decoder declared in
+ * perfetto_packet_fast.h: the JSON of one packet decoded in a single pass
+ * with the cursor in a register, for the forwarder's epoll thread (issue:
+ * >= 1 M spans/s; the general decoder's per-member pull-reader calls were
+ * most of its cost).
+ *
+ * What it handles inline: the documented fields in any order, plain
+ * (printable ASCII, no escape) keys, ids as exactly 32/16 hex digits read
+ * 8 at a time, integers, attribute values that are plain strings, numbers
+ * or literals, and whitespace between tokens. Less common values take the
+ * strict pull reader on the spot (a string with escapes or UTF-8, a nested
+ * container as an attribute value, an attribute key with escapes or UTF-8),
+ * so they are exactly as strict as the general decoder. Everything else
+ * declines, and the caller decodes again with the general decoder: a
+ * top-level or link key that is not plain, a duplicate key, an id with
+ * escapes, and every error (so the error codes and messages are the
+ * general decoder's own).
+ *
+ * Token scanners are json_scan.h's, the same the reader uses.
+ */
+#include "wire/perfetto_packet_fast.h"
+
+#include <string.h>
+
+#include "wire/hex8.h"
+#include "wire/json_reader.h"
+#include "wire/json_scan.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+
+/* Depth the general decoder's reader is at when it reads a value: the
+ * packet object is 1, attributes objects 2, a link object 3 (inside the
+ * links array). A value may nest MST_PF_MAX_DEPTH minus that. */
+enum { DEPTH_TOP = 1, DEPTH_ATTRS = 2, DEPTH_LINK = 3 };
+
+static inline uint64_t load8(const uint8_t *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+
+/* Rare: whitespace between tokens (encoders write compact JSON). */
+__attribute__((noinline)) static const uint8_t *skip_ws_slow(const uint8_t *p,
+                                                             const uint8_t *end) {
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    return p;
+}
+
+/* Every JSON whitespace byte is <= ' ', so one compare settles the usual
+ * case (no whitespace). */
+static inline const uint8_t *skip_ws(const uint8_t *p, const uint8_t *end) {
+    return (p < end && *p <= ' ') ? skip_ws_slow(p, end) : p;
+}
+
+/* The closing quote of the plain string whose content starts at s, or NULL
+ * (a byte needing a check or unescaping, or no closing quote). */
+static inline const uint8_t *plain_string_end(const uint8_t *s, const uint8_t *end) {
+    const uint8_t *q = mst_json_plain_run_tail16(s, end);
+    return (q < end && *q == '"') ? q : NULL;
+}
+
+/* ---- the pull reader, on the spot, for less common tokens */
+
+/* A reader over [p, end) allowing `depth_left` levels of nesting. */
+static inline void reader_at(mst_json_reader *r, const uint8_t *p, const uint8_t *end,
+                             unsigned depth_left) {
+    mst_json_reader_init(r, p, (size_t)(end - p), depth_left);
+}
+
+/* Any value at p, validated by the reader; its raw text into *out. Returns
+ * the byte after it, or NULL. */
+__attribute__((noinline)) static const uint8_t *general_raw(const uint8_t *p, const uint8_t *end,
+                                                            unsigned depth_left,
+                                                            mst_json_slice *out) {
+    mst_json_reader r;
+    reader_at(&r, p, end, depth_left);
+    return mst_json_read_raw(&r, out) ? r.p : NULL;
+}
+
+/* A string at p as a slice (into the input, or unescaped into the arena),
+ * as the general decoder reads attribute keys. */
+__attribute__((noinline)) static const uint8_t *general_str_slice(const uint8_t *p,
+                                                                  const uint8_t *end,
+                                                                  mst_arena *arena,
+                                                                  mst_str *out) {
+    mst_json_reader r;
+    reader_at(&r, p, end, 1);
+    return mst_json_read_str_slice(&r, arena, out) ? r.p : NULL;
+}
+
+/* A string at p unescaped into the arena, NUL-terminated (name, category). */
+__attribute__((noinline)) static const uint8_t *general_str_copy(const uint8_t *p,
+                                                                 const uint8_t *end,
+                                                                 mst_arena *arena, mst_str *out) {
+    mst_json_reader r;
+    reader_at(&r, p, end, 1);
+    return mst_json_read_str(&r, arena, out) ? r.p : NULL;
+}
+
+/* ---- values */
+
+/* The raw text of any value at p into *out; returns the byte after it or
+ * NULL. Plain strings, numbers and literals inline; the rest through the
+ * reader. */
+static inline const uint8_t *read_raw(const uint8_t *p, const uint8_t *end, unsigned depth,
+                                      mst_json_slice *out) {
+    const uint8_t *q;
+    const char *msg;
+    if (p >= end) return NULL;
+    switch (*p) {
+    case '"':
+        q = plain_string_end(p + 1, end);
+        if (!q) return general_raw(p, end, MST_PF_MAX_DEPTH - depth, out);
+        q++;
+        break;
+    case 't':
+        if (end - p < 4 || memcmp(p, "true", 4) != 0) return NULL;
+        q = p + 4;
+        break;
+    case 'f':
+        if (end - p < 5 || memcmp(p, "false", 5) != 0) return NULL;
+        q = p + 5;
+        break;
+    case 'n':
+        if (end - p < 4 || memcmp(p, "null", 4) != 0) return NULL;
+        q = p + 4;
+        break;
+    case '{':
+    case '[': return general_raw(p, end, MST_PF_MAX_DEPTH - depth, out);
+    default:
+        q = mst_json_number_end(p, end, &msg, &q);
+        if (!q) return NULL;
+        break;
+    }
+    out->ptr = (const char *)p;
+    out->len = (size_t)(q - p);
+    return q;
+}
+
+/* A string value copied into the arena with a NUL (name, category). */
+static inline const uint8_t *read_str_copy(const uint8_t *p, const uint8_t *end, mst_arena *arena,
+                                           mst_str *out) {
+    if (p >= end || *p != '"') return NULL;
+    const uint8_t *q = plain_string_end(p + 1, end);
+    if (!q) return general_str_copy(p, end, arena, out);
+    size_t n = (size_t)(q - (p + 1));
+    char *dst = mst_arena_alloc(arena, n + 1);
+    if (!dst) return NULL;
+    memcpy(dst, p + 1, n);
+    dst[n] = '\0';
+    out->ptr = dst;
+    out->len = (uint32_t)n;
+    return q + 1;
+}
+
+/* An id of exactly n (16 or 32) hex digits in quotes, lowercased into out
+ * with a NUL. allow_root: "" and an all-zero id give "" (parent_span_id);
+ * otherwise all-zero declines. Any other shape declines (an error, or
+ * escapes the general decoder unescapes). */
+static inline const uint8_t *read_id(const uint8_t *p, const uint8_t *end, size_t n, char *out,
+                                     bool allow_root) {
+    if ((size_t)(end - p) < 2 || p[0] != '"') return NULL;
+    if (allow_root && p[1] == '"') {
+        out[0] = '\0';
+        return p + 2;
+    }
+    if ((size_t)(end - p) < n + 2 || p[n + 1] != '"') return NULL;
+    bool ok = true;
+    uint64_t nonzero = 0;
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t low;
+        ok &= mst_hex8_lower(load8(p + 1 + i), &low);
+        nonzero |= low ^ 0x3030303030303030ull;
+        memcpy(out + i, &low, 8);
+    }
+    if (!ok) return NULL;
+    out[n] = '\0';
+    if (!nonzero) {
+        if (!allow_root) return NULL;
+        out[0] = '\0'; /* an all-zero parent id means "no parent" */
+    }
+    return p + n + 2;
+}
+
+/* A key: its content [*k, *k + *n) and the byte after the ':' (and the
+ * whitespace around it), or NULL when not a plain string followed by ':'. */
+static inline const uint8_t *read_key(const uint8_t *p, const uint8_t *end, const uint8_t **k,
+                                      size_t *n) {
+    if (p >= end || *p != '"') return NULL;
+    const uint8_t *q = plain_string_end(p + 1, end);
+    if (!q) return NULL;
+    *k = p + 1;
+    *n = (size_t)(q - (p + 1));
+    q = skip_ws(q + 1, end);
+    if (q >= end || *q != ':') return NULL;
+    return skip_ws(q + 1, end);
+}
+
+/* After a member's value: the start of the next key (1), past the
+ * container's closing byte (0), or NULL for anything else. */
+static inline const uint8_t *next_member(const uint8_t *p, const uint8_t *end, uint8_t close,
+                                         int *more) {
+    p = skip_ws(p, end);
+    if (p >= end) return NULL;
+    if (*p == ',') {
+        *more = 1;
+        return skip_ws(p + 1, end);
+    }
+    if (*p != close) return NULL;
+    *more = 0;
+    return p + 1;
+}
+
+/* "null" at p: the byte after it, else NULL. */
+static inline const uint8_t *read_null(const uint8_t *p, const uint8_t *end) {
+    return (end - p >= 4 && memcmp(p, "null", 4) == 0) ? p + 4 : NULL;
+}
+
+/* ---- attributes */
+
+/* A 64-bit fingerprint of a key's content for the duplicate check: equal
+ * keys give equal fingerprints, and equal fingerprints are confirmed byte
+ * by byte. It mixes the key's last 8 bytes (fewer: zero-extended) and,
+ * past 8 bytes, its first 8, so keys of up to 16 bytes count whole. */
+static inline uint64_t fingerprint_mix(uint64_t last, const uint8_t *k, size_t n) {
+    uint64_t first = n > 8 ? load8(k) : 0;
+    uint64_t h = (last ^ (first * 0x9E3779B97F4A7C15ull) ^ n) * 0xff51afd7ed558ccdull;
+    return h ^ (h >> 31);
+}
+
+/* For a key inside the packet: the 8 bytes ending at its end are readable
+ * even for a short key (the JSON follows the 17-byte magic), so a short
+ * key is one load shifted to drop the bytes before it (no byte copy). */
+static inline uint64_t fingerprint_in_packet(const uint8_t *k, size_t n) {
+    uint64_t last = load8(k + n - 8);
+    if (n < 8) last = n ? last >> (64 - 8 * n) : 0;
+    return fingerprint_mix(last, k, n);
+}
+
+/* The same value for a key anywhere (an unescaped copy in the arena). */
+static uint64_t fingerprint_anywhere(const uint8_t *k, size_t n) {
+    uint64_t last = 0;
+    if (n >= 8) last = load8(k + n - 8);
+    else memcpy(&last, k, n);
+    return fingerprint_mix(last, k, n);
+}
+
+static inline bool key_is(const uint8_t *k, size_t n, const char *lit, size_t lit_len) {
+    return n == lit_len && memcmp(k, lit, lit_len) == 0;
+}
+
+/* Grows an arena array by doubling (as the general decoder does). */
+static void *grow(mst_arena *arena, void *old, size_t count, size_t *cap, size_t elem) {
+    size_t ncap = *cap ? *cap * 2 : 16;
+    void *p = mst_arena_alloc(arena, ncap * elem);
+    if (!p) return NULL;
+    if (count) memcpy(p, old, count * elem);
+    *cap = ncap;
+    return p;
+}
+
+/* "attributes" / "resource_attributes" at p: an object of any values, or
+ * null. With take_pid_tid, integer process.pid / thread.id go to
+ * out->pid / out->tid instead of the list. */
+static const uint8_t *read_kv_object(const uint8_t *p, const uint8_t *end, mst_arena *arena,
+                                     bool take_pid_tid, mst_pf_span *out, mst_pf_kv **kvs_out,
+                                     size_t *n_out) {
+    if (p < end && *p == 'n') return read_null(p, end);
+    if (p >= end || *p != '{') return NULL;
+    p = skip_ws(p + 1, end);
+    if (p < end && *p == '}') return p + 1;
+    mst_pf_kv *kvs = NULL;
+    size_t n = 0, cap = 0;
+    /* Fingerprints of the stored keys, and one bit per fingerprint: a key
+     * whose bit is clear cannot be a duplicate, so the scan over the
+     * stored keys runs only on a bit match. */
+    uint64_t fps[MST_PF_MAX_ATTRS];
+    uint64_t bloom[2] = {0, 0};
+    bool pid_seen = false, tid_seen = false;
+    for (;;) {
+        mst_str key;
+        uint64_t fp;
+        if (p >= end || *p != '"') return NULL;
+        const uint8_t *q = plain_string_end(p + 1, end);
+        if (q) {
+            key.ptr = (const char *)(p + 1);
+            key.len = (uint32_t)(q - (p + 1));
+            fp = fingerprint_in_packet(p + 1, key.len);
+            q++;
+        } else {
+            q = general_str_slice(p, end, arena, &key);
+            if (!q) return NULL;
+            fp = fingerprint_anywhere((const uint8_t *)key.ptr, key.len);
+        }
+        q = skip_ws(q, end);
+        if (q >= end || *q != ':') return NULL;
+        p = skip_ws(q + 1, end);
+        const uint8_t *k = (const uint8_t *)key.ptr;
+        unsigned bit = (unsigned)(fp >> 57);
+        uint64_t mask = (uint64_t)1 << (bit & 63);
+        if (bloom[bit >> 6] & mask) {
+            for (size_t i = 0; i < n; i++)
+                if (fps[i] == fp && kvs[i].key.len == key.len &&
+                    memcmp(kvs[i].key.ptr, key.ptr, key.len) == 0)
+                    return NULL; /* duplicate key */
+        }
+        mst_json_slice val;
+        p = read_raw(p, end, DEPTH_ATTRS, &val);
+        if (!p) return NULL;
+        if (take_pid_tid && (key_is(k, key.len, "process.pid", 11) ||
+                             key_is(k, key.len, "thread.id", 9))) {
+            bool is_pid = key.len == 11;
+            bool *seen = is_pid ? &pid_seen : &tid_seen;
+            if (*seen) return NULL; /* duplicate key */
+            *seen = true;
+            int64_t v;
+            const uint8_t *stop = NULL;
+            const uint8_t *vs = (const uint8_t *)val.ptr;
+            if (mst_json_parse_int(vs, vs + val.len, &v, &stop) == 0 && stop == vs + val.len) {
+                if (is_pid) {
+                    out->pid = v;
+                    out->has_pid = true;
+                } else {
+                    out->tid = v;
+                    out->has_tid = true;
+                }
+                goto next;
+            }
+        }
+        if (n == MST_PF_MAX_ATTRS) return NULL;
+        if (n == cap) {
+            kvs = grow(arena, kvs, n, &cap, sizeof *kvs);
+            if (!kvs) return NULL;
+        }
+        kvs[n].key = key;
+        kvs[n].value = val;
+        fps[n] = fp;
+        bloom[bit >> 6] |= mask;
+        n++;
+    next:;
+        int more;
+        p = next_member(p, end, '}', &more);
+        if (!p) return NULL;
+        if (!more) break;
+    }
+    *kvs_out = kvs;
+    *n_out = n;
+    return p;
+}
+
+/* ---- links */
+
+/* "links" at p: an array of {"trace_id","span_id"} objects, or null. */
+static const uint8_t *read_links(const uint8_t *p, const uint8_t *end, mst_arena *arena,
+                                 mst_pf_span *out) {
+    if (p < end && *p == 'n') return read_null(p, end);
+    if (p >= end || *p != '[') return NULL;
+    p = skip_ws(p + 1, end);
+    if (p < end && *p == ']') return p + 1;
+    mst_pf_link *links = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n == MST_PF_MAX_LINKS || p >= end || *p != '{') return NULL;
+        if (n == cap) {
+            links = grow(arena, links, n, &cap, sizeof *links);
+            if (!links) return NULL;
+        }
+        mst_pf_link *l = &links[n];
+        bool have_trace = false, have_span = false;
+        p = skip_ws(p + 1, end);
+        if (p < end && *p == '}') return NULL; /* no ids */
+        for (;;) {
+            const uint8_t *k;
+            size_t kn;
+            p = read_key(p, end, &k, &kn);
+            if (!p) return NULL;
+            if (key_is(k, kn, "trace_id", 8)) {
+                if (have_trace) return NULL;
+                have_trace = true;
+                p = read_id(p, end, 32, l->trace_id, false);
+            } else if (key_is(k, kn, "span_id", 7)) {
+                if (have_span) return NULL;
+                have_span = true;
+                p = read_id(p, end, 16, l->span_id, false);
+            } else {
+                mst_json_slice ignored;
+                p = read_raw(p, end, DEPTH_LINK, &ignored);
+            }
+            if (!p) return NULL;
+            int more;
+            p = next_member(p, end, '}', &more);
+            if (!p) return NULL;
+            if (!more) break;
+        }
+        if (!have_trace || !have_span) return NULL;
+        n++;
+        int more;
+        p = next_member(p, end, ']', &more);
+        if (!p) return NULL;
+        if (!more) break;
+    }
+    out->links = links;
+    out->n_links = n;
+    return p;
+}
+
+/* ---- the packet object */
+
+enum {
+    F_NAME = 1u << 0,
+    F_CATEGORY = 1u << 1,
+    F_TRACE_ID = 1u << 2,
+    F_SPAN_ID = 1u << 3,
+    F_PARENT = 1u << 4,
+    F_START = 1u << 5,
+    F_END = 1u << 6,
+    F_KIND = 1u << 7,
+    F_STATUS = 1u << 8,
+    F_ATTRS = 1u << 9,
+    F_RESOURCE = 1u << 10,
+    F_LINKS = 1u << 11
+};
+
+/* Which known field a top-level key names (0 = unknown): the length picks
+ * the candidate, one compare of constant size confirms it. */
+static inline unsigned field_of(const uint8_t *k, size_t n) {
+    switch (n) {
+    case 4: return !memcmp(k, "name", 4) ? F_NAME : !memcmp(k, "kind", 4) ? F_KIND : 0;
+    case 5: return !memcmp(k, "links", 5) ? F_LINKS : 0;
+    case 6: return !memcmp(k, "status", 6) ? F_STATUS : 0;
+    case 7: return !memcmp(k, "span_id", 7) ? F_SPAN_ID : 0;
+    case 8: return !memcmp(k, "trace_id", 8) ? F_TRACE_ID : !memcmp(k, "category", 8) ? F_CATEGORY : 0;
+    case 10: return !memcmp(k, "attributes", 10) ? F_ATTRS : 0;
+    case 11: return !memcmp(k, "end_time_ns", 11) ? F_END : 0;
+    case 13: return !memcmp(k, "start_time_ns", 13) ? F_START : 0;
+    case 14: return !memcmp(k, "parent_span_id", 14) ? F_PARENT : 0;
+    case 19: return !memcmp(k, "resource_attributes", 19) ? F_RESOURCE : 0;
+    default: return 0;
+    }
+}
+
+/* An integer field (int64, integer syntax): the byte after it or NULL. */
+static inline const uint8_t *read_int(const uint8_t *p, const uint8_t *end, int64_t *out) {
+    const uint8_t *stop = NULL;
+    return mst_json_parse_int(p, end, out, &stop) == 0 ? stop : NULL;
+}
+
+bool mst_pf_decode_fast(const uint8_t *json, size_t len, mst_arena *arena, mst_pf_span *out) {
+    const uint8_t *end = json + len;
+    if (len >= UINT32_MAX) return false; /* slices carry 32-bit lengths */
+    const uint8_t *p = skip_ws(json, end);
+    if (p >= end || *p != '{') return false;
+    p = skip_ws(p + 1, end);
+    unsigned seen = 0;
+    for (;;) {
+        const uint8_t *k;
+        size_t kn;
+        p = read_key(p, end, &k, &kn);
+        if (!p) return false;
+        unsigned f = field_of(k, kn);
+        if (f & seen) return false; /* duplicate key */
+        seen |= f;
+        switch (f) {
+        case F_NAME: p = read_str_copy(p, end, arena, &out->name); break;
+        case F_CATEGORY: p = read_str_copy(p, end, arena, &out->category); break;
+        case F_TRACE_ID: p = read_id(p, end, 32, out->trace_id, false); break;
+        case F_SPAN_ID: p = read_id(p, end, 16, out->span_id, false); break;
+        case F_PARENT:
+            if (p < end && *p == 'n') {
+                out->parent_span_id[0] = '\0';
+                p = read_null(p, end);
+            } else {
+                p = read_id(p, end, 16, out->parent_span_id, true);
+            }
+            break;
+        case F_START: p = read_int(p, end, &out->start_ns); break;
+        case F_END: p = read_int(p, end, &out->end_ns); break;
+        case F_KIND: p = read_int(p, end, &out->kind); break;
+        case F_STATUS: p = read_int(p, end, &out->status); break;
+        case F_ATTRS:
+            p = read_kv_object(p, end, arena, true, out, &out->attrs, &out->n_attrs);
+            break;
+        case F_RESOURCE:
+            p = read_kv_object(p, end, arena, false, out, &out->resource, &out->n_resource);
+            break;
+        case F_LINKS: p = read_links(p, end, arena, out); break;
+        default: {
+            mst_json_slice ignored;
+            p = read_raw(p, end, DEPTH_TOP, &ignored);
+            break;
+        }
+        }
+        if (!p) return false;
+        int more;
+        p = next_member(p, end, '}', &more);
+        if (!p) return false;
+        if (!more) break;
+    }
+    if (skip_ws(p, end) != end) return false;
+    return (seen & (F_TRACE_ID | F_SPAN_ID)) == (F_TRACE_ID | F_SPAN_ID);
+}
+
+#else /* not little-endian: the word loads above assume it */
+
+bool mst_pf_decode_fast(const uint8_t *json, size_t len, mst_arena *arena, mst_pf_span *out) {
+    (void)json, (void)len, (void)arena, (void)out;
+    return false; /* the general decoder handles every packet */
+}
+
+#endif
