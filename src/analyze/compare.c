@@ -13,9 +13,7 @@
 
 static void side_of(const double *x, size_t n, mst_an_side *s) {
     s->n = n;
-    s->p50 = mst_an_quantile_sorted(x, n, 0.5);
-    s->p90 = mst_an_quantile_sorted(x, n, 0.9);
-    s->p99 = mst_an_quantile_sorted(x, n, 0.99);
+    s->q = mst_an_quantiles_sorted(x, n);
 }
 
 static void one_metric(mst_an_comparison *c, const char *name, double *b, size_t nb, double *a,
@@ -28,7 +26,7 @@ static void one_metric(mst_an_comparison *c, const char *name, double *b, size_t
     mst_an_mwu u;
     mst_an_mann_whitney(b, nb, a, na, &u);
     m->p_value = u.p;
-    double mb = m->before.p50, ma = m->after.p50;
+    double mb = m->before.q.p50, ma = m->after.q.p50;
     m->change_pct = (nb && na && mb > 0) ? 100.0 * (ma - mb) / mb : NAN;
     bool moved = !isnan(m->change_pct) ? fabs(m->change_pct) >= 100.0 * MST_AN_COMPARE_MIN_CHANGE
                                        : (nb && na && ma != mb);
@@ -40,8 +38,8 @@ static void one_metric(mst_an_comparison *c, const char *name, double *b, size_t
         snprintf(m->sentence, sizeof m->sentence,
                  "%s is %s: median %.3f -> %.3f ms (%+.1f%%), p90 %.3f -> %.3f, p=%.2g "
                  "(n=%zu/%zu).",
-                 name, ma > mb ? "slower" : "faster", mb, ma, m->change_pct, m->before.p90,
-                 m->after.p90, u.p, nb, na);
+                 name, ma > mb ? "slower" : "faster", mb, ma, m->change_pct, m->before.q.p90,
+                 m->after.q.p90, u.p, nb, na);
     else
         snprintf(m->sentence, sizeof m->sentence,
                  "%s: no significant difference (median %.3f -> %.3f ms, %+.1f%%, p=%.2g).", name,

@@ -14,13 +14,14 @@
 #include <stddef.h>
 
 #include "analyze/model.h"
+#include "analyze/stats.h"
 
 #define MST_AN_COMPARE_P 0.001
 #define MST_AN_COMPARE_MIN_CHANGE 0.05
 
 typedef struct mst_an_side {
     size_t n;
-    double p50, p90, p99;
+    mst_an_quantiles q;
 } mst_an_side;
 
 typedef struct mst_an_compare_metric {

@@ -1,19 +1,27 @@
 /*
  * input_file.c — opening and reading a trace file for the file readers
- * (input_file.h), so both say the same thing about a missing file, a
- * directory or a failed read.
+ * (input_file.h): the one entry point over a file or a buffer, and the
+ * refill steps of the input buffer, so both readers say the same thing
+ * about a missing file, a directory or a failed read, and report progress
+ * alike.
  */
 #include "analyze/input_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/err_text.h"
 
-mst_status mst_an_open_input(const char *path, int *fd, uint64_t *size, char *err, size_t err_size) {
+#define PROGRESS_EVERY (16u << 20)
+
+/* Opens `path` for a sequential read: *fd and *size (bytes, 0 when not a
+ * regular file, e.g. a pipe). */
+static mst_status open_input(const char *path, int *fd, uint64_t *size, char *err, size_t err_size) {
     *fd = -1;
     *size = 0;
     int f = open(path, O_RDONLY | O_CLOEXEC);
@@ -34,18 +42,79 @@ mst_status mst_an_open_input(const char *path, int *fd, uint64_t *size, char *er
     return MST_OK;
 }
 
-bool mst_an_fill_input(int fd, uint8_t *buf, size_t *len, size_t cap, bool *eof, uint64_t *bytes,
-                       const char *name, char *err, size_t err_size) {
-    for (;;) {
-        ssize_t k = read(fd, buf + *len, cap - *len);
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0) {
-            mst_err_set(err, err_size, "cannot read %s: %s", name, strerror(errno));
-            return false;
-        }
-        if (k == 0) *eof = true;
-        *len += (size_t)k;
-        *bytes += (uint64_t)k;
-        return true;
+mst_status mst_an_read_file(const mst_an_format *format, const char *path, uint32_t source,
+                            mst_an_span_fn fn, void *ctx, mst_an_progress_fn progress,
+                            void *progress_ctx, mst_an_input_info *info, char *err, size_t err_size) {
+    if (err && err_size) err[0] = 0;
+    if (!mst_an_input_info_init(info, format->kind, path)) return MST_ERR_NOMEM;
+    mst_an_input in = {.fd = -1, .info = info};
+    uint64_t size;
+    mst_status st = open_input(path, &in.fd, &size, err, err_size);
+    if (st != MST_OK) return st;
+    if (!(in.buf = malloc(MST_AN_INPUT_CHUNK))) {
+        close(in.fd);
+        return MST_ERR_NOMEM;
     }
+    in.cap = MST_AN_INPUT_CHUNK;
+    in.total = size;
+    in.progress = progress;
+    in.progress_ctx = progress_ctx;
+    in.next_progress = PROGRESS_EVERY;
+    st = format->parse(&in, source, fn, ctx, err, err_size);
+    free(in.buf);
+    close(in.fd);
+    return st;
+}
+
+mst_status mst_an_read_buffer(const mst_an_format *format, const void *data, size_t len,
+                              const char *name, uint32_t source, mst_an_span_fn fn, void *ctx,
+                              mst_an_input_info *info, char *err, size_t err_size) {
+    if (err && err_size) err[0] = 0;
+    if (!mst_an_input_info_init(info, format->kind, name)) return MST_ERR_NOMEM;
+    mst_an_input in = {.fd = -1, .info = info};
+    in.buf = (uint8_t *)(uintptr_t)data;
+    in.len = in.cap = len;
+    in.eof = true;
+    info->bytes = len;
+    return format->parse(&in, source, fn, ctx, err, err_size);
+}
+
+void mst_an_input_compact(mst_an_input *in) {
+    if (in->pos == 0) return;
+    memmove(in->buf, in->buf + in->pos, in->len - in->pos);
+    in->len -= in->pos;
+    in->base += in->pos;
+    in->pos = 0;
+}
+
+bool mst_an_input_reserve(mst_an_input *in, size_t need, char *err, size_t err_size) {
+    if (need <= in->cap) return true;
+    size_t nc = in->cap;
+    while (nc < need) nc *= 2;
+    uint8_t *nb = realloc(in->buf, nc);
+    if (!nb) {
+        snprintf(err, err_size, "out of memory reading %s", in->info->name);
+        return false;
+    }
+    in->buf = nb;
+    in->cap = nc;
+    return true;
+}
+
+bool mst_an_input_fill(mst_an_input *in, char *err, size_t err_size) {
+    ssize_t k;
+    do k = read(in->fd, in->buf + in->len, in->cap - in->len);
+    while (k < 0 && errno == EINTR);
+    if (k < 0) {
+        mst_err_set(err, err_size, "cannot read %s: %s", in->info->name, strerror(errno));
+        return false;
+    }
+    if (k == 0) in->eof = true;
+    in->len += (size_t)k;
+    in->info->bytes += (uint64_t)k;
+    if (in->progress && in->info->bytes >= in->next_progress) {
+        in->next_progress = in->info->bytes + PROGRESS_EVERY;
+        in->progress(in->progress_ctx, in->info->bytes, in->total);
+    }
+    return true;
 }

@@ -1,9 +1,10 @@
 /*
  * read_chrome.c — streamed Chrome Trace Event JSON reader (read_chrome.h).
- * Owns the chunk buffer, the event-extent scanner and the mapping of one
- * event onto mst_an_span.
+ * Owns the chunk buffer's growth for one large event, the event-extent
+ * scanner and the mapping of one event onto mst_an_span; opening, reading
+ * and progress are input_file.h's.
  *
- * How: the file is read in CHUNK-byte pieces. A cheap scanner finds where
+ * How: the file is read in MST_AN_INPUT_CHUNK-byte pieces. A cheap scanner finds where
  * the next array element ends (bracket depth, skipping strings); the
  * element is then parsed by the strict pull reader (wire/json_reader.h),
  * which validates syntax and UTF-8 and bounds every read. Why two steps:
@@ -24,10 +25,8 @@
 #include "core/arena.h"
 #include "wire/json_reader.h"
 
-#define CHUNK (4u << 20)
 #define MAX_EVENT (64u << 20)
 #define MAX_DEPTH 64
-#define PROGRESS_EVERY (16u << 20)
 
 typedef struct role_entry {
     int64_t pid;
@@ -36,21 +35,12 @@ typedef struct role_entry {
 } role_entry;
 
 typedef struct reader {
-    /* input */
-    int fd;                 /* -1: buffer mode */
-    uint8_t *buf;           /* owned in file mode */
-    size_t cap, len, pos;
-    uint64_t base;          /* file offset of buf[0] */
-    uint64_t total;         /* file size (0 unknown) */
-    uint64_t next_progress;
-    bool eof;
+    mst_an_input *in;
     /* output */
     uint32_t source;
     mst_an_span_fn fn;
     void *ctx;
-    mst_an_progress_fn progress;
-    void *progress_ctx;
-    mst_an_input_info *info;
+    mst_an_input_info *info; /* in->info */
     /* per event scratch */
     mst_arena arena;
     mst_an_attr *attrs;
@@ -68,54 +58,36 @@ typedef struct reader {
 
 /* ------------------------------------------------------------ input */
 
-/* Makes at least one more byte available after buf[len] unless at EOF.
- * Keeps buf[keep..len) (moved to the front). False on a read error. */
-static bool refill(reader *r, size_t *keep, char *err, size_t err_size) {
-    if (r->fd < 0 || r->eof) {
-        r->eof = true;
+/* Makes at least one more byte available after buf[len] unless at EOF,
+ * keeping buf[pos..len) (moved to the front). False on a read error. */
+static bool refill(reader *r, char *err, size_t err_size) {
+    mst_an_input *in = r->in;
+    if (in->fd < 0 || in->eof) {
+        in->eof = true;
         return true;
     }
-    if (*keep > 0) {
-        memmove(r->buf, r->buf + *keep, r->len - *keep);
-        r->len -= *keep;
-        r->pos -= *keep;
-        r->base += *keep;
-        *keep = 0;
-    }
-    if (r->len == r->cap) {
-        if (r->cap >= MAX_EVENT + CHUNK) {
+    mst_an_input_compact(in);
+    if (in->len == in->cap) {
+        if (in->cap >= MAX_EVENT + MST_AN_INPUT_CHUNK) {
             snprintf(err, err_size, "%s: an event larger than %u MiB at byte %llu", r->info->name,
-                     MAX_EVENT >> 20, (unsigned long long)r->base);
+                     MAX_EVENT >> 20, (unsigned long long)in->base);
             return false;
         }
-        uint8_t *nb = realloc(r->buf, r->cap * 2);
-        if (!nb) {
-            snprintf(err, err_size, "out of memory reading %s", r->info->name);
-            return false;
-        }
-        r->buf = nb;
-        r->cap *= 2;
+        if (!mst_an_input_reserve(in, in->cap + 1, err, err_size)) return false;
     }
-    if (!mst_an_fill_input(r->fd, r->buf, &r->len, r->cap, &r->eof, &r->info->bytes, r->info->name, err,
-                           err_size))
-        return false;
-    if (r->progress && r->info->bytes >= r->next_progress) {
-        r->next_progress = r->info->bytes + PROGRESS_EVERY;
-        r->progress(r->progress_ctx, r->info->bytes, r->total);
-    }
-    return true;
+    return mst_an_input_fill(in, err, err_size);
 }
 
 static bool is_ws(uint8_t c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
 /* Skips whitespace; returns the next byte or -1 at EOF, -2 on read error. */
 static int next_byte(reader *r, char *err, size_t err_size) {
+    mst_an_input *in = r->in;
     for (;;) {
-        while (r->pos < r->len && is_ws(r->buf[r->pos])) r->pos++;
-        if (r->pos < r->len) return r->buf[r->pos];
-        if (r->eof) return -1;
-        size_t keep = r->pos;
-        if (!refill(r, &keep, err, err_size)) return -2;
+        while (in->pos < in->len && is_ws(in->buf[in->pos])) in->pos++;
+        if (in->pos < in->len) return in->buf[in->pos];
+        if (in->eof) return -1;
+        if (!refill(r, err, err_size)) return -2;
     }
 }
 
@@ -556,7 +528,7 @@ static const char *type_word(int c) {
 /* Stops at a point that is not a well-formed continuation: analyse what was
  * read, unless nothing was (then it is not a trace). */
 static mst_status broken(reader *r, const char *why, char *err, size_t err_size) {
-    uint64_t at = r->base + r->pos;
+    uint64_t at = r->in->base + r->in->pos;
     if (r->info->spans == 0) {
         snprintf(err, err_size, "%s: not a Chrome Trace JSON file: %s at byte %llu", r->info->name,
                  why, (unsigned long long)at);
@@ -569,13 +541,13 @@ static mst_status broken(reader *r, const char *why, char *err, size_t err_size)
 }
 
 static mst_status run(reader *r, char *err, size_t err_size) {
-    if (r->len == 0 && !r->eof) {
-        size_t keep = 0;
-        if (!refill(r, &keep, err, err_size)) return MST_ERR_IO;
+    mst_an_input *in = r->in;
+    if (in->len == 0 && !in->eof) {
+        if (!refill(r, err, err_size)) return MST_ERR_IO;
     }
     /* A Perfetto protobuf trace starts with field 1 (packet), tag 0x0a,
      * which JSON would take for a newline. */
-    bool proto_start = r->len > 1 && r->buf[0] == 0x0a;
+    bool proto_start = in->len > 1 && in->buf[0] == 0x0a;
     int c = next_byte(r, err, err_size);
     if (c == -2) return MST_ERR_IO;
     if (c == -1) {
@@ -596,7 +568,7 @@ static mst_status run(reader *r, char *err, size_t err_size) {
                  r->info->name, type_word(c));
         return MST_ERR_PARSE;
     }
-    r->pos++;
+    in->pos++;
     bool first = true;
     for (;;) {
         c = next_byte(r, err, err_size);
@@ -616,7 +588,7 @@ static mst_status run(reader *r, char *err, size_t err_size) {
             return MST_OK;
         }
         if (c == ']') {
-            r->pos++;
+            in->pos++;
             c = next_byte(r, err, err_size);
             if (c == -2) return MST_ERR_IO;
             if (c != -1) mst_an_input_warn(r->info, "data after the closing ']' ignored");
@@ -624,7 +596,7 @@ static mst_status run(reader *r, char *err, size_t err_size) {
         }
         if (!first) {
             if (c != ',') return broken(r, "expected ',' between events", err, err_size);
-            r->pos++;
+            in->pos++;
             c = next_byte(r, err, err_size);
             if (c == -2) return MST_ERR_IO;
             if (c == -1) continue; /* reported as a cut above */
@@ -633,10 +605,9 @@ static mst_status run(reader *r, char *err, size_t err_size) {
         /* Find the element's end, refilling as needed. */
         size_t end;
         for (;;) {
-            end = scan_value_end(r->buf + r->pos, r->len - r->pos);
-            if (end || r->eof) break;
-            size_t keep = r->pos;
-            if (!refill(r, &keep, err, err_size)) return MST_ERR_IO;
+            end = scan_value_end(in->buf + in->pos, in->len - in->pos);
+            if (end || in->eof) break;
+            if (!refill(r, err, err_size)) return MST_ERR_IO;
         }
         if (!end) {
             /* The last event was cut: the file ends inside it. */
@@ -649,7 +620,7 @@ static mst_status run(reader *r, char *err, size_t err_size) {
             return MST_OK;
         }
         if (c == '{') {
-            mst_status st = handle_event(r, r->buf + r->pos, end);
+            mst_status st = handle_event(r, in->buf + in->pos, end);
             if (st != MST_OK) {
                 if (st == MST_ERR_NOMEM) snprintf(err, err_size, "out of memory reading %s", r->info->name);
                 else if (!err[0]) snprintf(err, err_size, "%s: analysis stopped (status %d)", r->info->name, (int)st);
@@ -658,12 +629,11 @@ static mst_status run(reader *r, char *err, size_t err_size) {
         } else {
             r->info->skipped++;
         }
-        r->pos += end;
+        in->pos += end;
     }
 }
 
 static void reader_free(reader *r) {
-    if (r->fd >= 0) free(r->buf);
     mst_arena_release(&r->arena);
     free(r->attrs);
     free(r->items);
@@ -683,14 +653,13 @@ static mst_status run_checked(reader *r, char *err, size_t err_size) {
     return st;
 }
 
-static bool reader_init(reader *r, uint32_t source, mst_an_span_fn fn, void *ctx,
-                        mst_an_input_info *info) {
+static bool reader_init(reader *r, mst_an_input *in, uint32_t source, mst_an_span_fn fn, void *ctx) {
     memset(r, 0, sizeof *r);
-    r->fd = -1;
+    r->in = in;
     r->source = source;
     r->fn = fn;
     r->ctx = ctx;
-    r->info = info;
+    r->info = in->info;
     mst_arena_init(&r->arena);
     r->attrs_cap = r->item_start_cap = 64;
     r->attrs = calloc(r->attrs_cap, sizeof *r->attrs);
@@ -698,48 +667,12 @@ static bool reader_init(reader *r, uint32_t source, mst_an_span_fn fn, void *ctx
     return r->attrs && r->item_start;
 }
 
-mst_status mst_an_read_chrome_buffer(const void *data, size_t len, const char *name,
-                                     uint32_t source, mst_an_span_fn fn, void *ctx,
-                                     mst_an_input_info *info, char *err, size_t err_size) {
-    if (err && err_size) err[0] = 0;
-    if (!mst_an_input_info_init(info, "chrome-json", name)) return MST_ERR_NOMEM;
+static mst_status parse(mst_an_input *in, uint32_t source, mst_an_span_fn fn, void *ctx, char *err,
+                        size_t err_size) {
     reader r;
-    if (!reader_init(&r, source, fn, ctx, info)) {
-        reader_free(&r);
-        return MST_ERR_NOMEM;
-    }
-    r.buf = (uint8_t *)(uintptr_t)data;
-    r.len = r.cap = len;
-    r.eof = true;
-    info->bytes = len;
-    mst_status st = run_checked(&r, err, err_size);
+    mst_status st = reader_init(&r, in, source, fn, ctx) ? run_checked(&r, err, err_size) : MST_ERR_NOMEM;
     reader_free(&r);
     return st;
 }
 
-mst_status mst_an_read_chrome_file(const char *path, uint32_t source, mst_an_span_fn fn,
-                                   void *ctx, mst_an_progress_fn progress, void *progress_ctx,
-                                   mst_an_input_info *info, char *err, size_t err_size) {
-    if (err && err_size) err[0] = 0;
-    if (!mst_an_input_info_init(info, "chrome-json", path)) return MST_ERR_NOMEM;
-    int fd;
-    uint64_t size;
-    mst_status opened = mst_an_open_input(path, &fd, &size, err, err_size);
-    if (opened != MST_OK) return opened;
-    reader r;
-    if (!reader_init(&r, source, fn, ctx, info) || !(r.buf = malloc(CHUNK))) {
-        reader_free(&r);
-        close(fd);
-        return MST_ERR_NOMEM;
-    }
-    r.fd = fd;
-    r.cap = CHUNK;
-    r.total = size;
-    r.progress = progress;
-    r.progress_ctx = progress_ctx;
-    r.next_progress = PROGRESS_EVERY;
-    mst_status st = run_checked(&r, err, err_size);
-    reader_free(&r);
-    close(fd);
-    return st;
-}
+const mst_an_format mst_an_chrome_format = {"chrome-json", parse};

@@ -17,25 +17,11 @@
 #ifndef MST_ANALYZE_READ_CHROME_H
 #define MST_ANALYZE_READ_CHROME_H
 
-#include <stddef.h>
-#include <stdint.h>
 
-#include "analyze/input_info.h"
-#include "analyze/record.h"
+#include "analyze/input_file.h"
 
-/* Called every few MiB with the bytes read so far and the file size (0
- * when unknown), for a progress line. */
-typedef void (*mst_an_progress_fn)(void *ctx, uint64_t done, uint64_t total);
-
-/* Reads `path` (input index `source`), calling `fn` per span. `info` is
- * initialised here and filled (the caller frees it, also on error). */
-mst_status mst_an_read_chrome_file(const char *path, uint32_t source, mst_an_span_fn fn,
-                                   void *ctx, mst_an_progress_fn progress, void *progress_ctx,
-                                   mst_an_input_info *info, char *err, size_t err_size);
-
-/* The same over a buffer (tests and the fuzz target); `name` labels it. */
-mst_status mst_an_read_chrome_buffer(const void *data, size_t len, const char *name,
-                                     uint32_t source, mst_an_span_fn fn, void *ctx,
-                                     mst_an_input_info *info, char *err, size_t err_size);
+/* The format for mst_an_read_file / mst_an_read_buffer (input_file.h):
+ * reads the input (input index `source`), calling `fn` per span. */
+extern const mst_an_format mst_an_chrome_format;
 
 #endif /* MST_ANALYZE_READ_CHROME_H */

@@ -30,8 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "analyze/input_file.h" /* mst_an_progress_fn */
 #include "analyze/input_info.h"
-#include "analyze/read_chrome.h" /* mst_an_progress_fn */
 #include "analyze/record.h"
 
 /* What to ask Jaeger. */

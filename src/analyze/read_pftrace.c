@@ -6,9 +6,10 @@
  *
  * How: Trace.packet fields are framed by their tag and length, so the
  * reader only needs the bytes of one whole packet at a time (refilled in
- * CHUNK pieces). A packet is decoded with the bounds-checked pb_reader in
- * two passes: first its sequence fields, InternedData and descriptor (a
- * packet's definitions may follow its event on the wire), then its event.
+ * MST_AN_INPUT_CHUNK pieces through input_file.h). A packet is decoded
+ * with the bounds-checked pb_reader in two passes: first its sequence
+ * fields, InternedData and descriptor (a packet's definitions may follow
+ * its event on the wire), then its event.
  * A SLICE_BEGIN's name, annotations and ids are resolved at once (a later
  * packet may restart the interning) and copied into one block that lives
  * until the matching SLICE_END, the latest open begin on the same track,
@@ -31,9 +32,7 @@
 #include "wire/pb_reader.h"
 #include "wire/perfetto_trace_fields.h"
 
-#define CHUNK (4u << 20)
 #define MAX_PACKET (64u << 20)
-#define PROGRESS_EVERY (16u << 20)
 #define MAX_SEQUENCES 16       /* packet sequences with interning state */
 #define MAX_INTERNED (1u << 20) /* entries per sequence generation */
 #define MAX_TRACKS (1u << 20)   /* process/thread/lane/counter tracks kept */
@@ -80,22 +79,13 @@ typedef struct open_slice {
 } open_slice;
 
 typedef struct reader {
-    /* input */
-    int fd;                  /* -1: buffer mode */
-    uint8_t *buf;            /* owned in file mode */
-    size_t cap, len, pos;
-    uint64_t base;           /* file offset of buf[0] */
-    uint64_t total;
-    uint64_t next_progress;
-    bool eof;
+    mst_an_input *in;
     uint64_t packets;
     /* output */
     uint32_t source;
     mst_an_span_fn fn;
     void *ctx;
-    mst_an_progress_fn progress;
-    void *progress_ctx;
-    mst_an_input_info *info;
+    mst_an_input_info *info; /* in->info */
     /* state */
     sequence seqs[MAX_SEQUENCES];
     size_t n_seqs;
@@ -685,35 +675,15 @@ static mst_status read_packet(reader *r, const uint8_t *p, size_t n) {
 /* Makes `need` bytes from pos available unless the input ends first.
  * False on a read error or out of memory (err set). */
 static bool ensure(reader *r, size_t need, char *err, size_t err_size) {
-    while (r->len - r->pos < need && !r->eof) {
-        if (r->fd < 0) {
-            r->eof = true;
+    mst_an_input *in = r->in;
+    while (in->len - in->pos < need && !in->eof) {
+        if (in->fd < 0) {
+            in->eof = true;
             break;
         }
-        if (r->pos > 0) {
-            memmove(r->buf, r->buf + r->pos, r->len - r->pos);
-            r->len -= r->pos;
-            r->base += r->pos;
-            r->pos = 0;
-        }
-        if (need > r->cap) {
-            size_t nc = r->cap;
-            while (nc < need) nc *= 2;
-            uint8_t *nb = realloc(r->buf, nc);
-            if (!nb) {
-                snprintf(err, err_size, "out of memory reading %s", r->info->name);
-                return false;
-            }
-            r->buf = nb;
-            r->cap = nc;
-        }
-        if (!mst_an_fill_input(r->fd, r->buf, &r->len, r->cap, &r->eof, &r->info->bytes, r->info->name, err,
-                               err_size))
+        mst_an_input_compact(in);
+        if (!mst_an_input_reserve(in, need, err, err_size) || !mst_an_input_fill(in, err, err_size))
             return false;
-        if (r->progress && r->info->bytes >= r->next_progress) {
-            r->next_progress = r->info->bytes + PROGRESS_EVERY;
-            r->progress(r->progress_ctx, r->info->bytes, r->total);
-        }
     }
     return true;
 }
@@ -721,7 +691,7 @@ static bool ensure(reader *r, size_t need, char *err, size_t err_size) {
 /* The framing broke (not a Trace.packet field): what was read is
  * analysed, unless nothing was (then it is not a trace). */
 static mst_status broken(reader *r, const char *why, char *err, size_t err_size) {
-    uint64_t at = r->base + r->pos;
+    uint64_t at = r->in->base + r->in->pos;
     if (r->packets == 0) {
         snprintf(err, err_size, "%s: not a Perfetto protobuf trace: %s at byte %llu", r->info->name, why,
                  (unsigned long long)at);
@@ -738,7 +708,7 @@ static mst_status cut(reader *r, char *err, size_t err_size) {
         snprintf(err, err_size,
                  "%s: not a complete Perfetto protobuf trace: the file ends inside its first "
                  "packet (%llu bytes)",
-                 r->info->name, (unsigned long long)(r->base + r->len));
+                 r->info->name, (unsigned long long)(r->in->base + r->in->len));
         return MST_ERR_PARSE;
     }
     r->info->truncated = true;
@@ -750,36 +720,37 @@ static mst_status cut(reader *r, char *err, size_t err_size) {
 }
 
 static mst_status run(reader *r, char *err, size_t err_size) {
+    mst_an_input *in = r->in;
     if (!ensure(r, 1, err, err_size)) return MST_ERR_IO;
-    if (r->len == 0) {
+    if (in->len == 0) {
         snprintf(err, err_size, "%s: empty file (no trace packets)", r->info->name);
         return MST_ERR_PARSE;
     }
     for (;;) {
         if (!ensure(r, 16, err, err_size)) return MST_ERR_IO;
-        size_t avail = r->len - r->pos;
+        size_t avail = in->len - in->pos;
         if (avail == 0) return MST_OK;
         mst_pb_reader pr;
-        mst_pb_reader_init(&pr, r->buf + r->pos, avail);
+        mst_pb_reader_init(&pr, in->buf + in->pos, avail);
         uint64_t tag, len;
         if (mst_pb_read_varint(&pr, &tag) != MST_OK)
-            return avail < 11 && r->eof ? cut(r, err, err_size) : broken(r, "a bad field tag", err, err_size);
+            return avail < 11 && in->eof ? cut(r, err, err_size) : broken(r, "a bad field tag", err, err_size);
         if (tag != (TRACE_PACKET << 3 | 2))
             return broken(r, "not a Trace.packet field", err, err_size);
         if (mst_pb_read_varint(&pr, &len) != MST_OK)
-            return avail < 16 && r->eof ? cut(r, err, err_size) : broken(r, "a bad packet length", err, err_size);
+            return avail < 16 && in->eof ? cut(r, err, err_size) : broken(r, "a bad packet length", err, err_size);
         if (len > MAX_PACKET) return broken(r, "a packet larger than 64 MiB", err, err_size);
-        size_t hdr = (size_t)(pr.p - (r->buf + r->pos));
+        size_t hdr = (size_t)(pr.p - (in->buf + in->pos));
         if (!ensure(r, hdr + (size_t)len, err, err_size)) return MST_ERR_IO;
-        if (r->len - r->pos < hdr + (size_t)len) return cut(r, err, err_size);
-        mst_status st = read_packet(r, r->buf + r->pos + hdr, (size_t)len);
+        if (in->len - in->pos < hdr + (size_t)len) return cut(r, err, err_size);
+        mst_status st = read_packet(r, in->buf + in->pos + hdr, (size_t)len);
         if (st != MST_OK) {
             if (st == MST_ERR_NOMEM) snprintf(err, err_size, "out of memory reading %s", r->info->name);
             else if (!err[0]) snprintf(err, err_size, "%s: analysis stopped (status %d)", r->info->name, (int)st);
             return st;
         }
         r->packets++;
-        r->pos += hdr + (size_t)len;
+        in->pos += hdr + (size_t)len;
     }
 }
 
@@ -808,19 +779,17 @@ static mst_status run_checked(reader *r, char *err, size_t err_size) {
     return st;
 }
 
-static void reader_init(reader *r, uint32_t source, mst_an_span_fn fn, void *ctx,
-                        mst_an_input_info *info) {
+static void reader_init(reader *r, mst_an_input *in, uint32_t source, mst_an_span_fn fn, void *ctx) {
     memset(r, 0, sizeof *r);
-    r->fd = -1;
+    r->in = in;
     r->source = source;
     r->fn = fn;
     r->ctx = ctx;
-    r->info = info;
+    r->info = in->info;
     mst_arena_init(&r->arena);
 }
 
 static void reader_free(reader *r) {
-    if (r->fd >= 0) free(r->buf);
     for (size_t i = 0; i < r->n_seqs; i++) {
         free(r->seqs[i].slots);
         free(r->seqs[i].blob);
@@ -862,45 +831,13 @@ bool mst_an_pftrace_file_sniff(const char *path) {
     return mst_an_pftrace_sniff(head, n);
 }
 
-mst_status mst_an_read_pftrace_buffer(const void *data, size_t len, const char *name,
-                                      uint32_t source, mst_an_span_fn fn, void *ctx,
-                                      mst_an_input_info *info, char *err, size_t err_size) {
-    if (err && err_size) err[0] = 0;
-    if (!mst_an_input_info_init(info, "pftrace", name)) return MST_ERR_NOMEM;
+static mst_status parse(mst_an_input *in, uint32_t source, mst_an_span_fn fn, void *ctx, char *err,
+                        size_t err_size) {
     reader r;
-    reader_init(&r, source, fn, ctx, info);
-    r.buf = (uint8_t *)(uintptr_t)data;
-    r.len = r.cap = len;
-    r.eof = true;
-    info->bytes = len;
+    reader_init(&r, in, source, fn, ctx);
     mst_status st = run_checked(&r, err, err_size);
     reader_free(&r);
     return st;
 }
 
-mst_status mst_an_read_pftrace_file(const char *path, uint32_t source, mst_an_span_fn fn,
-                                    void *ctx, mst_an_progress_fn progress, void *progress_ctx,
-                                    mst_an_input_info *info, char *err, size_t err_size) {
-    if (err && err_size) err[0] = 0;
-    if (!mst_an_input_info_init(info, "pftrace", path)) return MST_ERR_NOMEM;
-    int fd;
-    uint64_t size;
-    mst_status opened = mst_an_open_input(path, &fd, &size, err, err_size);
-    if (opened != MST_OK) return opened;
-    reader r;
-    reader_init(&r, source, fn, ctx, info);
-    if (!(r.buf = malloc(CHUNK))) {
-        close(fd);
-        return MST_ERR_NOMEM;
-    }
-    r.fd = fd;
-    r.cap = CHUNK;
-    r.total = size;
-    r.progress = progress;
-    r.progress_ctx = progress_ctx;
-    r.next_progress = PROGRESS_EVERY;
-    mst_status st = run_checked(&r, err, err_size);
-    reader_free(&r);
-    close(fd);
-    return st;
-}
+const mst_an_format mst_an_pftrace_format = {"pftrace", parse};

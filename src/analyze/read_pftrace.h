@@ -17,8 +17,9 @@
  * the file itself reports). The request tracks and the per-engine counters
  * are derived from the spans by the forwarder and add nothing: skipped.
  *
- * Memory: the file is read packet by packet through a buffer of CHUNK
- * bytes (grown only for a larger packet, at most 64 MiB); besides it, the
+ * Memory: the file is read packet by packet through a buffer of
+ * MST_AN_INPUT_CHUNK bytes (grown only for a larger packet, at most
+ * 64 MiB); besides it, the
  * interning table of the current generation, the track table (processes,
  * threads and their lanes; not the per-request tracks) and the slices still
  * open (the forwarder writes a slice's end right after its begin).
@@ -37,9 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "analyze/input_info.h"
-#include "analyze/read_chrome.h"
-#include "analyze/record.h"
+#include "analyze/input_file.h"
 
 /* True when the first bytes of an input (`n` of them, as many as the file
  * has up to 64) look like a Perfetto protobuf trace rather than JSON: the
@@ -52,16 +51,8 @@ bool mst_an_pftrace_sniff(const void *head, size_t n);
  * cannot be read (the JSON reader then reports why). */
 bool mst_an_pftrace_file_sniff(const char *path);
 
-/* Reads `path` (input index `source`), calling `fn` per span; `progress`
- * as for the JSON reader. `info` is initialised here and filled (the
- * caller frees it, also on error). */
-mst_status mst_an_read_pftrace_file(const char *path, uint32_t source, mst_an_span_fn fn,
-                                    void *ctx, mst_an_progress_fn progress, void *progress_ctx,
-                                    mst_an_input_info *info, char *err, size_t err_size);
-
-/* The same over a buffer (tests and the fuzz target); `name` labels it. */
-mst_status mst_an_read_pftrace_buffer(const void *data, size_t len, const char *name,
-                                      uint32_t source, mst_an_span_fn fn, void *ctx,
-                                      mst_an_input_info *info, char *err, size_t err_size);
+/* The format for mst_an_read_file / mst_an_read_buffer (input_file.h):
+ * reads the input (input index `source`), calling `fn` per span. */
+extern const mst_an_format mst_an_pftrace_format;
 
 #endif /* MST_ANALYZE_READ_PFTRACE_H */

@@ -99,6 +99,19 @@ static void vi(jw *w, int64_t v) {
     mst_buf_append_i64(w->b, v);
 }
 
+/* The p50/p90/p99 keys of a distribution: "p50" + suffix ("" or "_ms"), ... */
+static void quantiles(jw *w, const char *suffix, const mst_an_quantiles *q) {
+    const struct {
+        const char *name;
+        double v;
+    } each[3] = {{"p50", q->p50}, {"p90", q->p90}, {"p99", q->p99}};
+    for (int i = 0; i < 3; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "%s%s", each[i].name, suffix);
+        kn(w, k, each[i].v);
+    }
+}
+
 /* ------------------------------------------------------------ sections */
 
 static void inputs(jw *w, const mst_an_view *v) {
@@ -236,9 +249,7 @@ static void stages(jw *w, const mst_an_result *r) {
         kn(w, "total_ms", s->total_ms);
         kn(w, "share", s->share);
         kn(w, "mean_ms", s->mean_ms);
-        kn(w, "p50_ms", s->p50_ms);
-        kn(w, "p90_ms", s->p90_ms);
-        kn(w, "p99_ms", s->p99_ms);
+        quantiles(w, "_ms", &s->q_ms);
         ki(w, "count", (int64_t)s->count);
         close_(w, '}');
     }
@@ -264,9 +275,8 @@ static bool span_names(jw *w, const mst_an_view *v) {
         ks(w, "name", o[i]->name);
         ki(w, "count", (int64_t)o[i]->count);
         kn(w, "total_ms", o[i]->total_ms);
-        kn(w, "p50_ms", mst_an_hist_quantile(o[i]->hist, 0.5) / 1e6);
-        kn(w, "p90_ms", mst_an_hist_quantile(o[i]->hist, 0.9) / 1e6);
-        kn(w, "p99_ms", mst_an_hist_quantile(o[i]->hist, 0.99) / 1e6);
+        mst_an_quantiles q = mst_an_hist_quantiles(o[i]->hist, 1e6);
+        quantiles(w, "_ms", &q);
         kn(w, "max_ms", o[i]->max_ms);
         close_(w, '}');
     }
@@ -349,9 +359,8 @@ static bool requests(jw *w, const mst_an_view *v, const mst_an_result *r, size_t
         samples[k] = mst_an_request_sample(v, k, &ns[k], &oom);
         ko(w, mst_an_request_metric_names[k]);
         ki(w, "n", (int64_t)ns[k]);
-        kn(w, "p50", mst_an_quantile_sorted(samples[k], ns[k], 0.5));
-        kn(w, "p90", mst_an_quantile_sorted(samples[k], ns[k], 0.9));
-        kn(w, "p99", mst_an_quantile_sorted(samples[k], ns[k], 0.99));
+        mst_an_quantiles q = mst_an_quantiles_sorted(samples[k], ns[k]);
+        quantiles(w, "", &q);
         kn(w, "mean", mst_an_mean(samples[k], ns[k]));
         kn(w, "max", ns[k] ? samples[k][ns[k] - 1] : NAN);
         close_(w, '}');
@@ -437,9 +446,7 @@ static void targets(jw *w, const mst_an_result *r) {
 static void side(jw *w, const char *k, const mst_an_side *s) {
     ko(w, k);
     ki(w, "n", (int64_t)s->n);
-    kn(w, "p50", s->p50);
-    kn(w, "p90", s->p90);
-    kn(w, "p99", s->p99);
+    quantiles(w, "", &s->q);
     close_(w, '}');
 }
 

@@ -47,43 +47,45 @@ double mst_an_request_metric(const mst_an_request *r, int metric) {
     }
 }
 
-double *mst_an_step_sample(const mst_an_view *v, int metric, size_t *n, bool *oom) {
-    *n = 0;
-    double *out = malloc((v->n_steps ? v->n_steps : 1) * sizeof *out);
-    if (!out) {
-        if (oom) *oom = true;
-        return NULL;
-    }
-    for (size_t i = 0; i < v->n_steps; i++) {
-        const mst_an_step *s = &v->steps[i];
-        if (!s->busy) continue;
-        out[(*n)++] = metric == MST_AN_STEP_WALL ? s->wall_ms : s->stage_ms[metric];
-    }
-    mst_an_sort_doubles(out, *n);
-    if (*n == 0) {
+/* Room for a sample of at most `max` values; NULL (and *oom set) when out
+ * of memory. */
+static double *sample_new(size_t max, bool *oom) {
+    double *out = malloc((max ? max : 1) * sizeof *out);
+    if (!out && oom) *oom = true;
+    return out;
+}
+
+/* Sorts the n values taken; an empty sample is freed (NULL). */
+static double *sample_done(double *out, size_t n) {
+    mst_an_sort_doubles(out, n);
+    if (n == 0) {
         free(out);
         return NULL;
     }
     return out;
 }
 
+double *mst_an_step_sample(const mst_an_view *v, int metric, size_t *n, bool *oom) {
+    *n = 0;
+    double *out = sample_new(v->n_steps, oom);
+    if (!out) return NULL;
+    for (size_t i = 0; i < v->n_steps; i++) {
+        const mst_an_step *s = &v->steps[i];
+        if (!s->busy) continue;
+        out[(*n)++] = metric == MST_AN_STEP_WALL ? s->wall_ms : s->stage_ms[metric];
+    }
+    return sample_done(out, *n);
+}
+
 double *mst_an_request_sample(const mst_an_view *v, int metric, size_t *n, bool *oom) {
     *n = 0;
-    double *out = malloc((v->n_requests ? v->n_requests : 1) * sizeof *out);
-    if (!out) {
-        if (oom) *oom = true;
-        return NULL;
-    }
+    double *out = sample_new(v->n_requests, oom);
+    if (!out) return NULL;
     for (size_t i = 0; i < v->n_requests; i++) {
         double x = mst_an_request_metric(&v->requests[i], metric);
         if (!isnan(x)) out[(*n)++] = x;
     }
-    mst_an_sort_doubles(out, *n);
-    if (*n == 0) {
-        free(out);
-        return NULL;
-    }
-    return out;
+    return sample_done(out, *n);
 }
 
 static mst_an_finding *add_finding(mst_an_result *r, const char *rule) {
@@ -209,7 +211,7 @@ static void rule_executor(const mst_an_view *v, mst_an_result *r) {
     double ipc = r->stages[MST_AN_IPC].total_ms, model = r->stages[MST_AN_MODEL].total_ms;
     double of_model = model > 0 ? ipc / model : 0;
     num(f, "ipc_total_ms", ipc);
-    num(f, "ipc_p50_ms", r->stages[MST_AN_IPC].p50_ms);
+    num(f, "ipc_p50_ms", r->stages[MST_AN_IPC].q_ms.p50);
     num(f, "ipc_of_model", of_model);
     num(f, "ipc_share", r->stages[MST_AN_IPC].share);
     if (!v->have_worker_spans) {
@@ -225,7 +227,7 @@ static void rule_executor(const mst_an_view *v, mst_an_result *r) {
                  "The executor's model step exceeds the workers' forward by %.3f ms per step "
                  "(median; %.0f%% of the forward time, %.0f%% of the busy time): IPC to the "
                  "workers, synchronisation or input preparation.",
-                 r->stages[MST_AN_IPC].p50_ms, 100 * of_model, 100 * r->stages[MST_AN_IPC].share);
+                 r->stages[MST_AN_IPC].q_ms.p50, 100 * of_model, 100 * r->stages[MST_AN_IPC].share);
     } else {
         snprintf(f->sentence, sizeof f->sentence,
                  "Executor overhead around the forward is %.0f%% of the forward time (rule: >= "
@@ -272,7 +274,7 @@ static void rule_waiting(const mst_an_view *v, mst_an_result *r) {
     double share = r->stages[MST_AN_WAITING].share;
     num(f, "waiting_share", share);
     num(f, "waiting_total_ms", r->stages[MST_AN_WAITING].total_ms);
-    num(f, "waiting_p50_ms", r->stages[MST_AN_WAITING].p50_ms);
+    num(f, "waiting_p50_ms", r->stages[MST_AN_WAITING].q_ms.p50);
     (void)v;
     f->fired = share >= WAITING_SHARE;
     if (f->fired) {
@@ -281,7 +283,7 @@ static void rule_waiting(const mst_an_view *v, mst_an_result *r) {
                  "Between back-to-back busy steps the engine spends %.0f%% of the time in no hooked "
                  "call and with no worker forward running (%.3f ms per step, median): a host "
                  "bubble (Python overhead, GC, a lock, blocking I/O) while requests were queued.",
-                 100 * share, r->stages[MST_AN_WAITING].p50_ms);
+                 100 * share, r->stages[MST_AN_WAITING].q_ms.p50);
     } else {
         snprintf(f->sentence, sizeof f->sentence,
                  "Host waiting between busy steps is %.0f%% of the busy time (rule: >= %.0f%%).",
@@ -496,7 +498,7 @@ static void targets(const mst_an_view *v, mst_an_result *r) {
                  model ? "worker" : g == MST_AN_OUTPUT ? "output" : "engine",
                  (long long)pid_of(v, proc));
         snprintf(why, sizeof why, "%.3f ms of %s in one step (median %.3f ms), batch %d, %d tokens",
-                 s->stage_ms[g], mst_an_stage_names[g], r->stages[g].p50_ms, s->batch_size,
+                 s->stage_ms[g], mst_an_stage_names[g], r->stages[g].q_ms.p50, s->batch_size,
                  s->scheduled_tokens);
         int64_t end = s->start_ns + (int64_t)(s->wall_ms * 1e6);
         if (s->end_ns > end) end = s->end_ns;
@@ -552,9 +554,7 @@ mst_status mst_an_evaluate(const mst_an_view *v, mst_an_result *r) {
         for (size_t i = 0; i < n; i++) ss->total_ms += x[i];
         ss->share = r->busy_wall_ms > 0 ? ss->total_ms / r->busy_wall_ms : 0;
         ss->mean_ms = n ? ss->total_ms / (double)n : NAN;
-        ss->p50_ms = mst_an_quantile_sorted(x, n, 0.5);
-        ss->p90_ms = mst_an_quantile_sorted(x, n, 0.9);
-        ss->p99_ms = mst_an_quantile_sorted(x, n, 0.99);
+        ss->q_ms = mst_an_quantiles_sorted(x, n);
         free(x);
         if (r->busy_steps && (r->bottleneck < 0 || ss->total_ms > r->stages[r->bottleneck].total_ms))
             r->bottleneck = g;

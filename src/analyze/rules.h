@@ -29,7 +29,8 @@ double *mst_an_request_sample(const mst_an_view *v, int metric, size_t *n, bool 
 double mst_an_request_metric(const mst_an_request *r, int metric);
 
 typedef struct mst_an_stage_summary {
-    double total_ms, share, mean_ms, p50_ms, p90_ms, p99_ms;
+    double total_ms, share, mean_ms;
+    mst_an_quantiles q_ms;
     size_t count;
 } mst_an_stage_summary;
 

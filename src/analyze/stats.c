@@ -37,6 +37,11 @@ double mst_an_mean(const double *v, size_t n) {
 
 #define LOG_BASE 0.0198026272961797 /* ln(1.02) */
 
+mst_an_quantiles mst_an_quantiles_sorted(const double *v, size_t n) {
+    return (mst_an_quantiles){mst_an_quantile_sorted(v, n, 0.5), mst_an_quantile_sorted(v, n, 0.9),
+                              mst_an_quantile_sorted(v, n, 0.99)};
+}
+
 void mst_an_hist_add(mst_an_hist *h, int64_t ns) {
     size_t k = 0;
     if (ns > 1) {
@@ -57,6 +62,11 @@ double mst_an_hist_quantile(const mst_an_hist *h, double q) {
         if (seen >= rank) return k == 0 ? 1.0 : exp(((double)k + 0.5) * LOG_BASE);
     }
     return exp((double)MST_AN_HIST_BUCKETS * LOG_BASE);
+}
+
+mst_an_quantiles mst_an_hist_quantiles(const mst_an_hist *h, double unit) {
+    return (mst_an_quantiles){mst_an_hist_quantile(h, 0.5) / unit, mst_an_hist_quantile(h, 0.9) / unit,
+                              mst_an_hist_quantile(h, 0.99) / unit};
 }
 
 bool mst_an_fit_line(const double *x, const double *y, size_t n, mst_an_fit *out) {

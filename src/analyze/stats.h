@@ -18,6 +18,13 @@ void mst_an_sort_doubles(double *v, size_t n);
 double mst_an_quantile_sorted(const double *v, size_t n, double q);
 double mst_an_mean(const double *v, size_t n);
 
+/* The quantiles the analysis shows for every distribution (docs/analyze.md). */
+typedef struct mst_an_quantiles {
+    double p50, p90, p99;
+} mst_an_quantiles;
+/* p50/p90/p99 of a sorted sample (each NaN for n == 0). */
+mst_an_quantiles mst_an_quantiles_sorted(const double *v, size_t n);
+
 /* Histogram of positive durations in ns with ~1% relative bucket width
  * (bucket k covers [1.02^k, 1.02^(k+1)) ns), so any number of values costs
  * the same memory and a quantile is off by at most ~1%. */
@@ -29,6 +36,8 @@ typedef struct mst_an_hist {
 void mst_an_hist_add(mst_an_hist *h, int64_t ns);
 /* Quantile q in ns (a bucket's geometric middle; 0 when empty). */
 double mst_an_hist_quantile(const mst_an_hist *h, double q);
+/* p50/p90/p99 of the histogram, each divided by `unit` (1e6: in ms). */
+mst_an_quantiles mst_an_hist_quantiles(const mst_an_hist *h, double unit);
 
 /* Least-squares line y = slope * x + intercept and its r^2 (0 when x or y
  * is constant). False for fewer than 3 points. */

@@ -310,12 +310,12 @@ static mst_an_model *load_side(const char *const *paths, size_t n, bool quiet, c
             q.progress = on_progress;
             q.progress_ctx = &p;
             st = mst_an_read_jaeger(&q, (uint32_t)i, mst_an_model_add_span, m, &info, err, sizeof err);
-        } else if (mst_an_pftrace_file_sniff(paths[i])) { /* by content, whatever the extension */
-            st = mst_an_read_pftrace_file(paths[i], (uint32_t)i, mst_an_model_add_span, m, on_progress, &p,
-                                          &info, err, sizeof err);
         } else {
-            st = mst_an_read_chrome_file(paths[i], (uint32_t)i, mst_an_model_add_span, m, on_progress, &p,
-                                         &info, err, sizeof err);
+            /* by content, whatever the extension */
+            const mst_an_format *format =
+                mst_an_pftrace_file_sniff(paths[i]) ? &mst_an_pftrace_format : &mst_an_chrome_format;
+            st = mst_an_read_file(format, paths[i], (uint32_t)i, mst_an_model_add_span, m, on_progress, &p,
+                                  &info, err, sizeof err);
         }
         if (p.printed && p.tty) fputc('\n', stderr);
         if (st != MST_OK) {
@@ -409,8 +409,8 @@ static void print_summary(const mst_an_model *m, const mst_an_model *before, con
         printf("stages over busy steps (share of busy time, median per step):\n");
         for (int g = 0; g < MST_AN_STAGES; g++) {
             printf("  %-9s %5.1f%%", mst_an_stage_names[g], 100 * r->stages[g].share);
-            print_ms("  p50 ", r->stages[g].p50_ms);
-            print_ms("  p99 ", r->stages[g].p99_ms);
+            print_ms("  p50 ", r->stages[g].q_ms.p50);
+            print_ms("  p99 ", r->stages[g].q_ms.p99);
             putchar('\n');
         }
     }

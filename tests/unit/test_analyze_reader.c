@@ -69,7 +69,8 @@ static void reads_every_field(void) {
     memset(&x, 0, sizeof x);
     mst_an_input_info info;
     char err[256];
-    CHECK(mst_an_read_chrome_buffer(DOC, sizeof DOC - 1, "doc", 3, sink, &x, &info, err, sizeof err) == MST_OK);
+    CHECK(mst_an_read_buffer(&mst_an_chrome_format, DOC, sizeof DOC - 1, "doc", 3, sink, &x, &info, err,
+                             sizeof err) == MST_OK);
     CHECK_EQ_INT(x.spans, 2);
     CHECK_EQ_STR(x.names[0], "vllm.scheduler.schedule");
     CHECK_EQ_INT(x.start[0], 1700000000000000123ll);
@@ -102,7 +103,8 @@ static void every_cut(void) {
         char err[256] = "";
         char *copy = malloc(n ? n : 1); /* exact size: ASan sees any over-read */
         memcpy(copy, DOC, n);
-        mst_status st = mst_an_read_chrome_buffer(copy, n, "cut", 0, sink, &x, &info, err, sizeof err);
+        mst_status st =
+            mst_an_read_buffer(&mst_an_chrome_format, copy, n, "cut", 0, sink, &x, &info, err, sizeof err);
         if (n >= need) {
             CHECK(st == MST_OK);
             CHECK(x.spans >= 1);
@@ -123,8 +125,8 @@ static void bad_top_levels(void) {
         memset(&x, 0, sizeof x);
         mst_an_input_info info;
         char err[256] = "";
-        mst_status st = mst_an_read_chrome_buffer(bad[i], strlen(bad[i]), "bad", 0, sink, &x, &info,
-                                                  err, sizeof err);
+        mst_status st = mst_an_read_buffer(&mst_an_chrome_format, bad[i], strlen(bad[i]), "bad", 0, sink, &x,
+                                           &info, err, sizeof err);
         CHECK(st != MST_OK);
         CHECK(strstr(err, "bad") != NULL);
         CHECK(strchr(err, '\n') == NULL);
@@ -138,7 +140,8 @@ static void bad_top_levels(void) {
     memset(&x, 0, sizeof x);
     mst_an_input_info info;
     char err[256];
-    CHECK(mst_an_read_chrome_buffer(mid, sizeof mid - 1, "mid", 0, sink, &x, &info, err, sizeof err) == MST_OK);
+    CHECK(mst_an_read_buffer(&mst_an_chrome_format, mid, sizeof mid - 1, "mid", 0, sink, &x, &info, err,
+                             sizeof err) == MST_OK);
     CHECK_EQ_INT(x.spans, 2);
     CHECK_EQ_INT(info.skipped, 1);
     CHECK(info.n_warnings >= 1);
@@ -172,13 +175,14 @@ static void file_across_chunks(void) {
     int got = 0;
     mst_an_input_info info;
     char err[256];
-    CHECK(mst_an_read_chrome_file(path, 0, count_only, &got, NULL, NULL, &info, err, sizeof err) == MST_OK);
+    CHECK(mst_an_read_file(&mst_an_chrome_format, path, 0, count_only, &got, NULL, NULL, &info, err,
+                           sizeof err) == MST_OK);
     CHECK_EQ_INT(got, n);
     CHECK(!info.truncated && info.skipped == 0);
     CHECK(info.bytes > (10u << 20));
     mst_an_input_info_free(&info);
-    CHECK(mst_an_read_chrome_file("/nonexistent/x.json", 0, count_only, &got, NULL, NULL, &info, err,
-                                  sizeof err) == MST_ERR_IO);
+    CHECK(mst_an_read_file(&mst_an_chrome_format, "/nonexistent/x.json", 0, count_only, &got, NULL, NULL,
+                           &info, err, sizeof err) == MST_ERR_IO);
     CHECK(strstr(err, "cannot open") != NULL);
     mst_an_input_info_free(&info);
     unlink(path);

@@ -43,7 +43,8 @@ static void *test_calloc(size_t n) {
 }
 
 /* A server on a per-process socket name with options `o` (its name and
- * frame callback are filled in here). */
+ * frame callback are filled in here), with the frame count reset. NULL
+ * (the test failed) when it cannot be created. */
 static mst_frame_server *make_server_with(char *name, size_t name_size,
                                           mst_frame_server_options o) {
     snprintf(name, name_size, "mst_fs_test_%d", (int)getpid());
@@ -53,8 +54,10 @@ static mst_frame_server *make_server_with(char *name, size_t name_size,
     char err[256] = "";
     if (mst_frame_server_create(&o, &s, err, sizeof err) != MST_OK) {
         fprintf(stderr, "  cannot create the frame server: %s\n", err);
-        return NULL;
+        s = NULL;
     }
+    CHECK(s != NULL);
+    g_frames = 0;
     return s;
 }
 
@@ -83,6 +86,35 @@ static void write_all(int fd, const uint8_t *p, size_t n) {
     }
 }
 
+/* The 4-byte big-endian length that starts a frame. */
+static void put_frame_len(uint8_t *p, size_t len) {
+    p[0] = (uint8_t)(len >> 24);
+    p[1] = (uint8_t)(len >> 16);
+    p[2] = (uint8_t)(len >> 8);
+    p[3] = (uint8_t)len;
+}
+
+/* Writes all n bytes while polling the server (the socket buffer is
+ * smaller than what is written). */
+static void write_polling(mst_frame_server *s, int fd, const uint8_t *p, size_t n) {
+    size_t off = 0;
+    while (off < n) {
+        size_t k = n - off < 32768 ? n - off : 32768;
+        write_all(fd, p + off, k);
+        off += k;
+        mst_frame_server_poll(s, 0);
+    }
+}
+
+/* Polls the server (`ms` each, at most `rounds` times), reading its stats
+ * into `st` after each poll, until `cond` (on st) holds: bounded by rounds
+ * and the awaited event, not by time. */
+#define POLL_UNTIL(s, st, rounds, ms, cond)                                   \
+    for (int round_ = 0; round_ < (rounds) && !(cond); round_++) {          \
+        mst_frame_server_poll((s), (ms));                                   \
+        mst_frame_server_get_stats((s), &(st));                             \
+    }
+
 /* Polls until the server has no open connection (or a bounded number of rounds). */
 static void poll_until_idle(mst_frame_server *s, mst_frame_server_stats *st) {
     for (int i = 0; i < 200; i++) {
@@ -99,26 +131,17 @@ static void poll_until_idle(mst_frame_server *s, mst_frame_server_stats *st) {
 static void test_eof_inside_large_frame_closes(void) {
     char name[64];
     mst_frame_server *s = make_server(name, sizeof name);
-    CHECK(s != NULL);
     if (!s) return;
-    g_frames = 0;
     int fd = connect_to(name);
     CHECK(fd >= 0);
     size_t flen = 3u * 1024u * 1024u; /* well above the 256 KiB read buffer */
     size_t sent = 64u * 1024u;
     uint8_t *buf = test_calloc(4 + sent);
-    buf[0] = (uint8_t)(flen >> 24);
-    buf[1] = (uint8_t)(flen >> 16);
-    buf[2] = (uint8_t)(flen >> 8);
-    buf[3] = (uint8_t)flen;
+    put_frame_len(buf, flen);
     write_all(fd, buf, 4 + sent);
-    mst_frame_server_stats st;
+    mst_frame_server_stats st = {0};
     /* Let the server take the header and the first bytes before the EOF. */
-    for (int i = 0; i < 20; i++) {
-        mst_frame_server_poll(s, 10);
-        mst_frame_server_get_stats(s, &st);
-        if (st.bytes_received >= 4 + sent) break;
-    }
+    POLL_UNTIL(s, st, 20, 10, st.bytes_received >= 4 + sent);
     CHECK_EQ_INT(st.bytes_received, 4 + sent);
     close(fd);
     poll_until_idle(s, &st);
@@ -134,24 +157,13 @@ static void test_eof_inside_large_frame_closes(void) {
 static void test_large_frame_delivered(void) {
     char name[64];
     mst_frame_server *s = make_server(name, sizeof name);
-    CHECK(s != NULL);
     if (!s) return;
-    g_frames = 0;
     int fd = connect_to(name);
     CHECK(fd >= 0);
     size_t flen = 1024u * 1024u;
     uint8_t *buf = test_calloc(4 + flen);
-    buf[1] = (uint8_t)(flen >> 16);
-    buf[2] = (uint8_t)(flen >> 8);
-    buf[3] = (uint8_t)flen;
-    /* The kernel buffer is smaller than the frame: interleave writes and polls. */
-    size_t off = 0;
-    while (off < 4 + flen) {
-        size_t n = 4 + flen - off < 32768 ? 4 + flen - off : 32768;
-        write_all(fd, buf + off, n);
-        off += n;
-        mst_frame_server_poll(s, 0);
-    }
+    put_frame_len(buf, flen);
+    write_polling(s, fd, buf, 4 + flen);
     close(fd);
     mst_frame_server_stats st;
     poll_until_idle(s, &st);
@@ -167,9 +179,7 @@ static uint8_t *frames(size_t n, size_t len, size_t *total) {
     *total = n * (4 + len);
     uint8_t *b = test_calloc(*total);
     for (size_t i = 0; i < n; i++) {
-        uint8_t *p = b + i * (4 + len);
-        p[2] = (uint8_t)(len >> 8);
-        p[3] = (uint8_t)len;
+        put_frame_len(b + i * (4 + len), len);
     }
     return b;
 }
@@ -178,7 +188,6 @@ static void test_bind_only_refuses_until_listen(void) {
     char name[64];
     mst_frame_server *s = make_server_with(name, sizeof name,
                                            (mst_frame_server_options){.bind_only = true});
-    CHECK(s != NULL);
     if (!s) return;
     errno = 0;
     int fd = connect_to(name);
@@ -197,16 +206,10 @@ static void test_bind_only_refuses_until_listen(void) {
 static void test_stop_reads_queued_connections_to_the_end(void) {
     char name[64];
     mst_frame_server *s = make_server(name, sizeof name);
-    CHECK(s != NULL);
     if (!s) return;
-    g_frames = 0;
     int a = connect_to(name);
-    mst_frame_server_stats st;
-    for (int i = 0; i < 200; i++) { /* accept a */
-        mst_frame_server_poll(s, 10);
-        mst_frame_server_get_stats(s, &st);
-        if (st.conns_accepted == 1) break;
-    }
+    mst_frame_server_stats st = {0};
+    POLL_UNTIL(s, st, 200, 10, st.conns_accepted == 1); /* accept a */
     CHECK_EQ_INT(st.conns_accepted, 1);
     int b = connect_to(name); /* queued in the kernel, not accepted */
     size_t total;
@@ -234,9 +237,7 @@ static void test_stalled_mid_frame_is_closed(void) {
     char name[64];
     mst_frame_server *s = make_server_with(name, sizeof name,
                                            (mst_frame_server_options){.stall_timeout_ms = 20});
-    CHECK(s != NULL);
     if (!s) return;
-    g_frames = 0;
     int idle = connect_to(name);
     int stalled = connect_to(name);
     size_t total;
@@ -244,10 +245,7 @@ static void test_stalled_mid_frame_is_closed(void) {
     write_all(idle, buf, total);        /* a whole frame, then idle */
     write_all(stalled, buf, total / 2); /* half a frame, then silence */
     mst_frame_server_stats st = {0};
-    for (int i = 0; i < 10000 && st.stalled_closed == 0; i++) { /* the event, not a time */
-        mst_frame_server_poll(s, 50);
-        mst_frame_server_get_stats(s, &st);
-    }
+    POLL_UNTIL(s, st, 10000, 50, st.stalled_closed != 0);
     CHECK_EQ_INT(st.stalled_closed, 1);
     CHECK_EQ_INT(st.conns_active, 1); /* the idle one stays */
     CHECK_EQ_INT(st.conns_mid_frame, 0);
@@ -259,18 +257,6 @@ static void test_stalled_mid_frame_is_closed(void) {
     mst_frame_server_destroy(s);
 }
 
-/* Writes all n bytes while polling the server (the socket buffer is
- * smaller than what is written). */
-static void write_polling(mst_frame_server *s, int fd, const uint8_t *p, size_t n) {
-    size_t off = 0;
-    while (off < n) {
-        size_t k = n - off < 32768 ? n - off : 32768;
-        write_all(fd, p + off, k);
-        off += k;
-        mst_frame_server_poll(s, 0);
-    }
-}
-
 /* A client that kept sending while the server did not read (the daemon
  * busy, e.g. waiting for a slow disk) is not stalled: its bytes are queued
  * in the kernel. The frame is delivered, nothing is closed. */
@@ -278,18 +264,13 @@ static void test_unread_data_is_not_a_stall(void) {
     char name[64];
     mst_frame_server *s = make_server_with(name, sizeof name,
                                            (mst_frame_server_options){.stall_timeout_ms = 20});
-    CHECK(s != NULL);
     if (!s) return;
-    g_frames = 0;
     int fd = connect_to(name);
     size_t total;
     uint8_t *buf = frames(1, 100, &total);
     write_all(fd, buf, total / 2);
     mst_frame_server_stats st = {0};
-    for (int i = 0; i < 1000 && st.conns_mid_frame == 0; i++) {
-        mst_frame_server_poll(s, 10);
-        mst_frame_server_get_stats(s, &st);
-    }
+    POLL_UNTIL(s, st, 1000, 10, st.conns_mid_frame != 0);
     CHECK_EQ_INT(st.conns_mid_frame, 1);
     mst_frame_server_poll(s, 0); /* schedules the stall sweep */
     write_all(fd, buf + total / 2, total - total / 2); /* the rest, not read yet */
@@ -309,19 +290,14 @@ static void test_partial_memory_cap(void) {
     char name[64];
     mst_frame_server *s = make_server_with(
         name, sizeof name, (mst_frame_server_options){.max_partial_bytes = 3u << 20});
-    CHECK(s != NULL);
     if (!s) return;
-    g_frames = 0;
     size_t flen = 2u << 20, part = (1u << 20) + 1000; /* each grows to a 2 MiB buffer */
     uint8_t *buf = test_calloc(4 + part);
-    buf[1] = (uint8_t)(flen >> 16);
+    put_frame_len(buf, flen);
     int c1 = connect_to(name), c2 = connect_to(name);
     mst_frame_server_stats st = {0};
     write_polling(s, c1, buf, 4 + part);
-    for (int i = 0; i < 1000 && st.bytes_received < 4 + part; i++) {
-        mst_frame_server_poll(s, 10);
-        mst_frame_server_get_stats(s, &st);
-    }
+    POLL_UNTIL(s, st, 1000, 10, st.bytes_received >= 4 + part);
     signal(SIGPIPE, SIG_IGN);
     for (size_t off = 0; off < 4 + part && st.memory_closed == 0; off += 32768) {
         size_t k = 4 + part - off < 32768 ? 4 + part - off : 32768;
@@ -329,19 +305,13 @@ static void test_partial_memory_cap(void) {
         mst_frame_server_poll(s, 0);
         mst_frame_server_get_stats(s, &st);
     }
-    for (int i = 0; i < 1000 && st.memory_closed == 0; i++) {
-        mst_frame_server_poll(s, 10);
-        mst_frame_server_get_stats(s, &st);
-    }
+    POLL_UNTIL(s, st, 1000, 10, st.memory_closed != 0);
     CHECK_EQ_INT(st.memory_closed, 1);
     CHECK(st.partial_peak <= 3u << 20);
     CHECK_EQ_INT(st.conns_mid_frame, 1);
     close(c1);
     close(c2);
-    for (int i = 0; i < 1000 && st.conns_active > 0; i++) {
-        mst_frame_server_poll(s, 10);
-        mst_frame_server_get_stats(s, &st);
-    }
+    POLL_UNTIL(s, st, 1000, 10, st.conns_active == 0);
     CHECK_EQ_INT(st.conns_active, 0);
     CHECK_EQ_INT(st.partial_bytes, 0);
     CHECK_EQ_INT(st.frames_truncated, 1);

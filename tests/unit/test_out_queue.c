@@ -76,43 +76,21 @@ static void add_element(mst_outq *q, long i, int width) {
     mst_outq_added(q, 1, 0);
 }
 
-static void test_many_chunks_in_order(void) {
-    int fd = open_array_file();
-    mst_outq *q;
-    CHECK_EQ_INT(mst_outq_start(fd, 1, 2, &q), MST_OK);
-    long n = 0;
-    /* ~12 MB: several full chunks, early hand-offs and end-of-batch ones. */
-    for (int batch = 0; batch < 60; batch++) {
-        for (int k = 0; k < 2000; k++) add_element(q, n++, 100);
-        (void)mst_outq_handoff(q);
-    }
-    CHECK_EQ_INT(mst_outq_flush(q), MST_OK);
-    CHECK(file_holds_0_to(n));
-    mst_outq_stats st;
-    CHECK_EQ_INT(mst_outq_stop(q, &st), MST_OK);
-    CHECK_EQ_INT(st.spans_written, n);
-    CHECK_EQ_INT(st.write_errors, 0);
-    struct stat sb;
-    CHECK(fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == st.bytes_written);
-    close(fd);
-    unlink(g_path);
+/* add_element for `count` more elements numbered from *n on. */
+static void add_elements(mst_outq *q, long *n, int count, int width) {
+    for (int k = 0; k < count; k++) add_element(q, (*n)++, width);
 }
 
-static void test_valid_after_every_flush(void) {
-    int fd = open_array_file();
-    mst_outq *q;
-    CHECK_EQ_INT(mst_outq_start(fd, 1, 2, &q), MST_OK);
-    CHECK_EQ_INT(mst_outq_flush(q), MST_OK); /* nothing buffered */
-    CHECK(file_holds_0_to(0));
-    long n = 0;
-    for (int round = 0; round < 20; round++) {
-        for (int k = 0; k < round * 50; k++) add_element(q, n++, 1 + round);
-        CHECK_EQ_INT(mst_outq_flush(q), MST_OK);
-        CHECK(file_holds_0_to(n));
-        CHECK_EQ_INT(mst_outq_unwritten(q), 0);
-    }
-    CHECK_EQ_INT(mst_outq_stop(q, NULL), MST_OK);
-    CHECK(file_holds_0_to(n));
+/* A queue writing the JSON layout into a fresh "[]" file (*fd). */
+static mst_outq *start_array_queue(int *fd) {
+    *fd = open_array_file();
+    mst_outq *q = NULL;
+    CHECK_EQ_INT(mst_outq_start(*fd, 1, 2, &q), MST_OK);
+    if (!q) abort();
+    return q;
+}
+
+static void remove_file(int fd) {
     close(fd);
     unlink(g_path);
 }
@@ -124,25 +102,74 @@ static void set_fsize_limit(rlim_t lim) {
     if (setrlimit(RLIMIT_FSIZE, &rl) != 0) perror("setrlimit");
 }
 
-static void test_write_errors_retried_then_written(void) {
+/* Makes a write past a file size limit fail with EFBIG instead of killing
+ * the process; returns the limit to restore with setrlimit. */
+static struct rlimit fsize_limit_saved(void) {
     signal(SIGXFSZ, SIG_IGN);
     struct rlimit saved;
     getrlimit(RLIMIT_FSIZE, &saved);
-    int fd = open_array_file();
-    mst_outq *q;
-    CHECK_EQ_INT(mst_outq_start(fd, 1, 2, &q), MST_OK);
-    long n = 0;
-    for (int k = 0; k < 100; k++) add_element(q, n++, 10);
+    return saved;
+}
+
+/* 100 elements written, then a file limit with room for ~50 more, and 200
+ * more: the flush fails midway and the writer stalls. */
+static void stall_after_100(mst_outq *q, long *n) {
+    add_elements(q, n, 100, 10);
     CHECK_EQ_INT(mst_outq_flush(q), MST_OK);
-    set_fsize_limit(1500); /* room for ~50 more elements: the next write fails midway */
-    for (int k = 0; k < 200; k++) add_element(q, n++, 10);
+    set_fsize_limit(1500);
+    add_elements(q, n, 200, 10);
     CHECK_EQ_INT(mst_outq_flush(q), MST_ERR_IO);
+}
+
+static void test_many_chunks_in_order(void) {
+    int fd;
+    mst_outq *q = start_array_queue(&fd);
+    long n = 0;
+    /* ~12 MB: several full chunks, early hand-offs and end-of-batch ones. */
+    for (int batch = 0; batch < 60; batch++) {
+        add_elements(q, &n, 2000, 100);
+        (void)mst_outq_handoff(q);
+    }
+    CHECK_EQ_INT(mst_outq_flush(q), MST_OK);
+    CHECK(file_holds_0_to(n));
+    mst_outq_stats st;
+    CHECK_EQ_INT(mst_outq_stop(q, &st), MST_OK);
+    CHECK_EQ_INT(st.spans_written, n);
+    CHECK_EQ_INT(st.write_errors, 0);
+    struct stat sb;
+    CHECK(fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == st.bytes_written);
+    remove_file(fd);
+}
+
+static void test_valid_after_every_flush(void) {
+    int fd;
+    mst_outq *q = start_array_queue(&fd);
+    CHECK_EQ_INT(mst_outq_flush(q), MST_OK); /* nothing buffered */
+    CHECK(file_holds_0_to(0));
+    long n = 0;
+    for (int round = 0; round < 20; round++) {
+        add_elements(q, &n, round * 50, 1 + round);
+        CHECK_EQ_INT(mst_outq_flush(q), MST_OK);
+        CHECK(file_holds_0_to(n));
+        CHECK_EQ_INT(mst_outq_unwritten(q), 0);
+    }
+    CHECK_EQ_INT(mst_outq_stop(q, NULL), MST_OK);
+    CHECK(file_holds_0_to(n));
+    remove_file(fd);
+}
+
+static void test_write_errors_retried_then_written(void) {
+    struct rlimit saved = fsize_limit_saved();
+    int fd;
+    mst_outq *q = start_array_queue(&fd);
+    long n = 0;
+    stall_after_100(q, &n);
     mst_outq_stats st;
     mst_outq_get_stats(q, &st);
     CHECK(st.write_errors >= 1);
     CHECK_EQ_INT(st.spans_written, 100);
     /* More events while stalled: they join the retry (still failing). */
-    for (int k = 0; k < 50; k++) add_element(q, n++, 10);
+    add_elements(q, &n, 50, 10);
     CHECK_EQ_INT(mst_outq_handoff(q), 0);
     CHECK_EQ_INT(mst_outq_flush(q), MST_ERR_IO);
     setrlimit(RLIMIT_FSIZE, &saved);
@@ -151,19 +178,15 @@ static void test_write_errors_retried_then_written(void) {
     CHECK_EQ_INT(mst_outq_stop(q, &st), MST_OK);
     CHECK_EQ_INT(st.spans_written, n);
     CHECK_EQ_INT(st.spans_dropped, 0);
-    close(fd);
-    unlink(g_path);
+    remove_file(fd);
 }
 
 static void test_failing_writes_dropped_beyond_retain_bound(void) {
-    signal(SIGXFSZ, SIG_IGN);
-    struct rlimit saved;
-    getrlimit(RLIMIT_FSIZE, &saved);
-    int fd = open_array_file();
-    mst_outq *q;
-    CHECK_EQ_INT(mst_outq_start(fd, 1, 2, &q), MST_OK);
+    struct rlimit saved = fsize_limit_saved();
+    int fd;
+    mst_outq *q = start_array_queue(&fd);
     long n = 0;
-    for (int k = 0; k < 10; k++) add_element(q, n++, 10);
+    add_elements(q, &n, 10, 10);
     CHECK_EQ_INT(mst_outq_flush(q), MST_OK);
     set_fsize_limit(4096);
     /* More than the retain bound of failing output: dropped, counted, and
@@ -190,28 +213,20 @@ static void test_failing_writes_dropped_beyond_retain_bound(void) {
     char *s = read_all(&len);
     CHECK(s && mst_json_validate(s, len, 4, NULL, NULL));
     free(s);
-    close(fd);
-    unlink(g_path);
+    remove_file(fd);
 }
 
 /* A write that fails midway (the file limit is hit after ~50 elements) is
  * undone at once: while the writer is stalled, the file holds exactly the
  * elements written before, as valid JSON. */
 static void test_file_valid_while_writes_fail(void) {
-    signal(SIGXFSZ, SIG_IGN);
-    struct rlimit saved;
-    getrlimit(RLIMIT_FSIZE, &saved);
-    int fd = open_array_file();
-    mst_outq *q;
-    CHECK_EQ_INT(mst_outq_start(fd, 1, 2, &q), MST_OK);
+    struct rlimit saved = fsize_limit_saved();
+    int fd;
+    mst_outq *q = start_array_queue(&fd);
     long n = 0;
-    for (int k = 0; k < 100; k++) add_element(q, n++, 10);
-    CHECK_EQ_INT(mst_outq_flush(q), MST_OK);
-    set_fsize_limit(1500);
-    for (int k = 0; k < 200; k++) add_element(q, n++, 10);
-    CHECK_EQ_INT(mst_outq_flush(q), MST_ERR_IO);
+    stall_after_100(q, &n);
     CHECK(file_holds_0_to(100)); /* stalled: still valid, the partial write undone */
-    for (int k = 0; k < 20; k++) add_element(q, n++, 10);
+    add_elements(q, &n, 20, 10);
     CHECK_EQ_INT(mst_outq_flush(q), MST_ERR_IO);
     CHECK(file_holds_0_to(100));
     setrlimit(RLIMIT_FSIZE, &saved);
@@ -220,33 +235,32 @@ static void test_file_valid_while_writes_fail(void) {
     CHECK(file_holds_0_to(n));
     CHECK_EQ_INT(st.spans_written, n);
     CHECK_EQ_INT(st.spans_dropped, 0);
-    close(fd);
-    unlink(g_path);
+    remove_file(fd);
+}
+
+/* `count` records of the text `rec`, one span each (no separators). */
+static void add_records(mst_outq *q, int count, const char *rec) {
+    for (int k = 0; k < count; k++) {
+        mst_buf_append(mst_outq_buf(q), rec, strlen(rec));
+        mst_outq_added(q, 1, 0);
+    }
 }
 
 /* The same rules for a format without a closing part (e.g. a stream of
  * records): a failed write leaves exactly the records written before; given
  * up at the stop, the spans are counted as dropped, the file unchanged. */
 static void test_layout_without_tail(void) {
-    signal(SIGXFSZ, SIG_IGN);
-    struct rlimit saved;
-    getrlimit(RLIMIT_FSIZE, &saved);
+    struct rlimit saved = fsize_limit_saved();
     snprintf(g_path, sizeof g_path, "/tmp/mst_outq_test_XXXXXX");
     int fd = mkstemp(g_path);
     CHECK(fd >= 0);
     static const mst_outq_layout records = {.tail = "", .tail_len = 0, .first_skip = 0};
     mst_outq *q;
     CHECK_EQ_INT(mst_outq_start_layout(fd, &records, 0, 0, &q), MST_OK);
-    for (int k = 0; k < 10; k++) {
-        mst_buf_append(mst_outq_buf(q), "0123456789", 10);
-        mst_outq_added(q, 1, 0);
-    }
+    add_records(q, 10, "0123456789");
     CHECK_EQ_INT(mst_outq_flush(q), MST_OK);
     set_fsize_limit(150);
-    for (int k = 0; k < 10; k++) {
-        mst_buf_append(mst_outq_buf(q), "abcdefghij", 10);
-        mst_outq_added(q, 1, 0);
-    }
+    add_records(q, 10, "abcdefghij");
     CHECK_EQ_INT(mst_outq_flush(q), MST_ERR_IO);
     struct stat sb;
     CHECK(fstat(fd, &sb) == 0 && sb.st_size == 100);
@@ -256,8 +270,7 @@ static void test_layout_without_tail(void) {
     CHECK_EQ_INT(st.spans_written, 10);
     CHECK_EQ_INT(st.spans_dropped, 10);
     CHECK(fstat(fd, &sb) == 0 && sb.st_size == 100);
-    close(fd);
-    unlink(g_path);
+    remove_file(fd);
 }
 
 static const mst_test_case TESTS[] = {
