@@ -79,6 +79,12 @@ mst_status mst_an_read_buffer(const mst_an_format *format, const void *data, siz
     return format->parse(&in, source, fn, ctx, err, err_size);
 }
 
+mst_status mst_an_input_stopped(const mst_an_input *in, mst_status st, char *err, size_t err_size) {
+    if (st == MST_ERR_NOMEM) snprintf(err, err_size, "out of memory reading %s", in->info->name);
+    else if (!err[0]) snprintf(err, err_size, "%s: analysis stopped (status %d)", in->info->name, (int)st);
+    return st;
+}
+
 void mst_an_input_compact(mst_an_input *in) {
     if (in->pos == 0) return;
     memmove(in->buf, in->buf + in->pos, in->len - in->pos);

@@ -63,6 +63,11 @@ mst_status mst_an_read_buffer(const mst_an_format *format, const void *data, siz
                               const char *name, uint32_t source, mst_an_span_fn fn, void *ctx,
                               mst_an_input_info *info, char *err, size_t err_size);
 
+/* The error of a parse stopped by the span sink or the reader with `st`:
+ * "out of memory reading NAME" for MST_ERR_NOMEM, else (unless err already
+ * says why) "NAME: analysis stopped (status N)". Returns st. */
+mst_status mst_an_input_stopped(const mst_an_input *in, mst_status st, char *err, size_t err_size);
+
 /* Drops the parsed bytes buf[0..pos) (base grows by them, pos becomes 0),
  * making room for more at the end. */
 void mst_an_input_compact(mst_an_input *in);

@@ -8,6 +8,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+void mst_an_input_cut(mst_an_input_info *info, const char *where) {
+    info->truncated = true;
+    mst_an_input_warn(info,
+                      "the file ends %s (cut while being written, e.g. the forwarder was killed): "
+                      "analysed the %llu complete spans before the cut",
+                      where, (unsigned long long)info->spans);
+}
+
+void mst_an_input_broken(mst_an_input_info *info, const char *why, uint64_t at) {
+    info->truncated = true;
+    mst_an_input_warn(info, "%s at byte %llu: analysed the %llu spans before it", why,
+                      (unsigned long long)at, (unsigned long long)info->spans);
+}
+
 bool mst_an_input_info_init(mst_an_input_info *info, const char *kind, const char *name) {
     memset(info, 0, sizeof *info);
     info->kind = kind;

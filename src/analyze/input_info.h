@@ -38,4 +38,12 @@ void mst_an_input_warn(mst_an_input_info *info, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void mst_an_input_info_free(mst_an_input_info *info);
 
+/* What every trace-file reader says about an input read only in part; each
+ * marks it truncated and adds one warning. A file cut while being written,
+ * ending `where` ("inside a packet"): */
+void mst_an_input_cut(mst_an_input_info *info, const char *where);
+/* Input that stops being well formed at byte `at`, for the reason `why`,
+ * after some spans were read: */
+void mst_an_input_broken(mst_an_input_info *info, const char *why, uint64_t at);
+
 #endif /* MST_ANALYZE_INPUT_INFO_H */

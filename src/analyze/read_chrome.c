@@ -534,9 +534,7 @@ static mst_status broken(reader *r, const char *why, char *err, size_t err_size)
                  why, (unsigned long long)at);
         return MST_ERR_PARSE;
     }
-    r->info->truncated = true;
-    mst_an_input_warn(r->info, "%s at byte %llu: analysed the %llu spans before it", why,
-                      (unsigned long long)at, (unsigned long long)r->info->spans);
+    mst_an_input_broken(r->info, why, at);
     return MST_OK;
 }
 
@@ -579,12 +577,7 @@ static mst_status run(reader *r, char *err, size_t err_size) {
                          "closes and holds no events", r->info->name);
                 return MST_ERR_PARSE;
             }
-            r->info->truncated = true;
-            mst_an_input_warn(r->info,
-                              "the file ends without its closing ']' (cut while being written, "
-                              "e.g. the forwarder was killed): analysed the %llu complete spans "
-                              "before the cut",
-                              (unsigned long long)r->info->spans);
+            mst_an_input_cut(r->info, "without its closing ']'");
             return MST_OK;
         }
         if (c == ']') {
@@ -611,21 +604,12 @@ static mst_status run(reader *r, char *err, size_t err_size) {
         }
         if (!end) {
             /* The last event was cut: the file ends inside it. */
-            r->info->truncated = true;
-            mst_an_input_warn(r->info,
-                              "the file ends inside an event (cut while being written, e.g. the "
-                              "forwarder was killed): analysed the %llu complete spans before "
-                              "the cut",
-                              (unsigned long long)r->info->spans);
+            mst_an_input_cut(r->info, "inside an event");
             return MST_OK;
         }
         if (c == '{') {
             mst_status st = handle_event(r, in->buf + in->pos, end);
-            if (st != MST_OK) {
-                if (st == MST_ERR_NOMEM) snprintf(err, err_size, "out of memory reading %s", r->info->name);
-                else if (!err[0]) snprintf(err, err_size, "%s: analysis stopped (status %d)", r->info->name, (int)st);
-                return st;
-            }
+            if (st != MST_OK) return mst_an_input_stopped(in, st, err, err_size);
         } else {
             r->info->skipped++;
         }

@@ -697,9 +697,7 @@ static mst_status broken(reader *r, const char *why, char *err, size_t err_size)
                  (unsigned long long)at);
         return MST_ERR_PARSE;
     }
-    r->info->truncated = true;
-    mst_an_input_warn(r->info, "%s at byte %llu: analysed the %llu spans before it", why,
-                      (unsigned long long)at, (unsigned long long)r->info->spans);
+    mst_an_input_broken(r->info, why, at);
     return MST_OK;
 }
 
@@ -711,11 +709,7 @@ static mst_status cut(reader *r, char *err, size_t err_size) {
                  r->info->name, (unsigned long long)(r->in->base + r->in->len));
         return MST_ERR_PARSE;
     }
-    r->info->truncated = true;
-    mst_an_input_warn(r->info,
-                      "the file ends inside a packet (cut while being written, e.g. the forwarder "
-                      "was killed): analysed the %llu complete spans before the cut",
-                      (unsigned long long)r->info->spans);
+    mst_an_input_cut(r->info, "inside a packet");
     return MST_OK;
 }
 
@@ -744,11 +738,7 @@ static mst_status run(reader *r, char *err, size_t err_size) {
         if (!ensure(r, hdr + (size_t)len, err, err_size)) return MST_ERR_IO;
         if (in->len - in->pos < hdr + (size_t)len) return cut(r, err, err_size);
         mst_status st = read_packet(r, in->buf + in->pos + hdr, (size_t)len);
-        if (st != MST_OK) {
-            if (st == MST_ERR_NOMEM) snprintf(err, err_size, "out of memory reading %s", r->info->name);
-            else if (!err[0]) snprintf(err, err_size, "%s: analysis stopped (status %d)", r->info->name, (int)st);
-            return st;
-        }
+        if (st != MST_OK) return mst_an_input_stopped(in, st, err, err_size);
         r->packets++;
         in->pos += hdr + (size_t)len;
     }

@@ -28,6 +28,7 @@
 
 #include "analyze/compare.h"
 #include "analyze/model.h"
+#include "analyze/progress.h"
 #include "analyze/read_chrome.h"
 #include "analyze/read_jaeger.h"
 #include "analyze/read_pftrace.h"
@@ -274,19 +275,10 @@ static void on_progress(void *ctx, uint64_t done, uint64_t total) {
     progress *p = ctx;
     if (p->quiet) return;
     double t = since(&p->t0);
-    /* Only inputs that take more than a second; then about once a second
-     * on a terminal, every 5 s into a log. */
-    if (t < 1.0 || t - p->last_print < (p->tty ? 0.5 : 5.0)) return;
+    if (!mst_an_progress_due(t, p->last_print, p->tty)) return;
     p->last_print = t;
     p->printed = true;
-    double mib = (double)done / 1048576.0;
-    if (total)
-        fprintf(stderr, "%smstrace analyze: reading %s: %.0f / %.0f MiB (%.0f%%), %.1f MiB/s%s",
-                p->tty ? "\r" : "", p->name, mib, (double)total / 1048576.0,
-                100.0 * (double)done / (double)total, mib / t, p->tty ? "" : "\n");
-    else
-        fprintf(stderr, "%smstrace analyze: reading %s: %.0f MiB%s", p->tty ? "\r" : "", p->name,
-                mib, p->tty ? "" : "\n");
+    mst_an_progress_print(stderr, p->name, done, total, t, p->tty);
     fflush(stderr);
 }
 

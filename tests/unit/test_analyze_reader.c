@@ -154,6 +154,21 @@ static mst_status count_only(void *ctx, const mst_an_span *s) {
     return MST_OK;
 }
 
+/* What the reader told the progress callback. */
+typedef struct progress_calls {
+    int calls;
+    uint64_t last_done, total;
+    bool backwards;
+} progress_calls;
+
+static void on_progress(void *ctx, uint64_t done, uint64_t total) {
+    progress_calls *p = ctx;
+    if (done <= p->last_done) p->backwards = true;
+    p->calls++;
+    p->last_done = done;
+    p->total = total;
+}
+
 /* A file larger than the reader's chunk, with an event larger than it too. */
 static void file_across_chunks(void) {
     char path[] = "/tmp/mst_analyze_reader_XXXXXX";
@@ -175,11 +190,17 @@ static void file_across_chunks(void) {
     int got = 0;
     mst_an_input_info info;
     char err[256];
-    CHECK(mst_an_read_file(&mst_an_chrome_format, path, 0, count_only, &got, NULL, NULL, &info, err,
+    progress_calls pc = {0};
+    CHECK(mst_an_read_file(&mst_an_chrome_format, path, 0, count_only, &got, on_progress, &pc, &info, err,
                            sizeof err) == MST_OK);
     CHECK_EQ_INT(got, n);
     CHECK(!info.truncated && info.skipped == 0);
-    CHECK(info.bytes > (10u << 20));
+    /* > 16 MiB: the progress callback ran, at most once per 16 MiB read,
+     * with growing byte counts and the file's size as the total. */
+    CHECK(info.bytes > (16u << 20));
+    CHECK(pc.calls >= 1 && (uint64_t)pc.calls <= info.bytes / (16u << 20));
+    CHECK(!pc.backwards && pc.last_done >= (16u << 20) && pc.last_done <= info.bytes);
+    CHECK_EQ_INT(pc.total, info.bytes);
     mst_an_input_info_free(&info);
     CHECK(mst_an_read_file(&mst_an_chrome_format, "/nonexistent/x.json", 0, count_only, &got, NULL, NULL,
                            &info, err, sizeof err) == MST_ERR_IO);
