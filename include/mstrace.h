@@ -218,8 +218,9 @@ MST_EXPORT mst_status mst_tracer_flush(mst_tracer *tracer, uint32_t timeout_ms);
 /* Flushes, stops the exporter thread, shuts exporters down, frees all.
  * When the flush does not finish within `timeout_ms` (0: the export
  * timeout), the export in flight is cancelled (exporters with a `cancel`
- * op, e.g. OTLP: it returns within about a second) and what is still queued
- * counts as failed; returns MST_ERR_TIMEOUT then. */
+ * op: OTLP returns within about a second, the Perfetto forwarder client
+ * within 20 ms) and what is still queued counts as failed; returns
+ * MST_ERR_TIMEOUT then. */
 MST_EXPORT mst_status mst_tracer_shutdown(mst_tracer *tracer, uint32_t timeout_ms);
 
 /* Interns an instrumentation scope ("ms_service_profiler.hook.Schedule");

@@ -25,6 +25,14 @@
  *   - A frame cut in the middle (budget ran out mid-frame) would desync the
  *     stream, so such a connection is closed; the forwarder drops the
  *     partial frame at EOF.
+ *   - Cancel (tracer shutdown out of its time, mst_exporter_ops.cancel): a
+ *     flag set from the shutdown thread. Every wait for the socket is cut into
+ *     slices of CANCEL_SLICE_MS that check it, so the send in flight stops
+ *     within a slice even when the forwarder is alive but not reading
+ *     (stopped, stalled, its buffer full); the frames that went out whole
+ *     count as exported, the rest of the batch as failed, and every later
+ *     batch fails at once. Exactly: exported + failed (+ skipped) = spans
+ *     handed to export_batch.
  *   - In a fork()ed child the inherited fd is only close()d (shutdown() would
  *     also end the parent's connection).
  *   - Resource: the tracer's, read through the spans of each batch
@@ -52,6 +60,8 @@
 #include "wire/perfetto_packet.h"
 
 #define FRAME_HEADER_BYTES 4u
+/* A wait for the socket checks the cancel flag this often. */
+#define CANCEL_SLICE_MS 20u
 
 typedef struct fwd_exporter {
     mst_exporter base;              /* first: the pipeline sees only this   */
@@ -67,6 +77,9 @@ typedef struct fwd_exporter {
     bool optional;                  /* see mst_forward_exporter_set_optional */
     bool ever_connected;            /* a connect succeeded in this process  */
     bool slow_logged;               /* logged a send-budget overrun         */
+    bool cancel_logged;             /* logged the cancel of a send          */
+    /* Set by fwd_cancel (another thread), read by the exporter thread. */
+    atomic_bool cancelled;
     mst_buf chunk;                  /* frames of the batch being sent       */
     size_t *frame_ends;             /* end offset of each frame in chunk    */
     size_t frame_cap;
@@ -80,6 +93,29 @@ static const mst_exporter_ops k_forward_ops;
 
 static fwd_exporter *as_fwd(mst_exporter *exp) {
     return exp && exp->ops == &k_forward_ops ? (fwd_exporter *)exp : NULL;
+}
+
+static bool is_cancelled(const fwd_exporter *x) {
+    return atomic_load_explicit(&x->cancelled, memory_order_acquire);
+}
+
+/* poll() on the socket for at most `ms`, in slices that check the cancel
+ * flag; returns poll's result, or 0 when cancelled. */
+static int poll_cancellable(fwd_exporter *x, short events, uint64_t ms, short *revents) {
+    uint64_t end = mst_clock_monotonic_ms() + ms;
+    for (;;) {
+        if (is_cancelled(x)) return 0;
+        uint64_t now = mst_clock_monotonic_ms();
+        if (now >= end) return 0;
+        uint64_t slice = end - now < CANCEL_SLICE_MS ? end - now : CANCEL_SLICE_MS;
+        struct pollfd p = {.fd = x->fd, .events = events};
+        int r = poll(&p, 1, (int)slice);
+        if (r < 0 && errno == EINTR) continue;
+        if (r != 0) {
+            *revents = p.revents;
+            return r;
+        }
+    }
 }
 
 static void close_fd(fwd_exporter *x) {
@@ -136,12 +172,10 @@ static bool connection_alive(fwd_exporter *x) {
  * failure: nothing is in progress; the next attempt comes after the retry
  * interval.) */
 static bool finish_connect(fwd_exporter *x) {
-    struct pollfd p = {.fd = x->fd, .events = POLLOUT};
-    int r;
-    do r = poll(&p, 1, (int)x->send_budget_ms);
-    while (r < 0 && errno == EINTR);
+    short revents = 0;
+    int r = poll_cancellable(x, POLLOUT, x->send_budget_ms, &revents);
     if (r <= 0) {
-        errno = r == 0 ? ETIMEDOUT : errno;
+        errno = r == 0 ? (is_cancelled(x) ? ECANCELED : ETIMEDOUT) : errno;
         return false;
     }
     int soerr = 0;
@@ -187,7 +221,8 @@ static bool ensure_connected(fwd_exporter *x) {
 
 /* Writes len bytes with non-blocking sends. It waits for POLLOUT at most
  * send_budget_ms without progress (each successful send restarts that
- * budget) and never past hard_deadline_ms. *written tells how far it got. */
+ * budget) and never past hard_deadline_ms; a cancel stops it within a
+ * CANCEL_SLICE_MS slice (MST_ERR_CLOSED). *written tells how far it got. */
 static mst_status send_all(fwd_exporter *x, const uint8_t *data, size_t len,
                            uint64_t hard_deadline_ms, size_t *written) {
     size_t off = 0;
@@ -195,6 +230,10 @@ static mst_status send_all(fwd_exporter *x, const uint8_t *data, size_t len,
     uint64_t deadline_ms = mst_clock_monotonic_ms() + x->send_budget_ms;
     if (deadline_ms > hard_deadline_ms) deadline_ms = hard_deadline_ms;
     while (off < len) {
+        if (is_cancelled(x)) {
+            st = MST_ERR_CLOSED;
+            break;
+        }
         ssize_t r = send(x->fd, data + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (r > 0) {
             off += (size_t)r;
@@ -209,9 +248,9 @@ static mst_status send_all(fwd_exporter *x, const uint8_t *data, size_t len,
                 st = MST_ERR_TIMEOUT;
                 break;
             }
-            struct pollfd p = {.fd = x->fd, .events = POLLOUT};
-            poll(&p, 1, (int)(deadline_ms - now));
-            continue; /* HUP/ERR surface as a send error next round */
+            short revents = 0;
+            poll_cancellable(x, POLLOUT, deadline_ms - now, &revents);
+            continue; /* HUP/ERR surface as a send error next round, a cancel at the top */
         }
         mark_unreachable(x, "closed the connection", r < 0 ? errno : EPIPE);
         st = MST_ERR_UNAVAILABLE;
@@ -252,15 +291,16 @@ static bool append_frame(fwd_exporter *x, const mst_span *s, const mst_resource 
     return true;
 }
 
-/* Frames whose last byte went out count as exported, the others failed.
- * A frame cut in the middle leaves the stream unusable: close it. */
-static void settle_chunk(fwd_exporter *x, size_t nframes, size_t written) {
+/* Frames whose last byte went out count as exported, the others failed
+ * (returned). A frame cut in the middle leaves the stream unusable: close it. */
+static size_t settle_chunk(fwd_exporter *x, size_t nframes, size_t written) {
     size_t done = 0;
     while (done < nframes && x->frame_ends[done] <= written) done++;
     mst_counter_add(&x->counters.spans_exported, done);
     mst_counter_add(&x->counters.spans_failed, nframes - done);
     size_t prev_end = done ? x->frame_ends[done - 1] : 0;
     if (done < nframes && written > prev_end) close_fd(x);
+    return nframes - done;
 }
 
 /* -------------------------------------------------------------- ops */
@@ -268,12 +308,20 @@ static void settle_chunk(fwd_exporter *x, size_t nframes, size_t written) {
 static mst_status fwd_export_batch(mst_exporter *self, const mst_span *const *spans, size_t n) {
     fwd_exporter *x = (fwd_exporter *)self;
     if (n == 0) return MST_OK;
+    if (is_cancelled(x)) { /* shut down: not even a connect attempt */
+        if (not_there_yet(x))
+            mst_counter_add(&x->counters.spans_skipped, n);
+        else
+            mst_exporter_counters_batch_failed(&x->counters, n);
+        return MST_ERR_CLOSED;
+    }
     if (!ensure_connected(x)) {
         if (not_there_yet(x))
             mst_counter_add(&x->counters.spans_skipped, n);
         else
             mst_exporter_counters_batch_failed(&x->counters, n);
-        return MST_ERR_UNAVAILABLE; /* delivered nowhere by this sink, either way */
+        /* Delivered nowhere by this sink, either way. */
+        return is_cancelled(x) ? MST_ERR_CLOSED : MST_ERR_UNAVAILABLE;
     }
     if (!reserve_frames(x, n)) {
         mst_exporter_counters_batch_failed(&x->counters, n);
@@ -299,9 +347,15 @@ static mst_status fwd_export_batch(mst_exporter *self, const mst_span *const *sp
         if (nframes == 0) continue;
         size_t written = 0;
         mst_status st = send_all(x, x->chunk.data, x->chunk.len, deadline, &written);
-        settle_chunk(x, nframes, written);
+        size_t unsent = settle_chunk(x, nframes, written);
         if (st != MST_OK) {
             mst_counter_add(&x->counters.spans_failed, n - i);
+            if (st == MST_ERR_CLOSED && !x->cancel_logged) {
+                x->cancel_logged = true;
+                MST_WARN("perfetto forwarder @%s: tracer shutdown cancelled the send in flight (the forwarder "
+                         "was not reading fast enough); %zu span(s) of the batch counted as failed",
+                         x->name, unsent + (n - i));
+            }
             if (st == MST_ERR_TIMEOUT && !x->slow_logged) {
                 x->slow_logged = true;
                 MST_WARN("perfetto forwarder @%s is not reading fast enough (no progress for %u ms, "
@@ -320,6 +374,14 @@ static mst_status fwd_export_batch(mst_exporter *self, const mst_span *const *sp
 /* Nothing is buffered between batches. */
 static mst_status fwd_flush(mst_exporter *self, uint32_t timeout_ms) { return MST_OK; }
 
+/* Tracer shutdown out of time (any thread): the send in flight stops within
+ * CANCEL_SLICE_MS, later batches fail at once; the counting is done by the
+ * exporter thread as the send returns. */
+static void fwd_cancel(mst_exporter *self) {
+    fwd_exporter *x = as_fwd(self);
+    if (x) atomic_store_explicit(&x->cancelled, true, memory_order_release);
+}
+
 static void fwd_after_fork_child(mst_exporter *self) {
     fwd_exporter *x = (fwd_exporter *)self;
     close_fd(x); /* close only: the parent keeps using the same connection */
@@ -327,6 +389,8 @@ static void fwd_after_fork_child(mst_exporter *self) {
     x->unreachable = false;
     x->ever_connected = false; /* per process: the child has not connected */
     x->slow_logged = false;
+    x->cancel_logged = false;
+    atomic_store(&x->cancelled, false); /* a shutdown in the parent is not the child's */
     mst_buf_reset(&x->chunk);
     mst_exporter_counters_reset(&x->counters);
 }
@@ -352,6 +416,7 @@ static const mst_exporter_ops k_forward_ops = {
     .after_fork_child = fwd_after_fork_child,
     .get_stats = fwd_get_stats,
     .destroy = fwd_destroy,
+    .cancel = fwd_cancel,
 };
 
 /* ------------------------------------------------------------ public */
@@ -371,6 +436,7 @@ mst_status mst_forward_exporter_create(const char *socket_name, mst_exporter **o
     if (!x) return MST_ERR_NOMEM;
     x->base.ops = &k_forward_ops;
     x->fd = -1;
+    atomic_init(&x->cancelled, false);
     x->retry_interval_ms = MST_FORWARD_RETRY_INTERVAL_MS;
     x->send_budget_ms = MST_FORWARD_SEND_BUDGET_MS;
     x->addr.sun_family = AF_UNIX;

@@ -6,8 +6,10 @@
  * counts the spans skipped until it first connects); a listener that appears later (or
  * restarts) is picked up after the retry interval; a reader that stops
  * reading costs at most the send budget and every counted-exported frame
- * still arrives whole; a fork()ed child gets its own connection and the
- * parent's keeps working. No wall-clock assertions: waits are bounded loops.
+ * still arrives whole; a cancel (tracer shutdown out of time) stops a send
+ * that waits on such a reader and every later batch, counting each span
+ * once; a fork()ed child gets its own connection and the parent's keeps
+ * working. No wall-clock assertions: waits are bounded loops.
  */
 #include <poll.h>
 #include <pthread.h>
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -448,6 +451,69 @@ static void test_stalled_reader_costs_the_budget_and_frames_stay_whole(void) {
     free_spans(&set);
 }
 
+typedef struct export_job {
+    mst_exporter *e;
+    span_set *set;
+    mst_status st;
+} export_job;
+
+static void *export_in_thread(void *arg) {
+    export_job *j = arg;
+    j->st = export(j->e, j->set);
+    return NULL;
+}
+
+/* Unread bytes queued for the listener's first connection (0 before it is
+ * accepted). */
+static int unread_bytes(listener *l) {
+    int n = 0;
+    if (atomic_load(&l->accepted) < 1 || ioctl(l->conns[0].fd, FIONREAD, &n) != 0) return 0;
+    return n;
+}
+
+/* A reader that accepts and never reads, a send budget of 10 minutes: only
+ * the cancel ends the send (the 60 s alarm catches a client without one). */
+static void test_cancel_stops_a_send_to_a_reader_that_never_reads(void) {
+    char name[64];
+    unique_name(name, sizeof name, "cancel");
+    listener l;
+    if (!listener_start(&l, name)) { CHECK(!"listener"); return; }
+    atomic_store(&l.paused, true);
+    mst_exporter *e = make_exporter(name);
+    CHECK(e->ops->cancel != NULL);
+    if (!e->ops->cancel) { e->ops->destroy(e); listener_stop(&l); return; }
+    mst_forward_exporter_set_send_budget_ms(e, 600000);
+    span_set set = make_spans(4000, "cancelled"); /* ~1 MB: more than a socket buffer */
+    export_job job = {e, &set, MST_OK};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, export_in_thread, &job) == 0);
+    /* Bounded by work: the send is under way once bytes wait unread. */
+    for (int i = 0; i < 6000 && unread_bytes(&l) == 0; i++) sleep_ms(5);
+    CHECK(unread_bytes(&l) > 0);
+    alarm(60);
+    e->ops->cancel(e);
+    pthread_join(th, NULL);
+    alarm(0);
+    CHECK_EQ_INT(job.st, MST_ERR_CLOSED);
+    mst_exporter_stats s = stats(e);
+    CHECK(s.spans_failed > 0);
+    CHECK_EQ_INT(s.spans_exported + s.spans_failed, 4000);
+    CHECK_EQ_INT(s.batches_failed, 1);
+    /* Later batches fail at once, counted; no connect, no send. */
+    CHECK_EQ_INT(export(e, &set), MST_ERR_CLOSED);
+    s = stats(e);
+    CHECK_EQ_INT(s.spans_exported + s.spans_failed, 8000);
+    CHECK_EQ_INT(s.batches_failed, 2);
+    /* Every frame counted as exported arrives whole, none other. */
+    atomic_store(&l.paused, false);
+    CHECK(wait_frames(&l, (int)s.spans_exported));
+    CHECK_EQ_INT(atomic_load(&l.bad), 0);
+    e->ops->destroy(e);
+    listener_stop(&l);
+    CHECK_EQ_INT(atomic_load(&l.frames), (int)s.spans_exported);
+    free_spans(&set);
+}
+
 static void test_fork_child_gets_its_own_connection(void) {
     char name[64];
     unique_name(name, sizeof name, "fork");
@@ -515,6 +581,7 @@ static const mst_test_case tests[] = {
     {"forwarder_restart_is_picked_up", test_forwarder_restart_is_picked_up},
     {"stalled_reader_costs_the_budget_and_frames_stay_whole",
      test_stalled_reader_costs_the_budget_and_frames_stay_whole},
+    {"cancel_stops_a_send_to_a_reader_that_never_reads", test_cancel_stops_a_send_to_a_reader_that_never_reads},
     {"fork_child_gets_its_own_connection", test_fork_child_gets_its_own_connection},
     {"bad_arguments", test_bad_arguments},
 };

@@ -1,0 +1,283 @@
+/*
+ * test_forward_shutdown.c — mst_tracer_shutdown with the Perfetto forwarder
+ * client when the forwarder is alive but does not read (stopped with
+ * SIGSTOP, stalled, its socket buffer full): shutdown's flush runs out of
+ * time, the send in flight is cancelled (the client's cancel op) and
+ * shutdown returns, with every span accounted for exactly once.
+ *
+ * The client's send budget is set to 10 minutes, so without the cancel the
+ * join would wait for a forwarder that is only resumed after shutdown
+ * returns: the old code hangs here (the 60 s alarm fails the test) instead
+ * of passing slowly. Nothing is asserted on time.
+ *
+ * Two ways to run:
+ *   - no arguments (ctest): against a listener in this process that accepts
+ *     and never reads; after shutdown the test reads what the kernel holds
+ *     for it and counts whole frames: exactly the exporter's spans_exported.
+ *   - driver (tests/integration/test_forward_shutdown.py):
+ *     `--socket NAME --spans N`: against a real `mstrace forward`; exports
+ *     10 warm-up spans, prints "ready", waits for a line on stdin (the test
+ *     SIGSTOPs the daemon meanwhile), then exports N spans, shuts down and
+ *     prints the counters as one JSON line.
+ */
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "export/forward_client.h"
+#include "testlib.h"
+
+#define WARMUP_SPANS 10
+#define HANG_GUARD_S 60u
+
+/* ------------------------- an exporter that observes the forwarder client */
+
+typedef struct observer {
+    mst_exporter base;
+    mst_exporter *inner;          /* the real forwarder client            */
+    mst_tracer *tracer;           /* read in destroy, before it is freed   */
+    _Atomic int last_status;      /* what the inner export_batch returned */
+    _Atomic uint64_t handed;      /* spans handed to the inner exporter   */
+    _Atomic int cancels;
+    mst_exporter_stats final;     /* inner counters, read before destroy  */
+    mst_tracer_stats tracer_final; /* tracer counters at that moment      */
+    bool destroyed;
+} observer;
+
+static mst_status obs_export(mst_exporter *self, const mst_span *const *spans, size_t n) {
+    observer *o = (observer *)self;
+    atomic_fetch_add(&o->handed, n);
+    mst_status st = o->inner->ops->export_batch(o->inner, spans, n);
+    atomic_store(&o->last_status, (int)st);
+    return st;
+}
+
+static void obs_cancel(mst_exporter *self) {
+    observer *o = (observer *)self;
+    atomic_fetch_add(&o->cancels, 1);
+    if (o->inner->ops->cancel) o->inner->ops->cancel(o->inner);
+}
+
+/* Called by mst_tracer_shutdown after it counted the queue's leftovers as
+ * failed: the tracer's counters are final here. */
+static void obs_destroy(mst_exporter *self) {
+    observer *o = (observer *)self; /* owned by the test: only the inner goes */
+    mst_exporter_get_stats(o->inner, &o->final);
+    mst_tracer_get_stats(o->tracer, &o->tracer_final);
+    o->inner->ops->destroy(o->inner);
+    o->destroyed = true;
+}
+
+static const mst_exporter_ops obs_ops = {
+    .name = "observer", .export_batch = obs_export, .destroy = obs_destroy, .cancel = obs_cancel};
+
+/* ------------------------------------------------------------ scenario */
+
+typedef struct outcome {
+    mst_status shutdown;
+    observer obs;
+} outcome;
+
+static void spans(mst_tracer *t, const char *name, int n) {
+    for (int i = 0; i < n; i++) {
+        mst_span *s = mst_span_start(t, NULL, name, MST_SPAN_KIND_INTERNAL, NULL, 0);
+        if (!s) continue;
+        mst_span_set_str(s, "request.id", "req-00000000000000000000000000000000000000000000");
+        mst_span_set_int(s, "seq", i);
+        mst_span_end(s, 0);
+    }
+}
+
+/* Warm-up spans (flushed: the connection is up), then `stall()` (the
+ * forwarder stops reading), then n spans and a shutdown that must cancel. */
+static bool run_scenario(const char *socket_name, int n, void (*stall)(void *), void *ctx, outcome *out) {
+    memset(out, 0, sizeof *out);
+    mst_tracer_options opts = {.max_queue_size = 1u << 16, .max_export_batch_size = 512,
+                               .schedule_delay_ms = 600000};
+    mst_tracer *t;
+    mst_exporter *fwd;
+    if (mst_tracer_create(&opts, &t) != MST_OK) return false;
+    if (mst_forward_exporter_create(socket_name, &fwd) != MST_OK) {
+        mst_tracer_shutdown(t, 1000);
+        return false;
+    }
+    /* Far beyond the hang guard: a send that ends by itself ends only after
+     * 10 minutes; only the cancel ends it sooner. */
+    mst_forward_exporter_set_send_budget_ms(fwd, 600000);
+    observer *o = &out->obs;
+    o->base.ops = &obs_ops;
+    o->inner = fwd;
+    o->tracer = t;
+    atomic_store(&o->last_status, 1);
+    if (mst_tracer_add_exporter(t, &o->base) != MST_OK) return false;
+    spans(t, "warmup", WARMUP_SPANS);
+    if (mst_tracer_flush(t, 60000) != MST_OK || atomic_load(&o->last_status) != MST_OK) {
+        fprintf(stderr, "the warm-up spans did not reach the forwarder\n");
+        mst_tracer_shutdown(t, 1000);
+        return false;
+    }
+    stall(ctx);
+    spans(t, "stalled", n);
+    alarm(HANG_GUARD_S); /* default action: the test dies, visibly */
+    out->shutdown = mst_tracer_shutdown(t, 200);
+    alarm(0);
+    return o->destroyed;
+}
+
+/* Every span accounted for once: by the tracer (started = exported + failed
+ * + dropped; a batch the client did not deliver whole counts failed), and by
+ * the client (exported + failed = handed to it). */
+static void check_outcome(const outcome *r, int n) {
+    const observer *o = &r->obs;
+    CHECK_EQ_INT(r->shutdown, MST_ERR_TIMEOUT);
+    CHECK_EQ_INT(atomic_load(&o->cancels), 1);
+    CHECK_EQ_INT(atomic_load(&o->last_status), MST_ERR_CLOSED); /* cancelled, not timed out */
+    uint64_t handed = atomic_load(&o->handed);
+    CHECK_EQ_INT(o->final.spans_exported + o->final.spans_failed, handed);
+    CHECK_EQ_INT(o->final.spans_skipped, 0);
+    CHECK(o->final.spans_failed > 0);
+    CHECK(o->final.spans_exported >= WARMUP_SPANS);
+    CHECK(o->final.batches_failed >= 1);
+    const mst_tracer_stats *ts = &o->tracer_final;
+    CHECK_EQ_INT(ts->spans_started, (uint64_t)n + WARMUP_SPANS);
+    CHECK_EQ_INT(ts->spans_ended, ts->spans_started);
+    CHECK_EQ_INT(ts->spans_exported + ts->spans_failed + ts->spans_dropped + ts->spans_filtered,
+                 ts->spans_started);
+    CHECK_EQ_INT(ts->queue_depth, 0);
+    /* The tracer counts whole batches: those the client delivered whole are
+     * exported there, the batch cut by the cancel failed (some of its frames
+     * did reach the forwarder, so the client's own count is higher), and
+     * what was still queued at the cancel failed without reaching it. */
+    CHECK(ts->spans_exported <= o->final.spans_exported);
+    CHECK(handed >= ts->spans_exported && handed - ts->spans_exported <= ts->spans_failed);
+}
+
+/* ------------------------------------- a listener that accepts, never reads */
+
+typedef struct mute_listener {
+    int lfd, cfd;
+    pthread_t thread;
+} mute_listener;
+
+static void *mute_accept(void *arg) {
+    mute_listener *l = arg;
+    l->cfd = accept(l->lfd, NULL, NULL);
+    return NULL;
+}
+
+static bool mute_start(mute_listener *l, const char *name) {
+    l->cfd = -1;
+    l->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    size_t len = strlen(name);
+    memcpy(a.sun_path + 1, name, len);
+    socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len);
+    if (l->lfd < 0 || bind(l->lfd, (struct sockaddr *)&a, alen) != 0 || listen(l->lfd, 4) != 0) return false;
+    return pthread_create(&l->thread, NULL, mute_accept, l) == 0;
+}
+
+/* The warm-up frames were written; the listener has taken the connection
+ * and reads nothing more from here on. */
+static void mute_stall(void *ctx) {
+    mute_listener *l = ctx;
+    pthread_join(l->thread, NULL);
+}
+
+/* Reads the connection to EOF (the client closed it at shutdown) and counts
+ * whole frames; a frame cut by the cancel is not counted, as the forwarder
+ * drops it. */
+static long count_whole_frames(int fd) {
+    size_t cap = 1 << 20, len = 0;
+    uint8_t *buf = malloc(cap);
+    ssize_t r;
+    while (buf && (r = read(fd, buf + len, cap - len)) > 0) {
+        len += (size_t)r;
+        if (len == cap) {
+            uint8_t *nb = realloc(buf, cap * 2);
+            if (!nb) break;
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    long frames = 0;
+    size_t off = 0;
+    while (buf && len - off >= 4) {
+        const uint8_t *h = buf + off;
+        size_t flen = ((size_t)h[0] << 24) | ((size_t)h[1] << 16) | ((size_t)h[2] << 8) | h[3];
+        if (len - off - 4 < flen) break;
+        frames++;
+        off += 4 + flen;
+    }
+    free(buf);
+    return frames;
+}
+
+static void test_shutdown_cancels_a_send_to_a_reader_that_never_reads(void) {
+    char name[64];
+    snprintf(name, sizeof name, "mst-test-fwd-shutdown-%d", (int)getpid());
+    mute_listener l;
+    CHECK(mute_start(&l, name));
+    enum { N = 20000 }; /* ~5 MB of frames: far more than a socket buffer holds */
+    static outcome r;
+    CHECK(run_scenario(name, N, mute_stall, &l, &r));
+    check_outcome(&r, N);
+    /* Every span counted exported is in the socket, whole; none other is. */
+    CHECK(l.cfd >= 0);
+    CHECK_EQ_INT(count_whole_frames(l.cfd), r.obs.final.spans_exported);
+    close(l.cfd);
+    close(l.lfd);
+}
+
+/* ---------------------------------------------------------------- driver */
+
+static void wait_for_go(void *ctx) {
+    (void)ctx;
+    printf("ready\n");
+    fflush(stdout);
+    char line[16];
+    if (!fgets(line, sizeof line, stdin)) fprintf(stderr, "driver: no go line on stdin\n");
+}
+
+static int driver_main(int argc, char **argv) {
+    const char *socket_name = NULL;
+    int n = 0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--socket")) socket_name = argv[i + 1];
+        else if (!strcmp(argv[i], "--spans")) n = atoi(argv[i + 1]);
+    }
+    if (!socket_name || n < 1) {
+        fprintf(stderr, "usage: %s --socket NAME --spans N\n", argv[0]);
+        return 2;
+    }
+    static outcome r;
+    if (!run_scenario(socket_name, n, wait_for_go, NULL, &r)) return 1;
+    const observer *o = &r.obs;
+    const mst_tracer_stats *ts = &o->tracer_final;
+    printf("{\"shutdown\":%d,\"last_status\":%d,\"cancels\":%d,\"handed\":%llu,\"exported\":%llu,"
+           "\"failed\":%llu,\"skipped\":%llu,\"batches_failed\":%llu,\"tracer_started\":%llu,"
+           "\"tracer_exported\":%llu,\"tracer_failed\":%llu,\"tracer_dropped\":%llu,\"tracer_filtered\":%llu}\n",
+           (int)r.shutdown, atomic_load(&o->last_status), atomic_load(&o->cancels),
+           (unsigned long long)atomic_load(&o->handed), (unsigned long long)o->final.spans_exported,
+           (unsigned long long)o->final.spans_failed, (unsigned long long)o->final.spans_skipped,
+           (unsigned long long)o->final.batches_failed, (unsigned long long)ts->spans_started,
+           (unsigned long long)ts->spans_exported, (unsigned long long)ts->spans_failed,
+           (unsigned long long)ts->spans_dropped, (unsigned long long)ts->spans_filtered);
+    return 0;
+}
+
+static const mst_test_case tests[] = {
+    {"shutdown_cancels_a_send_to_a_reader_that_never_reads",
+     test_shutdown_cancels_a_send_to_a_reader_that_never_reads},
+};
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strncmp(argv[1], "--", 2) == 0) return driver_main(argc, argv);
+    return mst_test_run_all(tests, sizeof tests / sizeof tests[0], argc, argv);
+}
