@@ -63,13 +63,13 @@ typedef struct intern_entry {
     uint64_t iid;
 } intern_entry;
 
-/* A definition the packet being built must carry; the text is at blob+off
- * (an offset: blob may grow while the packet's names are interned). */
-typedef struct pending_intern {
-    unsigned kind;
-    uint32_t off, len;
-    uint64_t iid;
-} pending_intern;
+
+#define COUNTER_MEMO 16u
+typedef struct counter_memo {
+    const char *name;
+    int64_t pid;
+    uint64_t uuid;
+} counter_memo;
 
 struct mst_pftrace_writer {
     int fd;
@@ -85,15 +85,16 @@ struct mst_pftrace_writer {
     uint32_t icount;
     uint64_t next_iid[MST_PFT_INTERN_KINDS];
     uint32_t *vseen;              /* value hashes seen once (VSEEN_SLOTS) */
-    uint64_t *val_iids;           /* per attribute: interned string value or 0 */
     mst_buf blob;
     bool clear_pending;           /* next interning packet restarts the state */
     uint64_t intern_gen;          /* bumped by every restart */
     uint64_t fixed_gen;           /* intern_gen when fixed_iid was filled (0: never) */
     uint64_t fixed_iid[6];        /* the fixed annotation names (FIXED_ANNOTATIONS) */
-    pending_intern *pend;         /* new definitions for the packet being built */
-    size_t n_pend;
-    uint64_t *ann_iids;           /* per attribute of the span being written */
+    mst_buf defs;                 /* InternedData entries of the packet being built */
+    mst_buf ann;                  /* its debug annotations */
+    uint64_t *res_iids;           /* its resource entries' name and value iids */
+    uint64_t *flows;              /* its flow ids */
+    counter_memo cmemo[COUNTER_MEMO];
     /* tracks: uuid | 1 bit "named" kept in a parallel array */
     uint64_t *tslots;
     uint8_t *tnamed;
@@ -117,20 +118,68 @@ static inline uint64_t mix64(uint64_t x) {
 }
 
 
+static inline uint64_t load64(const char *s) {
+    uint64_t v;
+    memcpy(&v, s, 8);
+    return v;
+}
+
+/* The n (< 8) bytes at s as a little-endian number, as memcpy into a zeroed
+ * word gives, from at most two loads (no libc call for short keys). */
+static inline uint64_t load_small(const char *s, size_t n) {
+    const uint8_t *p = (const uint8_t *)s;
+    if (n >= 4) {
+        uint32_t lo, hi;
+        memcpy(&lo, p, 4);
+        memcpy(&hi, p + n - 4, 4);
+        return lo | ((uint64_t)hi << (8 * (n - 4)));
+    }
+    if (!n) return 0;
+    return p[0] | ((uint64_t)p[n / 2] << (8 * (n / 2))) | ((uint64_t)p[n - 1] << (8 * (n - 1)));
+}
+
 /* Hash of n bytes from the first and last 8 (and n): constant time for
  * the names and keys of every span. Strings sharing both ends and length
- * collide and are told apart by the table's memcmp. Not seeded: the table
+ * collide and are told apart by the table's compare. Not seeded: the table
  * it indexes is bounded and restarts when full, so crafted collisions cost
- * at most longer probes in a table of INTERN_SLOTS. */
-static uint64_t bytes_hash(const char *s, size_t n) {
-    uint64_t a = 0, b = 0;
+ * at most longer probes in a table of INTERN_SLOTS. (The value-seen table
+ * keys on it too, so it decides which values are interned: changing it
+ * changes the file.) */
+static inline uint64_t bytes_hash(const char *s, size_t n) {
+    uint64_t a, b = 0;
     if (n >= 8) {
-        memcpy(&a, s, 8);
-        memcpy(&b, s + n - 8, 8);
-    } else if (n) {
-        memcpy(&a, s, n);
+        a = load64(s);
+        b = load64(s + n - 8);
+    } else {
+        a = load_small(s, n);
     }
     return mst_mum(a ^ 0xe7037ed1a0b428dbull ^ n, b ^ 0x8ebc6af09c88c6e3ull);
+}
+
+/* a[0..n) == b[0..n), a word at a time (names and keys are short). */
+static inline bool bytes_eq(const char *a, const char *b, size_t n) {
+    if (n < 8) return load_small(a, n) == load_small(b, n);
+    if (n > 64) return memcmp(a, b, n) == 0;
+    for (size_t i = 0; i + 8 < n; i += 8)
+        if (load64(a + i) != load64(b + i)) return false;
+    return load64(a + n - 8) == load64(b + n - 8);
+}
+
+/* No backslash in s[0..n): the JSON string needs no unescaping. */
+static inline bool no_backslash(const char *s, size_t n) {
+    if (n > 256) return !memchr(s, '\\', n);
+    const uint64_t k = 0x0101010101010101ull;
+    uint64_t hit = 0, z;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        z = load64(s + i) ^ ('\\' * k);
+        hit |= (z - k) & ~z;
+    }
+    if (i < n) {
+        z = load_small(s + i, n - i) ^ ('\\' * k); /* zero fill: never a '\\' */
+        hit |= (z - k) & ~z;
+    }
+    return !(hit & (0x80 * k));
 }
 
 /* Exact hash of every byte (track ids, where a collision would merge two
@@ -156,8 +205,16 @@ static uint64_t process_uuid(int64_t pid) { return mix64(0x1ull << 56 ^ (uint64_
 static uint64_t thread_uuid(int64_t pid, int64_t tid) {
     return mix64((0x2ull << 56) ^ mix64((uint64_t)pid) ^ (uint64_t)tid);
 }
-static uint64_t counter_uuid(int64_t pid, const char *name) {
-    return mix64((0x3ull << 56) ^ mix64((uint64_t)pid) ^ bytes_hash_full(name, strlen(name)));
+/* Counter names are the timeline's static strings and the same few come
+ * with every schedule span: their uuids are remembered by (name pointer,
+ * pid) in a small direct-mapped memo. */
+static uint64_t counter_uuid(mst_pftrace_writer *w, int64_t pid, const char *name) {
+    counter_memo *m = &w->cmemo[((uintptr_t)name >> 3 ^ (uint64_t)pid) & (COUNTER_MEMO - 1)];
+    if (m->name == name && m->pid == pid) return m->uuid;
+    m->name = name;
+    m->pid = pid;
+    m->uuid = mix64((0x3ull << 56) ^ mix64((uint64_t)pid) ^ bytes_hash_full(name, strlen(name)));
+    return m->uuid;
 }
 static uint64_t requests_uuid(void) { return mix64(0x4ull << 56); }
 static uint64_t request_uuid(const char *id, size_t n) {
@@ -175,20 +232,9 @@ static void intern_reset(mst_pftrace_writer *w) {
     w->intern_gen++;
 }
 
-/* The iid of (kind, s); a new one is queued in w->pend for the packet. */
-static uint64_t intern(mst_pftrace_writer *w, unsigned kind, const char *s, size_t n) {
-    uint64_t h64 = bytes_hash(s, n) ^ kind;
-    uint32_t h = (uint32_t)(h64 ^ (h64 >> 32));
-    uint32_t mask = INTERN_SLOTS - 1;
-    uint32_t pos = h & mask;
-    for (;; pos = (pos + 1) & mask) {
-        uint64_t sl = w->islots[pos];
-        if (!sl) break;
-        const intern_entry *e = &w->ie[(uint32_t)sl - 1];
-        if ((uint32_t)(sl >> 32) == h && e->kind == kind && e->len == n &&
-            memcmp(w->blob.data + e->off, s, n) == 0)
-            return e->iid;
-    }
+/* Adds (kind, s) at free slot `pos` of the probe for hash h. */
+static uint64_t intern_add(mst_pftrace_writer *w, unsigned kind, const char *s, size_t n,
+                           uint32_t h, uint32_t pos) {
     uint32_t off = (uint32_t)w->blob.len;
     mst_buf_append(&w->blob, s, n);
     if (w->blob.failed) {
@@ -202,33 +248,58 @@ static uint64_t intern(mst_pftrace_writer *w, unsigned kind, const char *s, size
     e->kind = (uint8_t)kind;
     e->iid = w->next_iid[kind]++;
     w->islots[pos] = ((uint64_t)h << 32) | ++w->icount;
-    w->pend[w->n_pend++] = (pending_intern){kind, off, (uint32_t)n, e->iid};
+    mst_pft_interned_entry(&w->defs, kind, e->iid, s, n);
     return e->iid;
+}
+
+/* The iid of (kind, s), whose bytes_hash is `hash` (callers that hashed
+ * the text already pass it); a new one is added to the packet's w->defs. */
+static inline uint64_t intern_hashed(mst_pftrace_writer *w, unsigned kind, const char *s, size_t n,
+                                     uint64_t hash) {
+    uint64_t h64 = hash ^ kind;
+    uint32_t h = (uint32_t)(h64 ^ (h64 >> 32));
+    uint32_t mask = INTERN_SLOTS - 1;
+    uint32_t pos = h & mask;
+    for (;; pos = (pos + 1) & mask) {
+        uint64_t sl = w->islots[pos];
+        if (!sl) break;
+        const intern_entry *e = &w->ie[(uint32_t)sl - 1];
+        if ((uint32_t)(sl >> 32) == h && e->kind == kind && e->len == n &&
+            bytes_eq((const char *)w->blob.data + e->off, s, n))
+            return e->iid;
+    }
+    return intern_add(w, kind, s, n, h, pos);
+}
+
+static inline uint64_t intern(mst_pftrace_writer *w, unsigned kind, const char *s, size_t n) {
+    return intern_hashed(w, kind, s, n, bytes_hash(s, n));
 }
 
 /* Makes room for `need` new entries in this packet (restarting if full). */
 static void intern_room(mst_pftrace_writer *w, size_t need) {
-    w->n_pend = 0;
+    mst_buf_reset(&w->defs);
     if (w->icount + need > INTERN_MAX || w->blob.len > (64u << 20)) intern_reset(w);
 }
 
-/* Opens an event packet and writes the pending definitions into it. */
-static void open_event(mst_pftrace_writer *w, mst_pft_event *e, int64_t ts, bool uses_iids) {
-    uint32_t flags = 0;
-    if (uses_iids) {
-        flags = MST_PFT_SEQ_NEEDS_INCREMENTAL_STATE;
-        if (w->clear_pending) {
-            flags |= MST_PFT_SEQ_INCREMENTAL_STATE_CLEARED;
-            w->clear_pending = false;
-        }
+/* Sequence flags of a packet: one that uses interned ids needs the
+ * incremental state, and the first after a restart says it was cleared. */
+static uint32_t packet_flags(mst_pftrace_writer *w, bool uses_iids) {
+    if (!uses_iids) return 0;
+    uint32_t flags = MST_PFT_SEQ_NEEDS_INCREMENTAL_STATE;
+    if (w->clear_pending) {
+        flags |= MST_PFT_SEQ_INCREMENTAL_STATE_CLEARED;
+        w->clear_pending = false;
     }
-    mst_pft_event_open(w->buf, e, (uint64_t)ts, flags);
-    for (size_t i = 0; i < w->n_pend; i++) {
-        const pending_intern *p = &w->pend[i];
-        mst_pft_event_intern(w->buf, e, p->kind, p->iid, (const char *)w->blob.data + p->off,
-                             p->len);
-    }
-    w->n_pend = 0;
+    return flags;
+}
+
+/* Hands the packet's definitions and annotations to slice `sl`. */
+static void take_parts(mst_pftrace_writer *w, mst_pft_slice *sl) {
+    if (w->defs.failed || w->ann.failed) w->buf->failed = true;
+    sl->interned = w->defs.data;
+    sl->interned_len = w->defs.len;
+    sl->annotations = w->ann.data;
+    sl->annotations_len = w->ann.len;
 }
 
 /* ------------------------------------------------------------ tracks */
@@ -340,7 +411,12 @@ static uint64_t ensure_thread(mst_pftrace_writer *w, int64_t pid, int64_t tid,
 typedef struct lane {
     int64_t start[LANE_KEEP], end[LANE_KEEP];
     int64_t max_end;         /* of the kept slices: sequential spans skip the scan */
+    int64_t max_start;       /* >= every kept start (not lowered on eviction) */
     unsigned n;
+    /* The kept slots as a binary min-heap on (end, slot): the root is the
+     * slice to evict (earliest end, lowest slot among equal ends) without
+     * scanning all LANE_KEEP, and its end is the lane's earliest. */
+    uint8_t heap[LANE_KEEP];
 } lane;
 
 typedef struct thread_lanes {
@@ -355,24 +431,60 @@ static bool partial_overlap(int64_t s1, int64_t e1, int64_t s2, int64_t e2) {
 
 static bool lane_fits(const lane *l, int64_t s, int64_t e) {
     if (!l->n || l->max_end <= s) return true; /* everything kept ended before s */
+    /* Every kept slice ends at or after e and starts at or before s: each
+     * contains [s, e] (or equals it), so none partly overlaps it. Spans
+     * repeating an interval (and a lane of one long span) skip the scan. */
+    if (l->end[l->heap[0]] >= e && l->max_start <= s) return true;
     for (unsigned i = 0; i < l->n; i++)
         if (partial_overlap(l->start[i], l->end[i], s, e)) return false;
     return true;
 }
 
+/* Heap order: slot a goes before slot b. */
+static inline bool heap_before(const lane *l, unsigned a, unsigned b) {
+    return l->end[a] < l->end[b] || (l->end[a] == l->end[b] && a < b);
+}
+
+static void heap_up(lane *l, unsigned i) {
+    while (i) {
+        unsigned parent = (i - 1) / 2;
+        if (!heap_before(l, l->heap[i], l->heap[parent])) break;
+        uint8_t t = l->heap[i];
+        l->heap[i] = l->heap[parent];
+        l->heap[parent] = t;
+        i = parent;
+    }
+}
+
+static void heap_down(lane *l, unsigned i) {
+    for (;;) {
+        unsigned c = 2 * i + 1, best = i;
+        if (c < l->n && heap_before(l, l->heap[c], l->heap[best])) best = c;
+        if (c + 1 < l->n && heap_before(l, l->heap[c + 1], l->heap[best])) best = c + 1;
+        if (best == i) return;
+        uint8_t t = l->heap[i];
+        l->heap[i] = l->heap[best];
+        l->heap[best] = t;
+        i = best;
+    }
+}
+
 /* Remembers [s, e] in the lane, dropping its earliest-ending slice if full. */
 static void lane_add(lane *l, int64_t s, int64_t e) {
-    unsigned i = l->n;
     if (l->n == LANE_KEEP) {
-        i = 0;
-        for (unsigned k = 1; k < LANE_KEEP; k++)
-            if (l->end[k] < l->end[i]) i = k;
+        unsigned i = l->heap[0];
+        l->start[i] = s;
+        l->end[i] = e;
+        heap_down(l, 0);
     } else {
-        l->n++;
+        unsigned i = l->n++;
+        l->start[i] = s;
+        l->end[i] = e;
+        l->heap[i] = (uint8_t)i;
+        heap_up(l, i);
     }
-    l->start[i] = s;
-    l->end[i] = e;
     if (l->n == 1 || e > l->max_end) l->max_end = e;
+    if (l->n == 1 || s > l->max_start) l->max_start = s;
 }
 
 static thread_lanes *lanes_of(mst_pftrace_writer *w, uint64_t thread) {
@@ -419,13 +531,9 @@ static uint64_t pick_lane(mst_pftrace_writer *w, uint64_t thread, int64_t s, int
 
 
 /* The interned id for a plain (no escapes) JSON string value seen before,
- * else 0 (written inline; remembered for next time). */
-static uint64_t value_iid(mst_pftrace_writer *w, const mst_json_slice *v) {
-    if (v->len < 4 || v->len > VALUE_INTERN_MAX_LEN + 2 || v->ptr[0] != '"' ||
-        memchr(v->ptr, '\\', v->len))
-        return 0;
-    const char *s = v->ptr + 1;
-    size_t n = v->len - 2;
+ * else 0 (written inline; remembered for next time). `s` is the text
+ * between the quotes. */
+static uint64_t value_iid(mst_pftrace_writer *w, const char *s, size_t n) {
     uint64_t h = bytes_hash(s, n);
     uint32_t tag = (uint32_t)(h >> 32) | 1u;
     uint32_t *slot = &w->vseen[h & (VSEEN_SLOTS - 1)];
@@ -433,50 +541,67 @@ static uint64_t value_iid(mst_pftrace_writer *w, const mst_json_slice *v) {
         *slot = tag;
         return 0;
     }
-    return intern(w, MST_PFT_INTERN_STRING_VALUE, s, n);
+    return intern_hashed(w, MST_PFT_INTERN_STRING_VALUE, s, n, h);
 }
 
-/* One annotation from a raw JSON value: strings, numbers and booleans as
- * typed values, anything else (arrays, objects, null) as JSON text. */
-static void annotate_json(mst_pftrace_writer *w, uint64_t iid, const mst_json_slice *v,
+/* value_iid of a raw JSON value when it is a plain string of 2..128
+ * characters, else 0. */
+static inline uint64_t json_value_iid(mst_pftrace_writer *w, const mst_json_slice *v) {
+    if (v->len < 4 || v->len > VALUE_INTERN_MAX_LEN + 2 || v->ptr[0] != '"' ||
+        !no_backslash(v->ptr + 1, v->len - 2))
+        return 0;
+    return value_iid(w, v->ptr + 1, v->len - 2);
+}
+
+/* Appends annotation `name_iid` of a raw JSON value: by its interned id
+ * when json_value_iid gave one (viid), other strings, numbers and booleans
+ * as typed values, anything else (arrays, objects, null) as JSON text. */
+static void annotate_json(mst_pftrace_writer *w, uint64_t name_iid, const mst_json_slice *v,
                           uint64_t viid) {
-    const char *s;
+    mst_buf *b = &w->ann;
     if (viid) {
-        mst_pft_annotation_string_iid(w->buf, iid, viid);
+        mst_pft_annotation_string_iid(b, name_iid, viid);
         return;
     }
+    const char *s;
     size_t n;
     bool dbl;
     int64_t i;
     double d;
-    if (v->len && v->ptr[0] == '"' && json_string_text(w, v, &s, &n))
-        mst_pft_annotation_string(w->buf, iid, s, n);
+    if (v->len >= 2 && v->ptr[0] == '"' && json_string_text(w, v, &s, &n))
+        mst_pft_annotation_string(b, name_iid, s, n);
     else if (v->len == 4 && memcmp(v->ptr, "true", 4) == 0)
-        mst_pft_annotation_bool(w->buf, iid, true);
+        mst_pft_annotation_bool(b, name_iid, true);
     else if (v->len == 5 && memcmp(v->ptr, "false", 5) == 0)
-        mst_pft_annotation_bool(w->buf, iid, false);
+        mst_pft_annotation_bool(b, name_iid, false);
     else if (mst_tl_json_number(v, &dbl, &i, &d)) {
-        if (dbl) mst_pft_annotation_double(w->buf, iid, d);
-        else mst_pft_annotation_int(w->buf, iid, i);
+        if (dbl) mst_pft_annotation_double(b, name_iid, d);
+        else mst_pft_annotation_int(b, name_iid, i);
     } else {
-        mst_pft_annotation_json(w->buf, iid, v->ptr, v->len);
+        mst_pft_annotation_json(b, name_iid, v->ptr, v->len);
     }
 }
 
 static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, uint64_t track) {
     size_t need = 2 + 2 * (s->n_attrs + s->n_resource) + FIXED_ANNOTATIONS + 1;
     intern_room(w, need);
+    mst_buf_reset(&w->ann);
     const char *cat = s->category.ptr ? s->category.ptr : DEFAULT_CATEGORY;
     size_t cat_n = s->category.ptr ? s->category.len : strlen(DEFAULT_CATEGORY);
-    uint64_t name_iid = intern(w, MST_PFT_INTERN_EVENT_NAME, s->name.ptr ? s->name.ptr : "",
-                               s->name.ptr ? s->name.len : 0);
-    uint64_t cat_iid = intern(w, MST_PFT_INTERN_CATEGORY, cat, cat_n);
+    mst_pft_slice sl;
+    sl.name_iid = intern(w, MST_PFT_INTERN_EVENT_NAME, s->name.ptr ? s->name.ptr : "",
+                         s->name.ptr ? s->name.len : 0);
+    sl.category_iid = intern(w, MST_PFT_INTERN_CATEGORY, cat, cat_n);
+    /* Annotations go out in file order (attributes, the fixed six,
+     * resource), ids are assigned in interning order (attributes, fixed
+     * names, resource, then the service name's value). */
     bool any_resource_prefixed = false;
     for (size_t i = 0; i < s->n_attrs; i++) {
         const mst_str *k = &s->attrs[i].key;
         if (k->len > 9 && memcmp(k->ptr, "resource.", 9) == 0) any_resource_prefixed = true;
-        w->ann_iids[i] = mst_span_arg_is_fixed(k) ? 0 : intern(w, MST_PFT_INTERN_ANNOTATION_NAME, k->ptr, k->len);
-        w->val_iids[i] = w->ann_iids[i] ? value_iid(w, &s->attrs[i].value) : 0;
+        if (mst_span_arg_is_fixed(k)) continue;
+        uint64_t iid = intern(w, MST_PFT_INTERN_ANNOTATION_NAME, k->ptr, k->len);
+        annotate_json(w, iid, &s->attrs[i].value, json_value_iid(w, &s->attrs[i].value));
     }
     static const char *const fixed[FIXED_ANNOTATIONS] = {
         "trace_id", "span_id", "parent_span_id", "span.kind", "span.status", "service.name"};
@@ -487,54 +612,61 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, uint64_t trac
         w->fixed_gen = w->intern_gen;
     }
     const uint64_t *fixed_iid = w->fixed_iid;
-    uint64_t *res_iid = w->ann_iids + s->n_attrs;
+    mst_pft_annotation_string(&w->ann, fixed_iid[0], s->trace_id, strnlen(s->trace_id, sizeof s->trace_id));
+    mst_pft_annotation_string(&w->ann, fixed_iid[1], s->span_id, strnlen(s->span_id, sizeof s->span_id));
+    mst_pft_annotation_string(&w->ann, fixed_iid[2], s->parent_span_id,
+                              strnlen(s->parent_span_id, sizeof s->parent_span_id));
+    mst_pft_annotation_int(&w->ann, fixed_iid[3], s->kind);
+    mst_pft_annotation_int(&w->ann, fixed_iid[4], s->status);
+    /* Resource names and values are interned before the service name's
+     * value and written after it. */
+    uint64_t *res = w->res_iids;
     for (size_t i = 0; i < s->n_resource; i++) {
         const mst_str *k = &s->resource[i].key;
-        res_iid[i] = 0;
+        res[2 * i] = 0;
         if (any_resource_prefixed && mst_span_attr_shadows(s, k)) continue;
-        mst_buf_reset(&w->scratch);
-        mst_buf_append(&w->scratch, "resource.", 9);
-        mst_buf_append(&w->scratch, k->ptr, k->len);
-        if (w->scratch.failed) {
-            w->buf->failed = true;
-            return;
+        /* "resource." + key, on the stack when it fits. */
+        char name[128];
+        const char *nm = name;
+        if (9 + (size_t)k->len <= sizeof name) {
+            memcpy(name, "resource.", 9);
+            memcpy(name + 9, k->ptr, k->len);
+        } else {
+            mst_buf_reset(&w->scratch);
+            mst_buf_append(&w->scratch, "resource.", 9);
+            mst_buf_append(&w->scratch, k->ptr, k->len);
+            if (w->scratch.failed) {
+                w->buf->failed = true;
+                return;
+            }
+            nm = (const char *)w->scratch.data;
         }
-        res_iid[i] = intern(w, MST_PFT_INTERN_ANNOTATION_NAME, (const char *)w->scratch.data,
-                            w->scratch.len);
-        w->val_iids[s->n_attrs + i] = value_iid(w, &s->resource[i].value);
+        res[2 * i] = intern(w, MST_PFT_INTERN_ANNOTATION_NAME, nm, 9 + (size_t)k->len);
+        res[2 * i + 1] = json_value_iid(w, &s->resource[i].value);
     }
     const mst_json_slice *svc = mst_span_find_kv(s->resource, s->n_resource, "service.name");
-    uint64_t svc_viid = svc ? value_iid(w, svc) : 0;
-
-    mst_pft_event e;
-    open_event(w, &e, s->start_ns, true);
-    mst_buf *b = w->buf;
-    mst_pft_event_track(b, &e, MST_PFT_SLICE_BEGIN, track);
-    mst_pft_event_name_iid(b, name_iid);
-    mst_pft_event_category_iid(b, cat_iid);
-    for (size_t i = 0; i < s->n_attrs; i++)
-        if (w->ann_iids[i]) annotate_json(w, w->ann_iids[i], &s->attrs[i].value, w->val_iids[i]);
-    mst_pft_annotation_string(b, fixed_iid[0], s->trace_id, strlen(s->trace_id));
-    mst_pft_annotation_string(b, fixed_iid[1], s->span_id, strlen(s->span_id));
-    mst_pft_annotation_string(b, fixed_iid[2], s->parent_span_id, strlen(s->parent_span_id));
-    mst_pft_annotation_int(b, fixed_iid[3], s->kind);
-    mst_pft_annotation_int(b, fixed_iid[4], s->status);
-    if (svc) annotate_json(w, fixed_iid[5], svc, svc_viid);
-    else mst_pft_annotation_string(b, fixed_iid[5], DEFAULT_SERVICE_NAME, strlen(DEFAULT_SERVICE_NAME));
+    if (svc)
+        annotate_json(w, fixed_iid[5], svc, json_value_iid(w, svc));
+    else
+        mst_pft_annotation_string(&w->ann, fixed_iid[5], DEFAULT_SERVICE_NAME,
+                                  strlen(DEFAULT_SERVICE_NAME));
     for (size_t i = 0; i < s->n_resource; i++)
-        if (res_iid[i])
-            annotate_json(w, res_iid[i], &s->resource[i].value, w->val_iids[s->n_attrs + i]);
+        if (res[2 * i]) annotate_json(w, res[2 * i], &s->resource[i].value, res[2 * i + 1]);
     /* Flows: this span's own id (a later span linking here joins it), then
      * one per link (joining the linked span, written before or after). */
-    mst_pft_event_flow_id(b, mst_tl_flow_id(s->trace_id, s->span_id));
+    w->flows[0] = mst_tl_span_flow_id(s->trace_id, s->span_id);
     for (size_t l = 0; l < s->n_links; l++)
-        mst_pft_event_flow_id(b, mst_tl_flow_id(s->links[l].trace_id, s->links[l].span_id));
-    mst_pft_event_close(b, &e);
+        w->flows[1 + l] = mst_tl_span_flow_id(s->links[l].trace_id, s->links[l].span_id);
 
+    sl.ts_ns = (uint64_t)s->start_ns;
+    sl.seq_flags = packet_flags(w, true);
+    sl.track_uuid = track;
+    take_parts(w, &sl);
+    sl.flow_ids = w->flows;
+    sl.n_flows = 1 + s->n_links;
+    mst_pft_slice_begin(w->buf, &sl);
     int64_t end = s->end_ns > s->start_ns ? s->end_ns : s->start_ns;
-    open_event(w, &e, end, false);
-    mst_pft_event_track(b, &e, MST_PFT_SLICE_END, track);
-    mst_pft_event_close(b, &e);
+    mst_pft_slice_end(w->buf, (uint64_t)end, track);
     w->buffered_spans++;
     w->buffered_flows += s->n_links;
 }
@@ -542,32 +674,25 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, uint64_t trac
 /* ------------------------------------------------------------ timeline sink */
 
 /* Begins a slice `name` on `track` (with the request's annotations when
- * r is given); the caller ends it with slice_end. */
+ * r is given); the caller ends it with mst_pft_slice_end. */
 static void named_slice(mst_pftrace_writer *w, uint64_t track, const char *name, int64_t start,
                         const mst_tl_request *r) {
     intern_room(w, 3);
-    uint64_t iid = intern(w, MST_PFT_INTERN_EVENT_NAME, name, strlen(name));
-    uint64_t id_iid = 0, steps_iid = 0;
+    mst_buf_reset(&w->ann);
+    mst_pft_slice sl;
+    memset(&sl, 0, sizeof sl);
+    sl.name_iid = intern(w, MST_PFT_INTERN_EVENT_NAME, name, strlen(name));
     if (r) {
-        id_iid = intern(w, MST_PFT_INTERN_ANNOTATION_NAME, "request.id", 10);
-        steps_iid = intern(w, MST_PFT_INTERN_ANNOTATION_NAME, "request.steps", 13);
+        uint64_t id_iid = intern(w, MST_PFT_INTERN_ANNOTATION_NAME, "request.id", 10);
+        uint64_t steps_iid = intern(w, MST_PFT_INTERN_ANNOTATION_NAME, "request.steps", 13);
+        mst_pft_annotation_string(&w->ann, id_iid, r->id, r->id_len);
+        mst_pft_annotation_int(&w->ann, steps_iid, r->steps);
     }
-    mst_pft_event e;
-    open_event(w, &e, start, true);
-    mst_pft_event_track(w->buf, &e, MST_PFT_SLICE_BEGIN, track);
-    mst_pft_event_name_iid(w->buf, iid);
-    if (r) {
-        mst_pft_annotation_string(w->buf, id_iid, r->id, r->id_len);
-        mst_pft_annotation_int(w->buf, steps_iid, r->steps);
-    }
-    mst_pft_event_close(w->buf, &e);
-}
-
-static void slice_end(mst_pftrace_writer *w, uint64_t track, int64_t ts) {
-    mst_pft_event e;
-    open_event(w, &e, ts, false);
-    mst_pft_event_track(w->buf, &e, MST_PFT_SLICE_END, track);
-    mst_pft_event_close(w->buf, &e);
+    sl.ts_ns = (uint64_t)start;
+    sl.seq_flags = packet_flags(w, true);
+    sl.track_uuid = track;
+    take_parts(w, &sl);
+    mst_pft_slice_begin(w->buf, &sl);
 }
 
 /* A request track: the request slice with its phases nested inside, in an
@@ -585,22 +710,18 @@ static void sink_request(void *self, const mst_tl_request *r) {
     named_slice(w, track, "request", r->start_ns, r);
     for (unsigned i = 0; i < r->n_phases; i++) {
         named_slice(w, track, r->phases[i].name, r->phases[i].start_ns, NULL);
-        slice_end(w, track, r->phases[i].end_ns);
+        mst_pft_slice_end(w->buf, (uint64_t)r->phases[i].end_ns, track);
     }
-    slice_end(w, track, r->end_ns);
+    mst_pft_slice_end(w->buf, (uint64_t)r->end_ns, track);
 }
 
 static void sink_counter(void *self, const mst_tl_counter *c) {
     mst_pftrace_writer *w = self;
-    uint64_t uuid = counter_uuid(c->pid, c->name);
+    uint64_t uuid = counter_uuid(w, c->pid, c->name);
     if (!track_seen(w, uuid, true))
         mst_pft_counter_track(w->buf, uuid, process_uuid(c->pid), c->name, strlen(c->name));
-    mst_pft_event e;
-    open_event(w, &e, c->ts_ns, false);
-    mst_pft_event_track(w->buf, &e, MST_PFT_COUNTER, uuid);
-    if (c->is_double) mst_pft_event_counter_double(w->buf, c->d);
-    else mst_pft_event_counter_int(w->buf, c->i);
-    mst_pft_event_close(w->buf, &e);
+    if (c->is_double) mst_pft_counter_double(w->buf, (uint64_t)c->ts_ns, uuid, c->d);
+    else mst_pft_counter_int(w->buf, (uint64_t)c->ts_ns, uuid, c->i);
 }
 
 static mst_tl_sink make_sink(mst_pftrace_writer *w) {
@@ -724,9 +845,10 @@ void mst_pftrace_writer_get_stats(const mst_pftrace_writer *w, mst_chrome_stats 
 static void writer_free(mst_pftrace_writer *w) {
     free(w->islots);
     free(w->ie);
-    free(w->pend);
-    free(w->ann_iids);
-    free(w->val_iids);
+    mst_buf_free(&w->defs);
+    mst_buf_free(&w->ann);
+    free(w->res_iids);
+    free(w->flows);
     free(w->vseen);
     free(w->tslots);
     free(w->tnamed);
@@ -748,13 +870,13 @@ mst_status mst_pftrace_writer_open(const char *path, int64_t default_pid,
     mst_status st = mst_output_path_open(path, &fd, err, err_size);
     if (st != MST_OK) return st;
     mst_pftrace_writer *w = calloc(1, sizeof *w);
-    size_t max_ann = MST_PF_MAX_ATTRS * 2u + FIXED_ANNOTATIONS + 4;
     if (w) {
         w->islots = calloc(INTERN_SLOTS, sizeof *w->islots);
         w->ie = calloc(INTERN_MAX, sizeof *w->ie);
-        w->pend = calloc(INTERN_MAX, sizeof *w->pend);
-        w->ann_iids = calloc(max_ann, sizeof *w->ann_iids);
-        w->val_iids = calloc(max_ann, sizeof *w->val_iids);
+        mst_buf_init(&w->defs, 0);
+        mst_buf_init(&w->ann, 0);
+        w->res_iids = calloc(2u * MST_PF_MAX_ATTRS, sizeof *w->res_iids);
+        w->flows = calloc(MST_PF_MAX_LINKS + 1u, sizeof *w->flows);
         w->vseen = calloc(VSEEN_SLOTS, sizeof *w->vseen);
         w->tslots = calloc(TRACK_SLOTS, sizeof *w->tslots);
         w->tnamed = calloc(TRACK_SLOTS, 1);
@@ -764,7 +886,7 @@ mst_status mst_pftrace_writer_open(const char *path, int64_t default_pid,
         mst_buf_init(&w->scratch, 0);
         mst_arena_init(&w->arena);
     }
-    if (!w || !w->islots || !w->ie || !w->pend || !w->ann_iids || !w->val_iids || !w->vseen ||
+    if (!w || !w->islots || !w->ie || !w->res_iids || !w->flows || !w->vseen ||
         !w->tslots || !w->tnamed || !w->lanes || !w->tl) {
         if (w) writer_free(w);
         close(fd);

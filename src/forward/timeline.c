@@ -464,8 +464,6 @@ static inline uint64_t hex64(const char *h) {
 }
 
 uint64_t mst_tl_flow_id(const char *trace_hex, const char *span_hex) {
-    /* 64 bits of (trace, span): the span id mixed with the trace id, so the
-     * same span id in two traces gives two flows. */
     size_t tl = strnlen(trace_hex, 32);
     uint64_t t_hi, t_lo, sp;
 #ifdef MST_HEX8_SWAR
@@ -479,10 +477,5 @@ uint64_t mst_tl_flow_id(const char *trace_hex, const char *span_hex) {
         t_lo = tl > 16 ? hex64(trace_hex + 16) : 0;
         sp = hex64(span_hex);
     }
-    uint64_t h = sp ^ (t_hi * 0x9E3779B97F4A7C15ull) ^
-                 ((t_lo + 0x632BE59BD9B4E019ull) * 0xC2B2AE3D27D4EB4Full);
-    h ^= h >> 31;
-    h *= 0xD6E8FEB86659FD93ull;
-    h ^= h >> 32;
-    return h ? h : 1;
+    return mst_tl_flow_mix(t_hi, t_lo, sp);
 }

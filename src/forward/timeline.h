@@ -38,6 +38,7 @@
 #include <stdint.h>
 
 #include "core/arena.h"
+#include "wire/hex8.h"
 #include "wire/perfetto_packet.h"
 
 #define MST_TL_MAX_REQUESTS 65536
@@ -138,5 +139,32 @@ bool mst_tl_json_number(const mst_json_slice *v, bool *is_double, int64_t *i, do
 
 /* Flow id of the span (trace_id, span_id), both lowercase hex; never 0. */
 uint64_t mst_tl_flow_id(const char *trace_hex, const char *span_hex);
+
+/* The 64 bits of a flow id from the id values (trace high and low words,
+ * span id): the span id mixed with the trace id, so the same span id in two
+ * traces gives two flows. */
+static inline uint64_t mst_tl_flow_mix(uint64_t t_hi, uint64_t t_lo, uint64_t sp) {
+    uint64_t h = sp ^ (t_hi * 0x9E3779B97F4A7C15ull) ^
+                 ((t_lo + 0x632BE59BD9B4E019ull) * 0xC2B2AE3D27D4EB4Full);
+    h ^= h >> 31;
+    h *= 0xD6E8FEB86659FD93ull;
+    h ^= h >> 32;
+    return h ? h : 1;
+}
+
+/* mst_tl_flow_id of a decoded span's or link's ids (the arrays of
+ * mst_pf_span / mst_pf_link: 33 and 17 bytes, read whole). Inline: the
+ * writer takes 2-3 per span, and decoded ids (32 + 16 hex digits) go a
+ * word at a time; anything else takes mst_tl_flow_id, to the same value. */
+static inline uint64_t mst_tl_span_flow_id(const char trace_hex[33], const char span_hex[17]) {
+#ifdef MST_HEX8_SWAR
+    uint64_t t_hi, t_lo, sp;
+    /* A NUL is not a hex digit: success means all 48 digits are there. */
+    if (mst_hex16_value(trace_hex, &t_hi) && mst_hex16_value(trace_hex + 16, &t_lo) &&
+        mst_hex16_value(span_hex, &sp))
+        return mst_tl_flow_mix(t_hi, t_lo, sp);
+#endif
+    return mst_tl_flow_id(trace_hex, span_hex);
+}
 
 #endif /* MST_FORWARD_TIMELINE_H */

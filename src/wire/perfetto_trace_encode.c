@@ -85,81 +85,147 @@ void mst_pft_counter_track(mst_buf *b, uint64_t uuid, uint64_t parent_uuid, cons
     track_close(b, p, td);
 }
 
-void mst_pft_event_open(mst_buf *b, mst_pft_event *e, uint64_t ts_ns, uint32_t seq_flags) {
-    e->packet = packet_open(b, ts_ns, true);
-    if (seq_flags) mst_pb_field_varint(b, PKT_SEQUENCE_FLAGS, seq_flags);
-    e->interned.body = 0;
-    e->event.body = 0;
-}
-
-void mst_pft_event_intern(mst_buf *b, mst_pft_event *e, unsigned kind, uint64_t iid,
-                          const char *s, size_t n) {
-    if (!e->interned.body) e->interned = mst_pb_begin(b, PKT_INTERNED_DATA, HINT_SMALL);
-    mst_pb_mark m = mst_pb_begin(b, kind, HINT_SMALL);
-    mst_pb_field_varint(b, IE_IID, iid);
-    mst_pb_field_string(b, IE_NAME, s, n);
-    mst_pb_end(b, m);
-}
-
-void mst_pft_event_track(mst_buf *b, mst_pft_event *e, unsigned type, uint64_t track_uuid) {
-    if (e->interned.body) {
-        mst_pb_end(b, e->interned);
-        e->interned.body = 0;
-    }
-    e->event = mst_pb_begin(b, PKT_TRACK_EVENT, HINT_PACKET);
-    mst_pb_field_varint(b, TE_TYPE, type);
-    mst_pb_field_varint(b, TE_TRACK_UUID, track_uuid);
-}
-
 static mst_pb_mark annotation_open(mst_buf *b, uint64_t name_iid) {
     mst_pb_mark m = mst_pb_begin(b, TE_DEBUG_ANNOTATIONS, HINT_SMALL);
     mst_pb_field_varint(b, DA_NAME_IID, name_iid);
     return m;
 }
 
-void mst_pft_annotation_string(mst_buf *b, uint64_t name_iid, const char *s, size_t n) {
+void mst_pft_annotation_text_slow(mst_buf *b, uint64_t name_iid, uint32_t value_field,
+                                  const char *s, size_t n) {
     mst_pb_mark m = annotation_open(b, name_iid);
-    mst_pb_field_string(b, DA_STRING, s, n);
+    mst_pb_field_string(b, value_field, s, n);
     mst_pb_end(b, m);
 }
 
-void mst_pft_annotation_string_iid(mst_buf *b, uint64_t name_iid, uint64_t value_iid) {
-    mst_pb_mark m = annotation_open(b, name_iid);
-    mst_pb_field_varint(b, DA_STRING_IID, value_iid);
+void mst_pft_interned_entry_slow(mst_buf *b, unsigned kind, uint64_t iid, const char *s,
+                                 size_t n) {
+    mst_pb_mark m = mst_pb_begin(b, kind, HINT_SMALL);
+    mst_pb_field_varint(b, IE_IID, iid);
+    mst_pb_field_string(b, IE_NAME, s, n);
     mst_pb_end(b, m);
 }
 
-void mst_pft_annotation_int(mst_buf *b, uint64_t name_iid, int64_t v) {
-    mst_pb_mark m = annotation_open(b, name_iid);
-    mst_pb_field_varint(b, DA_INT, (uint64_t)v);
-    mst_pb_end(b, m);
+/* ------------------------------------------------------------ one pass */
+
+#define vsz mst_pft_varint_size
+
+static inline uint8_t *put_v(uint8_t *p, uint64_t v) { return p + mst_pb_put_varint(p, v); }
+
+#define TAG(field, wt) (((uint64_t)(field) << 3) | (wt))
+
+static inline uint8_t *put_fixed64(uint8_t *p, uint64_t v) {
+    for (unsigned i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+    return p + 8;
 }
 
-void mst_pft_annotation_double(mst_buf *b, uint64_t name_iid, double v) {
-    mst_pb_mark m = annotation_open(b, name_iid);
-    mst_pb_field_double(b, DA_DOUBLE, v);
-    mst_pb_end(b, m);
-}
-
-void mst_pft_annotation_bool(mst_buf *b, uint64_t name_iid, bool v) {
-    mst_pb_mark m = annotation_open(b, name_iid);
-    mst_pb_field_varint(b, DA_BOOL, v ? 1 : 0);
-    mst_pb_end(b, m);
-}
-
-void mst_pft_annotation_json(mst_buf *b, uint64_t name_iid, const char *s, size_t n) {
-    mst_pb_mark m = annotation_open(b, name_iid);
-    mst_pb_field_string(b, DA_LEGACY_JSON, s, n);
-    mst_pb_end(b, m);
-}
-
-void mst_pft_event_close(mst_buf *b, mst_pft_event *e) {
-    if (e->interned.body) {
-        mst_pb_end(b, e->interned);
-        e->interned.body = 0;
+/* Reserves a whole packet of `body` bytes and writes its tag and length;
+ * NULL when the buffer failed. */
+static uint8_t *packet_room(mst_buf *b, size_t body) {
+    /* Protobuf lengths are int32 on every parser we talk to. */
+    if (body > INT32_MAX) {
+        b->failed = true;
+        return NULL;
     }
-    if (e->event.body) mst_pb_end(b, e->event);
-    else mst_pb_field_bytes(b, PKT_TRACK_EVENT, "", 0);
-    e->event.body = 0;
-    mst_pb_end(b, e->packet);
+    if (!mst_pb_room(b, 1 + vsz(body) + body)) return NULL;
+    uint8_t *p = b->data + b->len;
+    *p++ = (uint8_t)TAG(TRACE_PACKET, MST_PB_WT_LEN);
+    return put_v(p, body);
+}
+
+/* The packet's timestamp and sequence id (and flags when nonzero). */
+static inline size_t packet_head_size(uint64_t ts_ns, uint32_t flags) {
+    return 1 + vsz(ts_ns) + 2 + (flags ? 1 + vsz(flags) : 0);
+}
+
+static inline uint8_t *put_packet_head(uint8_t *p, uint64_t ts_ns, uint32_t flags) {
+    *p++ = (uint8_t)TAG(PKT_TIMESTAMP, MST_PB_WT_VARINT);
+    p = put_v(p, ts_ns);
+    *p++ = (uint8_t)TAG(PKT_SEQUENCE_ID, MST_PB_WT_VARINT);
+    *p++ = MST_PFT_SEQUENCE_ID;
+    if (flags) {
+        *p++ = (uint8_t)TAG(PKT_SEQUENCE_FLAGS, MST_PB_WT_VARINT);
+        p = put_v(p, flags);
+    }
+    return p;
+}
+
+/* TrackEvent type and track (type < 128). */
+static inline size_t te_head_size(uint64_t track_uuid) { return 2 + 1 + vsz(track_uuid); }
+
+static inline uint8_t *put_te_head(uint8_t *p, size_t te_body, unsigned type, uint64_t track) {
+    *p++ = (uint8_t)TAG(PKT_TRACK_EVENT, MST_PB_WT_LEN);
+    p = put_v(p, te_body);
+    *p++ = (uint8_t)TAG(TE_TYPE, MST_PB_WT_VARINT);
+    *p++ = (uint8_t)type;
+    *p++ = (uint8_t)TAG(TE_TRACK_UUID, MST_PB_WT_VARINT);
+    return put_v(p, track);
+}
+
+void mst_pft_slice_begin(mst_buf *b, const mst_pft_slice *s) {
+    size_t te_body = te_head_size(s->track_uuid) + (s->name_iid ? 1 + vsz(s->name_iid) : 0) +
+                     (s->category_iid ? 1 + vsz(s->category_iid) : 0) + s->annotations_len +
+                     s->n_flows * (2 + 8); /* flow_ids: a 2-byte tag + fixed64 */
+    size_t pkt_body = packet_head_size(s->ts_ns, s->seq_flags) +
+                      (s->interned_len ? 1 + vsz(s->interned_len) + s->interned_len : 0) + 1 +
+                      vsz(te_body) + te_body;
+    uint8_t *p = packet_room(b, pkt_body);
+    if (!p) return;
+    p = put_packet_head(p, s->ts_ns, s->seq_flags);
+    if (s->interned_len) {
+        *p++ = (uint8_t)TAG(PKT_INTERNED_DATA, MST_PB_WT_LEN);
+        p = put_v(p, s->interned_len);
+        memcpy(p, s->interned, s->interned_len);
+        p += s->interned_len;
+    }
+    p = put_te_head(p, te_body, MST_PFT_SLICE_BEGIN, s->track_uuid);
+    if (s->name_iid) {
+        *p++ = (uint8_t)TAG(TE_NAME_IID, MST_PB_WT_VARINT);
+        p = put_v(p, s->name_iid);
+    }
+    if (s->category_iid) {
+        *p++ = (uint8_t)TAG(TE_CATEGORY_IIDS, MST_PB_WT_VARINT);
+        p = put_v(p, s->category_iid);
+    }
+    if (s->annotations_len) memcpy(p, s->annotations, s->annotations_len);
+    p += s->annotations_len;
+    for (size_t i = 0; i < s->n_flows; i++) {
+        p = put_v(p, TAG(TE_FLOW_IDS, MST_PB_WT_FIXED64));
+        p = put_fixed64(p, s->flow_ids[i]);
+    }
+    b->len = (size_t)(p - b->data);
+}
+
+void mst_pft_slice_end(mst_buf *b, uint64_t ts_ns, uint64_t track_uuid) {
+    size_t te_body = te_head_size(track_uuid);
+    uint8_t *p = packet_room(b, packet_head_size(ts_ns, 0) + 1 + vsz(te_body) + te_body);
+    if (!p) return;
+    p = put_packet_head(p, ts_ns, 0);
+    p = put_te_head(p, te_body, MST_PFT_SLICE_END, track_uuid);
+    b->len = (size_t)(p - b->data);
+}
+
+void mst_pft_counter_int(mst_buf *b, uint64_t ts_ns, uint64_t track_uuid, int64_t v) {
+    uint64_t tag = TAG(TE_COUNTER_VALUE, MST_PB_WT_VARINT);
+    size_t te_body = te_head_size(track_uuid) + vsz(tag) + vsz((uint64_t)v);
+    uint8_t *p = packet_room(b, packet_head_size(ts_ns, 0) + 1 + vsz(te_body) + te_body);
+    if (!p) return;
+    p = put_packet_head(p, ts_ns, 0);
+    p = put_te_head(p, te_body, MST_PFT_COUNTER, track_uuid);
+    p = put_v(p, tag);
+    p = put_v(p, (uint64_t)v);
+    b->len = (size_t)(p - b->data);
+}
+
+void mst_pft_counter_double(mst_buf *b, uint64_t ts_ns, uint64_t track_uuid, double v) {
+    uint64_t tag = TAG(TE_DOUBLE_COUNTER_VALUE, MST_PB_WT_FIXED64), bits;
+    memcpy(&bits, &v, sizeof bits);
+    size_t te_body = te_head_size(track_uuid) + vsz(tag) + 8;
+    uint8_t *p = packet_room(b, packet_head_size(ts_ns, 0) + 1 + vsz(te_body) + te_body);
+    if (!p) return;
+    p = put_packet_head(p, ts_ns, 0);
+    p = put_te_head(p, te_body, MST_PFT_COUNTER, track_uuid);
+    p = put_v(p, tag);
+    p = put_fixed64(p, bits);
+    b->len = (size_t)(p - b->data);
 }

@@ -69,52 +69,147 @@ void mst_pft_named_track(mst_buf *b, uint64_t uuid, uint64_t parent_uuid, const 
 void mst_pft_counter_track(mst_buf *b, uint64_t uuid, uint64_t parent_uuid, const char *name,
                            size_t n);
 
-/* ---- a TracePacket holding one TrackEvent, built piece by piece ---- */
+/* ---- event packets, each laid out in one pass ----
+ *
+ * Why one pass: the forwarder writes a slice begin with ~15 annotations and
+ * a slice end for every span, and laying a packet out field by field (a
+ * room check, a reserved length and its fix-up per nested message) was most
+ * of its per-span instructions. So the pieces of a packet are encoded with
+ * exact sizes, each with one room check: the InternedData entries and the
+ * debug annotations are appended to scratch buffers as the writer meets
+ * them, then mst_pft_slice_begin writes the whole packet around them. The
+ * bytes are canonical protobuf: the same content always gives the same
+ * bytes. */
 
-typedef struct mst_pft_event {
-    mst_pb_mark packet;
-    mst_pb_mark interned;   /* open InternedData (body 0 = none open) */
-    mst_pb_mark event;      /* open TrackEvent (body 0 = not yet) */
-} mst_pft_event;
-
-/* Opens Trace.packet with timestamp, sequence id and flags. */
-void mst_pft_event_open(mst_buf *b, mst_pft_event *e, uint64_t ts_ns, uint32_t seq_flags);
-/* Interned entries must come before mst_pft_event_track (they are written
- * into the packet's InternedData). */
-void mst_pft_event_intern(mst_buf *b, mst_pft_event *e, unsigned kind, uint64_t iid,
-                          const char *s, size_t n);
-/* Opens the TrackEvent: type and track. */
-void mst_pft_event_track(mst_buf *b, mst_pft_event *e, unsigned type, uint64_t track_uuid);
-static inline void mst_pft_event_name_iid(mst_buf *b, uint64_t iid) {
-    mst_pb_field_varint(b, TE_NAME_IID, iid);
-}
-static inline void mst_pft_event_name(mst_buf *b, const char *s, size_t n) {
-    mst_pb_field_string(b, TE_NAME, s, n);
-}
-static inline void mst_pft_event_category_iid(mst_buf *b, uint64_t iid) {
-    mst_pb_field_varint(b, TE_CATEGORY_IIDS, iid);
-}
-static inline void mst_pft_event_flow_id(mst_buf *b, uint64_t id) {
-    mst_pb_field_fixed64(b, TE_FLOW_IDS, id);
-}
-static inline void mst_pft_event_counter_int(mst_buf *b, int64_t v) {
-    mst_pb_field_varint(b, TE_COUNTER_VALUE, (uint64_t)v);
-}
-static inline void mst_pft_event_counter_double(mst_buf *b, double v) {
-    mst_pb_field_double(b, TE_DOUBLE_COUNTER_VALUE, v);
+/* Varint size without a loop (7 payload bits a byte). */
+static inline unsigned mst_pft_varint_size(uint64_t v) {
+    return v < 0x80 ? 1 : (unsigned)(((63 - __builtin_clzll(v)) * 9 + 73) >> 6);
 }
 
-/* DebugAnnotation values (name by interned id). */
-void mst_pft_annotation_string(mst_buf *b, uint64_t name_iid, const char *s, size_t n);
-/* A string value by its interned id (MST_PFT_INTERN_STRING_VALUE). */
-void mst_pft_annotation_string_iid(mst_buf *b, uint64_t name_iid, uint64_t value_iid);
-void mst_pft_annotation_int(mst_buf *b, uint64_t name_iid, int64_t v);
-void mst_pft_annotation_double(mst_buf *b, uint64_t name_iid, double v);
-void mst_pft_annotation_bool(mst_buf *b, uint64_t name_iid, bool v);
+/* Out-of-line paths for text that is long or not ASCII (sized after
+ * UTF-8 repair): one debug annotation with a text value in field
+ * `value_field`, one InternedData entry. */
+void mst_pft_annotation_text_slow(mst_buf *b, uint64_t name_iid, uint32_t value_field,
+                                  const char *s, size_t n);
+void mst_pft_interned_entry_slow(mst_buf *b, unsigned kind, uint64_t iid, const char *s,
+                                 size_t n);
+
+/* Starts a debug annotation of `body` (< 128) bytes at the end of b (room
+ * checked by the caller): field tag, length, name_iid. Returns where its
+ * value field goes. */
+static inline uint8_t *mst_pft_annotation_head_(mst_buf *b, size_t body, uint64_t name_iid) {
+    uint8_t *p = b->data + b->len;
+    p[0] = (TE_DEBUG_ANNOTATIONS << 3) | MST_PB_WT_LEN;
+    p[1] = (uint8_t)body;
+    p[2] = (DA_NAME_IID << 3) | MST_PB_WT_VARINT;
+    return p + 3 + mst_pb_put_varint(p + 3, name_iid);
+}
+
+/* TrackEvent.debug_annotations (4) { name_iid (1), value field `vtag`
+ * (a whole varint tag) = v }: at most 2 + 23 bytes, a 1-byte length. */
+static inline void mst_pft_annotation_varint_(mst_buf *b, uint64_t name_iid, unsigned vtag,
+                                              uint64_t v) {
+    size_t body = 1 + mst_pft_varint_size(name_iid) + mst_pft_varint_size(vtag) +
+                  mst_pft_varint_size(v);
+    if (!mst_pb_room(b, 2 + body)) return;
+    uint8_t *p = mst_pft_annotation_head_(b, body, name_iid);
+    p += mst_pb_put_varint(p, vtag);
+    p += mst_pb_put_varint(p, v);
+    b->len = (size_t)(p - b->data);
+}
+
+/* A text value (string_value 6 or legacy_json_value 9): short ASCII
+ * inline, anything else sized after UTF-8 repair out of line. */
+static inline void mst_pft_annotation_text_(mst_buf *b, uint64_t name_iid, uint32_t value_field,
+                                            const char *s, size_t n) {
+    if (!(n <= 64 && mst_pb_is_ascii(s, n))) {
+        mst_pft_annotation_text_slow(b, name_iid, value_field, s, n);
+        return;
+    }
+    size_t body = 1 + mst_pft_varint_size(name_iid) + 2 + n; /* < 128 */
+    if (!mst_pb_room(b, 2 + body)) return;
+    uint8_t *p = mst_pft_annotation_head_(b, body, name_iid);
+    p[0] = (uint8_t)((value_field << 3) | MST_PB_WT_LEN);
+    p[1] = (uint8_t)n;
+    memcpy(p + 2, s, n);
+    b->len = (size_t)(p + 2 + n - b->data);
+}
+
+/* DebugAnnotation values (name by interned id), appended as whole
+ * TrackEvent.debug_annotations fields. */
+static inline void mst_pft_annotation_string(mst_buf *b, uint64_t name_iid, const char *s,
+                                             size_t n) {
+    mst_pft_annotation_text_(b, name_iid, DA_STRING, s, n);
+}
 /* A JSON text shown as is (arrays, objects, null). */
-void mst_pft_annotation_json(mst_buf *b, uint64_t name_iid, const char *s, size_t n);
+static inline void mst_pft_annotation_json(mst_buf *b, uint64_t name_iid, const char *s,
+                                           size_t n) {
+    mst_pft_annotation_text_(b, name_iid, DA_LEGACY_JSON, s, n);
+}
+/* A string value by its interned id (MST_PFT_INTERN_STRING_VALUE). */
+static inline void mst_pft_annotation_string_iid(mst_buf *b, uint64_t name_iid,
+                                                 uint64_t value_iid) {
+    mst_pft_annotation_varint_(b, name_iid, (DA_STRING_IID << 3) | MST_PB_WT_VARINT, value_iid);
+}
+static inline void mst_pft_annotation_int(mst_buf *b, uint64_t name_iid, int64_t v) {
+    mst_pft_annotation_varint_(b, name_iid, (DA_INT << 3) | MST_PB_WT_VARINT, (uint64_t)v);
+}
+static inline void mst_pft_annotation_bool(mst_buf *b, uint64_t name_iid, bool v) {
+    mst_pft_annotation_varint_(b, name_iid, (DA_BOOL << 3) | MST_PB_WT_VARINT, v ? 1 : 0);
+}
+static inline void mst_pft_annotation_double(mst_buf *b, uint64_t name_iid, double v) {
+    size_t body = 1 + mst_pft_varint_size(name_iid) + 1 + 8;
+    if (!mst_pb_room(b, 2 + body)) return;
+    uint8_t *p = mst_pft_annotation_head_(b, body, name_iid);
+    *p++ = (DA_DOUBLE << 3) | MST_PB_WT_FIXED64;
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    for (unsigned i = 0; i < 8; i++) p[i] = (uint8_t)(bits >> (8 * i));
+    b->len = (size_t)(p + 8 - b->data);
+}
 
-/* Closes the TrackEvent (opening an empty one if none) and the packet. */
-void mst_pft_event_close(mst_buf *b, mst_pft_event *e);
+/* One InternedData entry: field `kind` { iid (1), name / str (2) }. */
+static inline void mst_pft_interned_entry(mst_buf *b, unsigned kind, uint64_t iid, const char *s,
+                                          size_t n) {
+    if (!(n <= 64 && mst_pb_is_ascii(s, n))) {
+        mst_pft_interned_entry_slow(b, kind, iid, s, n);
+        return;
+    }
+    size_t body = 1 + mst_pft_varint_size(iid) + 2 + n; /* < 128 */
+    if (!mst_pb_room(b, MST_PB_MAX_VARINT + 1 + body)) return;
+    uint8_t *p = b->data + b->len;
+    p += mst_pb_put_varint(p, ((uint64_t)kind << 3) | MST_PB_WT_LEN);
+    *p++ = (uint8_t)body;
+    *p++ = (IE_IID << 3) | MST_PB_WT_VARINT;
+    p += mst_pb_put_varint(p, iid);
+    p[0] = (IE_NAME << 3) | MST_PB_WT_LEN;
+    p[1] = (uint8_t)n;
+    memcpy(p + 2, s, n);
+    b->len = (size_t)(p + 2 + n - b->data);
+}
+
+/* A SLICE_BEGIN event packet: InternedData (when `interned_len`) holding
+ * the entries encoded at `interned`, then the TrackEvent: type, track, name
+ * and category ids (0: field left out), the annotations encoded at
+ * `annotations`, then the flow ids. */
+typedef struct mst_pft_slice {
+    uint64_t ts_ns;
+    uint32_t seq_flags;
+    uint64_t track_uuid;
+    uint64_t name_iid, category_iid;
+    const uint8_t *interned;
+    size_t interned_len;
+    const uint8_t *annotations;
+    size_t annotations_len;
+    const uint64_t *flow_ids;
+    size_t n_flows;
+} mst_pft_slice;
+
+void mst_pft_slice_begin(mst_buf *b, const mst_pft_slice *s);
+/* A SLICE_END packet (no flags: it uses no interned ids). */
+void mst_pft_slice_end(mst_buf *b, uint64_t ts_ns, uint64_t track_uuid);
+/* A COUNTER event packet with an int or a double value. */
+void mst_pft_counter_int(mst_buf *b, uint64_t ts_ns, uint64_t track_uuid, int64_t v);
+void mst_pft_counter_double(mst_buf *b, uint64_t ts_ns, uint64_t track_uuid, double v);
 
 #endif /* MST_WIRE_PERFETTO_TRACE_ENCODE_H */
