@@ -26,26 +26,9 @@ PYTHON_MAX_GB=${PYTHON_MAX_GB:-16}
 work=$(mktemp -d /tmp/mstrace-bench-analyze.XXXXXX)
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$work"' EXIT
 
-record() {  # record OUT PAD
-  local sock="bench-analyze-$$-$RANDOM"
-  "$B/mstrace" forward --log-level info --perfetto-output "$1" --socket-name "$sock" 2>"$work/fwd.log" &
-  local fpid=$!
-  for _ in $(seq 300); do grep -q "listening on" "$work/fwd.log" && break; sleep 0.1; done
-  "$B/test_analyze_tracegen" --socket "$sock" --scenario balanced --requests "$REQ" --concurrency 16 \
-      --seed 1 --pad "$2" >"$work/gen.out"
-  kill -TERM "$fpid"; wait "$fpid"
-  echo "generated: $(cat "$work/gen.out") -> $(stat -c %s "$1") bytes"
-}
+. "$ROOT/bench/analyze_bench_lib.sh"
 
-measure() {  # measure CMD... ; prints "<wall s> <peak KiB> <cpu s>"
-  /usr/bin/time -f "%e %M %U %S" -o "$work/time.out" "$@" >"$work/cmd.out" 2>"$work/cmd.err" || {
-    cat "$work/cmd.err" >&2; return 1; }
-  tail -1 "$work/time.out" | awk '{printf "%s %s %.2f\n", $1, $2, $3 + $4}'
-}
-
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-
-echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), load $(cut -d' ' -f1-3 /proc/loadavg)"
+machine_line
 record "$work/trace.json" 0
 record "$work/padded.json" 600
 bytes=$(stat -c %s "$work/trace.json")

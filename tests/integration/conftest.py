@@ -46,6 +46,16 @@ def mstrace_bin() -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def example_bin() -> Path:
+    """The C example engine (examples/request_pipeline.c) the analysis tests
+    trace end to end."""
+    path = build_path("example_request_pipeline")
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"example not found at {path}; build it or set MSTRACE_BUILD_DIR")
+    return path
+
+
 def unique_socket_name() -> str:
     return f"mstrace-test-{os.getpid()}-{uuid.uuid4().hex[:12]}"
 

@@ -31,9 +31,10 @@ class Model:
     dangling_flows: list = field(default_factory=list)
 
 
-def iter_packets(data: bytes):
+def iter_packets(data: bytes, whole: bool = False):
     """Yields (offset, TracePacket) for each whole Trace.packet field; stops
-    at a truncated one (a file cut by SIGKILL)."""
+    at a truncated one (a file cut by SIGKILL), or with whole=True fails
+    there (a file that must be a whole number of packets)."""
     i, n = 0, len(data)
     while i < n:
         if data[i] != 0x0A:
@@ -41,6 +42,7 @@ def iter_packets(data: bytes):
         j, length, shift = i + 1, 0, 0
         while True:
             if j >= n:
+                assert not whole, f"cut in a length at {i} of {n}"
                 return
             b = data[j]
             j += 1
@@ -49,6 +51,7 @@ def iter_packets(data: bytes):
             if not b & 0x80:
                 break
         if j + length > n:
+            assert not whole, f"packet cut at {i} of {n}"
             return
         yield i, pb.TracePacket.FromString(data[j:j + length])
         i = j + length

@@ -190,15 +190,20 @@ def test_cut_file_is_analysed_up_to_the_cut(traces, tmp_path):
     (b"[1,2,", "no spans"),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path, content, words):
-    bad = tmp_path / "bad.json"
+    assert_bad_input_exits_2(tmp_path / "bad.json", content, words)
+
+
+def assert_bad_input_exits_2(bad, content, words):
+    """`content` written to the file `bad` and analysed: exit 2, one stderr line
+    "mstrace analyze: error: ..." holding `words`, and no --json output written."""
     bad.write_bytes(content)
-    good_json = tmp_path / "never.json"
-    proc = analyze(bad, "--json", good_json, check=False)
+    out = bad.with_name("never.json")
+    proc = analyze(bad, "--json", out, check=False)
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("mstrace analyze: error:"), proc.stderr
     assert words in lines[0], lines[0]
-    assert not good_json.exists()
+    assert not out.exists()
 
 
 def test_missing_file_and_directory_exit_2(tmp_path):

@@ -27,18 +27,10 @@ import uuid
 
 import pytest
 
-from conftest import build_path, load_tolerant, x_events
+from conftest import load_tolerant, x_events
 from jaeger_fixture import jaeger  # noqa: F401  (the fixture)
 
 US = 1_000_000
-
-
-@pytest.fixture(scope="module")
-def example_bin():
-    path = build_path("example_request_pipeline")
-    if not os.access(path, os.X_OK):
-        pytest.fail(f"example not found at {path}; build it or set MSTRACE_BUILD_DIR")
-    return path
 
 
 def analyze(mstrace_bin, *args, expect_rc=0):

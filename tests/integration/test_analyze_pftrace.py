@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Daemon, mstrace_binary, unique_socket_name
-from test_analyze import analysis, analyze, tracegen
+from test_analyze import analysis, analyze, assert_bad_input_exits_2, tracegen
 
 REQUESTS = 200
 
@@ -231,15 +231,22 @@ def test_cut_pftrace_is_analysed_up_to_the_cut(pair, tmp_path):
     (b"\x0a\x02\x50\x01" * 8, "no spans"),             # packets without track events
 ])
 def test_bad_pftrace_exits_2_with_one_line(tmp_path, content, words):
-    bad = tmp_path / "bad.pftrace"
-    bad.write_bytes(content)
-    out = tmp_path / "never.json"
-    proc = analyze(bad, "--json", out, check=False)
-    assert proc.returncode == 2, (proc.returncode, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("mstrace analyze: error:"), proc.stderr
-    assert words in lines[0], lines[0]
-    assert not out.exists()
+    assert_bad_input_exits_2(tmp_path / "bad.pftrace", content, words)
+
+
+def analysis_of_both_formats(tmp_path, stem, packets):
+    """`packets` sent to a real forwarder once per output format (tmp_path/STEM.json and
+    STEM.pftrace): {"json": analysis, "pftrace": analysis}."""
+    outs = {}
+    for ext in ("json", "pftrace"):
+        d = Daemon(mstrace_binary(), tmp_path / f"{stem}.{ext}", log_level="info",
+                   socket_name=unique_socket_name()).start()
+        try:
+            d.send(*packets)
+        finally:
+            assert d.stop() == 0, d.log()
+        outs[ext] = analysis(d.output)
+    return outs
 
 
 def test_links_lists_and_overlapping_spans_read_the_same(tmp_path):
@@ -255,15 +262,7 @@ def test_links_lists_and_overlapping_spans_read_the_same(tmp_path):
                                    t0 + 5_500_000 + (i % 3) * 250_001,
                                    attrs={"request.id": f"ov-{i}", "process.role": "api_server"},
                                    pid=100, tid=101))
-    outs = {}
-    for ext in ("json", "pftrace"):
-        d = Daemon(mstrace_binary(), tmp_path / f"seed.{ext}", log_level="info",
-                   socket_name=unique_socket_name()).start()
-        try:
-            d.send(*packets)
-        finally:
-            assert d.stop() == 0, d.log()
-        outs[ext] = analysis(d.output)
+    outs = analysis_of_both_formats(tmp_path, "seed", packets)
     aj, ap = outs["json"], outs["pftrace"]
     assert ap["data_quality"]["spans"] == len(packets)
     assert aj["inputs"][0]["flows"] == ap["inputs"][0]["flows"] == 4   # one link per linked span
@@ -288,15 +287,7 @@ def test_interned_names_after_the_writer_restarts_its_interning(tmp_path):
                            1_700_000_000_000_000_000 + i * 1_000_000,
                            1_700_000_000_000_000_000 + i * 1_000_000 + 1000 + i,
                            attrs={f"custom.key.{i}": i}) for i in range(n)]
-    outs = {}
-    for ext in ("json", "pftrace"):
-        d = Daemon(mstrace_binary(), tmp_path / f"names.{ext}", log_level="info",
-                   socket_name=unique_socket_name()).start()
-        try:
-            d.send(*packets)
-        finally:
-            assert d.stop() == 0, d.log()
-        outs[ext] = analysis(d.output)
+    outs = analysis_of_both_formats(tmp_path, "names", packets)
     # The first packet's clear, then one restart per ~8,000 new entries.
     assert interning_restarts((tmp_path / "names.pftrace").read_bytes()) >= 3
     aj, ap = outs["json"], outs["pftrace"]

@@ -31,14 +31,6 @@ SECTION_ORDER = ["verdict", "data-quality", "findings", "stages", "step-split", 
 
 
 @pytest.fixture(scope="module")
-def example_bin():
-    path = build_path("example_request_pipeline")
-    if not os.access(path, os.X_OK):
-        pytest.fail(f"example not found at {path}; build it or set MSTRACE_BUILD_DIR")
-    return path
-
-
-@pytest.fixture(scope="module")
 def artifacts():
     d = build_path("test-artifacts") / "analyze-report"
     d.mkdir(parents=True, exist_ok=True)

@@ -269,6 +269,20 @@ static void run(gen *g) {
     free(reqs);
 }
 
+/* A generator for `o`, seeded from o->seed, sending to `tr` (NULL: only
+ * the times are generated, no spans). */
+static void gen_init(gen *g, const gen_opts *o, mst_tracer *tr) {
+    memset(g, 0, sizeof *g);
+    g->o = o;
+    g->rng = o->seed * 0x9E3779B97F4A7C15ull + 1;
+    g->tracer = tr;
+    if (!tr) return;
+    g->sc_req = mst_tracer_scope(tr, "ms_service_profiler.hook.Request", NULL);
+    g->sc_sched = mst_tracer_scope(tr, "ms_service_profiler.hook.Schedule", NULL);
+    g->sc_exec = mst_tracer_scope(tr, "ms_service_profiler.hook.Execute", NULL);
+    g->sc_out = g->sc_req;
+}
+
 static const char *const SCENARIOS[] = {"balanced", "scheduler", "model", "executor",
                                         "output",   "waiting",   "tail",  "joining"};
 
@@ -297,22 +311,13 @@ static void self_check(void) {
         CHECK(mst_tracer_create(&to, &tr) == MST_OK);
         CHECK(mst_tracer_add_exporter(tr, &ex.base) == MST_OK);
         gen g;
-        memset(&g, 0, sizeof g);
-        g.o = &o;
-        g.rng = o.seed * 0x9E3779B97F4A7C15ull + 1;
-        g.tracer = tr;
-        g.sc_req = mst_tracer_scope(tr, "ms_service_profiler.hook.Request", NULL);
-        g.sc_sched = mst_tracer_scope(tr, "ms_service_profiler.hook.Schedule", NULL);
-        g.sc_exec = mst_tracer_scope(tr, "ms_service_profiler.hook.Execute", NULL);
-        g.sc_out = g.sc_req;
+        gen_init(&g, &o, tr);
         run(&g);
         CHECK(mst_tracer_shutdown(tr, 30000) == MST_OK);
         CHECK(ex.n == g.spans);
         /* Same seed, same times. */
         gen h;
-        memset(&h, 0, sizeof h);
-        h.o = &o;
-        h.rng = o.seed * 0x9E3779B97F4A7C15ull + 1;
+        gen_init(&h, &o, NULL);
         run(&h);
         CHECK(h.steps == g.steps);
         CHECK(fabs(h.stage_sum[1] - g.stage_sum[1]) < 1e-6);
@@ -377,14 +382,7 @@ int main(int argc, char **argv) {
      * after the default 1 s without progress. */
     mst_forward_exporter_set_send_budget_ms(ex, 60000);
     gen g;
-    memset(&g, 0, sizeof g);
-    g.o = &o;
-    g.rng = o.seed * 0x9E3779B97F4A7C15ull + 1;
-    g.tracer = tr;
-    g.sc_req = mst_tracer_scope(tr, "ms_service_profiler.hook.Request", NULL);
-    g.sc_sched = mst_tracer_scope(tr, "ms_service_profiler.hook.Schedule", NULL);
-    g.sc_exec = mst_tracer_scope(tr, "ms_service_profiler.hook.Execute", NULL);
-    g.sc_out = g.sc_req;
+    gen_init(&g, &o, tr);
     run(&g);
     mst_tracer_flush(tr, 60000);
     mst_tracer_stats st;
