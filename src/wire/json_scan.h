@@ -120,13 +120,6 @@ static inline const uint8_t *mst_json_number_end(const uint8_t *p, const uint8_t
     return p;
 }
 
-/* True when all 8 bytes are ASCII digits: high nibble 3, and adding 6
- * keeps it 3 (no carry between bytes once every high nibble is 3). */
-static inline bool mst_json_digits8(uint64_t w) {
-    const uint64_t hi = 0xF0F0F0F0F0F0F0F0ull, three = 0x3030303030303030ull;
-    return (w & hi) == three && ((w + 0x0606060606060606ull) & hi) == three;
-}
-
 /* The value of 8 ASCII digits loaded little-endian (first digit in the low
  * byte): pairs, then quads, then the two halves are combined. */
 static inline uint64_t mst_json_value8(uint64_t w) {
@@ -136,32 +129,15 @@ static inline uint64_t mst_json_value8(uint64_t w) {
     return (w * 10000 + (w >> 32)) & 0xFFFFFFFFull;
 }
 
-/* Integer syntax at [p, end): 0 ok (*stop = first byte after), 1 not an
- * integer (not a number, fraction, exponent, leading zero), 2 overflow.
- * Why no per-digit overflow test: int64 has 19 digits, and any 19-digit
- * value fits uint64 (< 10^19 < 2^64), so the digits are accumulated
- * unchecked and compared with the limit once; 20 or more digits (no
- * leading zeros are allowed) always overflow. */
-static inline int mst_json_parse_int(const uint8_t *p, const uint8_t *end, int64_t *out,
-                                     const uint8_t **stop) {
+/* Integer syntax at [p, end), a byte at a time: see mst_json_parse_int. */
+static inline int mst_json_parse_int_bytes(const uint8_t *p, const uint8_t *end, int64_t *out,
+                                           const uint8_t **stop) {
     bool neg = false;
     if (p < end && *p == '-') { neg = true; p++; }
     if (p >= end || (unsigned)(*p - '0') > 9) return 1;
     if (*p == '0' && p + 1 < end && (unsigned)(p[1] - '0') <= 9) return 1;
     const uint8_t *first = p;
     uint64_t v = 0;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    /* 8 digits per step for the first 16 (timestamps have 19): v stays
-     * < 10^16, and the byte loop below adds at most 3 more under its
-     * 19-digit guard. */
-    while (p - first <= 8 && end - p >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        if (!mst_json_digits8(w)) break;
-        v = v * 100000000u + mst_json_value8(w);
-        p += 8;
-    }
-#endif
     while (p < end && (unsigned)(*p - '0') <= 9) {
         if (p - first < 19) v = v * 10 + (unsigned)(*p - '0');
         p++;
@@ -172,6 +148,73 @@ static inline int mst_json_parse_int(const uint8_t *p, const uint8_t *end, int64
     *out = neg ? (int64_t)(0u - v) : (int64_t)v;
     *stop = p;
     return 0;
+}
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* How many of the 8 bytes of w (first byte in the low byte) lead as ASCII
+ * digits, 0..8. A byte is a digit when its high nibble is 3 and adding 6
+ * does not carry out of its low nibble; a carry can only come out of a
+ * non-digit byte and only disturbs bytes after it, so the first non-digit
+ * is found exactly. */
+static inline unsigned mst_json_digit_run8(uint64_t w) {
+    const uint64_t hi = 0xF0F0F0F0F0F0F0F0ull, three = 0x3030303030303030ull;
+    uint64_t nd = ((w & hi) ^ three) | (((w + 0x0606060606060606ull) & hi) ^ three);
+    return nd ? (unsigned)__builtin_ctzll(nd) >> 3 : 8;
+}
+
+/* The value of the first k (1..8) digits of w: they are shifted to the top
+ * and '0's fill in below (leading zeros), then all 8 are converted. */
+static inline uint64_t mst_json_value_first(uint64_t w, unsigned k) {
+    if (k < 8) w = (w << (64 - 8 * k)) | (0x3030303030303030ull >> (8 * k));
+    return mst_json_value8(w);
+}
+#endif
+
+/* Integer syntax at [p, end): 0 ok (*stop = first byte after), 1 not an
+ * integer (not a number, fraction, exponent, leading zero), 2 overflow.
+ * Why no per-digit overflow test: int64 has 19 digits, and any 19-digit
+ * value fits uint64 (< 10^19 < 2^64), so the digits are accumulated
+ * unchecked and compared with the limit once; 20 or more digits (no
+ * leading zeros are allowed) always overflow.
+ * Digits are taken 8 per 64-bit load (a run's length from
+ * mst_json_digit_run8, its value from mst_json_value_first): a small
+ * number is one load, a 19-digit timestamp three, where a byte loop took
+ * a step per digit. Near the end of the input (fewer than 8 bytes per
+ * load), and past 16 digits, the byte loop finishes. */
+static inline int mst_json_parse_int(const uint8_t *p, const uint8_t *end, int64_t *out,
+                                     const uint8_t **stop) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    static const uint64_t pow10[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000,
+                                      100000000};
+    const uint8_t *s = p;
+    bool neg = false;
+    if (p < end && *p == '-') { neg = true; p++; }
+    const uint8_t *first = p;
+    uint64_t v = 0;
+    unsigned total = 0;
+    for (int block = 0; block < 3; block++) {
+        if (end - p < 8) return mst_json_parse_int_bytes(s, end, out, stop);
+        uint64_t w;
+        memcpy(&w, p, 8);
+        unsigned k = mst_json_digit_run8(w);
+        if (k == 0) break;
+        v = v * pow10[k] + mst_json_value_first(w, k);
+        total += k;
+        p += k;
+        if (k < 8) break;
+        if (block == 2) return mst_json_parse_int_bytes(s, end, out, stop); /* 24+ digits */
+    }
+    if (total == 0) return 1;
+    if (*first == '0' && total > 1) return 1; /* leading zero */
+    if (p < end && (*p == '.' || *p == 'e' || *p == 'E')) return 1;
+    uint64_t limit = neg ? (uint64_t)INT64_MAX + 1u : (uint64_t)INT64_MAX;
+    if (total > 19 || v > limit) return 2;
+    *out = neg ? (int64_t)(0u - v) : (int64_t)v;
+    *stop = p;
+    return 0;
+#else
+    return mst_json_parse_int_bytes(p, end, out, stop);
+#endif
 }
 
 #endif /* MST_WIRE_JSON_SCAN_H */

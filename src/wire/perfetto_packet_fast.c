@@ -40,17 +40,22 @@ static inline uint64_t load8(const uint8_t *p) {
     return w;
 }
 
-/* Rare: whitespace between tokens (encoders write compact JSON). */
+static inline bool is_ws(uint8_t c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+/* Rare: whitespace between tokens (encoders write compact JSON), so every
+ * token is first tried where it is expected and this runs only when that
+ * fails. */
 __attribute__((noinline)) static const uint8_t *skip_ws_slow(const uint8_t *p,
                                                              const uint8_t *end) {
-    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    while (p < end && is_ws(*p)) p++;
     return p;
 }
 
-/* Every JSON whitespace byte is <= ' ', so one compare settles the usual
- * case (no whitespace). */
-static inline const uint8_t *skip_ws(const uint8_t *p, const uint8_t *end) {
-    return (p < end && *p <= ' ') ? skip_ws_slow(p, end) : p;
+/* The byte after `c` at p (whitespace allowed before it), or NULL. */
+static inline const uint8_t *expect(const uint8_t *p, const uint8_t *end, uint8_t c) {
+    if (__builtin_expect(p < end && *p == c, 1)) return p + 1;
+    p = skip_ws_slow(p, end);
+    return (p < end && *p == c) ? p + 1 : NULL;
 }
 
 /* The closing quote of the plain string whose content starts at s, or NULL
@@ -100,15 +105,43 @@ __attribute__((noinline)) static const uint8_t *general_str_copy(const uint8_t *
 
 /* ---- values */
 
+/* The end of an integer of 1..7 digits at p ('-' allowed) from one 8-byte
+ * load, or NULL for anything else (a longer number, a fraction or
+ * exponent, a leading zero, too little input left for the load), which the
+ * caller then scans in full with the shared scanners. *digits and *w get
+ * the run for a caller that wants its value. */
+static inline const uint8_t *short_int_run(const uint8_t *p, const uint8_t *end, uint64_t *w,
+                                           unsigned *digits) {
+    const uint8_t *d = p + (p < end && *p == '-');
+    if (end - d < 9) return NULL; /* d[k] below is read for k <= 7 */
+    *w = load8(d);
+    unsigned k = mst_json_digit_run8(*w);
+    if (k - 1u >= 7u || (d[0] == '0' && k > 1)) return NULL;
+    uint8_t c = d[k];
+    if (c == '.' || c == 'e' || c == 'E') return NULL;
+    *digits = k;
+    return d + k;
+}
+
+static inline const uint8_t *short_int_end(const uint8_t *p, const uint8_t *end) {
+    uint64_t w;
+    unsigned k;
+    return short_int_run(p, end, &w, &k);
+}
+
 /* The raw text of any value at p into *out; returns the byte after it or
  * NULL. Plain strings, numbers and literals inline; the rest through the
  * reader. */
-static inline const uint8_t *read_raw(const uint8_t *p, const uint8_t *end, unsigned depth,
-                                      mst_json_slice *out) {
+static inline __attribute__((always_inline)) const uint8_t *
+read_raw(const uint8_t *p, const uint8_t *end, unsigned depth, mst_json_slice *out) {
     const uint8_t *q;
     const char *msg;
+again:
     if (p >= end) return NULL;
     switch (*p) {
+    case ' ': case '\t': case '\n': case '\r':
+        p = skip_ws_slow(p, end);
+        goto again;
     case '"':
         q = plain_string_end(p + 1, end);
         if (!q) return general_raw(p, end, MST_PF_MAX_DEPTH - depth, out);
@@ -129,6 +162,8 @@ static inline const uint8_t *read_raw(const uint8_t *p, const uint8_t *end, unsi
     case '{':
     case '[': return general_raw(p, end, MST_PF_MAX_DEPTH - depth, out);
     default:
+        q = short_int_end(p, end);
+        if (q) break;
         q = mst_json_number_end(p, end, &msg, &q);
         if (!q) return NULL;
         break;
@@ -136,6 +171,22 @@ static inline const uint8_t *read_raw(const uint8_t *p, const uint8_t *end, unsi
     out->ptr = (const char *)p;
     out->len = (size_t)(q - p);
     return q;
+}
+
+/* An integer field (int64, integer syntax): the byte after it or NULL.
+ * Short ones (kind, status, pids) from one load; the rest (timestamps)
+ * through the shared parser. */
+static inline const uint8_t *read_int(const uint8_t *p, const uint8_t *end, int64_t *out) {
+    uint64_t w;
+    unsigned k;
+    const uint8_t *q = short_int_run(p, end, &w, &k);
+    if (q) {
+        int64_t v = (int64_t)mst_json_value_first(w, k);
+        *out = *p == '-' ? -v : v;
+        return q;
+    }
+    const uint8_t *stop = NULL;
+    return mst_json_parse_int(p, end, out, &stop) == 0 ? stop : NULL;
 }
 
 /* A string value copied into the arena with a NUL (name, category). */
@@ -154,6 +205,32 @@ static inline const uint8_t *read_str_copy(const uint8_t *p, const uint8_t *end,
     return q + 1;
 }
 
+/* 16 hex digits at s (any case) lowercased into out; false when one is
+ * not a hex digit. Sets bits in *nonzero for digits other than '0'. With
+ * SSE2 one block: digits are tested on the byte, letters on the byte with
+ * bit 0x20 set (which lowercases 'A'-'F' and leaves digits alone); bytes
+ * >= 0x80 are negative as int8 and fail both ranges. */
+static inline bool hex16_lower(const uint8_t *s, char *out, unsigned *nonzero) {
+#ifdef __SSE2__
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)s);
+    __m128i l = _mm_or_si128(x, _mm_set1_epi8(0x20));
+    __m128i dig = _mm_and_si128(_mm_cmpgt_epi8(x, _mm_set1_epi8('0' - 1)),
+                                _mm_cmplt_epi8(x, _mm_set1_epi8('9' + 1)));
+    __m128i let = _mm_and_si128(_mm_cmpgt_epi8(l, _mm_set1_epi8('a' - 1)),
+                                _mm_cmplt_epi8(l, _mm_set1_epi8('f' + 1)));
+    _mm_storeu_si128((__m128i *)(void *)out, l);
+    *nonzero |= (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(l, _mm_set1_epi8('0'))) ^ 0xFFFFu;
+    return _mm_movemask_epi8(_mm_or_si128(dig, let)) == 0xFFFF;
+#else
+    uint64_t a, b;
+    bool ok = mst_hex8_lower(load8(s), &a) & mst_hex8_lower(load8(s + 8), &b);
+    *nonzero |= ((a ^ 0x3030303030303030ull) | (b ^ 0x3030303030303030ull)) != 0;
+    memcpy(out, &a, 8);
+    memcpy(out + 8, &b, 8);
+    return ok;
+#endif
+}
+
 /* An id of exactly n (16 or 32) hex digits in quotes, lowercased into out
  * with a NUL. allow_root: "" and an all-zero id give "" (parent_span_id);
  * otherwise all-zero declines. Any other shape declines (an error, or
@@ -166,14 +243,9 @@ static inline const uint8_t *read_id(const uint8_t *p, const uint8_t *end, size_
         return p + 2;
     }
     if ((size_t)(end - p) < n + 2 || p[n + 1] != '"') return NULL;
-    bool ok = true;
-    uint64_t nonzero = 0;
-    for (size_t i = 0; i < n; i += 8) {
-        uint64_t low;
-        ok &= mst_hex8_lower(load8(p + 1 + i), &low);
-        nonzero |= low ^ 0x3030303030303030ull;
-        memcpy(out + i, &low, 8);
-    }
+    unsigned nonzero = 0;
+    bool ok = hex16_lower(p + 1, out, &nonzero);
+    if (n == 32) ok &= hex16_lower(p + 17, out + 16, &nonzero);
     if (!ok) return NULL;
     out[n] = '\0';
     if (!nonzero) {
@@ -183,33 +255,46 @@ static inline const uint8_t *read_id(const uint8_t *p, const uint8_t *end, size_
     return p + n + 2;
 }
 
-/* A key: its content [*k, *k + *n) and the byte after the ':' (and the
- * whitespace around it), or NULL when not a plain string followed by ':'. */
+/* A plain key at p (whitespace allowed before it and around the ':'):
+ * its content [*k, *k + *n) and the byte after the ':', or NULL. */
 static inline const uint8_t *read_key(const uint8_t *p, const uint8_t *end, const uint8_t **k,
                                       size_t *n) {
-    if (p >= end || *p != '"') return NULL;
-    const uint8_t *q = plain_string_end(p + 1, end);
+    p = expect(p, end, '"');
+    if (!p) return NULL;
+    const uint8_t *q = plain_string_end(p, end);
     if (!q) return NULL;
-    *k = p + 1;
-    *n = (size_t)(q - (p + 1));
-    q = skip_ws(q + 1, end);
-    if (q >= end || *q != ':') return NULL;
-    return skip_ws(q + 1, end);
+    *k = p;
+    *n = (size_t)(q - p);
+    return expect(q + 1, end, ':');
 }
 
-/* After a member's value: the start of the next key (1), past the
- * container's closing byte (0), or NULL for anything else. */
+/* After a member's value: past the ',' (*more = 1) or past the
+ * container's closing byte (*more = 0); NULL for anything else. */
 static inline const uint8_t *next_member(const uint8_t *p, const uint8_t *end, uint8_t close,
                                          int *more) {
-    p = skip_ws(p, end);
-    if (p >= end) return NULL;
-    if (*p == ',') {
-        *more = 1;
-        return skip_ws(p + 1, end);
+    if (__builtin_expect(p >= end || (*p != ',' && *p != close), 0)) {
+        p = skip_ws_slow(p, end);
+        if (p >= end || (*p != ',' && *p != close)) return NULL;
     }
-    if (*p != close) return NULL;
-    *more = 0;
+    *more = *p == ',';
     return p + 1;
+}
+
+/* Past the opening byte of a container at p: *empty tells whether the
+ * closing byte follows (then the result is past it). */
+static inline const uint8_t *open_container(const uint8_t *p, const uint8_t *end, uint8_t close,
+                                            bool *empty) {
+    p++;
+    if (p < end && is_ws(*p)) p = skip_ws_slow(p, end);
+    *empty = p < end && *p == close;
+    return *empty ? p + 1 : p;
+}
+
+/* p at byte c (whitespace allowed before it), or NULL. */
+static inline const uint8_t *at_byte(const uint8_t *p, const uint8_t *end, uint8_t c) {
+    if (__builtin_expect(p < end && *p == c, 1)) return p;
+    p = skip_ws_slow(p, end);
+    return (p < end && *p == c) ? p : NULL;
 }
 
 /* "null" at p: the byte after it, else NULL. */
@@ -268,8 +353,9 @@ static const uint8_t *read_kv_object(const uint8_t *p, const uint8_t *end, mst_a
                                      size_t *n_out) {
     if (p < end && *p == 'n') return read_null(p, end);
     if (p >= end || *p != '{') return NULL;
-    p = skip_ws(p + 1, end);
-    if (p < end && *p == '}') return p + 1;
+    bool empty;
+    p = open_container(p, end, '}', &empty);
+    if (empty) return p;
     mst_pf_kv *kvs = NULL;
     size_t n = 0, cap = 0;
     /* Fingerprints of the stored keys, and one bit per fingerprint: a key
@@ -281,7 +367,8 @@ static const uint8_t *read_kv_object(const uint8_t *p, const uint8_t *end, mst_a
     for (;;) {
         mst_str key;
         uint64_t fp;
-        if (p >= end || *p != '"') return NULL;
+        p = at_byte(p, end, '"');
+        if (!p) return NULL;
         const uint8_t *q = plain_string_end(p + 1, end);
         if (q) {
             key.ptr = (const char *)(p + 1);
@@ -293,9 +380,8 @@ static const uint8_t *read_kv_object(const uint8_t *p, const uint8_t *end, mst_a
             if (!q) return NULL;
             fp = fingerprint_anywhere((const uint8_t *)key.ptr, key.len);
         }
-        q = skip_ws(q, end);
-        if (q >= end || *q != ':') return NULL;
-        p = skip_ws(q + 1, end);
+        p = expect(q, end, ':');
+        if (!p) return NULL;
         const uint8_t *k = (const uint8_t *)key.ptr;
         unsigned bit = (unsigned)(fp >> 57);
         uint64_t mask = (uint64_t)1 << (bit & 63);
@@ -315,9 +401,11 @@ static const uint8_t *read_kv_object(const uint8_t *p, const uint8_t *end, mst_a
             if (*seen) return NULL; /* duplicate key */
             *seen = true;
             int64_t v;
-            const uint8_t *stop = NULL;
             const uint8_t *vs = (const uint8_t *)val.ptr;
-            if (mst_json_parse_int(vs, vs + val.len, &v, &stop) == 0 && stop == vs + val.len) {
+            /* Parsed in the packet (not the slice) so the 8-byte loads
+             * apply; the slice is one number token, so the integer ends
+             * at the slice's end exactly when the slice is an integer. */
+            if (read_int(vs, end, &v) == vs + val.len) {
                 if (is_pid) {
                     out->pid = v;
                     out->has_pid = true;
@@ -356,25 +444,28 @@ static const uint8_t *read_links(const uint8_t *p, const uint8_t *end, mst_arena
                                  mst_pf_span *out) {
     if (p < end && *p == 'n') return read_null(p, end);
     if (p >= end || *p != '[') return NULL;
-    p = skip_ws(p + 1, end);
-    if (p < end && *p == ']') return p + 1;
+    bool empty;
+    p = open_container(p, end, ']', &empty);
+    if (empty) return p;
     mst_pf_link *links = NULL;
     size_t n = 0, cap = 0;
     for (;;) {
-        if (n == MST_PF_MAX_LINKS || p >= end || *p != '{') return NULL;
+        p = at_byte(p, end, '{');
+        if (!p || n == MST_PF_MAX_LINKS) return NULL;
         if (n == cap) {
             links = grow(arena, links, n, &cap, sizeof *links);
             if (!links) return NULL;
         }
         mst_pf_link *l = &links[n];
         bool have_trace = false, have_span = false;
-        p = skip_ws(p + 1, end);
-        if (p < end && *p == '}') return NULL; /* no ids */
+        p = open_container(p, end, '}', &empty);
+        if (empty) return NULL; /* no ids */
         for (;;) {
             const uint8_t *k;
             size_t kn;
             p = read_key(p, end, &k, &kn);
             if (!p) return NULL;
+            if (p < end && is_ws(*p)) p = skip_ws_slow(p, end);
             if (key_is(k, kn, "trace_id", 8)) {
                 if (have_trace) return NULL;
                 have_trace = true;
@@ -440,18 +531,12 @@ static inline unsigned field_of(const uint8_t *k, size_t n) {
     }
 }
 
-/* An integer field (int64, integer syntax): the byte after it or NULL. */
-static inline const uint8_t *read_int(const uint8_t *p, const uint8_t *end, int64_t *out) {
-    const uint8_t *stop = NULL;
-    return mst_json_parse_int(p, end, out, &stop) == 0 ? stop : NULL;
-}
-
 bool mst_pf_decode_fast(const uint8_t *json, size_t len, mst_arena *arena, mst_pf_span *out) {
     const uint8_t *end = json + len;
     if (len >= UINT32_MAX) return false; /* slices carry 32-bit lengths */
-    const uint8_t *p = skip_ws(json, end);
-    if (p >= end || *p != '{') return false;
-    p = skip_ws(p + 1, end);
+    const uint8_t *p = at_byte(json, end, '{');
+    if (!p) return false;
+    p++;
     unsigned seen = 0;
     for (;;) {
         const uint8_t *k;
@@ -461,6 +546,8 @@ bool mst_pf_decode_fast(const uint8_t *json, size_t len, mst_arena *arena, mst_p
         unsigned f = field_of(k, kn);
         if (f & seen) return false; /* duplicate key */
         seen |= f;
+        const uint8_t *v = p;
+    value:
         switch (f) {
         case F_NAME: p = read_str_copy(p, end, arena, &out->name); break;
         case F_CATEGORY: p = read_str_copy(p, end, arena, &out->category); break;
@@ -491,13 +578,20 @@ bool mst_pf_decode_fast(const uint8_t *json, size_t len, mst_arena *arena, mst_p
             break;
         }
         }
-        if (!p) return false;
+        if (!p) {
+            /* Whitespace before the value: skip it and read the value again. */
+            if (v < end && is_ws(*v)) {
+                p = v = skip_ws_slow(v, end);
+                goto value;
+            }
+            return false;
+        }
         int more;
         p = next_member(p, end, '}', &more);
         if (!p) return false;
         if (!more) break;
     }
-    if (skip_ws(p, end) != end) return false;
+    if (p != end && skip_ws_slow(p, end) != end) return false;
     return (seen & (F_TRACE_ID | F_SPAN_ID)) == (F_TRACE_ID | F_SPAN_ID);
 }
 

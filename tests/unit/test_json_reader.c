@@ -124,7 +124,7 @@ static void test_integers(void) {
     CHECK(!read_int("", &v));
     /* Every digit count, inside a document (the 8-digit word path) and at
      * the very end of the input (the byte path), against strtoll. */
-    for (int digits = 1; digits <= 21; digits++) {
+    for (int digits = 1; digits <= 26; digits++) {
         for (int k = 0; k < 3; k++) {
             char num[32], doc[64];
             for (int i = 0; i < digits; i++)
@@ -140,6 +140,23 @@ static void test_integers(void) {
             mst_json_reader_init(&r, doc, strlen(doc), 32);
             CHECK(mst_json_array_begin(&r) && mst_json_array_next(&r) == 1);
             CHECK(mst_json_read_i64(&r, &v) == fits && (!fits || v == want));
+            /* Negative, and followed by a fraction, inside a document. */
+            snprintf(doc, sizeof doc, "[-%s,\"tail-of-doc\"]", num);
+            errno = 0;
+            want = -strtoll(num, NULL, 10);
+            fits = errno == 0; /* the magnitude fits, so its negation does */
+            mst_json_reader_init(&r, doc, strlen(doc), 32);
+            CHECK(mst_json_array_begin(&r) && mst_json_array_next(&r) == 1);
+            CHECK(mst_json_read_i64(&r, &v) == fits && (!fits || v == want));
+            snprintf(doc, sizeof doc, "[%s.5,\"tail-of-doc\"]", num);
+            mst_json_reader_init(&r, doc, strlen(doc), 32);
+            CHECK(mst_json_array_begin(&r) && mst_json_array_next(&r) == 1);
+            CHECK(!mst_json_read_i64(&r, &v));
+            /* A leading zero is not an integer at any length. */
+            snprintf(doc, sizeof doc, "[0%s,\"tail-of-doc\"]", num);
+            mst_json_reader_init(&r, doc, strlen(doc), 32);
+            CHECK(mst_json_array_begin(&r) && mst_json_array_next(&r) == 1);
+            CHECK(!mst_json_read_i64(&r, &v));
         }
     }
     CHECK(!read_int("12345678.5", &v));
