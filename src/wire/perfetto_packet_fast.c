@@ -173,9 +173,28 @@ again:
     return q;
 }
 
+/* The end of a non-negative integer of 16..19 digits at p (a nanosecond
+ * timestamp has 19) from three 8-byte loads, its value in *out; NULL for
+ * anything else, which the caller parses in full. */
+static inline const uint8_t *long_int(const uint8_t *p, const uint8_t *end, int64_t *out) {
+    static const uint64_t pow10[4] = {1, 10, 100, 1000};
+    if (end - p < 25 || p[0] == '0') return NULL; /* p[k3 + 16] is read for k3 <= 3 */
+    uint64_t w1 = load8(p), w2 = load8(p + 8), w3 = load8(p + 16);
+    if (mst_json_digit_run8(w1) != 8 || mst_json_digit_run8(w2) != 8) return NULL;
+    unsigned k3 = mst_json_digit_run8(w3);
+    if (k3 > 3) return NULL;
+    uint8_t c = p[16 + k3];
+    if (c == '.' || c == 'e' || c == 'E') return NULL;
+    uint64_t v = (mst_json_value8(w1) * 100000000u + mst_json_value8(w2)) * pow10[k3];
+    if (k3) v += mst_json_value_first(w3, k3);
+    if (v > (uint64_t)INT64_MAX) return NULL; /* < 10^19: no wrap above */
+    *out = (int64_t)v;
+    return p + 16 + k3;
+}
+
 /* An integer field (int64, integer syntax): the byte after it or NULL.
- * Short ones (kind, status, pids) from one load; the rest (timestamps)
- * through the shared parser. */
+ * Short ones (kind, status, pids) from one load, timestamps from three;
+ * the rest through the shared parser. */
 static inline const uint8_t *read_int(const uint8_t *p, const uint8_t *end, int64_t *out) {
     uint64_t w;
     unsigned k;
@@ -185,6 +204,8 @@ static inline const uint8_t *read_int(const uint8_t *p, const uint8_t *end, int6
         *out = *p == '-' ? -v : v;
         return q;
     }
+    q = long_int(p, end, out);
+    if (q) return q;
     const uint8_t *stop = NULL;
     return mst_json_parse_int(p, end, out, &stop) == 0 ? stop : NULL;
 }
@@ -296,6 +317,37 @@ static inline const uint8_t *at_byte(const uint8_t *p, const uint8_t *end, uint8
     p = skip_ws_slow(p, end);
     return (p < end && *p == c) ? p : NULL;
 }
+
+/* A key as encoders write it, with its quotes and ':' ("name":). */
+typedef struct key_pattern {
+    char bytes[32];
+    unsigned len;
+} key_pattern;
+
+/* Whether the key `k` is at p. Why: encoders write the known fields in one
+ * order (perfetto_packet_encode.c), so the decoder predicts the next key
+ * and checks it with one or two 16-byte compares, instead of scanning the
+ * key for its closing quote, checking the ':' and classifying it. */
+static inline bool key_pattern_at(const uint8_t *p, const uint8_t *end, const key_pattern *k) {
+#ifdef __SSE2__
+    if (end - p < 32) return false;
+    const __m128i *pat = (const __m128i *)(const void *)k->bytes;
+    unsigned m = (unsigned)_mm_movemask_epi8(
+        _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)p), _mm_loadu_si128(pat)));
+    if (k->len > 16)
+        m |= (unsigned)_mm_movemask_epi8(
+                 _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(p + 16)),
+                                _mm_loadu_si128(pat + 1)))
+             << 16;
+    unsigned want = (1u << k->len) - 1u; /* len < 32 */
+    return (m & want) == want;
+#else
+    return (size_t)(end - p) >= k->len && memcmp(p, k->bytes, k->len) == 0;
+#endif
+}
+
+static const key_pattern LINK_TRACE_ID = {"\"trace_id\":", 11};
+static const key_pattern LINK_SPAN_ID = {"\"span_id\":", 10};
 
 /* "null" at p: the byte after it, else NULL. */
 static inline const uint8_t *read_null(const uint8_t *p, const uint8_t *end) {
@@ -463,9 +515,19 @@ static const uint8_t *read_links(const uint8_t *p, const uint8_t *end, mst_arena
         for (;;) {
             const uint8_t *k;
             size_t kn;
-            p = read_key(p, end, &k, &kn);
-            if (!p) return NULL;
-            if (p < end && is_ws(*p)) p = skip_ws_slow(p, end);
+            if (key_pattern_at(p, end, &LINK_TRACE_ID)) { /* the usual order */
+                k = p + 1;
+                kn = 8;
+                p += LINK_TRACE_ID.len;
+            } else if (key_pattern_at(p, end, &LINK_SPAN_ID)) {
+                k = p + 1;
+                kn = 7;
+                p += LINK_SPAN_ID.len;
+            } else {
+                p = read_key(p, end, &k, &kn);
+                if (!p) return NULL;
+                if (p < end && is_ws(*p)) p = skip_ws_slow(p, end);
+            }
             if (key_is(k, kn, "trace_id", 8)) {
                 if (have_trace) return NULL;
                 have_trace = true;
@@ -513,6 +575,16 @@ enum {
     F_LINKS = 1u << 11
 };
 
+/* The known fields in the order encoders write them; FIELD_ORDER[i] is
+ * field 1 << i. */
+static const key_pattern FIELD_ORDER[] = {
+    {"\"name\":", 7},           {"\"category\":", 11},       {"\"trace_id\":", 11},
+    {"\"span_id\":", 10},       {"\"parent_span_id\":", 17}, {"\"start_time_ns\":", 16},
+    {"\"end_time_ns\":", 14},   {"\"kind\":", 7},            {"\"status\":", 9},
+    {"\"attributes\":", 13},    {"\"resource_attributes\":", 22}, {"\"links\":", 8}};
+enum { N_FIELDS = sizeof FIELD_ORDER / sizeof FIELD_ORDER[0] };
+_Static_assert(N_FIELDS == 12 && F_LINKS == 1u << 11, "FIELD_ORDER follows the F_ bits");
+
 /* Which known field a top-level key names (0 = unknown): the length picks
  * the candidate, one compare of constant size confirms it. */
 static inline unsigned field_of(const uint8_t *k, size_t n) {
@@ -537,13 +609,23 @@ bool mst_pf_decode_fast(const uint8_t *json, size_t len, mst_arena *arena, mst_p
     const uint8_t *p = at_byte(json, end, '{');
     if (!p) return false;
     p++;
-    unsigned seen = 0;
+    unsigned seen = 0, next = 0; /* next: the field predicted to come next */
     for (;;) {
-        const uint8_t *k;
-        size_t kn;
-        p = read_key(p, end, &k, &kn);
+        unsigned f;
+        p = at_byte(p, end, '"');
         if (!p) return false;
-        unsigned f = field_of(k, kn);
+        if (next < N_FIELDS && key_pattern_at(p, end, &FIELD_ORDER[next])) {
+            f = 1u << next;
+            p += FIELD_ORDER[next].len;
+            next++;
+        } else {
+            const uint8_t *k;
+            size_t kn;
+            p = read_key(p, end, &k, &kn);
+            if (!p) return false;
+            f = field_of(k, kn);
+            if (f) next = (unsigned)__builtin_ctz(f) + 1; /* predict from here on */
+        }
         if (f & seen) return false; /* duplicate key */
         seen |= f;
         const uint8_t *v = p;

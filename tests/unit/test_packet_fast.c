@@ -17,6 +17,7 @@
  * offset around the 16-byte blocks, NUL bytes, nesting and size limits,
  * truncation at every offset and single-byte mutations of a valid packet.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -346,7 +347,7 @@ static void test_numbers(void) {
     const char *bad_ints[] = {"9223372036854775808", "-9223372036854775809",
                               "99999999999999999999", "1.0", "1e3", "1E3", "01", "-01",
                               "+1", "-", "\"1\"", "1x", "--1", ".5", "0x10", "1.", "true"};
-    char json[256];
+    char json[512];
     for (size_t i = 0; i < sizeof bad_ints / sizeof bad_ints[0]; i++) {
         snprintf(json, sizeof json, "{" IDS ",\"start_time_ns\":%s}", bad_ints[i]);
         expect_error(json, MST_ERR_PARSE, "");
@@ -357,6 +358,32 @@ static void test_numbers(void) {
     for (size_t i = 0; i < sizeof bad_nums / sizeof bad_nums[0]; i++) {
         snprintf(json, sizeof json, "{" IDS ",\"attributes\":{\"a\":%s}}", bad_nums[i]);
         expect_error(json, MST_ERR_PARSE, "");
+    }
+    /* Every integer length (each of the one-load, three-load and general
+     * parsers) followed by more fields, signed and not, against strtoll. */
+    for (int digits = 1; digits <= 22; digits++) {
+        for (int neg = 0; neg <= 1; neg++) {
+            char num[40];
+            int m = 0;
+            if (neg) num[m++] = '-';
+            for (int d = 0; d < digits; d++) num[m++] = (char)('1' + (d * 7 + digits) % 9);
+            num[m] = '\0';
+            if (digits == 19) memcpy(num + neg, "9223372036854775807", 19); /* the limit */
+            errno = 0;
+            long long want = strtoll(num, NULL, 10);
+            bool fits = errno == 0;
+            snprintf(json, sizeof json, "{\"start_time_ns\":%s,\"end_time_ns\":%s," IDS
+                     ",\"attributes\":{\"process.pid\":%s,\"x\":\"%s\"}}", num, num, num, num);
+            tri t;
+            tri_run(&t, json, strlen(json));
+            CHECK(t.fast == fits);
+            CHECK_EQ_INT(t.st_public, fits ? MST_OK : MST_ERR_PARSE);
+            if (fits) {
+                CHECK(t.fast_span.start_ns == want && t.fast_span.end_ns == want);
+                CHECK(t.fast_span.has_pid && t.fast_span.pid == want);
+            }
+            tri_done(&t);
+        }
     }
     /* Every integer length at the end of the input, cut and whole. */
     for (int digits = 1; digits <= 21; digits++) {
