@@ -34,19 +34,20 @@
  * A span open across fork() (a fork inside a traced call) exists in both
  * processes, and both may end it. It is exported once, by the process that
  * ends it first: each span records the fork epoch at its start; at its end, a
- * span whose epoch is older claims its span id in a small table in memory
- * shared by every process forked from here (MAP_SHARED, mapped before the
- * first fork); the first claim wins, later ones free the record unexported.
+ * span whose epoch is older claims its span id in a table in memory shared
+ * by every process forked from here (fork_claim.c); the first claim wins,
+ * later ones free the record unexported. The number of forks between start
+ * and end tells the table when a claim can be dropped (both copies done).
  */
 #include "core/tracer.h"
 
 #include "core/clock.h"
+#include "core/fork_claim.h"
 #include "core/log.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -128,39 +129,8 @@ static void init_sync(mst_tracer *t) {
 
 /* ------------------------------------------- spans open across fork() */
 
-/* Span ids claimed by the process that ended them first; open addressing,
- * never emptied (only spans open at a fork land here, a handful per fork).
- * When it is full or could not be mapped, every process exports its copy
- * (the behaviour without it). */
-#define FORK_CLAIM_SLOTS 8192u
-#define FORK_CLAIM_PROBES 64u
-
 static _Atomic uint32_t g_fork_epoch;   /* forks this process took part in */
 static _Atomic uint32_t g_fork_lineage; /* how many fork()s made this process */
-static _Atomic uint64_t *g_fork_claims; /* shared with every forked process */
-
-/* Called with g_reg_mu held, before the first fork that has a tracer. */
-static void fork_claims_map(void) {
-    if (g_fork_claims) return;
-    void *m = mmap(NULL, FORK_CLAIM_SLOTS * sizeof(uint64_t), PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (m != MAP_FAILED) g_fork_claims = m;
-}
-
-/* True if this process is the first to end span `s` (open across a fork). */
-static bool fork_claim(const mst_span *s) {
-    uint64_t key;
-    memcpy(&key, s->span_id.bytes, sizeof key);
-    if (!g_fork_claims || key == 0) return true;
-    uint64_t h = key * 0x9E3779B97F4A7C15ull;
-    for (uint32_t i = 0; i < FORK_CLAIM_PROBES; i++) {
-        _Atomic uint64_t *slot = &g_fork_claims[(h + i) % FORK_CLAIM_SLOTS];
-        uint64_t cur = atomic_load_explicit(slot, memory_order_acquire);
-        if (cur == 0 && atomic_compare_exchange_strong(slot, &cur, key)) return true;
-        if (cur == key) return false;
-    }
-    return true; /* table full around this key: export (maybe twice) */
-}
 
 /* A span started before a fork this process took part in, now ending. The
  * winner exports it; in a fork child, whose counters were zeroed at the fork,
@@ -169,7 +139,10 @@ static bool fork_claim(const mst_span *s) {
  * this process's). Returns true when the caller goes on to submit it. */
 static bool fork_adopt(mst_tracer *t, mst_tracer_shard *sh, mst_span *s) {
     bool inherited = s->fork_lineage != atomic_load_explicit(&g_fork_lineage, memory_order_relaxed);
-    if (fork_claim(s)) {
+    uint32_t forks = atomic_load_explicit(&g_fork_epoch, memory_order_relaxed) - s->fork_epoch;
+    uint64_t key;
+    memcpy(&key, s->span_id.bytes, sizeof key);
+    if (mst_fork_claim(key, forks == 1) != MST_FORK_CLAIM_LOST) {
         if (inherited) atomic_fetch_add_explicit(&sh->started, 1, memory_order_relaxed);
         return true;
     }
@@ -187,7 +160,7 @@ static pthread_once_t g_reg_once = PTHREAD_ONCE_INIT;
 
 static void fork_prepare(void) {
     pthread_mutex_lock(&g_reg_mu);
-    if (g_reg_head) fork_claims_map();
+    if (g_reg_head) mst_fork_claim_map();
     for (mst_tracer *t = g_reg_head; t; t = t->reg_next) {
         pthread_mutex_lock(&t->mu);
         pthread_mutex_lock(&t->scope_mu);
