@@ -303,6 +303,14 @@ static void end_range(mst_span **spans, int from, int to) {
     for (int i = from; i < to; i++) mst_span_end(spans[i], 0);
 }
 
+/* Reaps a child, which must have exited with 0 (its checks passed). */
+static void expect_clean_exit(pid_t pid) {
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    CHECK_EQ_INT(WEXITSTATUS(status), 0);
+}
+
 static void signal_pipe(int fd) {
     if (write(fd, "x", 1) != 1) perror("write");
 }
@@ -366,10 +374,7 @@ static void test_open_spans_over_many_fork_rounds_exported_once(void) {
         end_range(open, 0, PER_ROUND);
         CHECK_EQ_INT(mst_tracer_flush(t, 60000), MST_OK);
         signal_pipe(p2c[1]);
-        int status = 0;
-        CHECK(waitpid(pid, &status, 0) == pid);
-        CHECK(WIFEXITED(status));
-        CHECK_EQ_INT(WEXITSTATUS(status), 0);
+        expect_clean_exit(pid);
         close(c2p[0]);
         close(c2p[1]);
         close(p2c[0]);
@@ -422,10 +427,7 @@ static void test_open_spans_ended_at_once_by_both_processes(void) {
         parent_won += after.spans_exported - before.spans_exported;
         CHECK_EQ_INT(after.spans_filtered - before.spans_filtered + after.spans_exported - before.spans_exported,
                      PER_ROUND);
-        int status = 0;
-        CHECK(waitpid(pid, &status, 0) == pid);
-        CHECK(WIFEXITED(status));
-        CHECK_EQ_INT(WEXITSTATUS(status), 0);
+        expect_clean_exit(pid);
         close(go[0]);
         close(go[1]);
     }
@@ -481,12 +483,7 @@ static void test_spans_open_across_two_forks_exported_once(void) {
     CHECK_EQ_INT(mst_tracer_flush(t, 60000), MST_OK);
     signal_pipe(go[1][1]);
     CHECK(await_pipe(done[0]));
-    for (int k = 0; k < 2; k++) {
-        int status = 0;
-        CHECK(waitpid(kids[k], &status, 0) == kids[k]);
-        CHECK(WIFEXITED(status));
-        CHECK_EQ_INT(WEXITSTATUS(status), 0);
-    }
+    for (int k = 0; k < 2; k++) expect_clean_exit(kids[k]);
     mst_tracer_stats st;
     mst_tracer_get_stats(t, &st);
     CHECK_EQ_INT(st.spans_exported, 0);

@@ -32,57 +32,17 @@
 #include <unistd.h>
 
 #include "export/forward_client.h"
+#include "observer_exporter.h"
 #include "testlib.h"
 
 #define WARMUP_SPANS 10
 #define HANG_GUARD_S 60u
 
-/* ------------------------- an exporter that observes the forwarder client */
-
-typedef struct observer {
-    mst_exporter base;
-    mst_exporter *inner;          /* the real forwarder client            */
-    mst_tracer *tracer;           /* read in destroy, before it is freed   */
-    _Atomic int last_status;      /* what the inner export_batch returned */
-    _Atomic uint64_t handed;      /* spans handed to the inner exporter   */
-    _Atomic int cancels;
-    mst_exporter_stats final;     /* inner counters, read before destroy  */
-    mst_tracer_stats tracer_final; /* tracer counters at that moment      */
-    bool destroyed;
-} observer;
-
-static mst_status obs_export(mst_exporter *self, const mst_span *const *spans, size_t n) {
-    observer *o = (observer *)self;
-    atomic_fetch_add(&o->handed, n);
-    mst_status st = o->inner->ops->export_batch(o->inner, spans, n);
-    atomic_store(&o->last_status, (int)st);
-    return st;
-}
-
-static void obs_cancel(mst_exporter *self) {
-    observer *o = (observer *)self;
-    atomic_fetch_add(&o->cancels, 1);
-    if (o->inner->ops->cancel) o->inner->ops->cancel(o->inner);
-}
-
-/* Called by mst_tracer_shutdown after it counted the queue's leftovers as
- * failed: the tracer's counters are final here. */
-static void obs_destroy(mst_exporter *self) {
-    observer *o = (observer *)self; /* owned by the test: only the inner goes */
-    mst_exporter_get_stats(o->inner, &o->final);
-    mst_tracer_get_stats(o->tracer, &o->tracer_final);
-    o->inner->ops->destroy(o->inner);
-    o->destroyed = true;
-}
-
-static const mst_exporter_ops obs_ops = {
-    .name = "observer", .export_batch = obs_export, .destroy = obs_destroy, .cancel = obs_cancel};
-
 /* ------------------------------------------------------------ scenario */
 
 typedef struct outcome {
     mst_status shutdown;
-    observer obs;
+    mst_test_observer obs; /* wraps the client: what it was handed, its final counters */
 } outcome;
 
 static void spans(mst_tracer *t, const char *name, int n) {
@@ -111,11 +71,8 @@ static bool run_scenario(const char *socket_name, int n, void (*stall)(void *), 
     /* Far beyond the hang guard: a send that ends by itself ends only after
      * 10 minutes; only the cancel ends it sooner. */
     mst_forward_exporter_set_send_budget_ms(fwd, 600000);
-    observer *o = &out->obs;
-    o->base.ops = &obs_ops;
-    o->inner = fwd;
-    o->tracer = t;
-    atomic_store(&o->last_status, 1);
+    mst_test_observer *o = &out->obs;
+    mst_test_observer_init(o, fwd, t);
     if (mst_tracer_add_exporter(t, &o->base) != MST_OK) return false;
     spans(t, "warmup", WARMUP_SPANS);
     if (mst_tracer_flush(t, 60000) != MST_OK || atomic_load(&o->last_status) != MST_OK) {
@@ -135,7 +92,7 @@ static bool run_scenario(const char *socket_name, int n, void (*stall)(void *), 
  * + dropped; a batch the client did not deliver whole counts failed), and by
  * the client (exported + failed = handed to it). */
 static void check_outcome(const outcome *r, int n) {
-    const observer *o = &r->obs;
+    const mst_test_observer *o = &r->obs;
     CHECK_EQ_INT(r->shutdown, MST_ERR_TIMEOUT);
     CHECK_EQ_INT(atomic_load(&o->cancels), 1);
     CHECK_EQ_INT(atomic_load(&o->last_status), MST_ERR_CLOSED); /* cancelled, not timed out */
@@ -258,7 +215,7 @@ static int driver_main(int argc, char **argv) {
     }
     static outcome r;
     if (!run_scenario(socket_name, n, wait_for_go, NULL, &r)) return 1;
-    const observer *o = &r.obs;
+    const mst_test_observer *o = &r.obs;
     const mst_tracer_stats *ts = &o->tracer_final;
     printf("{\"shutdown\":%d,\"last_status\":%d,\"cancels\":%d,\"handed\":%llu,\"exported\":%llu,"
            "\"failed\":%llu,\"skipped\":%llu,\"batches_failed\":%llu,\"tracer_started\":%llu,"

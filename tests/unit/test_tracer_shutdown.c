@@ -6,10 +6,12 @@
  * timeout. Asserted by state, not by time: what export_batch returned
  * (MST_ERR_CLOSED = cancelled, where it used to be MST_ERR_TIMEOUT after the
  * whole export timeout) and the exporter's counters, read just before the
- * tracer destroys it. An observing exporter wraps the OTLP one to see both. */
+ * tracer destroys it. An observing exporter (observer_exporter.c) wraps the
+ * OTLP one to see both. */
 #include "testlib.h"
 #include "core/tracer.h"
 #include "mstrace_otlp.h"
+#include "observer_exporter.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -61,42 +63,6 @@ static void silent_stop(silent_collector *c) {
     close(c->lfd);
 }
 
-/* -------------------------------- an exporter that observes the OTLP one */
-
-typedef struct observer {
-    mst_exporter base;
-    mst_exporter *inner;      /* the real OTLP exporter */
-    _Atomic int last_status;  /* what the inner export_batch returned */
-    _Atomic int batches;
-    _Atomic int cancels;
-    mst_exporter_stats final; /* the inner counters, read before it is destroyed */
-    bool destroyed;
-} observer;
-
-static mst_status obs_export(mst_exporter *self, const mst_span *const *spans, size_t n) {
-    observer *o = (observer *)self;
-    mst_status st = o->inner->ops->export_batch(o->inner, spans, n);
-    atomic_store(&o->last_status, (int)st);
-    atomic_fetch_add(&o->batches, 1);
-    return st;
-}
-
-static void obs_cancel(mst_exporter *self) {
-    observer *o = (observer *)self;
-    atomic_fetch_add(&o->cancels, 1);
-    if (o->inner->ops->cancel) o->inner->ops->cancel(o->inner);
-}
-
-static void obs_destroy(mst_exporter *self) {
-    observer *o = (observer *)self; /* owned by the test: only the inner goes */
-    mst_exporter_get_stats(o->inner, &o->final);
-    o->inner->ops->destroy(o->inner);
-    o->destroyed = true;
-}
-
-static const mst_exporter_ops obs_ops = {
-    .name = "observer", .export_batch = obs_export, .destroy = obs_destroy, .cancel = obs_cancel};
-
 /* ---------------------------------------------------------------- tests */
 
 static void test_shutdown_cancels_an_export_to_a_silent_collector(void) {
@@ -109,10 +75,10 @@ static void test_shutdown_cancels_an_export_to_a_silent_collector(void) {
     /* Far beyond the shutdown timeout: an export that ends by itself ends
      * with MST_ERR_TIMEOUT after 30 s; only the cancel gives MST_ERR_CLOSED. */
     cfg.timeout_ms = 30000;
-    observer *o = calloc(1, sizeof *o);
-    o->base.ops = &obs_ops;
-    atomic_store(&o->last_status, -1);
-    CHECK_EQ_INT(mst_otlp_exporter_create(&cfg, &o->inner), MST_OK);
+    mst_test_observer *o = calloc(1, sizeof *o);
+    mst_exporter *otlp = NULL;
+    CHECK_EQ_INT(mst_otlp_exporter_create(&cfg, &otlp), MST_OK);
+    mst_test_observer_init(o, otlp, NULL);
     CHECK(o->inner->ops->cancel != NULL);
 
     mst_tracer *t;
@@ -148,9 +114,8 @@ static void test_shutdown_cancels_an_export_to_a_silent_collector(void) {
 
 static void test_shutdown_in_time_cancels_nothing(void) {
     /* A flush that finishes within the timeout: nothing to cancel. */
-    observer *o = calloc(1, sizeof *o);
-    o->base.ops = &obs_ops;
-    o->inner = mst_null_exporter_create();
+    mst_test_observer *o = calloc(1, sizeof *o);
+    mst_test_observer_init(o, mst_null_exporter_create(), NULL);
     mst_tracer *t;
     mst_tracer_options opts = {.max_queue_size = 64, .max_export_batch_size = 16, .schedule_delay_ms = 600000};
     CHECK_EQ_INT(mst_tracer_create(&opts, &t), MST_OK);
