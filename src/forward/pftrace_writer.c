@@ -65,6 +65,13 @@ typedef struct intern_entry {
 
 
 #define COUNTER_MEMO 16u
+#define NAME_MEMO 16u
+typedef struct name_memo {
+    uint64_t gen;
+    uint32_t off, len;
+    uint64_t iid;
+} name_memo;
+struct shape;
 typedef struct counter_memo {
     const char *name;
     int64_t pid;
@@ -95,6 +102,8 @@ struct mst_pftrace_writer {
     uint64_t *res_iids;           /* its resource entries' name and value iids */
     uint64_t *flows;              /* its flow ids */
     counter_memo cmemo[COUNTER_MEMO];
+    name_memo names[NAME_MEMO];   /* event names (see name_iid) */
+    struct shape *shapes;         /* SHAPE_SLOTS span-shape memos */
     /* tracks: uuid | 1 bit "named" kept in a parallel array */
     uint64_t *tslots;
     uint8_t *tnamed;
@@ -232,14 +241,15 @@ static void intern_reset(mst_pftrace_writer *w) {
     w->intern_gen++;
 }
 
-/* Adds (kind, s) at free slot `pos` of the probe for hash h. */
-static uint64_t intern_add(mst_pftrace_writer *w, unsigned kind, const char *s, size_t n,
-                           uint32_t h, uint32_t pos) {
+/* Adds (kind, s) at free slot `pos` of the probe for hash h. NULL when
+ * out of memory. */
+static const intern_entry *intern_add(mst_pftrace_writer *w, unsigned kind, const char *s,
+                                      size_t n, uint32_t h, uint32_t pos) {
     uint32_t off = (uint32_t)w->blob.len;
     mst_buf_append(&w->blob, s, n);
     if (w->blob.failed) {
         w->buf->failed = true;
-        return 0;
+        return NULL;
     }
     intern_entry *e = &w->ie[w->icount];
     e->off = off;
@@ -249,13 +259,14 @@ static uint64_t intern_add(mst_pftrace_writer *w, unsigned kind, const char *s, 
     e->iid = w->next_iid[kind]++;
     w->islots[pos] = ((uint64_t)h << 32) | ++w->icount;
     mst_pft_interned_entry(&w->defs, kind, e->iid, s, n);
-    return e->iid;
+    return e;
 }
 
-/* The iid of (kind, s), whose bytes_hash is `hash` (callers that hashed
- * the text already pass it); a new one is added to the packet's w->defs. */
-static inline uint64_t intern_hashed(mst_pftrace_writer *w, unsigned kind, const char *s, size_t n,
-                                     uint64_t hash) {
+/* The entry of (kind, s), whose bytes_hash is `hash` (callers that hashed
+ * the text already pass it); a new one is added to the packet's w->defs.
+ * NULL when out of memory. */
+static inline const intern_entry *intern_hashed(mst_pftrace_writer *w, unsigned kind,
+                                                const char *s, size_t n, uint64_t hash) {
     uint64_t h64 = hash ^ kind;
     uint32_t h = (uint32_t)(h64 ^ (h64 >> 32));
     uint32_t mask = INTERN_SLOTS - 1;
@@ -266,13 +277,94 @@ static inline uint64_t intern_hashed(mst_pftrace_writer *w, unsigned kind, const
         const intern_entry *e = &w->ie[(uint32_t)sl - 1];
         if ((uint32_t)(sl >> 32) == h && e->kind == kind && e->len == n &&
             bytes_eq((const char *)w->blob.data + e->off, s, n))
-            return e->iid;
+            return e;
     }
     return intern_add(w, kind, s, n, h, pos);
 }
 
-static inline uint64_t intern(mst_pftrace_writer *w, unsigned kind, const char *s, size_t n) {
+static inline const intern_entry *intern_e(mst_pftrace_writer *w, unsigned kind, const char *s,
+                                           size_t n) {
     return intern_hashed(w, kind, s, n, bytes_hash(s, n));
+}
+
+/* The iid of (kind, s); 0 when out of memory. */
+static uint64_t intern(mst_pftrace_writer *w, unsigned kind, const char *s, size_t n) {
+    const intern_entry *e = intern_e(w, kind, s, n);
+    return e ? e->iid : 0;
+}
+
+/* ------------------------------------------------------------ span shapes
+ *
+ * Spans of one name carry the same attribute keys in the same order, most
+ * with the same few string values (module, class, model): a memo per
+ * event name remembers, per annotation position, the key's interned text
+ * and id and the last interned string value there, so the usual span finds
+ * its ids by comparing the texts instead of hashing and probing. A memo is
+ * only a shortcut: a hit is exactly what interning returns (same text,
+ * same generation; a value also needs its value-seen slot unchanged, as
+ * value_iid checks), a miss interns as usual and refills the position. */
+
+#define SHAPE_SLOTS 64u      /* memos, by event-name iid */
+#define SHAPE_KEYS 32u       /* annotation positions remembered per memo */
+
+typedef struct shape_key {
+    uint32_t off, len;       /* the annotation name's text in the blob */
+    uint64_t iid;
+    uint32_t voff, vlen;     /* the last interned string value here */
+    uint32_t vslot, vtag;    /* ... its value-seen slot and tag */
+    uint64_t viid;           /* 0: none */
+} shape_key;
+
+typedef struct shape {
+    uint64_t gen;            /* intern_gen it belongs to (0: empty) */
+    uint64_t name_iid;
+    uint32_t cat_off, cat_len;
+    uint64_t cat_iid;        /* 0: none */
+    uint32_t valid;          /* positions [0, valid) are filled */
+    shape_key k[SHAPE_KEYS];
+    shape_key svc;           /* the service.name annotation's value */
+} shape;
+
+static shape *shape_of(mst_pftrace_writer *w, uint64_t name_iid) {
+    shape *sh = &w->shapes[name_iid & (SHAPE_SLOTS - 1)];
+    if (sh->gen != w->intern_gen || sh->name_iid != name_iid) {
+        sh->gen = w->intern_gen;
+        sh->name_iid = name_iid;
+        sh->cat_iid = 0;
+        sh->valid = 0;
+        sh->svc.viid = 0;
+    }
+    return sh;
+}
+
+static inline bool blob_eq(const mst_pftrace_writer *w, uint32_t off, uint32_t len, const char *s,
+                           size_t n) {
+    return len == n && bytes_eq((const char *)w->blob.data + off, s, n);
+}
+
+/* The position `p` memo entry to refill, or NULL (beyond SHAPE_KEYS). */
+static shape_key *shape_slot(shape *sh, size_t p) {
+    if (p >= SHAPE_KEYS) return NULL;
+    if (p >= sh->valid) {
+        sh->valid = (uint32_t)p + 1;
+        sh->k[p].viid = 0;
+    }
+    return &sh->k[p];
+}
+
+/* Annotation-name iid of attribute key (s, n) at position p. */
+static inline uint64_t shape_key_iid(mst_pftrace_writer *w, shape *sh, size_t p, const char *s,
+                                     size_t n) {
+    if (p < sh->valid && blob_eq(w, sh->k[p].off, sh->k[p].len, s, n)) return sh->k[p].iid;
+    const intern_entry *e = intern_e(w, MST_PFT_INTERN_ANNOTATION_NAME, s, n);
+    if (!e) return 0;
+    shape_key *k = shape_slot(sh, p);
+    if (k) {
+        k->off = e->off;
+        k->len = e->len;
+        k->iid = e->iid;
+    }
+    return e->iid;
 }
 
 /* Makes room for `need` new entries in this packet (restarting if full). */
@@ -533,7 +625,7 @@ static uint64_t pick_lane(mst_pftrace_writer *w, uint64_t thread, int64_t s, int
 /* The interned id for a plain (no escapes) JSON string value seen before,
  * else 0 (written inline; remembered for next time). `s` is the text
  * between the quotes. */
-static uint64_t value_iid(mst_pftrace_writer *w, const char *s, size_t n) {
+static uint64_t value_iid(mst_pftrace_writer *w, const char *s, size_t n, shape_key *memo) {
     uint64_t h = bytes_hash(s, n);
     uint32_t tag = (uint32_t)(h >> 32) | 1u;
     uint32_t *slot = &w->vseen[h & (VSEEN_SLOTS - 1)];
@@ -541,16 +633,31 @@ static uint64_t value_iid(mst_pftrace_writer *w, const char *s, size_t n) {
         *slot = tag;
         return 0;
     }
-    return intern_hashed(w, MST_PFT_INTERN_STRING_VALUE, s, n, h);
+    const intern_entry *e = intern_hashed(w, MST_PFT_INTERN_STRING_VALUE, s, n, h);
+    if (!e) return 0;
+    if (memo) {
+        memo->voff = e->off;
+        memo->vlen = e->len;
+        memo->vslot = (uint32_t)(slot - w->vseen);
+        memo->vtag = tag;
+        memo->viid = e->iid;
+    }
+    return e->iid;
 }
 
 /* value_iid of a raw JSON value when it is a plain string of 2..128
- * characters, else 0. */
-static inline uint64_t json_value_iid(mst_pftrace_writer *w, const mst_json_slice *v) {
-    if (v->len < 4 || v->len > VALUE_INTERN_MAX_LEN + 2 || v->ptr[0] != '"' ||
-        !no_backslash(v->ptr + 1, v->len - 2))
-        return 0;
-    return value_iid(w, v->ptr + 1, v->len - 2);
+ * characters, else 0; `memo` (may be NULL) is the value's position in its
+ * span's shape memo: a hit skips hashing, a new interned value refills it. */
+static inline __attribute__((always_inline)) uint64_t
+json_value_iid(mst_pftrace_writer *w, const mst_json_slice *v, shape_key *memo) {
+    if (v->len < 4 || v->len > VALUE_INTERN_MAX_LEN + 2 || v->ptr[0] != '"') return 0;
+    const char *s = v->ptr + 1;
+    size_t n = v->len - 2;
+    if (memo && memo->viid && blob_eq(w, memo->voff, memo->vlen, s, n) &&
+        w->vseen[memo->vslot] == memo->vtag)
+        return memo->viid;
+    if (!no_backslash(s, n)) return 0;
+    return value_iid(w, s, n, memo);
 }
 
 /* Appends annotation `name_iid` of a raw JSON value: by its interned id
@@ -582,6 +689,34 @@ static void annotate_json(mst_pftrace_writer *w, uint64_t name_iid, const mst_js
     }
 }
 
+/* strnlen of an id array (33 or 17 bytes): decoded ids are full or empty,
+ * told by their first and last digit, anything else takes strnlen. */
+static inline size_t id_len(const char *id, size_t size) {
+    if (!id[0]) return 0;
+    if (id[size - 2] && !id[size - 1]) {
+        const uint64_t k = 0x0101010101010101ull;
+        uint64_t zero = 0;
+        size_t i = 0;
+        for (; i + 8 <= size - 1; i += 8) {
+            uint64_t x = load64(id + i);
+            zero |= (x - k) & ~x;
+        }
+        if (!(zero & (0x80 * k))) return size - 1;
+    }
+    return strnlen(id, size);
+}
+#define ID_LEN(arr) id_len(arr, sizeof(arr))
+
+/* Event-name iid, through a memo of recent names by length. */
+static uint64_t name_iid(mst_pftrace_writer *w, const char *s, size_t n) {
+    name_memo *m = &w->names[n & (NAME_MEMO - 1)];
+    if (m->gen == w->intern_gen && blob_eq(w, m->off, m->len, s, n)) return m->iid;
+    const intern_entry *e = intern_e(w, MST_PFT_INTERN_EVENT_NAME, s, n);
+    if (!e) return 0;
+    *m = (name_memo){w->intern_gen, e->off, e->len, e->iid};
+    return e->iid;
+}
+
 static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, uint64_t track) {
     size_t need = 2 + 2 * (s->n_attrs + s->n_resource) + FIXED_ANNOTATIONS + 1;
     intern_room(w, need);
@@ -589,9 +724,20 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, uint64_t trac
     const char *cat = s->category.ptr ? s->category.ptr : DEFAULT_CATEGORY;
     size_t cat_n = s->category.ptr ? s->category.len : strlen(DEFAULT_CATEGORY);
     mst_pft_slice sl;
-    sl.name_iid = intern(w, MST_PFT_INTERN_EVENT_NAME, s->name.ptr ? s->name.ptr : "",
-                         s->name.ptr ? s->name.len : 0);
-    sl.category_iid = intern(w, MST_PFT_INTERN_CATEGORY, cat, cat_n);
+    sl.name_iid = name_iid(w, s->name.ptr ? s->name.ptr : "", s->name.ptr ? s->name.len : 0);
+    shape *sh = shape_of(w, sl.name_iid);
+    if (sh->cat_iid && blob_eq(w, sh->cat_off, sh->cat_len, cat, cat_n)) {
+        sl.category_iid = sh->cat_iid;
+    } else {
+        const intern_entry *e = intern_e(w, MST_PFT_INTERN_CATEGORY, cat, cat_n);
+        sl.category_iid = e ? e->iid : 0;
+        if (e) {
+            sh->cat_off = e->off;
+            sh->cat_len = e->len;
+            sh->cat_iid = e->iid;
+        }
+    }
+    size_t pos = 0; /* annotation position in the shape memo */
     /* Annotations go out in file order (attributes, the fixed six,
      * resource), ids are assigned in interning order (attributes, fixed
      * names, resource, then the service name's value). */
@@ -600,8 +746,10 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, uint64_t trac
         const mst_str *k = &s->attrs[i].key;
         if (k->len > 9 && memcmp(k->ptr, "resource.", 9) == 0) any_resource_prefixed = true;
         if (mst_span_arg_is_fixed(k)) continue;
-        uint64_t iid = intern(w, MST_PFT_INTERN_ANNOTATION_NAME, k->ptr, k->len);
-        annotate_json(w, iid, &s->attrs[i].value, json_value_iid(w, &s->attrs[i].value));
+        uint64_t iid = shape_key_iid(w, sh, pos, k->ptr, k->len);
+        shape_key *memo = pos < sh->valid ? &sh->k[pos] : NULL;
+        pos++;
+        annotate_json(w, iid, &s->attrs[i].value, json_value_iid(w, &s->attrs[i].value, memo));
     }
     static const char *const fixed[FIXED_ANNOTATIONS] = {
         "trace_id", "span_id", "parent_span_id", "span.kind", "span.status", "service.name"};
@@ -612,10 +760,9 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, uint64_t trac
         w->fixed_gen = w->intern_gen;
     }
     const uint64_t *fixed_iid = w->fixed_iid;
-    mst_pft_annotation_string(&w->ann, fixed_iid[0], s->trace_id, strnlen(s->trace_id, sizeof s->trace_id));
-    mst_pft_annotation_string(&w->ann, fixed_iid[1], s->span_id, strnlen(s->span_id, sizeof s->span_id));
-    mst_pft_annotation_string(&w->ann, fixed_iid[2], s->parent_span_id,
-                              strnlen(s->parent_span_id, sizeof s->parent_span_id));
+    mst_pft_annotation_string(&w->ann, fixed_iid[0], s->trace_id, ID_LEN(s->trace_id));
+    mst_pft_annotation_string(&w->ann, fixed_iid[1], s->span_id, ID_LEN(s->span_id));
+    mst_pft_annotation_string(&w->ann, fixed_iid[2], s->parent_span_id, ID_LEN(s->parent_span_id));
     mst_pft_annotation_int(&w->ann, fixed_iid[3], s->kind);
     mst_pft_annotation_int(&w->ann, fixed_iid[4], s->status);
     /* Resource names and values are interned before the service name's
@@ -625,6 +772,14 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, uint64_t trac
         const mst_str *k = &s->resource[i].key;
         res[2 * i] = 0;
         if (any_resource_prefixed && mst_span_attr_shadows(s, k)) continue;
+        size_t p = pos++;
+        if (p < sh->valid && sh->k[p].len == 9 + (size_t)k->len &&
+            memcmp(w->blob.data + sh->k[p].off, "resource.", 9) == 0 &&
+            bytes_eq((const char *)w->blob.data + sh->k[p].off + 9, k->ptr, k->len)) {
+            res[2 * i] = sh->k[p].iid;
+            res[2 * i + 1] = json_value_iid(w, &s->resource[i].value, &sh->k[p]);
+            continue;
+        }
         /* "resource." + key, on the stack when it fits. */
         char name[128];
         const char *nm = name;
@@ -641,12 +796,12 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, uint64_t trac
             }
             nm = (const char *)w->scratch.data;
         }
-        res[2 * i] = intern(w, MST_PFT_INTERN_ANNOTATION_NAME, nm, 9 + (size_t)k->len);
-        res[2 * i + 1] = json_value_iid(w, &s->resource[i].value);
+        res[2 * i] = shape_key_iid(w, sh, p, nm, 9 + (size_t)k->len);
+        res[2 * i + 1] = json_value_iid(w, &s->resource[i].value, p < sh->valid ? &sh->k[p] : NULL);
     }
     const mst_json_slice *svc = mst_span_find_kv(s->resource, s->n_resource, "service.name");
     if (svc)
-        annotate_json(w, fixed_iid[5], svc, json_value_iid(w, svc));
+        annotate_json(w, fixed_iid[5], svc, json_value_iid(w, svc, &sh->svc));
     else
         mst_pft_annotation_string(&w->ann, fixed_iid[5], DEFAULT_SERVICE_NAME,
                                   strlen(DEFAULT_SERVICE_NAME));
@@ -845,6 +1000,7 @@ void mst_pftrace_writer_get_stats(const mst_pftrace_writer *w, mst_chrome_stats 
 static void writer_free(mst_pftrace_writer *w) {
     free(w->islots);
     free(w->ie);
+    free(w->shapes);
     mst_buf_free(&w->defs);
     mst_buf_free(&w->ann);
     free(w->res_iids);
@@ -876,6 +1032,7 @@ mst_status mst_pftrace_writer_open(const char *path, int64_t default_pid,
         mst_buf_init(&w->defs, 0);
         mst_buf_init(&w->ann, 0);
         w->res_iids = calloc(2u * MST_PF_MAX_ATTRS, sizeof *w->res_iids);
+        w->shapes = calloc(SHAPE_SLOTS, sizeof *w->shapes);
         w->flows = calloc(MST_PF_MAX_LINKS + 1u, sizeof *w->flows);
         w->vseen = calloc(VSEEN_SLOTS, sizeof *w->vseen);
         w->tslots = calloc(TRACK_SLOTS, sizeof *w->tslots);
@@ -886,7 +1043,7 @@ mst_status mst_pftrace_writer_open(const char *path, int64_t default_pid,
         mst_buf_init(&w->scratch, 0);
         mst_arena_init(&w->arena);
     }
-    if (!w || !w->islots || !w->ie || !w->res_iids || !w->flows || !w->vseen ||
+    if (!w || !w->islots || !w->ie || !w->res_iids || !w->flows || !w->shapes || !w->vseen ||
         !w->tslots || !w->tnamed || !w->lanes || !w->tl) {
         if (w) writer_free(w);
         close(fd);

@@ -19,14 +19,11 @@
 #include "wire/hex8.h"
 #include "wire/json_reader.h"
 
-/* The counter attributes, once: both the names and their lengths below. */
-#define TL_COUNTERS(X)                                                                         \
-    X("batch.request_count") X("batch.scheduled_tokens") X("scheduler.waiting")                \
-        X("scheduler.running") X("kv_cache.usage")
-#define TL_NAME(s) s,
-#define TL_LEN(s) sizeof s - 1,
-
-const char *const mst_tl_counter_names[] = {TL_COUNTERS(TL_NAME) NULL};
+/* The counter attributes; mst_timeline_add_span matches them by length
+ * and names them by index (TL_BATCH_REQUESTS ...: same order). */
+const char *const mst_tl_counter_names[] = {"batch.request_count", "batch.scheduled_tokens",
+                                            "scheduler.waiting", "scheduler.running",
+                                            "kv_cache.usage", NULL};
 
 typedef struct req_entry {
     char *id;
@@ -200,13 +197,6 @@ static req_entry *req_get(mst_timeline *tl, const char *id, size_t n, int64_t pi
     return x;
 }
 
-static const mst_json_slice *find_attr(const mst_pf_span *s, const char *key, size_t n) {
-    for (size_t i = 0; i < s->n_attrs; i++)
-        if (s->attrs[i].key.len == n && memcmp(s->attrs[i].key.ptr, key, n) == 0)
-            return &s->attrs[i].value;
-    return NULL;
-}
-
 /* Exact powers of ten a double holds (10^22 is the largest). */
 static const double pow10_exact[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
                                        1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
@@ -228,13 +218,15 @@ static bool decimal_fast(const char *p, size_t n, double *out) {
     uint64_t m = 0;
     int digits = 0, exp10 = 0;
     size_t int_start = j;
-    for (; j < n && p[j] >= '0' && p[j] <= '9'; j++, digits++) m = m * 10 + (uint64_t)(p[j] - '0');
+    for (unsigned c; j < n && (c = (unsigned char)p[j] - (unsigned)'0') <= 9; j++, digits++)
+        m = m * 10 + c;
     if (j == int_start) return false;
     bool shaped = false; /* a fraction or an exponent: a double */
     if (j < n && p[j] == '.') {
         size_t f = ++j;
-        for (; j < n && p[j] >= '0' && p[j] <= '9'; j++, digits++, exp10--)
-            m = m * 10 + (uint64_t)(p[j] - '0');
+        for (unsigned c; j < n && (c = (unsigned char)p[j] - (unsigned)'0') <= 9;
+             j++, digits++, exp10--)
+            m = m * 10 + c;
         if (j == f) return false;
         shaped = true;
     }
@@ -265,7 +257,7 @@ static bool decimal_fast(const char *p, size_t n, double *out) {
 }
 
 /* A JSON number as int64 (integer syntax) or double. False if not a number. */
-bool mst_tl_json_number(const mst_json_slice *v, bool *is_double, int64_t *i, double *d) {
+bool mst_tl_json_number_text(const mst_json_slice *v, bool *is_double, int64_t *i, double *d) {
     if (!v || !v->len || v->len >= 64 || !(v->ptr[0] == '-' || (v->ptr[0] >= '0' && v->ptr[0] <= '9')))
         return false;
     /* Integers (the common case) without strtoll: the text is validated
@@ -297,29 +289,15 @@ bool mst_tl_json_number(const mst_json_slice *v, bool *is_double, int64_t *i, do
     return *end == 0 && errno != ERANGE;
 }
 
-/* strlen of each mst_tl_counter_names entry (a libc strlen per name per
- * candidate attribute was most of the test below). */
-static const size_t counter_name_len[] = {TL_COUNTERS(TL_LEN)};
-
-/* Counters: span attributes named in mst_tl_counter_names. The length test
- * first keeps this cheap for the usual attributes. */
-static void emit_counters(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
-                          const mst_tl_sink *sink) {
-    for (size_t a = 0; a < s->n_attrs; a++) {
-        const mst_str *k = &s->attrs[a].key;
-        if (k->len < 14 || k->len > 22) continue;
-        for (const char *const *n = mst_tl_counter_names; *n; n++) {
-            if (counter_name_len[n - mst_tl_counter_names] != k->len ||
-                memcmp(*n, k->ptr, k->len) != 0)
-                continue;
-            const mst_json_slice *v = &s->attrs[a].value;
-            mst_tl_counter c = {*n, pid, s->end_ns, false, 0, 0, v->ptr, v->len};
-            if (mst_tl_json_number(&s->attrs[a].value, &c.is_double, &c.i, &c.d)) {
-                tl->st.counters_emitted++;
-                if (sink && sink->counter) sink->counter(sink->self, &c);
-            }
-            break;
-        }
+/* Hands the counter sample of attribute `a` (counter `which` of
+ * mst_tl_counter_names) to the sink when its value is a number. */
+static void emit_counter(mst_timeline *tl, const mst_pf_span *s, int64_t pid, size_t a,
+                         unsigned which, const mst_tl_sink *sink) {
+    const mst_json_slice *v = &s->attrs[a].value;
+    mst_tl_counter c = {mst_tl_counter_names[which], pid, s->end_ns, false, 0, 0, v->ptr, v->len};
+    if (mst_tl_json_number(v, &c.is_double, &c.i, &c.d)) {
+        tl->st.counters_emitted++;
+        if (sink && sink->counter) sink->counter(sink->self, &c);
     }
 }
 
@@ -369,13 +347,61 @@ static bool note_request_ids(mst_timeline *tl, const mst_pf_span *s, int64_t pid
     return ok;
 }
 
+/* Index of each counter in mst_tl_counter_names (same order). */
+enum { TL_BATCH_REQUESTS, TL_SCHEDULED_TOKENS, TL_WAITING, TL_RUNNING, TL_KV_USAGE };
+
+static inline bool key_is(const mst_str *k, const char *lit, size_t n) {
+    return k->len == n && memcmp(k->ptr, lit, n) == 0;
+}
+#define KEY_IS(k, lit) key_is(k, lit, sizeof lit - 1)
+
 bool mst_timeline_add_span(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
                            mst_arena *arena, const mst_tl_sink *sink) {
-    emit_counters(tl, s, pid, sink);
+    /* One pass over the attributes, dispatched on the key's length: the
+     * counter samples (every such attribute, in order) and the first of
+     * each key the request bookkeeping reads. */
+    const mst_json_slice *rid = NULL, *ids = NULL;
+    bool sched_step = false, batch_step = false;
+    for (size_t a = 0; a < s->n_attrs; a++) {
+        const mst_str *k = &s->attrs[a].key;
+        switch (k->len) {
+        case 10:
+            if (!rid && KEY_IS(k, "request.id")) rid = &s->attrs[a].value;
+            break;
+        case 11:
+            if (!ids && KEY_IS(k, "request.ids")) ids = &s->attrs[a].value;
+            break;
+        case 14:
+            if (KEY_IS(k, "kv_cache.usage")) emit_counter(tl, s, pid, a, TL_KV_USAGE, sink);
+            break;
+        case 17:
+            /* Set only by the schedule adapter: a scheduling step. */
+            if (KEY_IS(k, "scheduler.waiting")) {
+                sched_step = true;
+                emit_counter(tl, s, pid, a, TL_WAITING, sink);
+            } else if (KEY_IS(k, "scheduler.running")) {
+                sched_step = true;
+                emit_counter(tl, s, pid, a, TL_RUNNING, sink);
+            }
+            break;
+        case 19:
+            if (KEY_IS(k, "batch.request_count"))
+                emit_counter(tl, s, pid, a, TL_BATCH_REQUESTS, sink);
+            break;
+        case 22:
+            /* Also set by the model adapter: a batch step. */
+            if (KEY_IS(k, "batch.scheduled_tokens")) {
+                batch_step = true;
+                emit_counter(tl, s, pid, a, TL_SCHEDULED_TOKENS, sink);
+            }
+            break;
+        default:
+            break;
+        }
+    }
     bool is_request_span = s->name.len == sizeof MST_TL_REQUEST_SPAN - 1 &&
                            memcmp(s->name.ptr, MST_TL_REQUEST_SPAN, s->name.len) == 0;
     if (is_request_span) {
-        const mst_json_slice *rid = find_attr(s, "request.id", 10);
         if (!rid || rid->len < 2 || rid->ptr[0] != '"') return true;
         mst_json_reader r;
         mst_json_reader_init(&r, rid->ptr, rid->len, 1);
@@ -394,13 +420,8 @@ bool mst_timeline_add_span(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
         }
         return true;
     }
-    const mst_json_slice *ids = find_attr(s, "request.ids", 11);
     if (!ids) return true;
-    /* scheduler.running / scheduler.waiting are set only by the schedule
-     * adapter; batch.scheduled_tokens also by the model adapter. */
-    int step = find_attr(s, "scheduler.running", 17) || find_attr(s, "scheduler.waiting", 17) ? 2
-               : find_attr(s, "batch.scheduled_tokens", 22)                                  ? 1
-                                                                                             : 0;
+    int step = sched_step ? 2 : batch_step ? 1 : 0;
     return note_request_ids(tl, s, pid, ids, step, arena, sink);
 }
 

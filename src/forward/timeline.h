@@ -134,8 +134,32 @@ void mst_timeline_forwarder_counters(mst_timeline *tl, int64_t pid, int64_t ts_n
 void mst_timeline_get_stats(const mst_timeline *tl, mst_tl_stats *out);
 
 /* A validated JSON number (raw text) as int64 (integer syntax) or double;
- * false when the value is not a number or does not fit. */
-bool mst_tl_json_number(const mst_json_slice *v, bool *is_double, int64_t *i, double *d);
+ * false when the value is not a number or does not fit. The out-of-line
+ * part of mst_tl_json_number (fractions, exponents, long integers). */
+bool mst_tl_json_number_text(const mst_json_slice *v, bool *is_double, int64_t *i, double *d);
+
+/* The same; integers of up to 18 characters (the usual attribute:
+ * batch sizes, lengths, token counts) inline. */
+static inline bool mst_tl_json_number(const mst_json_slice *v, bool *is_double, int64_t *i,
+                                      double *d) {
+    if (v && v->len && v->len <= 18) {
+        const char *p = v->ptr;
+        size_t n = v->len, k = p[0] == '-';
+        uint64_t x = 0;
+        size_t j = k;
+        for (; j < n; j++) {
+            unsigned c = (unsigned char)p[j] - (unsigned)'0';
+            if (c > 9) break;
+            x = x * 10 + c;
+        }
+        if (j == n && j > k) {
+            *is_double = false;
+            *i = k ? -(int64_t)x : (int64_t)x;
+            return true;
+        }
+    }
+    return mst_tl_json_number_text(v, is_double, i, d);
+}
 
 /* Flow id of the span (trace_id, span_id), both lowercase hex; never 0. */
 uint64_t mst_tl_flow_id(const char *trace_hex, const char *span_hex);

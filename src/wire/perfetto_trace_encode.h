@@ -81,8 +81,12 @@ void mst_pft_counter_track(mst_buf *b, uint64_t uuid, uint64_t parent_uuid, cons
  * bytes are canonical protobuf: the same content always gives the same
  * bytes. */
 
+/* The annotation appenders below are a few instructions each once their
+ * field tags are constants: always inlined into the writer's loop. */
+#define MST_PFT_INLINE static inline __attribute__((always_inline))
+
 /* Varint size without a loop (7 payload bits a byte). */
-static inline unsigned mst_pft_varint_size(uint64_t v) {
+MST_PFT_INLINE unsigned mst_pft_varint_size(uint64_t v) {
     return v < 0x80 ? 1 : (unsigned)(((63 - __builtin_clzll(v)) * 9 + 73) >> 6);
 }
 
@@ -97,7 +101,7 @@ void mst_pft_interned_entry_slow(mst_buf *b, unsigned kind, uint64_t iid, const 
 /* Starts a debug annotation of `body` (< 128) bytes at the end of b (room
  * checked by the caller): field tag, length, name_iid. Returns where its
  * value field goes. */
-static inline uint8_t *mst_pft_annotation_head_(mst_buf *b, size_t body, uint64_t name_iid) {
+MST_PFT_INLINE uint8_t *mst_pft_annotation_head_(mst_buf *b, size_t body, uint64_t name_iid) {
     uint8_t *p = b->data + b->len;
     p[0] = (TE_DEBUG_ANNOTATIONS << 3) | MST_PB_WT_LEN;
     p[1] = (uint8_t)body;
@@ -107,7 +111,7 @@ static inline uint8_t *mst_pft_annotation_head_(mst_buf *b, size_t body, uint64_
 
 /* TrackEvent.debug_annotations (4) { name_iid (1), value field `vtag`
  * (a whole varint tag) = v }: at most 2 + 23 bytes, a 1-byte length. */
-static inline void mst_pft_annotation_varint_(mst_buf *b, uint64_t name_iid, unsigned vtag,
+MST_PFT_INLINE void mst_pft_annotation_varint_(mst_buf *b, uint64_t name_iid, unsigned vtag,
                                               uint64_t v) {
     size_t body = 1 + mst_pft_varint_size(name_iid) + mst_pft_varint_size(vtag) +
                   mst_pft_varint_size(v);
@@ -120,7 +124,7 @@ static inline void mst_pft_annotation_varint_(mst_buf *b, uint64_t name_iid, uns
 
 /* A text value (string_value 6 or legacy_json_value 9): short ASCII
  * inline, anything else sized after UTF-8 repair out of line. */
-static inline void mst_pft_annotation_text_(mst_buf *b, uint64_t name_iid, uint32_t value_field,
+MST_PFT_INLINE void mst_pft_annotation_text_(mst_buf *b, uint64_t name_iid, uint32_t value_field,
                                             const char *s, size_t n) {
     if (!(n <= 64 && mst_pb_is_ascii(s, n))) {
         mst_pft_annotation_text_slow(b, name_iid, value_field, s, n);
@@ -137,27 +141,27 @@ static inline void mst_pft_annotation_text_(mst_buf *b, uint64_t name_iid, uint3
 
 /* DebugAnnotation values (name by interned id), appended as whole
  * TrackEvent.debug_annotations fields. */
-static inline void mst_pft_annotation_string(mst_buf *b, uint64_t name_iid, const char *s,
+MST_PFT_INLINE void mst_pft_annotation_string(mst_buf *b, uint64_t name_iid, const char *s,
                                              size_t n) {
     mst_pft_annotation_text_(b, name_iid, DA_STRING, s, n);
 }
 /* A JSON text shown as is (arrays, objects, null). */
-static inline void mst_pft_annotation_json(mst_buf *b, uint64_t name_iid, const char *s,
+MST_PFT_INLINE void mst_pft_annotation_json(mst_buf *b, uint64_t name_iid, const char *s,
                                            size_t n) {
     mst_pft_annotation_text_(b, name_iid, DA_LEGACY_JSON, s, n);
 }
 /* A string value by its interned id (MST_PFT_INTERN_STRING_VALUE). */
-static inline void mst_pft_annotation_string_iid(mst_buf *b, uint64_t name_iid,
+MST_PFT_INLINE void mst_pft_annotation_string_iid(mst_buf *b, uint64_t name_iid,
                                                  uint64_t value_iid) {
     mst_pft_annotation_varint_(b, name_iid, (DA_STRING_IID << 3) | MST_PB_WT_VARINT, value_iid);
 }
-static inline void mst_pft_annotation_int(mst_buf *b, uint64_t name_iid, int64_t v) {
+MST_PFT_INLINE void mst_pft_annotation_int(mst_buf *b, uint64_t name_iid, int64_t v) {
     mst_pft_annotation_varint_(b, name_iid, (DA_INT << 3) | MST_PB_WT_VARINT, (uint64_t)v);
 }
-static inline void mst_pft_annotation_bool(mst_buf *b, uint64_t name_iid, bool v) {
+MST_PFT_INLINE void mst_pft_annotation_bool(mst_buf *b, uint64_t name_iid, bool v) {
     mst_pft_annotation_varint_(b, name_iid, (DA_BOOL << 3) | MST_PB_WT_VARINT, v ? 1 : 0);
 }
-static inline void mst_pft_annotation_double(mst_buf *b, uint64_t name_iid, double v) {
+MST_PFT_INLINE void mst_pft_annotation_double(mst_buf *b, uint64_t name_iid, double v) {
     size_t body = 1 + mst_pft_varint_size(name_iid) + 1 + 8;
     if (!mst_pb_room(b, 2 + body)) return;
     uint8_t *p = mst_pft_annotation_head_(b, body, name_iid);
@@ -169,7 +173,7 @@ static inline void mst_pft_annotation_double(mst_buf *b, uint64_t name_iid, doub
 }
 
 /* One InternedData entry: field `kind` { iid (1), name / str (2) }. */
-static inline void mst_pft_interned_entry(mst_buf *b, unsigned kind, uint64_t iid, const char *s,
+MST_PFT_INLINE void mst_pft_interned_entry(mst_buf *b, unsigned kind, uint64_t iid, const char *s,
                                           size_t n) {
     if (!(n <= 64 && mst_pb_is_ascii(s, n))) {
         mst_pft_interned_entry_slow(b, kind, iid, s, n);

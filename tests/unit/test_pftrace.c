@@ -61,6 +61,180 @@ static void test_annotation_bytes(void) {
     mst_buf_free(&b);
 }
 
+/* Reference layout of an event packet, field by field on the generic
+ * protobuf writer (reserved lengths fixed up afterwards), as the encoder
+ * wrote it before it laid packets out in one pass. */
+static mst_pb_mark ref_event_open(mst_buf *b, uint64_t ts, uint32_t flags, mst_pb_mark *te,
+                                  const mst_buf *interned, unsigned type, uint64_t track) {
+    mst_pb_mark p = mst_pb_begin(b, TRACE_PACKET, 1);
+    mst_pb_field_varint(b, PKT_TIMESTAMP, ts);
+    mst_pb_field_varint(b, PKT_SEQUENCE_ID, MST_PFT_SEQUENCE_ID);
+    if (flags) mst_pb_field_varint(b, PKT_SEQUENCE_FLAGS, flags);
+    if (interned && interned->len) mst_pb_field_bytes(b, PKT_INTERNED_DATA, interned->data, interned->len);
+    *te = mst_pb_begin(b, PKT_TRACK_EVENT, 1);
+    mst_pb_field_varint(b, TE_TYPE, type);
+    mst_pb_field_varint(b, TE_TRACK_UUID, track);
+    return p;
+}
+
+static void ref_annotation_text(mst_buf *b, uint64_t iid, uint32_t field, const char *s, size_t n) {
+    mst_pb_mark m = mst_pb_begin(b, TE_DEBUG_ANNOTATIONS, 1);
+    mst_pb_field_varint(b, DA_NAME_IID, iid);
+    mst_pb_field_string(b, field, s, n);
+    mst_pb_end(b, m);
+}
+
+static void ref_annotation_varint(mst_buf *b, uint64_t iid, uint32_t field, uint64_t v) {
+    mst_pb_mark m = mst_pb_begin(b, TE_DEBUG_ANNOTATIONS, 1);
+    mst_pb_field_varint(b, DA_NAME_IID, iid);
+    mst_pb_field_varint(b, field, v);
+    mst_pb_end(b, m);
+}
+
+static void ref_interned(mst_buf *b, unsigned kind, uint64_t iid, const char *s, size_t n) {
+    mst_pb_mark m = mst_pb_begin(b, kind, 1);
+    mst_pb_field_varint(b, IE_IID, iid);
+    mst_pb_field_string(b, IE_NAME, s, n);
+    mst_pb_end(b, m);
+}
+
+static bool same_bytes(const mst_buf *a, const mst_buf *b) {
+    return !a->failed && !b->failed && a->len == b->len && memcmp(a->data, b->data, a->len) == 0;
+}
+
+/* Varint boundaries of timestamps and track uuids (1, 8, 9 and 10
+ * bytes): slice ends and counters, against the reference layout. */
+static void test_event_packet_bytes(void) {
+    static const uint64_t vals[] = {0, 1, 127, 128, (1ull << 49) - 1, 1ull << 49,
+                                    (1ull << 56) - 1, 1ull << 56, 1700000000123456789ull,
+                                    (1ull << 63) - 1, 1ull << 63, UINT64_MAX, 0x8123456789abcdefull};
+    size_t nv = sizeof vals / sizeof vals[0];
+    mst_buf got, want;
+    mst_buf_init(&got, 0);
+    mst_buf_init(&want, 0);
+    for (size_t i = 0; i < nv; i++)
+        for (size_t j = 0; j < nv; j++) {
+            uint64_t ts = vals[i], track = vals[j];
+            mst_buf_reset(&got);
+            mst_buf_reset(&want);
+            mst_pft_slice_end(&got, ts, track);
+            mst_pb_mark te, p = ref_event_open(&want, ts, 0, &te, NULL, MST_PFT_SLICE_END, track);
+            mst_pb_end(&want, te);
+            mst_pb_end(&want, p);
+            CHECK(same_bytes(&got, &want));
+
+            mst_buf_reset(&got);
+            mst_buf_reset(&want);
+            mst_pft_counter_int(&got, ts, track, (int64_t)vals[(i + j) % nv]);
+            p = ref_event_open(&want, ts, 0, &te, NULL, MST_PFT_COUNTER, track);
+            mst_pb_field_varint(&want, TE_COUNTER_VALUE, vals[(i + j) % nv]);
+            mst_pb_end(&want, te);
+            mst_pb_end(&want, p);
+            CHECK(same_bytes(&got, &want));
+
+            mst_buf_reset(&got);
+            mst_buf_reset(&want);
+            mst_pft_counter_double(&got, ts, track, -0.4375);
+            p = ref_event_open(&want, ts, 0, &te, NULL, MST_PFT_COUNTER, track);
+            mst_pb_field_double(&want, TE_DOUBLE_COUNTER_VALUE, -0.4375);
+            mst_pb_end(&want, te);
+            mst_pb_end(&want, p);
+            CHECK(same_bytes(&got, &want));
+        }
+    mst_buf_free(&got);
+    mst_buf_free(&want);
+}
+
+/* A slice begin with interned entries and annotations of every kind
+ * (short, long, non-ASCII and invalid UTF-8 text, big ids and values) and
+ * flows, against the reference layout; also with 300 annotations (a
+ * TrackEvent and packet over 16 KiB: 3-byte lengths). */
+static void test_slice_begin_bytes(void) {
+    char long_text[300];
+    for (size_t i = 0; i < sizeof long_text; i++) long_text[i] = (char)('a' + i % 26);
+    static const char bad_utf8[] = "ok \xff\xfe caf\xc3\xa9";
+    static const uint64_t flows[] = {1, 0xffffffffffffffffull, 0x0123456789abcdefull};
+    for (int big = 0; big < 2; big++) {
+        mst_buf defs, ann, ref_defs, ref_ann, got, want;
+        mst_buf_init(&defs, 0);
+        mst_buf_init(&ann, 0);
+        mst_buf_init(&ref_defs, 0);
+        mst_buf_init(&ref_ann, 0);
+        mst_buf_init(&got, 0);
+        mst_buf_init(&want, 0);
+        const char *texts[4] = {"vllm.scheduler.schedule", long_text, bad_utf8, "\xe5\x90\x8d\xe5\xad\x97"};
+        size_t lens[4] = {23, sizeof long_text, sizeof bad_utf8 - 1, strlen("\xe5\x90\x8d\xe5\xad\x97")};
+        for (unsigned k = 0; k < 4; k++) {
+            unsigned kind = k == 3 ? MST_PFT_INTERN_STRING_VALUE : k + 1;
+            mst_pft_interned_entry(&defs, kind, 100 + k * 1000, texts[k], lens[k]);
+            ref_interned(&ref_defs, kind, 100 + k * 1000, texts[k], lens[k]);
+        }
+        int reps = big ? 60 : 1;
+        for (int r = 0; r < reps; r++) {
+            uint64_t iid = (uint64_t)r * 300 + 1;
+            mst_pft_annotation_string(&ann, iid, "Scheduler", 9);
+            ref_annotation_text(&ref_ann, iid, DA_STRING, "Scheduler", 9);
+            mst_pft_annotation_string(&ann, iid + 1, long_text, sizeof long_text);
+            ref_annotation_text(&ref_ann, iid + 1, DA_STRING, long_text, sizeof long_text);
+            mst_pft_annotation_json(&ann, iid + 2, bad_utf8, sizeof bad_utf8 - 1);
+            ref_annotation_text(&ref_ann, iid + 2, DA_LEGACY_JSON, bad_utf8, sizeof bad_utf8 - 1);
+            mst_pft_annotation_int(&ann, 200, -5);
+            ref_annotation_varint(&ref_ann, 200, DA_INT, (uint64_t)-5);
+            mst_pft_annotation_string_iid(&ann, 1u << 20, 70000);
+            ref_annotation_varint(&ref_ann, 1u << 20, DA_STRING_IID, 70000);
+            mst_pft_annotation_bool(&ann, 3, true);
+            ref_annotation_varint(&ref_ann, 3, DA_BOOL, 1);
+        }
+        mst_pft_annotation_double(&ann, 4, 0.4375);
+        mst_pb_mark m = mst_pb_begin(&ref_ann, TE_DEBUG_ANNOTATIONS, 1);
+        mst_pb_field_varint(&ref_ann, DA_NAME_IID, 4);
+        mst_pb_field_double(&ref_ann, DA_DOUBLE, 0.4375);
+        mst_pb_end(&ref_ann, m);
+        CHECK(same_bytes(&defs, &ref_defs));
+        CHECK(same_bytes(&ann, &ref_ann));
+
+        mst_pft_slice sl = {.ts_ns = 1700000000123456789ull,
+                            .seq_flags = MST_PFT_SEQ_NEEDS_INCREMENTAL_STATE |
+                                         MST_PFT_SEQ_INCREMENTAL_STATE_CLEARED,
+                            .track_uuid = 0x8123456789abcdefull,
+                            .name_iid = 7,
+                            .category_iid = 300,
+                            .interned = defs.data,
+                            .interned_len = defs.len,
+                            .annotations = ann.data,
+                            .annotations_len = ann.len,
+                            .flow_ids = flows,
+                            .n_flows = 3};
+        mst_pft_slice_begin(&got, &sl);
+        mst_pb_mark te, p = ref_event_open(&want, sl.ts_ns, sl.seq_flags, &te, &ref_defs,
+                                           MST_PFT_SLICE_BEGIN, sl.track_uuid);
+        mst_pb_field_varint(&want, TE_NAME_IID, 7);
+        mst_pb_field_varint(&want, TE_CATEGORY_IIDS, 300);
+        mst_buf_append(&want, ref_ann.data, ref_ann.len);
+        for (int f = 0; f < 3; f++) mst_pb_field_fixed64(&want, TE_FLOW_IDS, flows[f]);
+        mst_pb_end(&want, te);
+        mst_pb_end(&want, p);
+        CHECK(same_bytes(&got, &want));
+        if (big) CHECK(got.len > 16384);
+
+        /* No definitions, name or category: those fields are left out. */
+        mst_buf_reset(&got);
+        mst_buf_reset(&want);
+        mst_pft_slice bare = {.ts_ns = 5, .track_uuid = 9};
+        mst_pft_slice_begin(&got, &bare);
+        p = ref_event_open(&want, 5, 0, &te, NULL, MST_PFT_SLICE_BEGIN, 9);
+        mst_pb_end(&want, te);
+        mst_pb_end(&want, p);
+        CHECK(same_bytes(&got, &want));
+        mst_buf_free(&defs);
+        mst_buf_free(&ann);
+        mst_buf_free(&ref_defs);
+        mst_buf_free(&ref_ann);
+        mst_buf_free(&got);
+        mst_buf_free(&want);
+    }
+}
+
 /* What the walk saw. */
 typedef struct walk {
     size_t packets, begins, ends, counters, descriptors, restarts;
@@ -232,6 +406,8 @@ static void test_open_refuses_bad_paths(void) {
 
 static const mst_test_case TESTS[] = {
     {"annotation_bytes", test_annotation_bytes},
+    {"event_packet_bytes", test_event_packet_bytes},
+    {"slice_begin_bytes", test_slice_begin_bytes},
     {"file_walks_clean", test_file_walks_clean},
     {"intern_restart_keeps_ids_resolvable", test_intern_restart_keeps_ids_resolvable},
     {"open_refuses_bad_paths", test_open_refuses_bad_paths},
