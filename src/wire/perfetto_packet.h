@@ -14,7 +14,7 @@
 #include "core/resource.h"
 #include "core/span.h"
 #include "wire/buf.h"
-#include "wire/json_reader.h" /* mst_json_slice */
+#include "wire/perfetto_packet_types.h"
 
 #define MST_PERFETTO_MAGIC "MSPF_PERFETTO_V1\n"
 #define MST_PERFETTO_MAGIC_LEN 17
@@ -24,45 +24,6 @@
 void mst_perfetto_packet_encode(const mst_span *span, const mst_resource *res, mst_buf *out);
 
 /* ---- decoding (forwarder side; input is untrusted) ---- */
-
-typedef struct mst_pf_kv {
-    /* Unescaped key as a length-carrying slice, NOT NUL-terminated: it
-     * points into the packet buffer when the key has no escape (why: no
-     * copy per key on the forwarder's hot path), else into the arena. Use
-     * key.len with memcmp, never strcmp/%s. */
-    mst_str key;
-    mst_json_slice value;   /* points into the packet buffer */
-} mst_pf_kv;
-
-typedef struct mst_pf_link {
-    char trace_id[33];      /* 32 lowercase hex + NUL */
-    char span_id[17];
-} mst_pf_link;
-
-typedef struct mst_pf_span {
-    mst_str name;
-    mst_str category;
-    char trace_id[33];
-    char span_id[17];
-    char parent_span_id[17]; /* "" for a root span */
-    int64_t start_ns;
-    int64_t end_ns;
-    int64_t kind;
-    int64_t status;
-    bool has_pid, has_tid;   /* attributes process.pid / thread.id (ints) */
-    int64_t pid, tid;
-    mst_pf_kv *attrs;        /* every attribute except process.pid/thread.id */
-    size_t n_attrs;
-    mst_pf_kv *resource;
-    size_t n_resource;
-    mst_pf_link *links;
-    size_t n_links;
-} mst_pf_span;
-
-/* Limits applied by the decoder (beyond them: MST_ERR_TOO_LARGE). */
-#define MST_PF_MAX_ATTRS 1024
-#define MST_PF_MAX_LINKS 1024
-#define MST_PF_MAX_DEPTH 32
 
 /* Decodes one packet payload (magic + JSON). Every string, key and nested
  * value is checked (UTF-8, JSON syntax, field types). The result points into

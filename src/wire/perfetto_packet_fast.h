@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "core/arena.h"
-#include "wire/perfetto_packet.h"
+#include "wire/perfetto_packet_types.h"
 
 /* Decodes the JSON text [json, json + len) of a packet into `out`, which
  * the caller has set to the decoder's defaults (zeroed, name "", category

@@ -1,0 +1,57 @@
+/*
+ * perfetto_packet_types.h — what a decoded hook span packet is
+ * (perfetto_packet.h has the format and the decoder): the span, its
+ * attributes and links, and the decoder's limits. A header of its own so
+ * the decoder's fast path (perfetto_packet_fast.h) can name the types
+ * without including the decoder it is part of.
+ */
+#ifndef MST_WIRE_PERFETTO_PACKET_TYPES_H
+#define MST_WIRE_PERFETTO_PACKET_TYPES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mstrace.h"          /* mst_str */
+#include "wire/json_reader.h" /* mst_json_slice */
+
+typedef struct mst_pf_kv {
+    /* Unescaped key as a length-carrying slice, NOT NUL-terminated: it
+     * points into the packet buffer when the key has no escape (why: no
+     * copy per key on the forwarder's hot path), else into the arena. Use
+     * key.len with memcmp, never strcmp/%s. */
+    mst_str key;
+    mst_json_slice value;   /* points into the packet buffer */
+} mst_pf_kv;
+
+typedef struct mst_pf_link {
+    char trace_id[33];      /* 32 lowercase hex + NUL */
+    char span_id[17];
+} mst_pf_link;
+
+typedef struct mst_pf_span {
+    mst_str name;
+    mst_str category;
+    char trace_id[33];
+    char span_id[17];
+    char parent_span_id[17]; /* "" for a root span */
+    int64_t start_ns;
+    int64_t end_ns;
+    int64_t kind;
+    int64_t status;
+    bool has_pid, has_tid;   /* attributes process.pid / thread.id (ints) */
+    int64_t pid, tid;
+    mst_pf_kv *attrs;        /* every attribute except process.pid/thread.id */
+    size_t n_attrs;
+    mst_pf_kv *resource;
+    size_t n_resource;
+    mst_pf_link *links;
+    size_t n_links;
+} mst_pf_span;
+
+/* Limits applied by the decoder (beyond them: MST_ERR_TOO_LARGE). */
+#define MST_PF_MAX_ATTRS 1024
+#define MST_PF_MAX_LINKS 1024
+#define MST_PF_MAX_DEPTH 32
+
+#endif /* MST_WIRE_PERFETTO_PACKET_TYPES_H */
