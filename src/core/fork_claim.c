@@ -20,16 +20,16 @@
  * warning per process.
  *
  * Slots are reused: a claim is removed by the process that finds it (loses)
- * when both it and the winner saw exactly one fork between the span's start
- * and their end of it. Then exactly two copies ever existed: a copy exists
- * in every process forked by a holder while the span was open, and each
- * holder's fork count (tracer.c's fork epoch, raised in parent and child at
- * each fork) covers the forks of its ancestors since the start plus its own.
- * A count of one means "the original that forked once" or "a child of the
- * original that did not fork", and only one of each can exist. When more
- * forks happened the claim stays (a third copy might still end the span); so
- * does a claim whose other copy is never ended (the child exits or execs
- * with it open), as before.
+ * when both it and the winner saw one fork between the span's start and
+ * their end of it. Then exactly two copies ever existed: a copy exists in
+ * every process forked by a holder while the span was open, and each
+ * holder's fork count (tracer.c's fork epoch, raised before each fork and
+ * after it in parent and child, so a fork under way counts) covers the forks
+ * of its ancestors since the start plus its own. A count of one means "the
+ * original that forked once" or "a child of the original that did not
+ * fork", and only one of each can exist. When more forks happened the claim
+ * stays (a third copy might still end the span); so does a claim whose other
+ * copy is never ended (the child exits or execs with it open), as before.
  */
 #include "core/fork_claim.h"
 

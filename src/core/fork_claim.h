@@ -21,11 +21,11 @@ typedef enum mst_fork_claim_result {
  * stays unmapped and every claim answers MST_FORK_CLAIM_NO_ROOM. */
 void mst_fork_claim_map(void);
 
-/* Claims span id `key` (nonzero) for this process. `one_fork`: exactly one
- * fork() happened in this process's history between the span's start and
- * now. When this process loses and both it and the winner saw exactly one
- * fork, no third copy can exist and the entry is removed, so the slot is
- * free again. Lock-free, bounded work, no syscall. */
+/* Claims span id `key` (nonzero) for this process. `one_fork`: no more than
+ * one fork() began in this process's history between the span's start and
+ * now (counting one under way). When this process loses and both it and the
+ * winner saw one fork, no third copy can exist and the entry is removed, so
+ * the slot is free again. Lock-free, bounded work, no syscall. */
 mst_fork_claim_result mst_fork_claim(uint64_t key, bool one_fork);
 
 #endif /* MST_CORE_FORK_CLAIM_H */

@@ -129,7 +129,11 @@ static void init_sync(mst_tracer *t) {
 
 /* ------------------------------------------- spans open across fork() */
 
-static _Atomic uint32_t g_fork_epoch;   /* forks this process took part in */
+/* Raised twice per fork() this process takes part in: before it (so a span
+ * that ends on another thread while the fork is under way, or starts just
+ * before the child's copy is taken, is seen as crossing it) and after it, in
+ * the parent and in the child. Odd while a fork is under way in the parent. */
+static _Atomic uint32_t g_fork_epoch;
 static _Atomic uint32_t g_fork_lineage; /* how many fork()s made this process */
 
 /* A span started before a fork this process took part in, now ending. The
@@ -139,10 +143,11 @@ static _Atomic uint32_t g_fork_lineage; /* how many fork()s made this process */
  * this process's). Returns true when the caller goes on to submit it. */
 static bool fork_adopt(mst_tracer *t, mst_tracer_shard *sh, mst_span *s) {
     bool inherited = s->fork_lineage != atomic_load_explicit(&g_fork_lineage, memory_order_relaxed);
-    uint32_t forks = atomic_load_explicit(&g_fork_epoch, memory_order_relaxed) - s->fork_epoch;
+    /* At most 2: no more than one fork() began here since the span started. */
+    uint32_t raised = atomic_load_explicit(&g_fork_epoch, memory_order_relaxed) - s->fork_epoch;
     uint64_t key;
     memcpy(&key, s->span_id.bytes, sizeof key);
-    if (mst_fork_claim(key, forks == 1) != MST_FORK_CLAIM_LOST) {
+    if (mst_fork_claim(key, raised <= 2) != MST_FORK_CLAIM_LOST) {
         if (inherited) atomic_fetch_add_explicit(&sh->started, 1, memory_order_relaxed);
         return true;
     }
@@ -161,6 +166,7 @@ static pthread_once_t g_reg_once = PTHREAD_ONCE_INIT;
 static void fork_prepare(void) {
     pthread_mutex_lock(&g_reg_mu);
     if (g_reg_head) mst_fork_claim_map();
+    atomic_fetch_add(&g_fork_epoch, 1);
     for (mst_tracer *t = g_reg_head; t; t = t->reg_next) {
         pthread_mutex_lock(&t->mu);
         pthread_mutex_lock(&t->scope_mu);

@@ -11,6 +11,7 @@
 #include "testlib.h"
 #include "core/tracer.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -499,6 +500,68 @@ static void test_spans_open_across_two_forks_exported_once(void) {
     close(done[1]);
 }
 
+/* A span ended in the parent after the kernel copied the process but before
+ * the tracer's fork handler ran (another thread ending it at that moment)
+ * must still count as crossing the fork: the tracer raises its fork epoch
+ * before fork() too. The end is placed in that window by a pthread_atfork
+ * parent handler registered before the tracer's (parent handlers run in
+ * registration order), so the test re-runs itself in a fresh process where
+ * no tracer has registered yet. The parent ends it first, the child later:
+ * exported once, by the parent (without the early raise: by both). */
+static mst_span *g_window_span;
+static void end_in_fork_window(void) {
+    if (g_window_span) mst_span_end(g_window_span, 0);
+    g_window_span = NULL;
+}
+
+static void test_span_ended_while_the_fork_is_under_way_exported_once(void) {
+    if (!getenv("MST_TEST_FORK_WINDOW")) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            setenv("MST_TEST_FORK_WINDOW", "1", 1);
+            execl("/proc/self/exe", "test_fork", "span_ended_while_the_fork_is_under_way_exported_once",
+                  (char *)NULL);
+            _exit(127);
+        }
+        CHECK(pid > 0);
+        expect_clean_exit(pid);
+        return;
+    }
+    CHECK(pthread_atfork(NULL, end_in_fork_window, NULL) == 0); /* before the tracer's */
+    mst_tracer *t = counting_tracer();
+    if (!t) return;
+    mst_span *open = counted_span(t, 0);
+    int go[2];
+    CHECK(pipe(go) == 0);
+    wait_exporter_idle(t);
+    g_window_span = open;
+    pid_t pid = fork(); /* the parent ends `open` inside fork(), in the window */
+    if (pid == 0) {
+        int rc = 0;
+        if (!await_pipe(go[0])) rc |= 1;
+        mst_span_end(open, 0); /* the child's copy: it must lose */
+        if (mst_tracer_flush(t, 60000) != MST_OK) rc |= 2;
+        mst_tracer_stats st;
+        mst_tracer_get_stats(t, &st);
+        if (st.spans_exported != 0) rc |= 4;
+        mst_tracer_shutdown(t, 5000);
+        _exit(rc);
+    }
+    CHECK(pid > 0);
+    CHECK(g_window_span == NULL); /* ended by the handler */
+    signal_pipe(go[1]);
+    expect_clean_exit(pid);
+    CHECK_EQ_INT(mst_tracer_flush(t, 60000), MST_OK);
+    mst_tracer_stats st;
+    mst_tracer_get_stats(t, &st);
+    CHECK_EQ_INT(st.spans_exported, 1);
+    CHECK_EQ_INT(mst_tracer_shutdown(t, 5000), MST_OK);
+    CHECK_EQ_INT(atomic_load(&g_counts->exports[0]), 1);
+    CHECK_EQ_INT(atomic_load(&g_counts->by[0]), (int)getpid());
+    close(go[0]);
+    close(go[1]);
+}
+
 static const mst_test_case tests[] = {
     {"child_spans_exported_in_child", test_child_spans_exported_in_child},
     {"fork_with_running_exporter_thread", test_fork_with_running_exporter_thread},
@@ -508,5 +571,6 @@ static const mst_test_case tests[] = {
     {"open_spans_over_many_fork_rounds_exported_once", test_open_spans_over_many_fork_rounds_exported_once},
     {"spans_open_across_two_forks_exported_once", test_spans_open_across_two_forks_exported_once},
     {"open_spans_ended_at_once_by_both_processes", test_open_spans_ended_at_once_by_both_processes},
+    {"span_ended_while_the_fork_is_under_way_exported_once", test_span_ended_while_the_fork_is_under_way_exported_once},
 };
 MST_TEST_MAIN(tests)
