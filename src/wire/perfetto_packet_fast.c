@@ -408,56 +408,59 @@ static const uint8_t *read_kv_object(const uint8_t *p, const uint8_t *end, mst_a
     bool empty;
     p = open_container(p, end, '}', &empty);
     if (empty) return p;
-    mst_pf_kv *kvs = NULL;
+    mst_pf_kv *kvs = NULL, spare;
     size_t n = 0, cap = 0;
     /* Fingerprints of the stored keys, and one bit per fingerprint: a key
      * whose bit is clear cannot be a duplicate, so the scan over the
      * stored keys runs only on a bit match. */
     uint64_t fps[MST_PF_MAX_ATTRS];
-    uint64_t bloom[2] = {0, 0};
+    uint64_t bloom = 0;
     bool pid_seen = false, tid_seen = false;
     for (;;) {
-        mst_str key;
+        /* The member is parsed straight into the next slot (no copy from
+         * locals): the slot is only kept when n is incremented below. */
+        if (n == cap && n < MST_PF_MAX_ATTRS) {
+            kvs = grow(arena, kvs, n, &cap, sizeof *kvs);
+            if (!kvs) return NULL;
+        }
+        mst_pf_kv *slot = n < cap ? &kvs[n] : &spare;
         uint64_t fp;
         p = at_byte(p, end, '"');
         if (!p) return NULL;
         const uint8_t *q = plain_string_end(p + 1, end);
         if (q) {
-            key.ptr = (const char *)(p + 1);
-            key.len = (uint32_t)(q - (p + 1));
-            fp = fingerprint_in_packet(p + 1, key.len);
+            slot->key.ptr = (const char *)(p + 1);
+            slot->key.len = (uint32_t)(q - (p + 1));
+            fp = fingerprint_in_packet(p + 1, slot->key.len);
             q++;
         } else {
-            q = general_str_slice(p, end, arena, &key);
+            q = general_str_slice(p, end, arena, &slot->key);
             if (!q) return NULL;
-            fp = fingerprint_anywhere((const uint8_t *)key.ptr, key.len);
+            fp = fingerprint_anywhere((const uint8_t *)slot->key.ptr, slot->key.len);
         }
         p = expect(q, end, ':');
         if (!p) return NULL;
-        const uint8_t *k = (const uint8_t *)key.ptr;
-        unsigned bit = (unsigned)(fp >> 57);
-        uint64_t mask = (uint64_t)1 << (bit & 63);
-        if (bloom[bit >> 6] & mask) {
+        const uint8_t *k = (const uint8_t *)slot->key.ptr;
+        const size_t kn = slot->key.len;
+        uint64_t mask = (uint64_t)1 << (fp >> 58);
+        if (bloom & mask) {
             for (size_t i = 0; i < n; i++)
-                if (fps[i] == fp && kvs[i].key.len == key.len &&
-                    memcmp(kvs[i].key.ptr, key.ptr, key.len) == 0)
+                if (fps[i] == fp && kvs[i].key.len == kn && memcmp(kvs[i].key.ptr, k, kn) == 0)
                     return NULL; /* duplicate key */
         }
-        mst_json_slice val;
-        p = read_raw(p, end, DEPTH_ATTRS, &val);
+        p = read_raw(p, end, DEPTH_ATTRS, &slot->value);
         if (!p) return NULL;
-        if (take_pid_tid && (key_is(k, key.len, "process.pid", 11) ||
-                             key_is(k, key.len, "thread.id", 9))) {
-            bool is_pid = key.len == 11;
+        if (take_pid_tid && (key_is(k, kn, "process.pid", 11) || key_is(k, kn, "thread.id", 9))) {
+            bool is_pid = kn == 11;
             bool *seen = is_pid ? &pid_seen : &tid_seen;
             if (*seen) return NULL; /* duplicate key */
             *seen = true;
             int64_t v;
-            const uint8_t *vs = (const uint8_t *)val.ptr;
+            const uint8_t *vs = (const uint8_t *)slot->value.ptr;
             /* Parsed in the packet (not the slice) so the 8-byte loads
              * apply; the slice is one number token, so the integer ends
              * at the slice's end exactly when the slice is an integer. */
-            if (read_int(vs, end, &v) == vs + val.len) {
+            if (read_int(vs, end, &v) == vs + slot->value.len) {
                 if (is_pid) {
                     out->pid = v;
                     out->has_pid = true;
@@ -469,14 +472,8 @@ static const uint8_t *read_kv_object(const uint8_t *p, const uint8_t *end, mst_a
             }
         }
         if (n == MST_PF_MAX_ATTRS) return NULL;
-        if (n == cap) {
-            kvs = grow(arena, kvs, n, &cap, sizeof *kvs);
-            if (!kvs) return NULL;
-        }
-        kvs[n].key = key;
-        kvs[n].value = val;
         fps[n] = fp;
-        bloom[bit >> 6] |= mask;
+        bloom |= mask;
         n++;
     next:;
         int more;
@@ -484,7 +481,7 @@ static const uint8_t *read_kv_object(const uint8_t *p, const uint8_t *end, mst_a
         if (!p) return NULL;
         if (!more) break;
     }
-    *kvs_out = kvs;
+    *kvs_out = n ? kvs : NULL; /* as the general decoder: no list, no array */
     *n_out = n;
     return p;
 }
@@ -560,19 +557,24 @@ static const uint8_t *read_links(const uint8_t *p, const uint8_t *end, mst_arena
 
 /* ---- the packet object */
 
+/* The known fields in encoder order: index I_x, bit F_x = 1 << I_x. */
 enum {
-    F_NAME = 1u << 0,
-    F_CATEGORY = 1u << 1,
-    F_TRACE_ID = 1u << 2,
-    F_SPAN_ID = 1u << 3,
-    F_PARENT = 1u << 4,
-    F_START = 1u << 5,
-    F_END = 1u << 6,
-    F_KIND = 1u << 7,
-    F_STATUS = 1u << 8,
-    F_ATTRS = 1u << 9,
-    F_RESOURCE = 1u << 10,
-    F_LINKS = 1u << 11
+    I_NAME, I_CATEGORY, I_TRACE_ID, I_SPAN_ID, I_PARENT, I_START, I_END, I_KIND, I_STATUS,
+    I_ATTRS, I_RESOURCE, I_LINKS, I_UNKNOWN
+};
+enum {
+    F_NAME = 1u << I_NAME,
+    F_CATEGORY = 1u << I_CATEGORY,
+    F_TRACE_ID = 1u << I_TRACE_ID,
+    F_SPAN_ID = 1u << I_SPAN_ID,
+    F_PARENT = 1u << I_PARENT,
+    F_START = 1u << I_START,
+    F_END = 1u << I_END,
+    F_KIND = 1u << I_KIND,
+    F_STATUS = 1u << I_STATUS,
+    F_ATTRS = 1u << I_ATTRS,
+    F_RESOURCE = 1u << I_RESOURCE,
+    F_LINKS = 1u << I_LINKS
 };
 
 /* The known fields in the order encoders write them; FIELD_ORDER[i] is
@@ -583,7 +585,7 @@ static const key_pattern FIELD_ORDER[] = {
     {"\"end_time_ns\":", 14},   {"\"kind\":", 7},            {"\"status\":", 9},
     {"\"attributes\":", 13},    {"\"resource_attributes\":", 22}, {"\"links\":", 8}};
 enum { N_FIELDS = sizeof FIELD_ORDER / sizeof FIELD_ORDER[0] };
-_Static_assert(N_FIELDS == 12 && F_LINKS == 1u << 11, "FIELD_ORDER follows the F_ bits");
+_Static_assert((unsigned)N_FIELDS == (unsigned)I_UNKNOWN, "FIELD_ORDER lists every known field in I_ order");
 
 /* Which known field a top-level key names (0 = unknown): the length picks
  * the candidate, one compare of constant size confirms it. */
@@ -611,11 +613,11 @@ bool mst_pf_decode_fast(const uint8_t *json, size_t len, mst_arena *arena, mst_p
     p++;
     unsigned seen = 0, next = 0; /* next: the field predicted to come next */
     for (;;) {
-        unsigned f;
+        unsigned fi; /* the field's I_ index */
         p = at_byte(p, end, '"');
         if (!p) return false;
         if (next < N_FIELDS && key_pattern_at(p, end, &FIELD_ORDER[next])) {
-            f = 1u << next;
+            fi = next;
             p += FIELD_ORDER[next].len;
             next++;
         } else {
@@ -623,19 +625,21 @@ bool mst_pf_decode_fast(const uint8_t *json, size_t len, mst_arena *arena, mst_p
             size_t kn;
             p = read_key(p, end, &k, &kn);
             if (!p) return false;
-            f = field_of(k, kn);
-            if (f) next = (unsigned)__builtin_ctz(f) + 1; /* predict from here on */
+            unsigned f = field_of(k, kn);
+            fi = f ? (unsigned)__builtin_ctz(f) : I_UNKNOWN;
+            if (f) next = fi + 1; /* predict from here on */
         }
+        unsigned f = fi < I_UNKNOWN ? 1u << fi : 0;
         if (f & seen) return false; /* duplicate key */
         seen |= f;
         const uint8_t *v = p;
     value:
-        switch (f) {
-        case F_NAME: p = read_str_copy(p, end, arena, &out->name); break;
-        case F_CATEGORY: p = read_str_copy(p, end, arena, &out->category); break;
-        case F_TRACE_ID: p = read_id(p, end, 32, out->trace_id, false); break;
-        case F_SPAN_ID: p = read_id(p, end, 16, out->span_id, false); break;
-        case F_PARENT:
+        switch (fi) {
+        case I_NAME: p = read_str_copy(p, end, arena, &out->name); break;
+        case I_CATEGORY: p = read_str_copy(p, end, arena, &out->category); break;
+        case I_TRACE_ID: p = read_id(p, end, 32, out->trace_id, false); break;
+        case I_SPAN_ID: p = read_id(p, end, 16, out->span_id, false); break;
+        case I_PARENT:
             if (p < end && *p == 'n') {
                 out->parent_span_id[0] = '\0';
                 p = read_null(p, end);
@@ -643,17 +647,17 @@ bool mst_pf_decode_fast(const uint8_t *json, size_t len, mst_arena *arena, mst_p
                 p = read_id(p, end, 16, out->parent_span_id, true);
             }
             break;
-        case F_START: p = read_int(p, end, &out->start_ns); break;
-        case F_END: p = read_int(p, end, &out->end_ns); break;
-        case F_KIND: p = read_int(p, end, &out->kind); break;
-        case F_STATUS: p = read_int(p, end, &out->status); break;
-        case F_ATTRS:
+        case I_START: p = read_int(p, end, &out->start_ns); break;
+        case I_END: p = read_int(p, end, &out->end_ns); break;
+        case I_KIND: p = read_int(p, end, &out->kind); break;
+        case I_STATUS: p = read_int(p, end, &out->status); break;
+        case I_ATTRS:
             p = read_kv_object(p, end, arena, true, out, &out->attrs, &out->n_attrs);
             break;
-        case F_RESOURCE:
+        case I_RESOURCE:
             p = read_kv_object(p, end, arena, false, out, &out->resource, &out->n_resource);
             break;
-        case F_LINKS: p = read_links(p, end, arena, out); break;
+        case I_LINKS: p = read_links(p, end, arena, out); break;
         default: {
             mst_json_slice ignored;
             p = read_raw(p, end, DEPTH_TOP, &ignored);
