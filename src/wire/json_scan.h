@@ -33,6 +33,27 @@ static inline unsigned mst_json_special16(const uint8_t *p) {
 }
 #endif
 
+/* Skips whole 16-byte blocks of plain bytes from p (SSE2; none without
+ * it): returns the first other byte's address with *found set, or where
+ * fewer than 16 bytes remain. */
+static inline const uint8_t *mst_json_plain_blocks16(const uint8_t *p, const uint8_t *end,
+                                                     bool *found) {
+#ifdef __SSE2__
+    while (end - p >= 16) {
+        unsigned bits = mst_json_special16(p);
+        if (bits) {
+            *found = true;
+            return p + __builtin_ctz(bits);
+        }
+        p += 16;
+    }
+#else
+    (void)end;
+#endif
+    *found = false;
+    return p;
+}
+
 /* Skips plain bytes from p; returns the first other byte's address or end.
  * Whole blocks are tested while a block remains (16 bytes with SSE2, else
  * 8-byte words, mst_json_special_mask8): a string is followed by at least
@@ -40,13 +61,9 @@ static inline unsigned mst_json_special16(const uint8_t *p) {
  * string is scanned with block loads only and the byte loop of
  * mst_json_plain_prefix runs just at the very end of the input. */
 static inline const uint8_t *mst_json_plain_run(const uint8_t *p, const uint8_t *end) {
-#ifdef __SSE2__
-    while (end - p >= 16) {
-        unsigned bits = mst_json_special16(p);
-        if (bits) return p + __builtin_ctz(bits);
-        p += 16;
-    }
-#endif
+    bool found;
+    p = mst_json_plain_blocks16(p, end, &found);
+    if (found) return p;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     while (end - p >= 8) {
         uint64_t w;
@@ -67,16 +84,11 @@ static inline const uint8_t *mst_json_plain_run(const uint8_t *p, const uint8_t 
  * block like the others. */
 static inline const uint8_t *mst_json_plain_run_tail16(const uint8_t *p, const uint8_t *end) {
 #ifdef __SSE2__
-    while (end - p >= 16) {
-        unsigned bits = mst_json_special16(p);
-        if (bits) return p + __builtin_ctz(bits);
-        p += 16;
-    }
-    if (p < end) {
-        unsigned bits = mst_json_special16(end - 16) >> (16 - (end - p));
-        return bits ? p + __builtin_ctz(bits) : end;
-    }
-    return p;
+    bool found;
+    p = mst_json_plain_blocks16(p, end, &found);
+    if (found || p == end) return p;
+    unsigned bits = mst_json_special16(end - 16) >> (16 - (end - p));
+    return bits ? p + __builtin_ctz(bits) : end;
 #else
     return mst_json_plain_run(p, end);
 #endif

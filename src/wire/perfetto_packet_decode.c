@@ -191,17 +191,6 @@ static uint64_t hash_key(const char *s, size_t n) {
     return h ^ (h >> 32);
 }
 
-/* Grows an arena array by doubling (the arena cannot realloc; the old
- * block is simply abandoned, bounding waste to the final size). */
-static void *grow(mst_arena *arena, void *old, size_t count, size_t *cap, size_t elem) {
-    size_t ncap = *cap ? *cap * 2 : 16;
-    void *p = mst_arena_alloc(arena, ncap * elem);
-    if (!p) return NULL;
-    if (count) memcpy(p, old, count * elem);
-    *cap = ncap;
-    return p;
-}
-
 static int64_t *pick_target(mst_pf_span *out, const mst_str *key, bool take_pid_tid,
                             bool **flag) {
     if (!take_pid_tid) return NULL;
@@ -271,8 +260,8 @@ static mst_status decode_kv_object(decoder *d, const char *field, bool take_pid_
             return set_err(d, MST_ERR_TOO_LARGE, "more than %d entries in '%s'", MST_PF_MAX_ATTRS,
                            field);
         if (n == cap) {
-            kvs = grow(d->arena, kvs, n, &cap, sizeof *kvs);
-            hashes = kvs ? grow(d->arena, hashes, n, &hcap, sizeof *hashes) : NULL;
+            kvs = mst_pf_arena_grow(d->arena, kvs, n, &cap, sizeof *kvs);
+            hashes = kvs ? mst_pf_arena_grow(d->arena, hashes, n, &hcap, sizeof *hashes) : NULL;
             if (!kvs || !hashes) return set_err(d, MST_ERR_NOMEM, "out of memory decoding '%s'", field);
         }
         kvs[n].key = key;
@@ -310,7 +299,7 @@ static mst_status decode_links(decoder *d, mst_pf_span *out) {
             return set_err(d, MST_ERR_PARSE, "field 'links' must be an array of objects");
         }
         if (n == cap) {
-            links = grow(d->arena, links, n, &cap, sizeof *links);
+            links = mst_pf_arena_grow(d->arena, links, n, &cap, sizeof *links);
             if (!links) return set_err(d, MST_ERR_NOMEM, "out of memory decoding 'links'");
         }
         mst_pf_link *l = &links[n];

@@ -5,10 +5,13 @@
  * >= 1 M spans/s; the general decoder's per-member pull-reader calls were
  * most of its cost).
  *
- * What it handles inline: the documented fields in any order, plain
- * (printable ASCII, no escape) keys, ids as exactly 32/16 hex digits read
- * 8 at a time, integers, attribute values that are plain strings, numbers
- * or literals, and whitespace between tokens. Less common values take the
+ * What it handles inline: the documented fields in any order (the next
+ * key is predicted in encoder order and checked with 16-byte compares; a
+ * miss scans the key), plain (printable ASCII, no escape) keys, ids as
+ * exactly 32/16 hex digits (16 per SSE2 block), integers (up to 8 digits
+ * per 64-bit load), attribute values that are plain strings, numbers or
+ * literals, and whitespace between tokens (tried only where the expected
+ * byte is missing). Less common values take the
  * strict pull reader on the spot (a string with escapes or UTF-8, a nested
  * container as an attribute value, an attribute key with escapes or UTF-8),
  * so they are exactly as strict as the general decoder. Everything else
@@ -83,24 +86,17 @@ __attribute__((noinline)) static const uint8_t *general_raw(const uint8_t *p, co
     return mst_json_read_raw(&r, out) ? r.p : NULL;
 }
 
-/* A string at p as a slice (into the input, or unescaped into the arena),
- * as the general decoder reads attribute keys. */
-__attribute__((noinline)) static const uint8_t *general_str_slice(const uint8_t *p,
-                                                                  const uint8_t *end,
-                                                                  mst_arena *arena,
-                                                                  mst_str *out) {
+/* A string at p through the reader: unescaped into the arena and
+ * NUL-terminated when `copy` (name, category), else as a slice into the
+ * input or, with escapes, the arena (attribute keys, as the general
+ * decoder reads them). Returns the byte after it, or NULL. */
+__attribute__((noinline)) static const uint8_t *general_str(const uint8_t *p, const uint8_t *end,
+                                                            mst_arena *arena, bool copy,
+                                                            mst_str *out) {
     mst_json_reader r;
     reader_at(&r, p, end, 1);
-    return mst_json_read_str_slice(&r, arena, out) ? r.p : NULL;
-}
-
-/* A string at p unescaped into the arena, NUL-terminated (name, category). */
-__attribute__((noinline)) static const uint8_t *general_str_copy(const uint8_t *p,
-                                                                 const uint8_t *end,
-                                                                 mst_arena *arena, mst_str *out) {
-    mst_json_reader r;
-    reader_at(&r, p, end, 1);
-    return mst_json_read_str(&r, arena, out) ? r.p : NULL;
+    bool ok = copy ? mst_json_read_str(&r, arena, out) : mst_json_read_str_slice(&r, arena, out);
+    return ok ? r.p : NULL;
 }
 
 /* ---- values */
@@ -113,7 +109,7 @@ __attribute__((noinline)) static const uint8_t *general_str_copy(const uint8_t *
 static inline const uint8_t *short_int_run(const uint8_t *p, const uint8_t *end, uint64_t *w,
                                            unsigned *digits) {
     const uint8_t *d = p + (p < end && *p == '-');
-    if (end - d < 9) return NULL; /* d[k] below is read for k <= 7 */
+    if (end - d < 8) return NULL; /* the load, and d[k] for k <= 7 */
     *w = load8(d);
     unsigned k = mst_json_digit_run8(*w);
     if (k - 1u >= 7u || (d[0] == '0' && k > 1)) return NULL;
@@ -215,7 +211,7 @@ static inline const uint8_t *read_str_copy(const uint8_t *p, const uint8_t *end,
                                            mst_str *out) {
     if (p >= end || *p != '"') return NULL;
     const uint8_t *q = plain_string_end(p + 1, end);
-    if (!q) return general_str_copy(p, end, arena, out);
+    if (!q) return general_str(p, end, arena, true, out);
     size_t n = (size_t)(q - (p + 1));
     char *dst = mst_arena_alloc(arena, n + 1);
     if (!dst) return NULL;
@@ -387,16 +383,6 @@ static inline bool key_is(const uint8_t *k, size_t n, const char *lit, size_t li
     return n == lit_len && memcmp(k, lit, lit_len) == 0;
 }
 
-/* Grows an arena array by doubling (as the general decoder does). */
-static void *grow(mst_arena *arena, void *old, size_t count, size_t *cap, size_t elem) {
-    size_t ncap = *cap ? *cap * 2 : 16;
-    void *p = mst_arena_alloc(arena, ncap * elem);
-    if (!p) return NULL;
-    if (count) memcpy(p, old, count * elem);
-    *cap = ncap;
-    return p;
-}
-
 /* "attributes" / "resource_attributes" at p: an object of any values, or
  * null. With take_pid_tid, integer process.pid / thread.id go to
  * out->pid / out->tid instead of the list. */
@@ -420,7 +406,7 @@ static const uint8_t *read_kv_object(const uint8_t *p, const uint8_t *end, mst_a
         /* The member is parsed straight into the next slot (no copy from
          * locals): the slot is only kept when n is incremented below. */
         if (n == cap && n < MST_PF_MAX_ATTRS) {
-            kvs = grow(arena, kvs, n, &cap, sizeof *kvs);
+            kvs = mst_pf_arena_grow(arena, kvs, n, &cap, sizeof *kvs);
             if (!kvs) return NULL;
         }
         mst_pf_kv *slot = n < cap ? &kvs[n] : &spare;
@@ -434,7 +420,7 @@ static const uint8_t *read_kv_object(const uint8_t *p, const uint8_t *end, mst_a
             fp = fingerprint_in_packet(p + 1, slot->key.len);
             q++;
         } else {
-            q = general_str_slice(p, end, arena, &slot->key);
+            q = general_str(p, end, arena, false, &slot->key);
             if (!q) return NULL;
             fp = fingerprint_anywhere((const uint8_t *)slot->key.ptr, slot->key.len);
         }
@@ -502,7 +488,7 @@ static const uint8_t *read_links(const uint8_t *p, const uint8_t *end, mst_arena
         p = at_byte(p, end, '{');
         if (!p || n == MST_PF_MAX_LINKS) return NULL;
         if (n == cap) {
-            links = grow(arena, links, n, &cap, sizeof *links);
+            links = mst_pf_arena_grow(arena, links, n, &cap, sizeof *links);
             if (!links) return NULL;
         }
         mst_pf_link *l = &links[n];
