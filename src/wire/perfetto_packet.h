@@ -32,22 +32,6 @@ void mst_perfetto_packet_encode(const mst_span *span, const mst_resource *res, m
 mst_status mst_perfetto_packet_decode(const uint8_t *data, size_t len, mst_arena *arena,
                                       mst_pf_span *out, char *err, size_t err_size);
 
-/* Grows an array carved from the arena by doubling (16 elements first):
- * copies the `count` used elements into a new block of twice *cap and
- * updates *cap; NULL on allocation failure. The arena cannot realloc, so
- * the old block is abandoned, bounding the waste to the final size. Shared
- * by the decoder and its fast path (perfetto_packet_fast.c); inline because
- * a call per attributes object was ~2 % of a fast decode. */
-static inline void *mst_pf_arena_grow(mst_arena *arena, void *old, size_t count, size_t *cap,
-                                      size_t elem) {
-    size_t ncap = *cap ? *cap * 2 : 16;
-    void *p = mst_arena_alloc(arena, ncap * elem);
-    if (!p) return NULL;
-    if (count) __builtin_memcpy(p, old, count * elem);
-    *cap = ncap;
-    return p;
-}
-
 /* The same decoder without its fast path (perfetto_packet_fast.h): the
  * general pull-reader decoder that mst_perfetto_packet_decode falls back
  * to. Same contract; exported so tests and the fuzzer can check that both
