@@ -16,16 +16,21 @@ typedef enum mst_fork_claim_result {
                              * export it (another copy may be exported too)  */
 } mst_fork_claim_result;
 
-/* Maps the shared table if it is not mapped yet; called before a fork() with
- * the fork registry lock held (so never twice at once). On failure the table
- * stays unmapped and every claim answers MST_FORK_CLAIM_NO_ROOM. */
+/* Maps the shared table (and the fork records) if not mapped yet; called
+ * before a fork() with the fork registry lock held (so never twice at once).
+ * On failure the table stays unmapped and every claim answers
+ * MST_FORK_CLAIM_NO_ROOM. */
 void mst_fork_claim_map(void);
 
 /* Claims span id `key` (nonzero) for this process. `one_fork`: no more than
  * one fork() began in this process's history between the span's start and
  * now (counting one under way). When this process loses and both it and the
  * winner saw one fork, no third copy can exist and the entry is removed, so
- * the slot is free again. Lock-free, bounded work, no syscall. */
-mst_fork_claim_result mst_fork_claim(uint64_t key, bool one_fork);
+ * the slot is free again. `fork_ref`: when exactly one fork completed since
+ * the start, mst_fork_record_last() (that fork and this process's side of
+ * it), else 0; a claim with one can be dropped once the other side of that
+ * fork is gone for good. Lock-free, bounded work; no syscall unless the
+ * span's bucket is full. */
+mst_fork_claim_result mst_fork_claim(uint64_t key, bool one_fork, uint64_t fork_ref);
 
 #endif /* MST_CORE_FORK_CLAIM_H */

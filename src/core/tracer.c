@@ -43,6 +43,7 @@
 
 #include "core/clock.h"
 #include "core/fork_claim.h"
+#include "core/fork_record.h"
 #include "core/log.h"
 
 #include <errno.h>
@@ -143,11 +144,16 @@ static _Atomic uint32_t g_fork_lineage; /* how many fork()s made this process */
  * this process's). Returns true when the caller goes on to submit it. */
 static bool fork_adopt(mst_tracer *t, mst_tracer_shard *sh, mst_span *s) {
     bool inherited = s->fork_lineage != atomic_load_explicit(&g_fork_lineage, memory_order_relaxed);
-    /* At most 2: no more than one fork() began here since the span started. */
-    uint32_t raised = atomic_load_explicit(&g_fork_epoch, memory_order_relaxed) - s->fork_epoch;
+    /* At most 2: no more than one fork() began here since the span started;
+     * exactly 2 with no fork under way (the epoch read twice, even and
+     * unchanged): that fork is the last one the fork records know. */
+    uint32_t epoch = atomic_load(&g_fork_epoch);
+    uint64_t fork_ref = mst_fork_record_last();
+    uint32_t raised = epoch - s->fork_epoch;
+    if (raised != 2 || (epoch & 1u) || atomic_load(&g_fork_epoch) != epoch) fork_ref = 0;
     uint64_t key;
     memcpy(&key, s->span_id.bytes, sizeof key);
-    if (mst_fork_claim(key, raised <= 2) != MST_FORK_CLAIM_LOST) {
+    if (mst_fork_claim(key, raised <= 2, fork_ref) != MST_FORK_CLAIM_LOST) {
         if (inherited) atomic_fetch_add_explicit(&sh->started, 1, memory_order_relaxed);
         return true;
     }
@@ -167,6 +173,7 @@ static void fork_prepare(void) {
     pthread_mutex_lock(&g_reg_mu);
     if (g_reg_head) mst_fork_claim_map();
     atomic_fetch_add(&g_fork_epoch, 1);
+    mst_fork_record_before_fork();
     for (mst_tracer *t = g_reg_head; t; t = t->reg_next) {
         pthread_mutex_lock(&t->mu);
         pthread_mutex_lock(&t->scope_mu);
@@ -174,6 +181,7 @@ static void fork_prepare(void) {
 }
 
 static void fork_parent(void) {
+    mst_fork_record_after_fork(false); /* before the epoch turns even again */
     atomic_fetch_add(&g_fork_epoch, 1);
     for (mst_tracer *t = g_reg_head; t; t = t->reg_next) {
         pthread_mutex_unlock(&t->scope_mu);
@@ -206,6 +214,7 @@ static void reset_counters(mst_tracer *t) {
 /* Only this thread exists in the child: no locking needed, and the
  * inherited locks (held by us since fork_prepare) are simply re-created. */
 static void fork_child(void) {
+    mst_fork_record_after_fork(true); /* before the epoch turns even again */
     atomic_fetch_add(&g_fork_epoch, 1);
     atomic_fetch_add(&g_fork_lineage, 1);
     for (mst_tracer *t = g_reg_head; t; t = t->reg_next) {

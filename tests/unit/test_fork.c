@@ -254,12 +254,13 @@ static void test_fork_with_running_exporter_thread(void) {
 #define ROUNDS 10
 #define PER_ROUND 1000 /* 10 x 1000 claims: more than the 8192 slots the table once had, never emptied */
 #define MAX_COUNTED (ROUNDS * PER_ROUND)
+#define COUNTED_CAP 20000 /* span indices the shared counters hold */
 
 /* Per span index: how many times it was exported, and by which pid. Shared
  * with the forked children, which export with their own exporter thread. */
 typedef struct export_counts {
-    _Atomic int exports[MAX_COUNTED];
-    _Atomic int by[MAX_COUNTED];
+    _Atomic int exports[COUNTED_CAP];
+    _Atomic int by[COUNTED_CAP];
 } export_counts;
 static export_counts *g_counts;
 
@@ -267,7 +268,7 @@ static mst_status counting_export(mst_exporter *self, const mst_span *const *spa
     (void)self;
     for (size_t i = 0; i < n; i++) {
         int idx = -1;
-        if (sscanf(mst_span_name(spans[i]), "counted-%d", &idx) != 1 || idx < 0 || idx >= MAX_COUNTED) continue;
+        if (sscanf(mst_span_name(spans[i]), "counted-%d", &idx) != 1 || idx < 0 || idx >= COUNTED_CAP) continue;
         atomic_fetch_add(&g_counts->exports[idx], 1);
         atomic_store(&g_counts->by[idx], (int)getpid());
     }
@@ -389,6 +390,77 @@ static void test_open_spans_over_many_fork_rounds_exported_once(void) {
     CHECK_EQ_INT(st.spans_filtered, MAX_COUNTED / 2);
     CHECK_EQ_INT(mst_tracer_shutdown(t, 5000), MST_OK);
     check_counts(MAX_COUNTED, PER_ROUND, children, getpid());
+}
+
+/* The common case of a fork inside a traced call: the child leaves (and is
+ * reaped) without ending the spans it inherited, the parent ends them later
+ * and wins every claim. 12 rounds x 1500 such claims are more than the table
+ * holds (1024 buckets x 15); they are dropped as room is needed, because the
+ * other side of their fork is gone. A last round where both sides end their
+ * copies (child first for half of them) must then still find room: each span
+ * exported exactly once, by the process that ended it first (with the claims
+ * kept for ever, the full buckets have no room and both copies export). */
+static void test_claims_of_children_that_left_make_room(void) {
+    enum { LEFT_ROUNDS = 12, LEFT_PER_ROUND = 1500, FIRST_LAST = LEFT_ROUNDS * LEFT_PER_ROUND };
+    mst_tracer *t = counting_tracer();
+    if (!t) return;
+    static mst_span *open[LEFT_PER_ROUND];
+    for (int r = 0; r < LEFT_ROUNDS; r++) {
+        for (int i = 0; i < LEFT_PER_ROUND; i++) open[i] = counted_span(t, r * LEFT_PER_ROUND + i);
+        wait_exporter_idle(t);
+        pid_t pid = fork();
+        if (pid == 0) _exit(0); /* leaves with every inherited span open */
+        CHECK(pid > 0);
+        expect_clean_exit(pid);
+        end_range(open, 0, LEFT_PER_ROUND);
+        CHECK_EQ_INT(mst_tracer_flush(t, 60000), MST_OK);
+    }
+    /* Then one round where both copies are ended, as in the test above. */
+    const int half = PER_ROUND / 2;
+    for (int i = 0; i < PER_ROUND; i++) open[i] = counted_span(t, FIRST_LAST + i);
+    int c2p[2], p2c[2];
+    CHECK(pipe(c2p) == 0 && pipe(p2c) == 0);
+    wait_exporter_idle(t);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int rc = 0;
+        end_range(open, 0, half);
+        signal_pipe(c2p[1]);
+        if (!await_pipe(p2c[0])) rc |= 1;
+        end_range(open, half, PER_ROUND);
+        if (mst_tracer_flush(t, 60000) != MST_OK) rc |= 2;
+        mst_tracer_stats st;
+        mst_tracer_get_stats(t, &st);
+        if (st.spans_exported != (uint64_t)half) rc |= 4;
+        mst_tracer_shutdown(t, 5000);
+        _exit(rc);
+    }
+    CHECK(pid > 0);
+    CHECK(await_pipe(c2p[0]));
+    end_range(open, 0, PER_ROUND);
+    CHECK_EQ_INT(mst_tracer_flush(t, 60000), MST_OK);
+    signal_pipe(p2c[1]);
+    expect_clean_exit(pid);
+    mst_tracer_stats st;
+    mst_tracer_get_stats(t, &st);
+    CHECK_EQ_INT(st.spans_exported, FIRST_LAST + half);
+    CHECK_EQ_INT(st.spans_filtered, half);
+    CHECK_EQ_INT(mst_tracer_shutdown(t, 5000), MST_OK);
+    int never = 0, twice = 0, wrong = 0;
+    for (int i = 0; i < FIRST_LAST + PER_ROUND; i++) {
+        int c = atomic_load(&g_counts->exports[i]);
+        never += c == 0;
+        twice += c > 1;
+        bool by_child = i >= FIRST_LAST && i - FIRST_LAST < half;
+        wrong += c == 1 && atomic_load(&g_counts->by[i]) != (int)(by_child ? pid : getpid());
+    }
+    CHECK_EQ_INT(never, 0);
+    CHECK_EQ_INT(twice, 0);
+    CHECK_EQ_INT(wrong, 0);
+    for (int i = 0; i < 2; i++) {
+        close(c2p[i]);
+        close(p2c[i]);
+    }
 }
 
 /* Parent and child end the same spans at the same moment, in the same
@@ -571,6 +643,7 @@ static const mst_test_case tests[] = {
     {"open_spans_over_many_fork_rounds_exported_once", test_open_spans_over_many_fork_rounds_exported_once},
     {"spans_open_across_two_forks_exported_once", test_spans_open_across_two_forks_exported_once},
     {"open_spans_ended_at_once_by_both_processes", test_open_spans_ended_at_once_by_both_processes},
+    {"claims_of_children_that_left_make_room", test_claims_of_children_that_left_make_room},
     {"span_ended_while_the_fork_is_under_way_exported_once", test_span_ended_while_the_fork_is_under_way_exported_once},
 };
 MST_TEST_MAIN(tests)
