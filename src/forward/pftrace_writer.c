@@ -165,13 +165,15 @@ static inline uint64_t bytes_hash(const char *s, size_t n) {
     return mst_mum(a ^ 0xe7037ed1a0b428dbull ^ n, b ^ 0x8ebc6af09c88c6e3ull);
 }
 
-/* a[0..n) == b[0..n), a word at a time (names and keys are short). */
-static inline bool bytes_eq(const char *a, const char *b, size_t n) {
+/* a[0..n) == b[0..n), a word at a time (names and keys are short):
+ * overlapping first and last words cover 8..16 and 17..32 bytes. */
+static inline __attribute__((always_inline)) bool bytes_eq(const char *a, const char *b, size_t n) {
     if (n < 8) return load_small(a, n) == load_small(b, n);
-    if (n > 64) return memcmp(a, b, n) == 0;
-    for (size_t i = 0; i + 8 < n; i += 8)
-        if (load64(a + i) != load64(b + i)) return false;
-    return load64(a + n - 8) == load64(b + n - 8);
+    uint64_t d = (load64(a) ^ load64(b)) | (load64(a + n - 8) ^ load64(b + n - 8));
+    if (n <= 16) return !d;
+    if (n <= 32)
+        return !(d | (load64(a + 8) ^ load64(b + 8)) | (load64(a + n - 16) ^ load64(b + n - 16)));
+    return !d && memcmp(a, b, n) == 0;
 }
 
 /* No backslash in s[0..n): the JSON string needs no unescaping. */
@@ -337,7 +339,7 @@ static shape *shape_of(mst_pftrace_writer *w, uint64_t name_iid) {
     return sh;
 }
 
-static inline bool blob_eq(const mst_pftrace_writer *w, uint32_t off, uint32_t len, const char *s,
+static inline __attribute__((always_inline)) bool blob_eq(const mst_pftrace_writer *w, uint32_t off, uint32_t len, const char *s,
                            size_t n) {
     return len == n && bytes_eq((const char *)w->blob.data + off, s, n);
 }
@@ -352,10 +354,9 @@ static shape_key *shape_slot(shape *sh, size_t p) {
     return &sh->k[p];
 }
 
-/* Annotation-name iid of attribute key (s, n) at position p. */
-static inline uint64_t shape_key_iid(mst_pftrace_writer *w, shape *sh, size_t p, const char *s,
-                                     size_t n) {
-    if (p < sh->valid && blob_eq(w, sh->k[p].off, sh->k[p].len, s, n)) return sh->k[p].iid;
+/* shape_key_iid when the memo missed: interns and refills position p. */
+static uint64_t shape_key_miss(mst_pftrace_writer *w, shape *sh, size_t p, const char *s,
+                               size_t n) {
     const intern_entry *e = intern_e(w, MST_PFT_INTERN_ANNOTATION_NAME, s, n);
     if (!e) return 0;
     shape_key *k = shape_slot(sh, p);
@@ -365,6 +366,13 @@ static inline uint64_t shape_key_iid(mst_pftrace_writer *w, shape *sh, size_t p,
         k->iid = e->iid;
     }
     return e->iid;
+}
+
+/* Annotation-name iid of attribute key (s, n) at position p. */
+static inline __attribute__((always_inline)) uint64_t
+shape_key_iid(mst_pftrace_writer *w, shape *sh, size_t p, const char *s, size_t n) {
+    if (p < sh->valid && blob_eq(w, sh->k[p].off, sh->k[p].len, s, n)) return sh->k[p].iid;
+    return shape_key_miss(w, sh, p, s, n);
 }
 
 /* Makes room for `need` new entries in this packet (restarting if full). */

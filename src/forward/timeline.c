@@ -198,7 +198,7 @@ static req_entry *req_get(mst_timeline *tl, const char *id, size_t n, int64_t pi
 }
 
 /* Exact powers of ten a double holds (10^22 is the largest). */
-static const double pow10_exact[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+const double mst_tl_pow10_exact[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
                                        1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                        1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
@@ -245,7 +245,7 @@ static bool decimal_fast(const char *p, size_t n, double *out) {
     if (!shaped || j != n || digits > 19 || m > (1ull << 53) || exp10 < -22 || exp10 > 22)
         return false;
     double x = (double)m;
-    x = exp10 < 0 ? x / pow10_exact[-exp10] : x * pow10_exact[exp10];
+    x = exp10 < 0 ? x / mst_tl_pow10_exact[-exp10] : x * mst_tl_pow10_exact[exp10];
     *out = neg ? -x : x;
     return true;
 #else

@@ -34,6 +34,7 @@
 #ifndef MST_FORWARD_TIMELINE_H
 #define MST_FORWARD_TIMELINE_H
 
+#include <float.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -138,8 +139,14 @@ void mst_timeline_get_stats(const mst_timeline *tl, mst_tl_stats *out);
  * part of mst_tl_json_number (fractions, exponents, long integers). */
 bool mst_tl_json_number_text(const mst_json_slice *v, bool *is_double, int64_t *i, double *d);
 
-/* The same; integers of up to 18 characters (the usual attribute:
- * batch sizes, lengths, token counts) inline. */
+/* Exact powers of ten a double holds: 1e0 .. 1e22. */
+extern const double mst_tl_pow10_exact[23];
+
+/* The same; the usual attribute values inline: integers of up to 18
+ * characters (batch sizes, lengths, token counts) and plain decimals of
+ * up to 18 characters ("0.4375": KV-cache usage), the latter as strtod
+ * reads them (digits and power of ten are exact doubles, so one division
+ * rounds once: Clinger's fast path, as mst_tl_json_number_text). */
 static inline bool mst_tl_json_number(const mst_json_slice *v, bool *is_double, int64_t *i,
                                       double *d) {
     if (v && v->len && v->len <= 18) {
@@ -157,6 +164,23 @@ static inline bool mst_tl_json_number(const mst_json_slice *v, bool *is_double, 
             *i = k ? -(int64_t)x : (int64_t)x;
             return true;
         }
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
+        if (j > k && j < n && p[j] == '.') {
+            size_t f = ++j;
+            for (; j < n; j++) {
+                unsigned c = (unsigned char)p[j] - (unsigned)'0';
+                if (c > 9) break;
+                x = x * 10 + c;
+            }
+            /* 17 digits at most: x < 10^17 < 2^57; exact below 2^53. */
+            if (j == n && j > f && x <= (1ull << 53)) {
+                double r = (double)x / mst_tl_pow10_exact[n - f];
+                *is_double = true;
+                *d = k ? -r : r;
+                return true;
+            }
+        }
+#endif
     }
     return mst_tl_json_number_text(v, is_double, i, d);
 }
@@ -180,7 +204,10 @@ static inline uint64_t mst_tl_flow_mix(uint64_t t_hi, uint64_t t_lo, uint64_t sp
  * mst_pf_span / mst_pf_link: 33 and 17 bytes, read whole). Inline: the
  * writer takes 2-3 per span, and decoded ids (32 + 16 hex digits) go a
  * word at a time; anything else takes mst_tl_flow_id, to the same value. */
-static inline uint64_t mst_tl_span_flow_id(const char trace_hex[33], const char span_hex[17]) {
+/* (flatten: the three conversions are inlined too; out of line they
+ * were ~100 instructions each.) */
+static inline __attribute__((flatten)) uint64_t mst_tl_span_flow_id(const char trace_hex[33],
+                                                                    const char span_hex[17]) {
 #ifdef MST_HEX8_SWAR
     uint64_t t_hi, t_lo, sp;
     /* A NUL is not a hex digit: success means all 48 digits are there. */

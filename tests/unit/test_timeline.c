@@ -209,6 +209,40 @@ static void test_flow_ids(void) {
     CHECK(mst_tl_flow_id("", "") != 0);
 }
 
+/* The inline number reader (integers and plain decimals) gives what
+ * strtoll / strtod give, bit for bit; other texts go out of line. */
+static void test_json_numbers_as_libc(void) {
+    static const char *const texts[] = {
+        "0", "7", "-7", "-0", "123456789012345678", "-12345678901234567", "0.4375", "-0.4375",
+        "0.1", "0.3", "0.7", "2.675", "0.123456789", "0.30000000000000004", "123.456", "-0.0", "9007199254740993.5", "1.5e3",
+        "1E-7", "12345678901234567890", "99999999999999999.9", "3.14159265358979",
+        "0.000000000000001", "1e400", "4.9e-324"};
+    for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++) {
+        mst_json_slice v = {texts[t], strlen(texts[t])};
+        bool dbl = false;
+        int64_t i = 0;
+        double d = 0;
+        bool ok = mst_tl_json_number(&v, &dbl, &i, &d);
+        bool want_dbl = strpbrk(texts[t], ".eE") != NULL;
+        char *end;
+        if (!want_dbl && strlen(texts[t]) > 19) {
+            CHECK(!ok); /* out of int64 */
+            continue;
+        }
+        /* out of range for strtod (ERANGE): not a number to plot */
+        bool erange = strcmp(texts[t], "1e400") == 0 || strcmp(texts[t], "4.9e-324") == 0;
+        CHECK_EQ_INT(ok, !erange);
+        if (!ok) continue;
+        CHECK_EQ_INT(dbl, want_dbl);
+        if (dbl) {
+            double want = strtod(texts[t], &end);
+            CHECK(memcmp(&d, &want, sizeof d) == 0);
+        } else {
+            CHECK_EQ_INT(i, strtoll(texts[t], &end, 10));
+        }
+    }
+}
+
 static const mst_test_case TESTS[] = {
     {"request_span_gives_track_and_phases", test_request_span_gives_track_and_phases},
     {"steps_only_request_completes_at_the_end", test_steps_only_request_completes_at_the_end},
@@ -217,6 +251,7 @@ static const mst_test_case TESTS[] = {
     {"table_is_bounded_and_evicts_oldest", test_table_is_bounded_and_evicts_oldest},
     {"counters_from_attributes", test_counters_from_attributes},
     {"flow_ids", test_flow_ids},
+    {"json_numbers_as_libc", test_json_numbers_as_libc},
 };
 
 MST_TEST_MAIN(TESTS)
