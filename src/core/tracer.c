@@ -144,16 +144,18 @@ static _Atomic uint32_t g_fork_lineage; /* how many fork()s made this process */
  * this process's). Returns true when the caller goes on to submit it. */
 static bool fork_adopt(mst_tracer *t, mst_tracer_shard *sh, mst_span *s) {
     bool inherited = s->fork_lineage != atomic_load_explicit(&g_fork_lineage, memory_order_relaxed);
-    /* At most 2: no more than one fork() began here since the span started;
-     * exactly 2 with no fork under way (the epoch read twice, even and
-     * unchanged): that fork is the last one the fork records know. */
+    /* One fork began here since the span started: a raise of at most 2 from
+     * an even start; from an odd one (started while a fork was under way,
+     * which it may have crossed), of 1. With the epoch even and unchanged
+     * around the read, that fork is the last one the fork records know. */
     uint32_t epoch = atomic_load(&g_fork_epoch);
     uint64_t fork_ref = mst_fork_record_last();
     uint32_t raised = epoch - s->fork_epoch;
-    if (raised != 2 || (epoch & 1u) || atomic_load(&g_fork_epoch) != epoch) fork_ref = 0;
+    bool one_fork = raised <= 2u - (s->fork_epoch & 1u);
+    if (!one_fork || (epoch & 1u) || atomic_load(&g_fork_epoch) != epoch) fork_ref = 0;
     uint64_t key;
     memcpy(&key, s->span_id.bytes, sizeof key);
-    if (mst_fork_claim(key, raised <= 2, fork_ref) != MST_FORK_CLAIM_LOST) {
+    if (mst_fork_claim(key, one_fork, fork_ref) != MST_FORK_CLAIM_LOST) {
         if (inherited) atomic_fetch_add_explicit(&sh->started, 1, memory_order_relaxed);
         return true;
     }

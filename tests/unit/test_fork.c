@@ -586,19 +586,24 @@ static void end_in_fork_window(void) {
     g_window_span = NULL;
 }
 
-static void test_span_ended_while_the_fork_is_under_way_exported_once(void) {
-    if (!getenv("MST_TEST_FORK_WINDOW")) {
-        pid_t pid = fork();
-        if (pid == 0) {
-            setenv("MST_TEST_FORK_WINDOW", "1", 1);
-            execl("/proc/self/exe", "test_fork", "span_ended_while_the_fork_is_under_way_exported_once",
-                  (char *)NULL);
-            _exit(127);
-        }
-        CHECK(pid > 0);
-        expect_clean_exit(pid);
-        return;
+/* Runs test `name` again in a fresh process (this binary, that test only),
+ * where its pthread_atfork handlers can come before the tracer's; true in
+ * that process, false (after checking the re-run) in this one. */
+static bool in_fresh_process(const char *name) {
+    if (getenv("MST_TEST_FORK_WINDOW")) return true;
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("MST_TEST_FORK_WINDOW", "1", 1);
+        execl("/proc/self/exe", "test_fork", name, (char *)NULL);
+        _exit(127);
     }
+    CHECK(pid > 0);
+    expect_clean_exit(pid);
+    return false;
+}
+
+static void test_span_ended_while_the_fork_is_under_way_exported_once(void) {
+    if (!in_fresh_process("span_ended_while_the_fork_is_under_way_exported_once")) return;
     CHECK(pthread_atfork(NULL, end_in_fork_window, NULL) == 0); /* before the tracer's */
     mst_tracer *t = counting_tracer();
     if (!t) return;
@@ -634,6 +639,71 @@ static void test_span_ended_while_the_fork_is_under_way_exported_once(void) {
     close(go[1]);
 }
 
+/* A span started while a fork is under way, just before the child's copy is
+ * taken (a prepare handler registered before the tracer's runs after it),
+ * may be in that child: it counts as having crossed that fork. Here it
+ * crosses a second fork too, ended by the parent inside that one's window:
+ * three copies. The parent ends it first, then child 1, then child 2. The
+ * parent's claim must not say "one fork" (then child 1, which did see only
+ * one, would remove it and child 2 would export the span again). */
+static mst_tracer *g_window_tracer;
+static bool g_start_in_window;
+static mst_span *g_window_started;
+static void start_in_fork_window(void) {
+    if (!g_start_in_window) return;
+    g_start_in_window = false;
+    g_window_started = counted_span(g_window_tracer, 0);
+}
+
+static void test_span_started_while_a_fork_is_under_way_exported_once(void) {
+    if (!in_fresh_process("span_started_while_a_fork_is_under_way_exported_once")) return;
+    CHECK(pthread_atfork(start_in_fork_window, end_in_fork_window, NULL) == 0); /* before the tracer's */
+    mst_tracer *t = counting_tracer();
+    if (!t) return;
+    g_window_tracer = t;
+    mst_span_end(counted_span(t, 1), 0); /* the exporter thread runs: no start-up inside fork() */
+    CHECK_EQ_INT(mst_tracer_flush(t, 60000), MST_OK);
+    int go[2][2], done[2];
+    CHECK(pipe(go[0]) == 0 && pipe(go[1]) == 0 && pipe(done) == 0);
+    pid_t kids[2];
+    mst_span *open = NULL;
+    for (int k = 0; k < 2; k++) {
+        wait_exporter_idle(t);
+        if (k == 0) g_start_in_window = true;  /* fork 1: the span starts in its window */
+        else g_window_span = open;            /* fork 2: the parent ends it in its window */
+        kids[k] = fork();
+        if (kids[k] == 0) {
+            int rc = 0;
+            mst_span *mine = k == 0 ? g_window_started : open;
+            if (!await_pipe(go[k][0])) rc |= 1;
+            if (mine) mst_span_end(mine, 0);
+            else rc |= 2;
+            if (mst_tracer_flush(t, 60000) != MST_OK) rc |= 4;
+            signal_pipe(done[1]);
+            mst_tracer_shutdown(t, 5000);
+            _exit(rc);
+        }
+        CHECK(kids[k] > 0);
+        if (k == 0) open = g_window_started;
+    }
+    CHECK(open != NULL && g_window_span == NULL); /* started in fork 1, ended in fork 2 */
+    for (int k = 0; k < 2; k++) {
+        signal_pipe(go[k][1]);
+        CHECK(await_pipe(done[0]));
+    }
+    for (int k = 0; k < 2; k++) expect_clean_exit(kids[k]);
+    CHECK_EQ_INT(mst_tracer_flush(t, 60000), MST_OK);
+    CHECK_EQ_INT(mst_tracer_shutdown(t, 5000), MST_OK);
+    CHECK_EQ_INT(atomic_load(&g_counts->exports[0]), 1);
+    CHECK_EQ_INT(atomic_load(&g_counts->by[0]), (int)getpid());
+    for (int k = 0; k < 2; k++) {
+        close(go[k][0]);
+        close(go[k][1]);
+    }
+    close(done[0]);
+    close(done[1]);
+}
+
 static const mst_test_case tests[] = {
     {"child_spans_exported_in_child", test_child_spans_exported_in_child},
     {"fork_with_running_exporter_thread", test_fork_with_running_exporter_thread},
@@ -645,5 +715,6 @@ static const mst_test_case tests[] = {
     {"open_spans_ended_at_once_by_both_processes", test_open_spans_ended_at_once_by_both_processes},
     {"claims_of_children_that_left_make_room", test_claims_of_children_that_left_make_room},
     {"span_ended_while_the_fork_is_under_way_exported_once", test_span_ended_while_the_fork_is_under_way_exported_once},
+    {"span_started_while_a_fork_is_under_way_exported_once", test_span_started_while_a_fork_is_under_way_exported_once},
 };
 MST_TEST_MAIN(tests)
