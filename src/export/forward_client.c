@@ -101,7 +101,7 @@ static bool is_cancelled(const fwd_exporter *x) {
 
 /* poll() on the socket for at most `ms`, in slices that check the cancel
  * flag; returns poll's result, or 0 when cancelled. */
-static int poll_cancellable(fwd_exporter *x, short events, uint64_t ms, short *revents) {
+static int poll_cancellable(fwd_exporter *x, short events, uint64_t ms) {
     uint64_t end = mst_clock_monotonic_ms() + ms;
     for (;;) {
         if (is_cancelled(x)) return 0;
@@ -111,10 +111,7 @@ static int poll_cancellable(fwd_exporter *x, short events, uint64_t ms, short *r
         struct pollfd p = {.fd = x->fd, .events = events};
         int r = poll(&p, 1, (int)slice);
         if (r < 0 && errno == EINTR) continue;
-        if (r != 0) {
-            *revents = p.revents;
-            return r;
-        }
+        if (r != 0) return r;
     }
 }
 
@@ -172,8 +169,7 @@ static bool connection_alive(fwd_exporter *x) {
  * failure: nothing is in progress; the next attempt comes after the retry
  * interval.) */
 static bool finish_connect(fwd_exporter *x) {
-    short revents = 0;
-    int r = poll_cancellable(x, POLLOUT, x->send_budget_ms, &revents);
+    int r = poll_cancellable(x, POLLOUT, x->send_budget_ms);
     if (r <= 0) {
         errno = r == 0 ? (is_cancelled(x) ? ECANCELED : ETIMEDOUT) : errno;
         return false;
@@ -248,8 +244,7 @@ static mst_status send_all(fwd_exporter *x, const uint8_t *data, size_t len,
                 st = MST_ERR_TIMEOUT;
                 break;
             }
-            short revents = 0;
-            poll_cancellable(x, POLLOUT, deadline_ms - now, &revents);
+            poll_cancellable(x, POLLOUT, deadline_ms - now);
             continue; /* HUP/ERR surface as a send error next round, a cancel at the top */
         }
         mark_unreachable(x, "closed the connection", r < 0 ? errno : EPIPE);
@@ -303,23 +298,26 @@ static size_t settle_chunk(fwd_exporter *x, size_t nframes, size_t written) {
     return nframes - done;
 }
 
+/* A batch that reaches no forwarder: skipped while an optional client has
+ * never connected, failed otherwise. */
+static void count_undelivered(fwd_exporter *x, size_t n) {
+    if (not_there_yet(x))
+        mst_counter_add(&x->counters.spans_skipped, n);
+    else
+        mst_exporter_counters_batch_failed(&x->counters, n);
+}
+
 /* -------------------------------------------------------------- ops */
 
 static mst_status fwd_export_batch(mst_exporter *self, const mst_span *const *spans, size_t n) {
     fwd_exporter *x = (fwd_exporter *)self;
     if (n == 0) return MST_OK;
     if (is_cancelled(x)) { /* shut down: not even a connect attempt */
-        if (not_there_yet(x))
-            mst_counter_add(&x->counters.spans_skipped, n);
-        else
-            mst_exporter_counters_batch_failed(&x->counters, n);
+        count_undelivered(x, n);
         return MST_ERR_CLOSED;
     }
     if (!ensure_connected(x)) {
-        if (not_there_yet(x))
-            mst_counter_add(&x->counters.spans_skipped, n);
-        else
-            mst_exporter_counters_batch_failed(&x->counters, n);
+        count_undelivered(x, n);
         /* Delivered nowhere by this sink, either way. */
         return is_cancelled(x) ? MST_ERR_CLOSED : MST_ERR_UNAVAILABLE;
     }
