@@ -25,7 +25,8 @@ the current trace processor reads through the same code path
 pins that those are the only differences between the two loads. v20 also
 keeps no parent for global tracks (no track.parent_id), so "request tracks
 under Requests" is checked as far as it can: the tracks and the Requests
-track exist.
+track exist. Nor does v20's JSON importer read async `b`/`e` events, so the
+JSON's request tracks are compared with nothing there.
 """
 
 import json
@@ -319,18 +320,21 @@ def test_json_gives_perfetto_the_same_spans_counters_and_args(written):
     print(f"{tj.version}: json stats {[(r['name'], r['severity'], r['value']) for r in tj.rows('stats')]}")
     assert tj.append_error is None
     assert span_slices(tj) == span_slices(tp) == expected_span_slices(written)
-    procs = {r["pid"]: r["name"] for r in tj.rows("processes")}
-    assert procs == {r["pid"]: r["name"] for r in tp.rows("processes")}
+    # v20's JSON importer has no async b/e events (today's does): the JSON's
+    # request tracks are skipped without a stats row
+    assert tj.rows("request_slices") == [] and tp.rows("request_slices")
+    for q in ("processes", "threads"):
+        assert sorted(map(repr, tj.rows(q))) == sorted(map(repr, tp.rows(q))), q
     # the JSON importer names a counter "<name> <arg>": ours have one arg, value
     cj = sorted((r["pid"], r["name"].removesuffix(" value"), r["ts"], r["value"]) for r in tj.rows("counters"))
     cp = sorted((r["pid"], r["name"], r["ts"], r["value"]) for r in tp.rows("counters"))
-    engine = [c for c in cp if c[0] == 300]
-    assert [c for c in cj if c[0] == 300] == engine
+    assert cj == cp and len(cp) >= 10
+    # same args per span; Perfetto keys proto debug annotations "debug.<name
+    # with dots as _>" and JSON args "args.<name>"
     aj, ap = normalized_args(tj, "args."), normalized_args(tp, "debug.")
-    assert set(aj) == set(ap)
+    assert set(aj) == set(ap) == {s["span_id"] for s in written["spans"]}
     for span in ap:
-        j = {k.replace(".", "_"): v for k, v in aj[span].items()}
-        assert {k: v for k, v in j.items() if k in ap[span]} == ap[span], span
+        assert {k.replace(".", "_"): v for k, v in aj[span].items()} == ap[span], span
 
 
 # Known defect, kept visible until fixed: the JSON's flow ids are strings
