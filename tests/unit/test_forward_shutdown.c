@@ -22,6 +22,7 @@
  */
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -81,8 +82,12 @@ static bool run_scenario(const char *socket_name, int n, void (*stall)(void *), 
         return false;
     }
     stall(ctx);
-    spans(t, "stalled", n);
     alarm(HANG_GUARD_S); /* default action: the test dies, visibly */
+    spans(t, "stalled", n);
+    /* Shut down only once a batch of them is in the client's hands (however
+     * late the exporter thread gets the CPU): the export in flight is then
+     * the one the cancel must end, and the flush cannot finish before. */
+    while (atomic_load(&o->handed) <= WARMUP_SPANS) sched_yield();
     out->shutdown = mst_tracer_shutdown(t, 200);
     alarm(0);
     return o->destroyed;
