@@ -55,6 +55,8 @@ QUERIES = {
              f"(SELECT string_value FROM args a WHERE a.arg_set_id = s.arg_set_id AND a.key IN {SPAN_ID_KEYS}) "
              "AS span_id FROM slice s JOIN thread_track tt ON s.track_id = tt.id "
              "JOIN thread t USING(utid) JOIN process p USING(upid)",
+    "lanes": "SELECT tt.name, t.tid, COUNT(s.id) AS slices FROM thread_track tt JOIN thread t USING(utid) "
+             "JOIN slice s ON s.track_id = tt.id WHERE tt.name GLOB 'overlapping spans*' GROUP BY tt.id",
     "global_tracks": "SELECT id, name FROM track WHERE type = 'track'",
     "request_slices": "SELECT tr.name AS track, s.name, s.ts, s.dur, s.depth FROM slice s "
                       "JOIN track tr ON s.track_id = tr.id WHERE tr.type = 'track'",
@@ -73,7 +75,8 @@ QUERIES = {
 def extra_stream():
     """Beside the seed: links chained n-1 <- n every third span, attribute
     values of every kind, non-ASCII and quoted names, three processes, and
-    four spans on one thread that overlap without nesting (lanes)."""
+    four spans on one thread that overlap without nesting (lanes), at
+    real-clock timestamps."""
     out = []
     for n in range(60):
         link = ("9" * 32, f"00b0{n - 1:012x}") if n % 3 == 0 and n else None
@@ -83,9 +86,12 @@ def extra_stream():
             attrs={"f": 1.5 + n, "b": n % 2 == 0, "s": f"v{n % 4}", "i": -n, "l": [n, "x"],
                    "big": -(2 ** 62)},
             pid=400 + n % 3, tid=410 + n % 2))
-    for i in range(4):   # [1+i, 6+i] ms on one thread: each overlaps the next
-        out.append(make_packet("overlap", "a" * 32, f"00c0{i:012x}", 30_000_000 + i * 1_000_000,
-                               35_000_000 + i * 1_000_000, pid=50, tid=51))
+    # [1+i, 6+i] ms on one thread, each overlapping the next, at Unix-epoch
+    # nanoseconds with odd digits (timestamps must survive exactly)
+    epoch = 1_796_083_000_123_456_789
+    for i in range(4):
+        out.append(make_packet("overlap", "a" * 32, f"00c0{i:012x}", epoch + i * 1_000_003,
+                               epoch + 5_000_001 + i * 1_000_007, pid=50, tid=51))
     return out
 
 
@@ -229,6 +235,10 @@ def test_pftrace_processes_threads_and_spans(written):
     assert {(r["pid"], r["tid"]): r["name"] for r in tp.rows("threads")}[(300, 301)] == "EngineCore"
     # every span is one slice with its name, start and duration on its thread
     assert span_slices(tp) == expected_span_slices(written)
+    # spans of one thread that overlap without nesting sit on lanes under it
+    lanes = tp.rows("lanes")
+    assert lanes and {r["tid"] for r in lanes} == {51}
+    assert sum(r["slices"] for r in lanes) >= 2
     cats = {r["category"] for r in tp.rows("spans")}
     assert cats == {"ms_service_profiler.hook.Tracing"}
 
@@ -306,7 +316,7 @@ def test_v20_loses_only_flows_and_interned_strings(written):
     the same tables except the flows and the args whose string value was
     interned (string_value_iid)."""
     raw, old = loaded(written, "pftrace"), loaded(written, "pftrace_v20")
-    for q in ("processes", "threads", "spans", "global_tracks", "request_slices", "counters"):
+    for q in ("processes", "threads", "spans", "lanes", "global_tracks", "request_slices", "counters"):
         assert sorted(map(repr, raw.rows(q))) == sorted(map(repr, old.rows(q))), q
     ra, oa = normalized_args(raw, "debug."), normalized_args(old, "debug.")
     lost = {(span, k): v for span, kv in oa.items() for k, v in kv.items() if k not in ra.get(span, {})}
