@@ -671,7 +671,7 @@ json_value_iid(mst_pftrace_writer *w, const mst_json_slice *v, shape_key *memo) 
 /* Appends annotation `name_iid` of a raw JSON value: by its interned id
  * when json_value_iid gave one (viid), other strings, numbers and booleans
  * as typed values, anything else (arrays, objects, null) as JSON text. */
-static void annotate_json(mst_pftrace_writer *w, uint64_t name_iid, const mst_json_slice *v,
+static inline __attribute__((always_inline)) void annotate_json(mst_pftrace_writer *w, uint64_t name_iid, const mst_json_slice *v,
                           uint64_t viid) {
     mst_buf *b = &w->ann;
     if (viid) {

@@ -209,6 +209,34 @@ static void test_flow_ids(void) {
     CHECK(mst_tl_flow_id("", "") != 0);
 }
 
+/* The inline conversion of a span's ids (16 digits at a time) gives
+ * mst_tl_flow_id's value for every id, decoded (lowercase) or not: upper
+ * case, short, empty, and a digit replaced by each byte just outside the
+ * hex ranges, a NUL or a byte >= 0x80, at every position. */
+static void test_span_flow_id_as_general(void) {
+    char trace[33], span[17];
+    static const char bad[] = {'/', ':', '@', 'G', '`', 'g', 'A', 'F', '\0', (char)0x80, (char)0xff};
+    for (int pos = -1; pos < 48; pos++)
+        for (size_t b = 0; b < (pos < 0 ? 1 : sizeof bad); b++) {
+            snprintf(trace, sizeof trace, "%016llx%016llx", 0x0123456789abcdefull, 0xfedcba9876543210ull);
+            snprintf(span, sizeof span, "%016llx", 0xa1b2c3d4e5f60718ull + (unsigned)pos);
+            if (pos >= 0 && pos < 32) trace[pos] = bad[b];
+            else if (pos >= 32) span[pos - 32] = bad[b];
+            CHECK(mst_tl_span_flow_id(trace, span) == mst_tl_flow_id(trace, span));
+        }
+    snprintf(trace, sizeof trace, "%s", "0123456789ABCDEF0123456789abcdef");
+    snprintf(span, sizeof span, "%s", "00000000000000AA");
+    CHECK(mst_tl_span_flow_id(trace, span) == mst_tl_flow_id(trace, span));
+    CHECK(mst_tl_span_flow_id(trace, span) ==
+          mst_tl_flow_id("0123456789abcdef0123456789abcdef", "00000000000000aa"));
+    memset(trace, 0, sizeof trace);
+    memset(span, 0, sizeof span);
+    CHECK(mst_tl_span_flow_id(trace, span) == mst_tl_flow_id("", ""));
+    snprintf(trace, sizeof trace, "abc");
+    snprintf(span, sizeof span, "12");
+    CHECK(mst_tl_span_flow_id(trace, span) == mst_tl_flow_id("abc", "12"));
+}
+
 /* The inline number reader (integers and plain decimals) gives what
  * strtoll / strtod give, bit for bit; other texts go out of line. */
 static void test_json_numbers_as_libc(void) {
@@ -252,6 +280,7 @@ static const mst_test_case TESTS[] = {
     {"counters_from_attributes", test_counters_from_attributes},
     {"flow_ids", test_flow_ids},
     {"json_numbers_as_libc", test_json_numbers_as_libc},
+    {"span_flow_id_as_general", test_span_flow_id_as_general},
 };
 
 MST_TEST_MAIN(TESTS)
