@@ -404,14 +404,29 @@ static void take_parts(mst_pftrace_writer *w, mst_pft_slice *sl) {
 
 /* ------------------------------------------------------------ tracks */
 
-/* Returns 0 when uuid is new (now added), 1 when known unnamed, 2 named. */
-static int track_seen(mst_pftrace_writer *w, uint64_t uuid, bool named_now) {
-    uint32_t mask = TRACK_SLOTS - 1;
+/* The set of written descriptors is bounded: full, it starts over. */
+static void tracks_room(mst_pftrace_writer *w) {
     if (w->tcount >= TRACKS_MAX) {
         memset(w->tslots, 0, TRACK_SLOTS * sizeof *w->tslots);
         memset(w->tnamed, 0, TRACK_SLOTS);
         w->tcount = 0;
     }
+}
+
+/* True when uuid's descriptor was written with its name (nothing added). */
+static bool track_named(mst_pftrace_writer *w, uint64_t uuid) {
+    uint32_t mask = TRACK_SLOTS - 1;
+    tracks_room(w);
+    for (uint32_t pos = (uint32_t)(uuid ^ (uuid >> 32)) & mask;; pos = (pos + 1) & mask) {
+        if (w->tslots[pos] == uuid) return w->tnamed[pos];
+        if (!w->tslots[pos]) return false;
+    }
+}
+
+/* Returns 0 when uuid is new (now added), 1 when known unnamed, 2 named. */
+static int track_seen(mst_pftrace_writer *w, uint64_t uuid, bool named_now) {
+    uint32_t mask = TRACK_SLOTS - 1;
+    tracks_room(w);
     uint32_t pos = (uint32_t)(uuid ^ (uuid >> 32)) & mask;
     for (;; pos = (pos + 1) & mask) {
         if (w->tslots[pos] == uuid) {
@@ -482,6 +497,8 @@ static void ensure_process(mst_pftrace_writer *w, int64_t pid, const mst_pf_span
 static uint64_t ensure_thread(mst_pftrace_writer *w, int64_t pid, int64_t tid,
                               const mst_pf_span *s) {
     uint64_t uuid = thread_uuid(pid, tid);
+    /* The usual span's thread is named already: no thread.name lookup. */
+    if (track_named(w, uuid)) return uuid;
     const char *name = NULL;
     size_t n = 0;
     const mst_json_slice *tn = mst_span_find_kv(s->attrs, s->n_attrs, "thread.name");
