@@ -15,6 +15,13 @@
  * Tracks: a descriptor is written before the first event on its track; the
  * set of written ones is bounded too (cleared when full; a descriptor
  * written twice is harmless).
+ *
+ * Per span (the hot path, see bench/RESULTS.md): the annotations and new
+ * definitions are encoded into scratch buffers as the attributes are met,
+ * then the packet is laid out around them in one pass; ids come from the
+ * span-shape memo (below) when the span looks like the last one of its
+ * name, else from the intern table. Memos are bounded, and a hit is always
+ * what interning would return, so they never change the file.
  */
 #include "forward/pftrace_writer.h"
 

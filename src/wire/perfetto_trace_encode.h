@@ -4,10 +4,10 @@
  * written on the protobuf writer in pb_writer.h. Field numbers and enum
  * values come from perfetto_trace_fields.h (Perfetto's published protos).
  *
- * Every function appends one whole `Trace.packet` field (tag 1 + length +
- * TracePacket), or one piece of the packet opened by mst_pft_packet_begin,
- * so a file made of such records, cut after any complete record, is still a
- * valid Trace. Interning policy (which names get which ids, when state is
+ * Every packet function appends one whole `Trace.packet` field (tag 1 +
+ * length + TracePacket), so a file made of such records, cut after any
+ * complete record, is still a valid Trace; the annotation and interned-
+ * entry appenders make the pieces a slice-begin packet is built around. Interning policy (which names get which ids, when state is
  * cleared) belongs to the caller (forward/pftrace_writer.c); this file only
  * lays out the bytes. Error model: as mst_buf (check buf->failed once).
  */
