@@ -147,7 +147,7 @@ fuzz_all() {
 
 valgrind_some() {
   local rc=0
-  for t in test_span test_tracer test_chrome_trace test_timeline test_pftrace test_packet_decode test_forward_client; do
+  for t in test_span test_tracer test_chrome_trace test_timeline test_pftrace test_packet_decode test_packet_fast test_forward_client; do
     [ -x "build/$t" ] || continue
     echo "--- valgrind $t"
     MST_TEST_STRESS_ROUNDS=10 valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=99 \

@@ -190,6 +190,9 @@ static void test_key_order_whitespace_unknown_keys(void) {
                 "\" , \"span_id\" : \"" S16 "\" } , {\"span_id\":\"" S16 "\",\"trace_id\":\"" T32
                 "\"} ] , \"name\" : \"n\" } \n");
     expect_fast("{" IDS ",\"links\":[],\"attributes\":null,\"parent_span_id\":null}");
+    expect_fast("{ " IDS " , \"links\" : [ ] , \"attributes\" : { } , \"resource_attributes\" :\t{\n}"
+                " , \"parent_span_id\" : null , \"name\" : \"x\" , \"kind\" : 7 }");
+    expect_fast("{" IDS ",\"links\":[ {\"trace_id\":\"" T32 "\",\"span_id\":\"" S16 "\"} ]}");
     expect_fast("{" IDS ",\"name\":\"\",\"category\":\"\",\"\":1,\"unknown\":\"x\"}");
     expect_fast("{" IDS ",\"attributes\":{\"\":1,\"a\":\"\"}}");
     /* Duplicate unknown top-level keys are ignored, as documented. */
