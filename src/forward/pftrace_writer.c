@@ -143,6 +143,11 @@ static inline uint64_t load64(const char *s) {
 /* The n (< 8) bytes at s as a little-endian number, as memcpy into a zeroed
  * word gives, from at most two loads (no libc call for short keys). */
 static inline uint64_t load_small(const char *s, size_t n) {
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+    uint64_t v = 0;
+    memcpy(&v, s, n);
+    return v;
+#endif
     const uint8_t *p = (const uint8_t *)s;
     if (n >= 4) {
         uint32_t lo, hi;

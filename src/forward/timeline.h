@@ -38,7 +38,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#if defined(__SSE2__)
+#if defined(__SSE2__) && defined(__x86_64__)
 #include <emmintrin.h>
 #endif
 
@@ -204,7 +204,7 @@ static inline uint64_t mst_tl_flow_mix(uint64_t t_hi, uint64_t t_lo, uint64_t sp
     return h ? h : 1;
 }
 
-#if defined(__SSE2__)
+#if defined(__SSE2__) && defined(__x86_64__)
 /* The value of the 16 lowercase hex digits at p (first digit most
  * significant), or false when one of them is not a lowercase hex digit
  * (then the caller takes the general path, to the same value). All 16 at
@@ -237,10 +237,10 @@ static inline bool mst_tl_hex16_lower(const char *p, uint64_t *out) {
  * to the same value. */
 static inline uint64_t mst_tl_span_flow_id(const char trace_hex[33], const char span_hex[17]) {
     /* A NUL is not a hex digit: success means all 48 digits are there. */
-#if defined(__SSE2__) || defined(MST_HEX8_SWAR)
+#if (defined(__SSE2__) && defined(__x86_64__)) || defined(MST_HEX8_SWAR)
     uint64_t t_hi, t_lo, sp;
 #endif
-#if defined(__SSE2__)
+#if defined(__SSE2__) && defined(__x86_64__)
     if (mst_tl_hex16_lower(trace_hex, &t_hi) && mst_tl_hex16_lower(trace_hex + 16, &t_lo) &&
         mst_tl_hex16_lower(span_hex, &sp))
         return mst_tl_flow_mix(t_hi, t_lo, sp);

@@ -135,7 +135,7 @@ static inline uint8_t *put_v(uint8_t *p, uint64_t v) {
 #define TAG(field, wt) (((uint64_t)(field) << 3) | (wt))
 
 static inline uint8_t *put_fixed64(uint8_t *p, uint64_t v) {
-    for (unsigned i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+    mst_pft_put_fixed64_(p, v);
     return p + 8;
 }
 

@@ -90,6 +90,16 @@ MST_PFT_INLINE unsigned mst_pft_varint_size(uint64_t v) {
     return v < 0x80 ? 1 : (unsigned)(((63 - __builtin_clzll(v)) * 9 + 73) >> 6);
 }
 
+/* A fixed64 (little-endian) at p: one store where the host is
+ * little-endian (a byte loop was not merged into one by the compiler). */
+MST_PFT_INLINE void mst_pft_put_fixed64_(uint8_t *p, uint64_t v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(p, &v, 8);
+#else
+    for (unsigned i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+#endif
+}
+
 /* Out-of-line paths for text that is long or not ASCII (sized after
  * UTF-8 repair): one debug annotation with a text value in field
  * `value_field`, one InternedData entry. */
@@ -168,7 +178,7 @@ MST_PFT_INLINE void mst_pft_annotation_double(mst_buf *b, uint64_t name_iid, dou
     *p++ = (DA_DOUBLE << 3) | MST_PB_WT_FIXED64;
     uint64_t bits;
     memcpy(&bits, &v, sizeof bits);
-    for (unsigned i = 0; i < 8; i++) p[i] = (uint8_t)(bits >> (8 * i));
+    mst_pft_put_fixed64_(p, bits);
     b->len = (size_t)(p + 8 - b->data);
 }
 
