@@ -12,7 +12,7 @@ linked slices; the .json of the same stream gives Perfetto the same
 slices, counters, args and linked slices; names and values still resolve
 after the writer restarts interning.
 
-v20 predates five fields of the current trace protos that the .pftrace
+v20 predates six fields of the current trace protos that the .pftrace
 uses (docs/forwarder.md "Native Perfetto"): TrackEvent.flow_ids (field 47,
 since v28), DebugAnnotation.string_value_iid with
 InternedData.debug_annotation_string_values (since v33), and, harmless,
