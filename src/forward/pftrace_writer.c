@@ -425,16 +425,6 @@ static void tracks_room(mst_pftrace_writer *w) {
     }
 }
 
-/* True when uuid's descriptor was written with its name (nothing added). */
-static bool track_named(mst_pftrace_writer *w, uint64_t uuid) {
-    uint32_t mask = TRACK_SLOTS - 1;
-    tracks_room(w);
-    for (uint32_t pos = (uint32_t)(uuid ^ (uuid >> 32)) & mask;; pos = (pos + 1) & mask) {
-        if (w->tslots[pos] == uuid) return w->tnamed[pos];
-        if (!w->tslots[pos]) return false;
-    }
-}
-
 /* Returns 0 when uuid is new (now added), 1 when known unnamed, 2 named. */
 static int track_seen(mst_pftrace_writer *w, uint64_t uuid, bool named_now) {
     uint32_t mask = TRACK_SLOTS - 1;
@@ -506,14 +496,13 @@ static void ensure_process(mst_pftrace_writer *w, int64_t pid, const mst_pf_span
                           w->scratch.len);
 }
 
+/* The thread track of (pid, tid), its descriptor written when new or when
+ * it gets its name (`tn`: the span's thread.name attribute, or NULL). */
 static uint64_t ensure_thread(mst_pftrace_writer *w, int64_t pid, int64_t tid,
-                              const mst_pf_span *s) {
+                              const mst_json_slice *tn) {
     uint64_t uuid = thread_uuid(pid, tid);
-    /* The usual span's thread is named already: no thread.name lookup. */
-    if (track_named(w, uuid)) return uuid;
     const char *name = NULL;
     size_t n = 0;
-    const mst_json_slice *tn = mst_span_find_kv(s->attrs, s->n_attrs, "thread.name");
     bool has_name = tn && json_string_text(w, tn, &name, &n);
     int seen = track_seen(w, uuid, has_name);
     if (seen == 2 || (seen == 1 && !has_name)) return uuid;
@@ -542,6 +531,7 @@ typedef struct lane {
     int64_t max_end;         /* of the kept slices: sequential spans skip the scan */
     int64_t max_start;       /* >= every kept start (not lowered on eviction) */
     unsigned n;
+    unsigned last;           /* slot of the latest slice added */
     /* The kept slots as a binary min-heap on (end, slot): the root is the
      * slice to evict (earliest end, lowest slot among equal ends) without
      * scanning all LANE_KEEP, and its end is the lane's earliest. */
@@ -559,7 +549,11 @@ static bool partial_overlap(int64_t s1, int64_t e1, int64_t s2, int64_t e2) {
 }
 
 static bool lane_fits(const lane *l, int64_t s, int64_t e) {
-    if (!l->n || l->max_end <= s) return true; /* everything kept ended before s */
+    if (!l->n) return true;
+    /* The latest slice is the likeliest to overlap (spans of a busy thread
+     * land on lanes in turn): a quick no. */
+    if (partial_overlap(l->start[l->last], l->end[l->last], s, e)) return false;
+    if (l->max_end <= s) return true; /* everything kept ended before s */
     /* Every kept slice ends at or after e and starts at or before s: each
      * contains [s, e] (or equals it), so none partly overlaps it. Spans
      * repeating an interval (and a lane of one long span) skip the scan. */
@@ -604,11 +598,13 @@ static void lane_add(lane *l, int64_t s, int64_t e) {
         unsigned i = l->heap[0];
         l->start[i] = s;
         l->end[i] = e;
+        l->last = i;
         heap_down(l, 0);
     } else {
         unsigned i = l->n++;
         l->start[i] = s;
         l->end[i] = e;
+        l->last = i;
         l->heap[i] = (uint8_t)i;
         heap_up(l, i);
     }
@@ -754,7 +750,10 @@ static uint64_t name_iid(mst_pftrace_writer *w, const char *s, size_t n) {
     return e->iid;
 }
 
-static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, uint64_t track) {
+/* The span's slice begin and end on its thread track (or overlap lane):
+ * the thread and lane descriptors, when due, go out after the attribute
+ * loop (which finds thread.name on the way) and before the slice. */
+static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, int64_t pid, int64_t tid) {
     size_t need = 2 + 2 * (s->n_attrs + s->n_resource) + FIXED_ANNOTATIONS + 1;
     intern_room(w, need);
     mst_buf_reset(&w->ann);
@@ -779,9 +778,12 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, uint64_t trac
      * resource), ids are assigned in interning order (attributes, fixed
      * names, resource, then the service name's value). */
     bool any_resource_prefixed = false;
+    const mst_json_slice *thread_name = NULL; /* the first thread.name */
     for (size_t i = 0; i < s->n_attrs; i++) {
         const mst_str *k = &s->attrs[i].key;
         if (k->len > 9 && memcmp(k->ptr, "resource.", 9) == 0) any_resource_prefixed = true;
+        if (k->len == 11 && !thread_name && memcmp(k->ptr, "thread.name", 11) == 0)
+            thread_name = &s->attrs[i].value;
         if (mst_span_arg_is_fixed(k)) continue;
         uint64_t iid = shape_key_iid(w, sh, pos, k->ptr, k->len);
         shape_key *memo = pos < sh->valid ? &sh->k[pos] : NULL;
@@ -805,9 +807,12 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, uint64_t trac
     /* Resource names and values are interned before the service name's
      * value and written after it. */
     uint64_t *res = w->res_iids;
+    const mst_json_slice *svc = NULL; /* the first service.name */
     for (size_t i = 0; i < s->n_resource; i++) {
         const mst_str *k = &s->resource[i].key;
         res[2 * i] = 0;
+        if (k->len == 12 && !svc && memcmp(k->ptr, "service.name", 12) == 0)
+            svc = &s->resource[i].value;
         if (any_resource_prefixed && mst_span_attr_shadows(s, k)) continue;
         size_t p = pos++;
         if (p < sh->valid && sh->k[p].len == 9 + (size_t)k->len &&
@@ -836,7 +841,6 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, uint64_t trac
         res[2 * i] = shape_key_iid(w, sh, p, nm, 9 + (size_t)k->len);
         res[2 * i + 1] = json_value_iid(w, &s->resource[i].value, p < sh->valid ? &sh->k[p] : NULL);
     }
-    const mst_json_slice *svc = mst_span_find_kv(s->resource, s->n_resource, "service.name");
     if (svc)
         annotate_json(w, fixed_iid[5], svc, json_value_iid(w, svc, &sh->svc));
     else
@@ -850,6 +854,8 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, uint64_t trac
     for (size_t l = 0; l < s->n_links; l++)
         w->flows[1 + l] = mst_tl_span_flow_id(s->links[l].trace_id, s->links[l].span_id);
 
+    int64_t end = s->end_ns > s->start_ns ? s->end_ns : s->start_ns;
+    uint64_t track = pick_lane(w, ensure_thread(w, pid, tid, thread_name), s->start_ns, end);
     sl.ts_ns = (uint64_t)s->start_ns;
     sl.seq_flags = packet_flags(w, true);
     sl.track_uuid = track;
@@ -857,7 +863,6 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, uint64_t trac
     sl.flow_ids = w->flows;
     sl.n_flows = 1 + s->n_links;
     mst_pft_slice_begin(w->buf, &sl);
-    int64_t end = s->end_ns > s->start_ns ? s->end_ns : s->start_ns;
     mst_pft_slice_end(w->buf, (uint64_t)end, track);
     w->buffered_spans++;
     w->buffered_flows += s->n_links;
@@ -962,9 +967,7 @@ mst_status mst_pftrace_writer_add_span(mst_pftrace_writer *w, const mst_pf_span 
     int64_t pid = s->has_pid ? s->pid : w->default_pid;
     int64_t tid = s->has_tid ? s->tid : 0;
     ensure_process(w, pid, s);
-    uint64_t track = ensure_thread(w, pid, tid, s);
-    int64_t end = s->end_ns > s->start_ns ? s->end_ns : s->start_ns;
-    emit_span(w, s, pick_lane(w, track, s->start_ns, end));
+    emit_span(w, s, pid, tid);
     mst_tl_sink sink = make_sink(w);
     mst_timeline_add_span(w->tl, s, pid, &w->arena, &sink);
     return end_add(w, mark);
