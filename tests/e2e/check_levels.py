@@ -354,7 +354,8 @@ def level3_perfetto(v, xs, events, bench, traced):
     _p("flow events: %d starts, %d finishes (links drawn as arrows)" % (n_s, n_f))
     rq = [e for e in xs if e["name"] == "vllm.request"]
     rq_keys = {"%s:%s" % (e["args"].get("trace_id"), e["args"].get("span_id")) for e in rq}
-    from_rq = sum(1 for e in flows if e["ph"] == "s" and str(e.get("id", ""))[:49] in rq_keys)
+    # args.link = "<linked trace>:<linked span>:<linking span>" (the id is a hex number)
+    from_rq = sum(1 for e in flows if e["ph"] == "s" and str(e.get("args", {}).get("link", ""))[:49] in rq_keys)
     _p("vllm.request spans (auto-trace): %d; flow starts from one: %d" % (len(rq), from_rq))
     # Link trace ids per request, per stage: does one request keep one trace id across processes?
     link_traces = {}

@@ -194,7 +194,7 @@ def read_chrome_json(path) -> Model:
             m.requests.append((e["id"], name, start, _ns(e["ts"]), "Requests", len(st)))
     for fid, pair in flows.items():
         assert sorted(x["ph"] for x in pair) == ["f", "s"], f"flow {fid} lacks an end"
-        src_trace, src_span, dest_span = fid.split(":")
+        src_trace, src_span, dest_span = pair[0]["args"]["link"].split(":")
         m.links.add((src_span, dest_span))
     return m
 

@@ -95,8 +95,9 @@ def test_example_spans_reach_the_perfetto_file(daemon, example_bin):
     assert all(n == 1 for n in starts.values())
     assert sum(starts.values()) == sum(s["args"]["batch.request_count"] for s in scheds)
     by_span_id = {e["args"]["span_id"]: e for e in spans}
+    links = {e["id"]: e["args"]["link"] for e in events if e.get("ph") == "s"}
     for flow_id in starts:
-        _src_trace, src_span, dst_span = flow_id.split(":")
+        _src_trace, src_span, dst_span = links[flow_id].split(":")
         assert by_span_id[src_span]["name"] == "llm_request"
         assert by_span_id[dst_span]["name"] == "vllm.scheduler.schedule"
 

@@ -168,7 +168,10 @@ def test_auto_trace_request_span_injection_and_flows(native, subprocess_env, dae
     sid = sched[0]["args"]["span_id"]
     flows = [e for e in events if e.get("cat") == "Tracing.Flow"]
     for t, s, r in ((ta, sa, ra), (tb, sb, rb)):
-        fid = "%s:%s:%s" % (t, s, sid)
+        link = "%s:%s:%s" % (t, s, sid)
+        ids = {e["id"] for e in flows if e["args"]["link"] == link}
+        assert len(ids) == 1, (link, flows)
+        fid = ids.pop()
         pair = sorted(e["ph"] for e in flows if e["id"] == fid)
         assert pair == ["f", "s"], (fid, flows)
         src = [e for e in flows if e["id"] == fid and e["ph"] == "s"][0]

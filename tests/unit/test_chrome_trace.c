@@ -202,7 +202,12 @@ static void test_seed_cross_trace_flow_late_source(void) {
         CHECK_EQ_STR(flow[0]->ph, "s");
         CHECK_EQ_STR(flow[1]->ph, "f");
         CHECK_EQ_STR(flow[0]->id, flow[1]->id);
-        CHECK_EQ_STR(flow[0]->id, T1 ":" S2 ":" S4);
+        /* The id is a hexadecimal number (what Perfetto's JSON importer
+         * accepts); the readable link is in both events' args. */
+        CHECK(flow[0]->id && strlen(flow[0]->id) == 18 && strncmp(flow[0]->id, "0x", 2) == 0 &&
+              strspn(flow[0]->id + 2, "0123456789abcdef") == 16);
+        CHECK(strstr(flow[0]->args, "\"link\":\"" T1 ":" S2 ":" S4 "\"") != NULL);
+        CHECK(strstr(flow[1]->args, "\"link\":\"" T1 ":" S2 ":" S4 "\"") != NULL);
         CHECK_EQ_STR(flow[0]->name, "request.link");
         CHECK_EQ_STR(flow[0]->cat, "Tracing.Flow");
         CHECK_EQ_STR(flow[0]->ts, "1000"); /* the source (request) span's start */
