@@ -338,49 +338,56 @@ static void check_counts(int n, int per_round, const pid_t *child_of_round, pid_
     CHECK_EQ_INT(wrong, 0);
 }
 
-/* Each round: the parent opens PER_ROUND spans and forks; the child ends the
- * first half (it wins them), then the parent ends all (it loses the first
- * half, wins the second), then the child ends the second half (loses). Every
- * claim is removed by its loser, so the table never fills. */
+/* One fork round over open[0..PER_ROUND), already started: the child ends
+ * the first half (it wins them), then the parent ends all (it loses the first
+ * half, wins the second), then the child ends the second half (loses). The
+ * child exits 0 only when its own counters hold just the half it won. Returns
+ * the child's pid, reaped. */
+static pid_t fork_round_both_end(mst_tracer *t, mst_span **open) {
+    const int half = PER_ROUND / 2;
+    int c2p[2], p2c[2];
+    CHECK(pipe(c2p) == 0 && pipe(p2c) == 0);
+    wait_exporter_idle(t);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int rc = 0;
+        end_range(open, 0, half);
+        signal_pipe(c2p[1]);
+        if (!await_pipe(p2c[0])) rc |= 1;
+        end_range(open, half, PER_ROUND);
+        if (mst_tracer_flush(t, 60000) != MST_OK) rc |= 2;
+        mst_tracer_stats st;
+        mst_tracer_get_stats(t, &st);
+        /* The child's counters: only the half it won is its. */
+        if (st.spans_started != (uint64_t)half || st.spans_ended != (uint64_t)half ||
+            st.spans_exported != (uint64_t)half || st.spans_filtered != 0)
+            rc |= 4;
+        mst_tracer_shutdown(t, 5000);
+        _exit(rc);
+    }
+    CHECK(pid > 0);
+    CHECK(await_pipe(c2p[0]));
+    end_range(open, 0, PER_ROUND);
+    CHECK_EQ_INT(mst_tracer_flush(t, 60000), MST_OK);
+    signal_pipe(p2c[1]);
+    expect_clean_exit(pid);
+    for (int i = 0; i < 2; i++) {
+        close(c2p[i]);
+        close(p2c[i]);
+    }
+    return pid;
+}
+
+/* ROUNDS of fork_round_both_end: every claim is removed by its loser, so the
+ * table never fills. */
 static void test_open_spans_over_many_fork_rounds_exported_once(void) {
     mst_tracer *t = counting_tracer();
     if (!t) return;
     static mst_span *open[PER_ROUND];
     pid_t children[ROUNDS];
-    const int half = PER_ROUND / 2;
     for (int r = 0; r < ROUNDS; r++) {
         for (int i = 0; i < PER_ROUND; i++) open[i] = counted_span(t, r * PER_ROUND + i);
-        int c2p[2], p2c[2];
-        CHECK(pipe(c2p) == 0 && pipe(p2c) == 0);
-        wait_exporter_idle(t);
-        pid_t pid = fork();
-        if (pid == 0) {
-            int rc = 0;
-            end_range(open, 0, half);
-            signal_pipe(c2p[1]);
-            if (!await_pipe(p2c[0])) rc |= 1;
-            end_range(open, half, PER_ROUND);
-            if (mst_tracer_flush(t, 60000) != MST_OK) rc |= 2;
-            mst_tracer_stats st;
-            mst_tracer_get_stats(t, &st);
-            /* The child's counters: only the half it won is its. */
-            if (st.spans_started != (uint64_t)half || st.spans_ended != (uint64_t)half ||
-                st.spans_exported != (uint64_t)half || st.spans_filtered != 0)
-                rc |= 4;
-            mst_tracer_shutdown(t, 5000);
-            _exit(rc);
-        }
-        CHECK(pid > 0);
-        children[r] = pid;
-        CHECK(await_pipe(c2p[0]));
-        end_range(open, 0, PER_ROUND);
-        CHECK_EQ_INT(mst_tracer_flush(t, 60000), MST_OK);
-        signal_pipe(p2c[1]);
-        expect_clean_exit(pid);
-        close(c2p[0]);
-        close(c2p[1]);
-        close(p2c[0]);
-        close(p2c[1]);
+        children[r] = fork_round_both_end(t, open);
     }
     mst_tracer_stats st;
     mst_tracer_get_stats(t, &st);
@@ -418,29 +425,7 @@ static void test_claims_of_children_that_left_make_room(void) {
     /* Then one round where both copies are ended, as in the test above. */
     const int half = PER_ROUND / 2;
     for (int i = 0; i < PER_ROUND; i++) open[i] = counted_span(t, FIRST_LAST + i);
-    int c2p[2], p2c[2];
-    CHECK(pipe(c2p) == 0 && pipe(p2c) == 0);
-    wait_exporter_idle(t);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int rc = 0;
-        end_range(open, 0, half);
-        signal_pipe(c2p[1]);
-        if (!await_pipe(p2c[0])) rc |= 1;
-        end_range(open, half, PER_ROUND);
-        if (mst_tracer_flush(t, 60000) != MST_OK) rc |= 2;
-        mst_tracer_stats st;
-        mst_tracer_get_stats(t, &st);
-        if (st.spans_exported != (uint64_t)half) rc |= 4;
-        mst_tracer_shutdown(t, 5000);
-        _exit(rc);
-    }
-    CHECK(pid > 0);
-    CHECK(await_pipe(c2p[0]));
-    end_range(open, 0, PER_ROUND);
-    CHECK_EQ_INT(mst_tracer_flush(t, 60000), MST_OK);
-    signal_pipe(p2c[1]);
-    expect_clean_exit(pid);
+    pid_t pid = fork_round_both_end(t, open);
     mst_tracer_stats st;
     mst_tracer_get_stats(t, &st);
     CHECK_EQ_INT(st.spans_exported, FIRST_LAST + half);
@@ -457,10 +442,6 @@ static void test_claims_of_children_that_left_make_room(void) {
     CHECK_EQ_INT(never, 0);
     CHECK_EQ_INT(twice, 0);
     CHECK_EQ_INT(wrong, 0);
-    for (int i = 0; i < 2; i++) {
-        close(c2p[i]);
-        close(p2c[i]);
-    }
 }
 
 /* Parent and child end the same spans at the same moment, in the same
