@@ -1,9 +1,9 @@
 /*
  * perfetto_packet_fast.c — the fast path of the packet decoder declared in
  * perfetto_packet_fast.h: the JSON of one packet decoded in a single pass
- * with the cursor in a register, for the forwarder's epoll thread (issue:
- * >= 1 M spans/s; the general decoder's per-member pull-reader calls were
- * most of its cost).
+ * with the cursor in a register, for the forwarder's epoll thread (whose
+ * decoding bounds the daemon's spans/s; the general decoder's per-member
+ * pull-reader calls were most of its cost).
  *
  * What it handles inline: the documented fields in any order (the next
  * key is predicted in encoder order and checked with 16-byte compares; a
