@@ -108,34 +108,16 @@ void mst_pft_interned_entry_slow(mst_buf *b, unsigned kind, uint64_t iid, const 
 
 /* ------------------------------------------------------------ one pass */
 
-#define vsz mst_pft_varint_size
+#define vsz mst_pb_varint_size
 
-/* A varint at p (room checked by the caller). Timestamps (9 bytes) and
- * track uuids (9-10) are in every event packet: their first 8 bytes are
- * made at once by spreading 56 bits into 7-bit groups, one per byte
- * (28|28, then 14-bit, then 7-bit groups: three shift-and-mask steps),
- * instead of a loop iteration per byte. */
-static inline uint8_t *put_v(uint8_t *p, uint64_t v) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    if (v >= (1ull << 49)) {
-        uint64_t x = v & ((1ull << 56) - 1);
-        x = ((x & 0x00FFFFFFF0000000ull) << 4) | (x & 0x000000000FFFFFFFull);
-        x = ((x & 0x0FFFC0000FFFC000ull) << 2) | (x & 0x00003FFF00003FFFull);
-        x = ((x & 0x3F803F803F803F80ull) << 1) | (x & 0x007F007F007F007Full);
-        x |= 0x8080808080808080ull;
-        if (v < (1ull << 56)) x &= ~(0x80ull << 56); /* exactly 8 bytes: the last ends it */
-        memcpy(p, &x, 8);
-        if (v < (1ull << 56)) return p + 8;
-        return p + 8 + mst_pb_put_varint(p + 8, v >> 56);
-    }
-#endif
-    return p + mst_pb_put_varint(p, v);
-}
+/* A varint at p (room checked by the caller); returns the byte after it.
+ * The wide writer: timestamps and track uuids are in every event packet. */
+static inline uint8_t *put_v(uint8_t *p, uint64_t v) { return p + mst_pb_put_varint_wide(p, v); }
 
 #define TAG(field, wt) (((uint64_t)(field) << 3) | (wt))
 
 static inline uint8_t *put_fixed64(uint8_t *p, uint64_t v) {
-    mst_pft_put_fixed64_(p, v);
+    mst_pb_put_fixed64(p, v);
     return p + 8;
 }
 

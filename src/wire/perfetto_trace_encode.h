@@ -85,21 +85,6 @@ void mst_pft_counter_track(mst_buf *b, uint64_t uuid, uint64_t parent_uuid, cons
  * field tags are constants: always inlined into the writer's loop. */
 #define MST_PFT_INLINE static inline __attribute__((always_inline))
 
-/* Varint size without a loop (7 payload bits a byte). */
-MST_PFT_INLINE unsigned mst_pft_varint_size(uint64_t v) {
-    return v < 0x80 ? 1 : (unsigned)(((63 - __builtin_clzll(v)) * 9 + 73) >> 6);
-}
-
-/* A fixed64 (little-endian) at p: one store where the host is
- * little-endian (a byte loop was not merged into one by the compiler). */
-MST_PFT_INLINE void mst_pft_put_fixed64_(uint8_t *p, uint64_t v) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    memcpy(p, &v, 8);
-#else
-    for (unsigned i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-#endif
-}
-
 /* Out-of-line paths for text that is long or not ASCII (sized after
  * UTF-8 repair): one debug annotation with a text value in field
  * `value_field`, one InternedData entry. */
@@ -123,8 +108,8 @@ MST_PFT_INLINE uint8_t *mst_pft_annotation_head_(mst_buf *b, size_t body, uint64
  * (a whole varint tag) = v }: at most 2 + 23 bytes, a 1-byte length. */
 MST_PFT_INLINE void mst_pft_annotation_varint_(mst_buf *b, uint64_t name_iid, unsigned vtag,
                                               uint64_t v) {
-    size_t body = 1 + mst_pft_varint_size(name_iid) + mst_pft_varint_size(vtag) +
-                  mst_pft_varint_size(v);
+    size_t body = 1 + mst_pb_varint_size(name_iid) + mst_pb_varint_size(vtag) +
+                  mst_pb_varint_size(v);
     if (!mst_pb_room(b, 2 + body)) return;
     uint8_t *p = mst_pft_annotation_head_(b, body, name_iid);
     p += mst_pb_put_varint(p, vtag);
@@ -140,7 +125,7 @@ MST_PFT_INLINE void mst_pft_annotation_text_(mst_buf *b, uint64_t name_iid, uint
         mst_pft_annotation_text_slow(b, name_iid, value_field, s, n);
         return;
     }
-    size_t body = 1 + mst_pft_varint_size(name_iid) + 2 + n; /* < 128 */
+    size_t body = 1 + mst_pb_varint_size(name_iid) + 2 + n; /* < 128 */
     if (!mst_pb_room(b, 2 + body)) return;
     uint8_t *p = mst_pft_annotation_head_(b, body, name_iid);
     p[0] = (uint8_t)((value_field << 3) | MST_PB_WT_LEN);
@@ -172,13 +157,13 @@ MST_PFT_INLINE void mst_pft_annotation_bool(mst_buf *b, uint64_t name_iid, bool 
     mst_pft_annotation_varint_(b, name_iid, (DA_BOOL << 3) | MST_PB_WT_VARINT, v ? 1 : 0);
 }
 MST_PFT_INLINE void mst_pft_annotation_double(mst_buf *b, uint64_t name_iid, double v) {
-    size_t body = 1 + mst_pft_varint_size(name_iid) + 1 + 8;
+    size_t body = 1 + mst_pb_varint_size(name_iid) + 1 + 8;
     if (!mst_pb_room(b, 2 + body)) return;
     uint8_t *p = mst_pft_annotation_head_(b, body, name_iid);
     *p++ = (DA_DOUBLE << 3) | MST_PB_WT_FIXED64;
     uint64_t bits;
     memcpy(&bits, &v, sizeof bits);
-    mst_pft_put_fixed64_(p, bits);
+    mst_pb_put_fixed64(p, bits);
     b->len = (size_t)(p + 8 - b->data);
 }
 
@@ -189,7 +174,7 @@ MST_PFT_INLINE void mst_pft_interned_entry(mst_buf *b, unsigned kind, uint64_t i
         mst_pft_interned_entry_slow(b, kind, iid, s, n);
         return;
     }
-    size_t body = 1 + mst_pft_varint_size(iid) + 2 + n; /* < 128 */
+    size_t body = 1 + mst_pb_varint_size(iid) + 2 + n; /* < 128 */
     if (!mst_pb_room(b, MST_PB_MAX_VARINT + 1 + body)) return;
     uint8_t *p = b->data + b->len;
     p += mst_pb_put_varint(p, ((uint64_t)kind << 3) | MST_PB_WT_LEN);

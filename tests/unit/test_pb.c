@@ -34,6 +34,50 @@ static void test_varint_roundtrip(void) {
     CHECK_EQ_INT(mst_pb_varint_size((uint64_t)-1), 10);
 }
 
+/* The reference encoding: 7 bits a byte, low first, high bit = more. */
+static unsigned ref_varint(uint8_t *p, uint64_t v) {
+    unsigned n = 0;
+    do {
+        p[n] = (uint8_t)(v & 0x7F);
+        v >>= 7;
+        if (v) p[n] |= 0x80;
+        n++;
+    } while (v);
+    return n;
+}
+
+/* Every bit length, at and around its edges and with mixed bits: both
+ * varint writers give the reference's bytes, of the size
+ * mst_pb_varint_size says, and write nothing past them (the wide writer's
+ * 8-byte store included). */
+static void test_varint_every_length(void) {
+    int checked = 0;
+    for (unsigned bits = 0; bits <= 64; bits++) {
+        uint64_t top = bits ? 1ull << (bits - 1) : 0;
+        uint64_t low = bits >= 64 ? ~0ull : (1ull << bits) - 1;
+        const uint64_t vals[] = {top, low, top | 1u, (0x5A5A5A5A5A5A5A5Aull & low) | top,
+                                 (0xA5A5A5A5A5A5A5A5ull & low) | top};
+        for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+            uint8_t want[24];
+            unsigned k = ref_varint(want, vals[i]);
+            CHECK_EQ_INT(mst_pb_varint_size(vals[i]), k);
+            for (int wide = 0; wide < 2; wide++) {
+                uint8_t got[24];
+                memset(got, 0xEE, sizeof got);
+                unsigned n = wide ? mst_pb_put_varint_wide(got, vals[i]) : mst_pb_put_varint(got, vals[i]);
+                CHECK_EQ_INT(n, k);
+                CHECK(memcmp(got, want, k) == 0);
+                for (unsigned j = n; j < sizeof got; j++) CHECK(got[j] == 0xEE);
+            }
+            checked++;
+        }
+    }
+    CHECK_EQ_INT(checked, 65 * 5);
+    uint8_t f[8];
+    mst_pb_put_fixed64(f, 0x0102030405060708ull);
+    for (unsigned i = 0; i < 8; i++) CHECK(f[i] == 8 - i);
+}
+
 static void test_fixed_and_fields(void) {
     mst_buf b;
     mst_buf_init(&b, 0);
@@ -186,6 +230,7 @@ static void test_reader_rejects(void) {
 
 static const mst_test_case tests[] = {
     {"varint_roundtrip", test_varint_roundtrip},
+    {"varint_every_length", test_varint_every_length},
     {"fixed_and_fields", test_fixed_and_fields},
     {"length_backpatch", test_length_backpatch},
     {"size_limit_fails_cleanly", test_size_limit_fails_cleanly},
