@@ -55,8 +55,8 @@ struct mst_perfetto_sink {
     /* Written by the event loop, read by both threads. */
     _Atomic uint64_t received;
     _Atomic uint64_t rejected;
-    /* Written by the formatting thread (the loop after close), read by both. */
-    _Atomic uint64_t add_errors; /* decoded but the writer refused (OOM) */
+    /* Written by both threads, read by both. */
+    _Atomic uint64_t add_errors; /* out of memory: decoding, or the writer refused */
     /* Formatting thread only (the loop after close). */
     uint64_t second_errors;
     uint64_t last_counters_ms;
@@ -115,7 +115,10 @@ static void w_stats(const mst_perfetto_sink *s, mst_chrome_stats *cs) {
 static bool w_open(const mst_perfetto_sink *s) { return s->writer || s->pwriter; }
 
 static uint64_t load(_Atomic uint64_t *v) { return atomic_load_explicit(v, memory_order_relaxed); }
-static void bump(_Atomic uint64_t *v) { atomic_fetch_add_explicit(v, 1, memory_order_relaxed); }
+/* Adds one; returns the new count (for the rate-limited warnings). */
+static uint64_t bump(_Atomic uint64_t *v) {
+    return atomic_fetch_add_explicit(v, 1, memory_order_relaxed) + 1;
+}
 
 /* Dropped spans as the stats line counts them. */
 static void own_counts(mst_perfetto_sink *s, const mst_chrome_stats *cs, uint64_t *dropped) {
@@ -185,8 +188,7 @@ static void add_span(mst_perfetto_sink *s, const mst_pf_span *span) {
                      "span dropped (%llu dropped so far)",
                      (unsigned long long)s->full_drops);
     } else if (st != MST_OK) {
-        bump(&s->add_errors);
-        uint64_t n = load(&s->add_errors);
+        uint64_t n = bump(&s->add_errors);
         if (mst_log_this_count(n))
             MST_WARN("could not add a span to the Perfetto output: %s (%llu so far)",
                      mst_strerror(st), (unsigned long long)n);
@@ -214,14 +216,12 @@ void mst_perfetto_sink_on_frame(void *self, const uint8_t *payload, size_t len, 
     char err[200] = "";
     mst_status st = mst_span_batch_add(batch, payload, len, err, sizeof err);
     if (st == MST_ERR_NOMEM) {
-        bump(&s->add_errors);
-        uint64_t n = load(&s->add_errors);
+        uint64_t n = bump(&s->add_errors);
         if (mst_log_this_count(n))
             MST_WARN("out of memory for a %zu-byte packet from connection %llu; span dropped "
                      "(%llu so far)", len, (unsigned long long)conn_id, (unsigned long long)n);
     } else if (st != MST_OK) {
-        bump(&s->rejected);
-        uint64_t n = load(&s->rejected);
+        uint64_t n = bump(&s->rejected);
         if (mst_log_this_count(n))
             MST_WARN("rejected a %zu-byte packet from connection %llu: %s (%llu rejected so far)",
                      len, (unsigned long long)conn_id, err[0] ? err : mst_strerror(st),

@@ -16,7 +16,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "wire/hex8.h"
 #include "wire/json_reader.h"
 
 /* The counter attributes; mst_timeline_add_span matches them by length
@@ -260,21 +259,9 @@ static bool decimal_fast(const char *p, size_t n, double *out) {
 bool mst_tl_json_number_text(const mst_json_slice *v, bool *is_double, int64_t *i, double *d) {
     if (!v || !v->len || v->len >= 64 || !(v->ptr[0] == '-' || (v->ptr[0] >= '0' && v->ptr[0] <= '9')))
         return false;
-    /* Integers (the common case) without strtoll: the text is validated
-     * JSON, so it is '-'? digits, and up to 18 digits cannot overflow. */
-    const char *p = v->ptr;
-    size_t n = v->len, k = p[0] == '-';
-    if (n - k <= 18) {
-        uint64_t x = 0;
-        size_t j = k;
-        for (; j < n && p[j] >= '0' && p[j] <= '9'; j++) x = x * 10 + (uint64_t)(p[j] - '0');
-        if (j == n && j > k) {
-            *is_double = false;
-            *i = k ? -(int64_t)x : (int64_t)x;
-            return true;
-        }
-    }
-    if (decimal_fast(p, n, d)) {
+    /* Short integers and plain decimals were read inline
+     * (mst_tl_json_number); here: exponents, long numbers, anything else. */
+    if (decimal_fast(v->ptr, v->len, d)) {
         *is_double = true;
         return true;
     }
@@ -486,17 +473,7 @@ static inline uint64_t hex64(const char *h) {
 
 uint64_t mst_tl_flow_id(const char *trace_hex, const char *span_hex) {
     size_t tl = strnlen(trace_hex, 32);
-    uint64_t t_hi, t_lo, sp;
-#ifdef MST_HEX8_SWAR
-    /* Decoded ids (the usual input: 32 + 16 hex digits) a word at a time;
-     * anything else through the byte loop, to the same value. */
-    if (!(tl == 32 && strnlen(span_hex, 16) == 16 && mst_hex16_value(trace_hex, &t_hi) &&
-          mst_hex16_value(trace_hex + 16, &t_lo) && mst_hex16_value(span_hex, &sp)))
-#endif
-    {
-        t_hi = hex64(trace_hex);
-        t_lo = tl > 16 ? hex64(trace_hex + 16) : 0;
-        sp = hex64(span_hex);
-    }
-    return mst_tl_flow_mix(t_hi, t_lo, sp);
+    uint64_t t_hi = hex64(trace_hex);
+    uint64_t t_lo = tl > 16 ? hex64(trace_hex + 16) : 0;
+    return mst_tl_flow_mix(t_hi, t_lo, hex64(span_hex));
 }

@@ -38,10 +38,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#if defined(__SSE2__) && defined(__x86_64__)
-#include <emmintrin.h>
-#endif
-
 #include "core/arena.h"
 #include "wire/hex8.h"
 #include "wire/perfetto_packet.h"
@@ -189,7 +185,9 @@ static inline bool mst_tl_json_number(const mst_json_slice *v, bool *is_double, 
     return mst_tl_json_number_text(v, is_double, i, d);
 }
 
-/* Flow id of the span (trace_id, span_id), both lowercase hex; never 0. */
+/* Flow id of the span (trace_id, span_id): hex ids of any case and length
+ * (up to 32 / 16 digits, stopping at NUL); never 0. The general path of
+ * mst_tl_span_flow_id, which decoded ids take 16 digits at a time. */
 uint64_t mst_tl_flow_id(const char *trace_hex, const char *span_hex);
 
 /* The 64 bits of a flow id from the id values (trace high and low words,
@@ -204,32 +202,6 @@ static inline uint64_t mst_tl_flow_mix(uint64_t t_hi, uint64_t t_lo, uint64_t sp
     return h ? h : 1;
 }
 
-#if defined(__SSE2__) && defined(__x86_64__)
-/* The value of the 16 lowercase hex digits at p (first digit most
- * significant), or false when one of them is not a lowercase hex digit
- * (then the caller takes the general path, to the same value). All 16 at
- * once in an SSE2 register: ~20 instructions against ~100 for two SWAR
- * words, and a span's flow ids need 6-9 such conversions. */
-static inline bool mst_tl_hex16_lower(const char *p, uint64_t *out) {
-    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-    /* signed byte compares: bytes >= 0x80 are below '0' and 'a' */
-    __m128i digit = _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('0' - 1)),
-                                  _mm_cmplt_epi8(v, _mm_set1_epi8('9' + 1)));
-    __m128i letter = _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('a' - 1)),
-                                   _mm_cmplt_epi8(v, _mm_set1_epi8('f' + 1)));
-    if (_mm_movemask_epi8(_mm_or_si128(digit, letter)) != 0xFFFF) return false;
-    /* digit values: low nibble, plus 9 for letters */
-    __m128i nib = _mm_add_epi8(_mm_and_si128(v, _mm_set1_epi8(0x0F)),
-                               _mm_and_si128(letter, _mm_set1_epi8(9)));
-    /* each 16-bit lane holds digits (hi, lo): make the byte hi << 4 | lo */
-    __m128i pair = _mm_and_si128(_mm_or_si128(_mm_slli_epi16(nib, 4), _mm_srli_epi16(nib, 8)),
-                                 _mm_set1_epi16(0x00FF));
-    uint64_t be = (uint64_t)_mm_cvtsi128_si64(_mm_packus_epi16(pair, pair));
-    *out = __builtin_bswap64(be); /* first byte most significant */
-    return true;
-}
-#endif
-
 /* mst_tl_flow_id of a decoded span's or link's ids (the arrays of
  * mst_pf_span / mst_pf_link: 33 and 17 bytes, read whole). Inline: the
  * writer takes 2-3 per span; decoded ids (32 + 16 lowercase hex digits)
@@ -237,14 +209,8 @@ static inline bool mst_tl_hex16_lower(const char *p, uint64_t *out) {
  * to the same value. */
 static inline uint64_t mst_tl_span_flow_id(const char trace_hex[33], const char span_hex[17]) {
     /* A NUL is not a hex digit: success means all 48 digits are there. */
-#if (defined(__SSE2__) && defined(__x86_64__)) || defined(MST_HEX8_SWAR)
+#ifdef MST_HEX8_SWAR
     uint64_t t_hi, t_lo, sp;
-#endif
-#if defined(__SSE2__) && defined(__x86_64__)
-    if (mst_tl_hex16_lower(trace_hex, &t_hi) && mst_tl_hex16_lower(trace_hex + 16, &t_lo) &&
-        mst_tl_hex16_lower(span_hex, &sp))
-        return mst_tl_flow_mix(t_hi, t_lo, sp);
-#elif defined(MST_HEX8_SWAR)
     if (mst_hex16_value(trace_hex, &t_hi) && mst_hex16_value(trace_hex + 16, &t_lo) &&
         mst_hex16_value(span_hex, &sp))
         return mst_tl_flow_mix(t_hi, t_lo, sp);

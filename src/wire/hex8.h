@@ -12,6 +12,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__SSE2__) && defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 /* True when every byte of w is a hex digit (any case); *low gets them
  * lowercased. Bytes are 7-bit after the first test, so adding a per-byte
@@ -50,12 +53,36 @@ static inline bool mst_hex8_value(const char *p, uint32_t *out) {
     return true;
 }
 
-/* The value of the 16 hex digits at p, or false (as mst_hex8_value). */
+/* The value of the 16 hex digits at p, or false (as mst_hex8_value). With
+ * SSE2 all 16 at once (~20 instructions against ~100 for two words; a
+ * span's flow ids need 6-9 such conversions): digits are tested on the
+ * byte, letters on the byte with bit 0x20 set (which lowercases 'A'-'F'
+ * and leaves digits alone); bytes >= 0x80 are negative as int8 and fail
+ * both ranges. */
 static inline bool mst_hex16_value(const char *p, uint64_t *out) {
+#if defined(__SSE2__) && defined(__x86_64__)
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i l = _mm_or_si128(v, _mm_set1_epi8(0x20));
+    __m128i digit = _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('0' - 1)),
+                                  _mm_cmplt_epi8(v, _mm_set1_epi8('9' + 1)));
+    __m128i letter = _mm_and_si128(_mm_cmpgt_epi8(l, _mm_set1_epi8('a' - 1)),
+                                   _mm_cmplt_epi8(l, _mm_set1_epi8('f' + 1)));
+    if (_mm_movemask_epi8(_mm_or_si128(digit, letter)) != 0xFFFF) return false;
+    /* digit values: low nibble, plus 9 for letters */
+    __m128i nib = _mm_add_epi8(_mm_and_si128(v, _mm_set1_epi8(0x0F)),
+                               _mm_and_si128(letter, _mm_set1_epi8(9)));
+    /* each 16-bit lane holds digits (hi, lo): make the byte hi << 4 | lo */
+    __m128i pair = _mm_and_si128(_mm_or_si128(_mm_slli_epi16(nib, 4), _mm_srli_epi16(nib, 8)),
+                                 _mm_set1_epi16(0x00FF));
+    uint64_t be = (uint64_t)_mm_cvtsi128_si64(_mm_packus_epi16(pair, pair));
+    *out = __builtin_bswap64(be); /* first digit most significant */
+    return true;
+#else
     uint32_t hi, lo;
     if (!mst_hex8_value(p, &hi) || !mst_hex8_value(p + 8, &lo)) return false;
     *out = ((uint64_t)hi << 32) | lo;
     return true;
+#endif
 }
 #endif
 

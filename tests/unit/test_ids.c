@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "wire/hex8.h"
 
 static void test_random_ids_nonzero_and_distinct(void) {
     enum { N = 2000 };
@@ -114,11 +115,45 @@ static void test_clock_works_in_child_forked_mid_resync(void) {
     else CHECK_EQ_INT(code, 0);
 }
 
+/* mst_hex16_value (16 digits at once: SSE2 or two SWAR words) against a
+ * byte loop: every byte value at every one of the 16 positions, in digits
+ * of both cases; true exactly when all 16 are hex digits, then the value. */
+static void test_hex16_value_every_byte(void) {
+#ifdef MST_HEX8_SWAR
+    static const char base[] = "0123456789abcDEF";
+    int accepted = 0;
+    for (int pos = 0; pos < 16; pos++)
+        for (int c = 0; c < 256; c++) {
+            char in[17];
+            memcpy(in, base, 17);
+            in[pos] = (char)c;
+            uint64_t want = 0;
+            bool hex = true;
+            for (int i = 0; i < 16; i++) {
+                unsigned char d = (unsigned char)in[i];
+                unsigned v = d >= '0' && d <= '9'   ? d - '0' + 0u
+                             : d >= 'a' && d <= 'f' ? d - 'a' + 10u
+                             : d >= 'A' && d <= 'F' ? d - 'A' + 10u
+                                                    : 16u;
+                if (v == 16u) hex = false;
+                want = want << 4 | (v & 15u);
+            }
+            uint64_t got = 0;
+            bool ok = mst_hex16_value(in, &got);
+            CHECK(ok == hex);
+            if (ok) CHECK(got == want);
+            accepted += ok;
+        }
+    CHECK_EQ_INT(accepted, 16 * 22); /* 0-9, a-f, A-F at each position */
+#endif
+}
+
 static const mst_test_case tests[] = {
     {"random_ids_nonzero_and_distinct", test_random_ids_nonzero_and_distinct},
     {"threads_get_different_streams", test_threads_get_different_streams},
     {"hex_round_trip", test_hex_round_trip},
     {"hex_strict", test_hex_strict},
+    {"hex16_value_every_byte", test_hex16_value_every_byte},
     {"clock_is_wall_time", test_clock_is_wall_time},
     {"clock_works_in_child_forked_mid_resync", test_clock_works_in_child_forked_mid_resync},
 };
