@@ -1,8 +1,9 @@
 /*
  * pb_writer.h — a minimal protobuf (proto3 wire format) writer on mst_buf,
- * owned by the OTLP encoder. Why hand-written: the encoder runs on the
- * exporter thread for every batch and must reach millions of spans/s with no
- * protobuf runtime dependency.
+ * for the OTLP encoder and the Perfetto trace encoder. Why hand-written: the
+ * OTLP encoder runs on the exporter thread for every batch and the Perfetto
+ * one on the forwarder for every span; both must reach millions of spans/s
+ * with no protobuf runtime dependency.
  *
  * Length-delimited fields: mst_pb_begin() writes the tag and reserves `hint`
  * bytes for the length, the body is appended, mst_pb_end() writes the length
