@@ -85,7 +85,8 @@ mst_status mst_an_input_stopped(const mst_an_input *in, mst_status st, char *err
     return st;
 }
 
-void mst_an_input_compact(mst_an_input *in) {
+/* Drops the parsed bytes buf[0..pos) (base grows by them). */
+static void compact(mst_an_input *in) {
     if (in->pos == 0) return;
     memmove(in->buf, in->buf + in->pos, in->len - in->pos);
     in->len -= in->pos;
@@ -93,7 +94,8 @@ void mst_an_input_compact(mst_an_input *in) {
     in->pos = 0;
 }
 
-bool mst_an_input_reserve(mst_an_input *in, size_t need, char *err, size_t err_size) {
+/* Grows buf (doubling) until it holds `need` bytes. */
+static bool reserve(mst_an_input *in, size_t need, char *err, size_t err_size) {
     if (need <= in->cap) return true;
     size_t nc = in->cap;
     while (nc < need) nc *= 2;
@@ -107,7 +109,8 @@ bool mst_an_input_reserve(mst_an_input *in, size_t need, char *err, size_t err_s
     return true;
 }
 
-bool mst_an_input_fill(mst_an_input *in, char *err, size_t err_size) {
+/* Appends what the next read(2) gives; eof when nothing; progress. */
+static bool fill(mst_an_input *in, char *err, size_t err_size) {
     ssize_t k;
     do k = read(in->fd, in->buf + in->len, in->cap - in->len);
     while (k < 0 && errno == EINTR);
@@ -123,4 +126,13 @@ bool mst_an_input_fill(mst_an_input *in, char *err, size_t err_size) {
         in->progress(in->progress_ctx, in->info->bytes, in->total);
     }
     return true;
+}
+
+bool mst_an_input_more(mst_an_input *in, size_t need, char *err, size_t err_size) {
+    if (in->fd < 0 || in->eof) {
+        in->eof = true;
+        return true;
+    }
+    compact(in);
+    return reserve(in, need, err, err_size) && fill(in, err, err_size);
 }

@@ -68,18 +68,13 @@ mst_status mst_an_read_buffer(const mst_an_format *format, const void *data, siz
  * says why) "NAME: analysis stopped (status N)". Returns st. */
 mst_status mst_an_input_stopped(const mst_an_input *in, mst_status st, char *err, size_t err_size);
 
-/* Drops the parsed bytes buf[0..pos) (base grows by them, pos becomes 0),
- * making room for more at the end. */
-void mst_an_input_compact(mst_an_input *in);
-
-/* Grows buf (doubling) until it holds `need` bytes. False when out of
- * memory, "out of memory reading NAME" in err. */
-bool mst_an_input_reserve(mst_an_input *in, size_t need, char *err, size_t err_size);
-
-/* Appends what the next read(2) gives (retrying on EINTR) to
- * buf[len..cap), sets eof when it gave nothing, and calls progress when
- * another 16 MiB have been read. False on a read error, "cannot read NAME:
- * why" in err. File mode only (fd >= 0). */
-bool mst_an_input_fill(mst_an_input *in, char *err, size_t err_size);
+/* Reads once more for a reader that needs `need` bytes from pos (more
+ * than it has): moves buf[pos..len) to the front, grows buf (doubling)
+ * until it holds `need` bytes, and appends what the next read(2) gives
+ * (retrying on EINTR), setting eof when it gave nothing; progress is
+ * called when another 16 MiB have been read. In buffer mode it only sets
+ * eof. False on a read error ("cannot read NAME: why") or out of memory
+ * ("out of memory reading NAME"), in err. */
+bool mst_an_input_more(mst_an_input *in, size_t need, char *err, size_t err_size);
 
 #endif /* MST_ANALYZE_INPUT_FILE_H */

@@ -62,20 +62,13 @@ typedef struct reader {
  * keeping buf[pos..len) (moved to the front). False on a read error. */
 static bool refill(reader *r, char *err, size_t err_size) {
     mst_an_input *in = r->in;
-    if (in->fd < 0 || in->eof) {
-        in->eof = true;
-        return true;
+    size_t have = in->len - in->pos;
+    if (in->fd >= 0 && !in->eof && have == in->cap && in->cap >= MAX_EVENT + MST_AN_INPUT_CHUNK) {
+        snprintf(err, err_size, "%s: an event larger than %u MiB at byte %llu", r->info->name,
+                 MAX_EVENT >> 20, (unsigned long long)(in->base + in->pos));
+        return false;
     }
-    mst_an_input_compact(in);
-    if (in->len == in->cap) {
-        if (in->cap >= MAX_EVENT + MST_AN_INPUT_CHUNK) {
-            snprintf(err, err_size, "%s: an event larger than %u MiB at byte %llu", r->info->name,
-                     MAX_EVENT >> 20, (unsigned long long)in->base);
-            return false;
-        }
-        if (!mst_an_input_reserve(in, in->cap + 1, err, err_size)) return false;
-    }
-    return mst_an_input_fill(in, err, err_size);
+    return mst_an_input_more(in, have + 1, err, err_size);
 }
 
 static bool is_ws(uint8_t c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }

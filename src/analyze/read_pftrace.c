@@ -676,15 +676,8 @@ static mst_status read_packet(reader *r, const uint8_t *p, size_t n) {
  * False on a read error or out of memory (err set). */
 static bool ensure(reader *r, size_t need, char *err, size_t err_size) {
     mst_an_input *in = r->in;
-    while (in->len - in->pos < need && !in->eof) {
-        if (in->fd < 0) {
-            in->eof = true;
-            break;
-        }
-        mst_an_input_compact(in);
-        if (!mst_an_input_reserve(in, need, err, err_size) || !mst_an_input_fill(in, err, err_size))
-            return false;
-    }
+    while (in->len - in->pos < need && !in->eof)
+        if (!mst_an_input_more(in, need, err, err_size)) return false;
     return true;
 }
 
