@@ -420,14 +420,6 @@ static mst_status decode_field(decoder *d, unsigned f, const mst_str *key, mst_p
     }
 }
 
-/* The defaults of an absent field, before any decoding. */
-static void span_defaults(mst_pf_span *out) {
-    memset(out, 0, sizeof *out);
-    out->name.ptr = "";
-    out->category.ptr = "Tracing";
-    out->category.len = 7;
-}
-
 mst_status mst_perfetto_packet_decode_general(const uint8_t *data, size_t len, mst_arena *arena,
                                               mst_pf_span *out, char *err, size_t err_size) {
     decoder d;
@@ -437,7 +429,7 @@ mst_status mst_perfetto_packet_decode_general(const uint8_t *data, size_t len, m
     d.err_size = err_size;
     if (err && err_size) err[0] = '\0';
     if (!out || !arena || (!data && len)) return set_err(&d, MST_ERR_INVALID_ARG, "NULL argument");
-    span_defaults(out);
+    mst_pf_span_defaults(out);
     if (len < MST_PERFETTO_MAGIC_LEN || memcmp(data, MST_PERFETTO_MAGIC, MST_PERFETTO_MAGIC_LEN) != 0)
         return set_err(&d, MST_ERR_PARSE, "missing MSPF_PERFETTO_V1 magic");
     d.json = data + MST_PERFETTO_MAGIC_LEN;
@@ -474,7 +466,7 @@ mst_status mst_perfetto_packet_decode(const uint8_t *data, size_t len, mst_arena
                                       mst_pf_span *out, char *err, size_t err_size) {
     if (out && arena && data && len >= MST_PERFETTO_MAGIC_LEN &&
         memcmp(data, MST_PERFETTO_MAGIC, MST_PERFETTO_MAGIC_LEN) == 0) {
-        span_defaults(out);
+        mst_pf_span_defaults(out);
         if (mst_pf_decode_fast(data + MST_PERFETTO_MAGIC_LEN, len - MST_PERFETTO_MAGIC_LEN, arena,
                                out)) {
             if (err && err_size) err[0] = '\0';

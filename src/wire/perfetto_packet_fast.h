@@ -21,10 +21,10 @@
 #include "wire/perfetto_packet_types.h"
 
 /* Decodes the JSON text [json, json + len) of a packet into `out`, which
- * the caller has set to the decoder's defaults (zeroed, name "", category
- * "Tracing"). The 16 bytes before `json` must be readable (the packet's
- * magic): the scanners load whole 16-byte blocks ending at the input's end
- * and 8-byte words ending at a key's end. Returns false when it declines;
+ * the caller has set to the decoder's defaults (mst_pf_span_defaults).
+ * The 16 bytes before `json` must be readable (the packet's magic): the
+ * scanners load whole 16-byte blocks ending at the input's end and 8-byte
+ * words ending at a key's end. Returns false when it declines;
  * `out` and the arena may then hold partial results, which the caller
  * resets before decoding again. */
 bool mst_pf_decode_fast(const uint8_t *json, size_t len, mst_arena *arena, mst_pf_span *out);

@@ -51,6 +51,15 @@ typedef struct mst_pf_span {
     size_t n_links;
 } mst_pf_span;
 
+/* A span as the decoders start it: every field absent (zero), name "",
+ * category "Tracing" (the defaults of a packet that leaves them out). */
+static inline void mst_pf_span_defaults(mst_pf_span *out) {
+    __builtin_memset(out, 0, sizeof *out);
+    out->name.ptr = "";
+    out->category.ptr = "Tracing";
+    out->category.len = 7;
+}
+
 /* Limits applied by the decoder (beyond them: MST_ERR_TOO_LARGE). */
 #define MST_PF_MAX_ATTRS 1024
 #define MST_PF_MAX_LINKS 1024

@@ -149,10 +149,7 @@ static void check_paths_agree(const uint8_t *data, size_t len, mst_status st, co
     REQUIRE(gst == st && strcmp(gerr, err) == 0);
     if (st == MST_OK) REQUIRE(pf_spans_differ(span, &general, data, len) == NULL);
     if (len >= MST_PERFETTO_MAGIC_LEN && memcmp(data, MST_PERFETTO_MAGIC, MST_PERFETTO_MAGIC_LEN) == 0) {
-        memset(&fast, 0, sizeof fast);
-        fast.name.ptr = "";
-        fast.category.ptr = "Tracing";
-        fast.category.len = 7;
+        mst_pf_span_defaults(&fast);
         if (mst_pf_decode_fast(data + MST_PERFETTO_MAGIC_LEN, len - MST_PERFETTO_MAGIC_LEN, &fa,
                                &fast)) {
             REQUIRE(gst == MST_OK);

@@ -15,23 +15,7 @@ import os
 import re
 import subprocess
 
-import pytest
-
-from conftest import build_path
-
 SPAN_NAMES = {"llm_request", "vllm.scheduler.schedule", "vllm.model.execute", "vllm.output.process"}
-
-
-def example_binary():
-    return build_path("example_request_pipeline")
-
-
-@pytest.fixture(scope="module")
-def example_bin():
-    path = example_binary()
-    if not os.access(path, os.X_OK):
-        pytest.fail(f"example not found at {path}; build it or set MSTRACE_BUILD_DIR")
-    return path
 
 
 def run_example(example_bin, socket_name, *args):

@@ -12,27 +12,26 @@
  *
  * Two ways to run:
  *   - no arguments (ctest): against a listener in this process that accepts
- *     and never reads; after shutdown the test reads what the kernel holds
- *     for it and counts whole frames: exactly the exporter's spans_exported.
+ *     and reads nothing (frame_listener.h, paused); after shutdown it reads
+ *     what the kernel holds to EOF and decodes the whole frames: exactly
+ *     the exporter's spans_exported, none bad.
  *   - driver (tests/integration/test_forward_shutdown.py):
  *     `--socket NAME --spans N`: against a real `mstrace forward`; exports
  *     10 warm-up spans, prints "ready", waits for a line on stdin (the test
  *     SIGSTOPs the daemon meanwhile), then exports N spans, shuts down and
  *     prints the counters as one JSON line.
  */
-#include <poll.h>
-#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "export/forward_client.h"
+#include "frame_listener.h"
 #include "observer_exporter.h"
 #include "testlib.h"
 
@@ -121,80 +120,37 @@ static void check_outcome(const outcome *r, int n) {
     CHECK(handed >= ts->spans_exported && handed - ts->spans_exported <= ts->spans_failed);
 }
 
-/* ------------------------------------- a listener that accepts, never reads */
+/* ----------------------------------- against a listener that stops reading */
 
-typedef struct mute_listener {
-    int lfd, cfd;
-    pthread_t thread;
-} mute_listener;
-
-static void *mute_accept(void *arg) {
-    mute_listener *l = arg;
-    l->cfd = accept(l->lfd, NULL, NULL);
-    return NULL;
-}
-
-static bool mute_start(mute_listener *l, const char *name) {
-    l->cfd = -1;
-    l->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un a = {.sun_family = AF_UNIX};
-    size_t len = strlen(name);
-    memcpy(a.sun_path + 1, name, len);
-    socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len);
-    if (l->lfd < 0 || bind(l->lfd, (struct sockaddr *)&a, alen) != 0 || listen(l->lfd, 4) != 0) return false;
-    return pthread_create(&l->thread, NULL, mute_accept, l) == 0;
-}
-
-/* The warm-up frames were written; the listener has taken the connection
- * and reads nothing more from here on. */
-static void mute_stall(void *ctx) {
-    mute_listener *l = ctx;
-    pthread_join(l->thread, NULL);
-}
-
-/* Reads the connection to EOF (the client closed it at shutdown) and counts
- * whole frames; a frame cut by the cancel is not counted, as the forwarder
- * drops it. */
-static long count_whole_frames(int fd) {
-    size_t cap = 1 << 20, len = 0;
-    uint8_t *buf = malloc(cap);
-    ssize_t r;
-    while (buf && (r = read(fd, buf + len, cap - len)) > 0) {
-        len += (size_t)r;
-        if (len == cap) {
-            uint8_t *nb = realloc(buf, cap * 2);
-            if (!nb) break;
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    long frames = 0;
-    size_t off = 0;
-    while (buf && len - off >= 4) {
-        const uint8_t *h = buf + off;
-        size_t flen = ((size_t)h[0] << 24) | ((size_t)h[1] << 16) | ((size_t)h[2] << 8) | h[3];
-        if (len - off - 4 < flen) break;
-        frames++;
-        off += 4 + flen;
-    }
-    free(buf);
-    return frames;
-}
+/* Nothing to do: the listener is paused from the start (it accepts the
+ * connection and reads nothing), so the warm-up frames wait in the socket
+ * buffer and the spans after them fill it. */
+static void listener_already_paused(void *ctx) { (void)ctx; }
 
 static void test_shutdown_cancels_a_send_to_a_reader_that_never_reads(void) {
     char name[64];
     snprintf(name, sizeof name, "mst-test-fwd-shutdown-%d", (int)getpid());
-    mute_listener l;
-    CHECK(mute_start(&l, name));
+    static listener l;
+    if (!listener_start(&l, name)) {
+        CHECK(!"listener");
+        return;
+    }
+    atomic_store(&l.paused, true);
     enum { N = 20000 }; /* ~5 MB of frames: far more than a socket buffer holds */
     static outcome r;
-    CHECK(run_scenario(name, N, mute_stall, &l, &r));
+    CHECK(run_scenario(name, N, listener_already_paused, NULL, &r));
     check_outcome(&r, N);
-    /* Every span counted exported is in the socket, whole; none other is. */
-    CHECK(l.cfd >= 0);
-    CHECK_EQ_INT(count_whole_frames(l.cfd), r.obs.final.spans_exported);
-    close(l.cfd);
-    close(l.lfd);
+    /* Read what the kernel holds, to the EOF of the client's close at
+     * shutdown: every span counted exported arrived whole and decodes; the
+     * frame cut by the cancel is dropped, as the forwarder drops it. */
+    atomic_store(&l.paused, false);
+    alarm(HANG_GUARD_S);
+    while (atomic_load(&l.closed) < 1) nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    alarm(0);
+    CHECK_EQ_INT(atomic_load(&l.accepted), 1);
+    CHECK_EQ_INT(atomic_load(&l.frames), r.obs.final.spans_exported);
+    CHECK_EQ_INT(atomic_load(&l.bad), 0);
+    listener_stop(&l);
 }
 
 /* ---------------------------------------------------------------- driver */
