@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
-#if defined(__SSE2__) && defined(__x86_64__)
+#ifdef __SSE2__
 #include <emmintrin.h>
 #endif
 
@@ -36,6 +36,22 @@ static inline bool mst_hex8_lower(uint64_t w, uint64_t *low) {
     return ok == hi;
 }
 
+#ifdef __SSE2__
+/* Which of the 16 bytes of v are hex digits (any case): the 16-bit mask of
+ * those that are (0xFFFF: all), and in *letter 0xFF for each letter. Digits
+ * are tested on the byte, letters on `lower` (v with bit 0x20 set, which
+ * lowercases 'A'-'F' and leaves digits alone); bytes >= 0x80 are negative
+ * as int8 and fail both ranges. Shared by mst_hex16_value and the packet
+ * decoder's id check (perfetto_packet_fast.c). */
+static inline unsigned mst_hex16_sse2_mask(__m128i v, __m128i lower, __m128i *letter) {
+    __m128i digit = _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('0' - 1)),
+                                  _mm_cmplt_epi8(v, _mm_set1_epi8('9' + 1)));
+    *letter = _mm_and_si128(_mm_cmpgt_epi8(lower, _mm_set1_epi8('a' - 1)),
+                            _mm_cmplt_epi8(lower, _mm_set1_epi8('f' + 1)));
+    return (unsigned)_mm_movemask_epi8(_mm_or_si128(digit, *letter));
+}
+#endif
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define MST_HEX8_SWAR 1
 /* The value of the 8 hex digits at p (first digit most significant), or
@@ -54,20 +70,14 @@ static inline bool mst_hex8_value(const char *p, uint32_t *out) {
 }
 
 /* The value of the 16 hex digits at p, or false (as mst_hex8_value). With
- * SSE2 all 16 at once (~20 instructions against ~100 for two words; a
- * span's flow ids need 6-9 such conversions): digits are tested on the
- * byte, letters on the byte with bit 0x20 set (which lowercases 'A'-'F'
- * and leaves digits alone); bytes >= 0x80 are negative as int8 and fail
- * both ranges. */
+ * SSE2 on x86-64 all 16 at once (~20 instructions against ~100 for two
+ * words; a span's flow ids need 6-9 such conversions). */
 static inline bool mst_hex16_value(const char *p, uint64_t *out) {
 #if defined(__SSE2__) && defined(__x86_64__)
     __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-    __m128i l = _mm_or_si128(v, _mm_set1_epi8(0x20));
-    __m128i digit = _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('0' - 1)),
-                                  _mm_cmplt_epi8(v, _mm_set1_epi8('9' + 1)));
-    __m128i letter = _mm_and_si128(_mm_cmpgt_epi8(l, _mm_set1_epi8('a' - 1)),
-                                   _mm_cmplt_epi8(l, _mm_set1_epi8('f' + 1)));
-    if (_mm_movemask_epi8(_mm_or_si128(digit, letter)) != 0xFFFF) return false;
+    __m128i letter;
+    if (mst_hex16_sse2_mask(v, _mm_or_si128(v, _mm_set1_epi8(0x20)), &letter) != 0xFFFFu)
+        return false;
     /* digit values: low nibble, plus 9 for letters */
     __m128i nib = _mm_add_epi8(_mm_and_si128(v, _mm_set1_epi8(0x0F)),
                                _mm_and_si128(letter, _mm_set1_epi8(9)));

@@ -224,20 +224,15 @@ static inline const uint8_t *read_str_copy(const uint8_t *p, const uint8_t *end,
 
 /* 16 hex digits at s (any case) lowercased into out; false when one is
  * not a hex digit. Sets bits in *nonzero for digits other than '0'. With
- * SSE2 one block: digits are tested on the byte, letters on the byte with
- * bit 0x20 set (which lowercases 'A'-'F' and leaves digits alone); bytes
- * >= 0x80 are negative as int8 and fail both ranges. */
+ * SSE2 one block (mst_hex16_sse2_mask), storing the lowered bytes. */
 static inline bool hex16_lower(const uint8_t *s, char *out, unsigned *nonzero) {
 #ifdef __SSE2__
     __m128i x = _mm_loadu_si128((const __m128i *)(const void *)s);
-    __m128i l = _mm_or_si128(x, _mm_set1_epi8(0x20));
-    __m128i dig = _mm_and_si128(_mm_cmpgt_epi8(x, _mm_set1_epi8('0' - 1)),
-                                _mm_cmplt_epi8(x, _mm_set1_epi8('9' + 1)));
-    __m128i let = _mm_and_si128(_mm_cmpgt_epi8(l, _mm_set1_epi8('a' - 1)),
-                                _mm_cmplt_epi8(l, _mm_set1_epi8('f' + 1)));
+    __m128i l = _mm_or_si128(x, _mm_set1_epi8(0x20)), letter;
+    unsigned hex = mst_hex16_sse2_mask(x, l, &letter);
     _mm_storeu_si128((__m128i *)(void *)out, l);
     *nonzero |= (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(l, _mm_set1_epi8('0'))) ^ 0xFFFFu;
-    return _mm_movemask_epi8(_mm_or_si128(dig, let)) == 0xFFFF;
+    return hex == 0xFFFFu;
 #else
     uint64_t a, b;
     bool ok = mst_hex8_lower(load8(s), &a) & mst_hex8_lower(load8(s + 8), &b);
