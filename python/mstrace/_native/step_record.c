@@ -86,9 +86,14 @@ void mstn_step_release(mstn_step *st) {
         free(st);
 }
 
-/* Decimal text of v in the record's pool (room for every list is reserved:
- * three numbers per id at most). */
+/* Decimal text of v: one of these for 0..9 (most entries of step.tokens:
+ * a decode step's 1), else in the record's pool (room for every list is
+ * reserved: three numbers per id at most). */
+static const char *const k_digits[10] = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
+
 static const char *num_text(mstn_step *st, int64_t v) {
+    if (v >= 0 && v <= 9)
+        return k_digits[v];
     char tmp[MSTN_NUM_TEXT], *p = tmp + sizeof tmp;
     uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
     *--p = '\0';
