@@ -37,7 +37,6 @@ doctor takes as long as importing vLLM's engine modules.
 import argparse
 import ctypes
 import http.client
-import importlib
 import importlib.util
 import logging
 import os
@@ -186,10 +185,11 @@ def check_enable(report, env=None):
     env = os.environ if env is None else env
     if plugin._enabled(env):
         report.add(OK, "environment", "MS_TRACE_ENABLE=1: the plugin turns hook tracing on in every vLLM process")
-    else:
-        report.add(FAIL, "environment", "%s: hook tracing is off; the plugin acts only on exactly "
-                                        "MS_TRACE_ENABLE=1" % _raw(plugin.ENV_ENABLE, env).replace(
-                                            "unset", "MS_TRACE_ENABLE is unset"))
+        return
+    value = env.get(plugin.ENV_ENABLE)
+    shown = "MS_TRACE_ENABLE is unset" if value is None else "MS_TRACE_ENABLE=%r" % value
+    report.add(FAIL, "environment", "%s: hook tracing is off; the plugin acts only on exactly MS_TRACE_ENABLE=1"
+               % shown)
 
 
 def env_readers(native):

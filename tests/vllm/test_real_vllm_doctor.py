@@ -31,21 +31,14 @@ sys.path.insert(0, os.path.join(REPO, "tests", "python"))
 sys.path.insert(0, HERE)
 import conftest as pyconf  # noqa: E402
 sys.path.append(os.path.join(REPO, "tests", "integration"))  # otlp_test_server (after: its conftest is another)
-from test_real_vllm_symbols import _vllm_python  # noqa: E402  (one rule for which Python has vLLM)
+from test_real_vllm_symbols import vllm_python_and_build  # noqa: E402  (one rule for which Python has vLLM)
 
 
 @pytest.fixture(scope="module")
 def setup():
-    python, why = _vllm_python()
-    if python is None:
-        pytest.skip(why)
-    probe = subprocess.run([python, "-c", "import vllm"], capture_output=True, text=True, timeout=600)
-    if probe.returncode != 0:
-        pytest.skip("%s cannot import vllm: %s" % (python, probe.stderr.strip().splitlines()[-1:]))
-    pyconf.pytest_configure(None)
-    build = pyconf.build_native()
-    if build.native is None or build.binary is None:
-        pytest.skip("mstrace._native or the mstrace binary unavailable: %s" % build.reason)
+    python, build = vllm_python_and_build()
+    if build.binary is None:
+        pytest.skip("the mstrace binary unavailable: %s" % build.reason)
     return python, build.binary
 
 
