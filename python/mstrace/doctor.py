@@ -6,7 +6,8 @@ this order:
   1. the install: this Python, the mstrace package, PyYAML, the C extension,
      and whether vLLM will load the plugin (the `vllm.general_plugins` entry
      point);
-  2. vLLM: importable here, and its version;
+  2. vLLM: importable here, its version, and whether VLLM_PLUGINS (read by
+     vLLM's own envs module) lets the plugin load;
   3. MS_TRACE_ENABLE and the sampling settings, as the plugin reads them:
      the values come from the same code (the C extension's init() and the
      libmstrace environment readers inside it), never from a second parser;
@@ -169,7 +170,25 @@ def check_vllm(report):
         report.add(WARN, topic, "vLLM at %s, version unknown: every version gate of the YAML is admitted" % where)
     else:
         report.add(OK, topic, "vLLM %s at %s" % (version, where))
+    check_plugin_filter(report)
     return version
+
+
+def check_plugin_filter(report):
+    """VLLM_PLUGINS, read by vLLM's own envs module: does it let the mstrace plugin load?"""
+    try:
+        from vllm import envs
+        allowed = envs.VLLM_PLUGINS
+    except Exception as exc:  # an old vLLM without the variable, or a broken import
+        report.add(WARN, "vLLM", "VLLM_PLUGINS not checked: %s: %s" % (type(exc).__name__, exc))
+        return
+    if allowed is None:
+        report.add(OK, "vLLM", "VLLM_PLUGINS is unset: vLLM loads every plugin, mstrace included")
+    elif "mstrace" in allowed:
+        report.add(OK, "vLLM", "VLLM_PLUGINS=%r lists mstrace" % os.environ.get("VLLM_PLUGINS"))
+    else:
+        report.add(FAIL, "vLLM", "VLLM_PLUGINS=%r does not list mstrace: vLLM will not load the plugin "
+                                 "(unset it, or add mstrace)" % os.environ.get("VLLM_PLUGINS"))
 
 
 # ------------------------------------------------------------- environment
@@ -468,7 +487,7 @@ def check_destinations(report, info, cfg, otlp_status, otlp_error, timeout):
         report.add(OK if ok else FAIL, topic, "OTLP %s -> %s%s: %s" % (protocol, endpoint, extra, detail))
         otlp_configured = True
         if not otel_mode and "otlp" not in exporters:
-            report.add(FAIL, topic, "the OTLP exporter was not created (see the log lines above)")
+            report.add(FAIL, topic, "the OTLP exporter was not created (see the plugin log lines)")
     name = info.get("perfetto_socket")
     if not name:
         report.add(OFF, topic, "Perfetto forwarder client off (MSTRACE_PERFETTO=off)")
@@ -501,6 +520,12 @@ class _Collect(logging.Handler):
         if not record.name.startswith(("mstrace.patcher", "mstrace.symbols")):
             self.lines.append(record.getMessage())
 
+    def report_to(self, report):
+        """Each line collected so far becomes a warning of the report, once."""
+        for line in self.lines:
+            report.add(WARN, "plugin log (each vLLM process would print this)", line)
+        del self.lines[:]
+
 
 def run(report, symbols_path=None, timeout=3.0, env=None):
     """Every check, into `report`; returns it."""
@@ -516,17 +541,14 @@ def run(report, symbols_path=None, timeout=3.0, env=None):
         check_enable(report, env)
         if native is None:
             return report
-        info = native.init(**plugin._init_kwargs()) or {}
+        info = native.init(**plugin._init_kwargs()) or {}  # the plugin's own start-up, exporters included
+        collect.report_to(report)
         opts, cfg, otlp_status, otlp_error = env_readers(native)
         check_sampling(report, info, opts)
-        for line in collect.lines:
-            report.add(WARN, "sampling", "the plugin logs: " + line)
-        del collect.lines[:]
-        if version is not None or importlib.util.find_spec("vllm") is not None:
+        if importlib.util.find_spec("vllm") is not None:  # also a vLLM of unknown version
             check_symbols(report, native, version, symbols_path, env)
         check_destinations(report, info, cfg, otlp_status, otlp_error, timeout)
-        for line in collect.lines:
-            report.add(WARN, "destinations", "the plugin logs: " + line)
+        collect.report_to(report)
     finally:
         logger.removeHandler(collect)
         logger.propagate = saved

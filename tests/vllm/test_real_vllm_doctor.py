@@ -8,7 +8,8 @@ the OTLP/HTTP test collector of tests/integration on loopback:
     running, and again with an OTLP endpoint that answers;
   * a YAML naming a method vLLM does not have: exit 1, the symbol named;
   * the forwarder stopped (and no endpoint): exit 1;
-  * an endpoint nobody listens on: exit 1, the address named.
+  * an endpoint nobody listens on: exit 1, the address named;
+  * VLLM_PLUGINS that leaves mstrace out (read by vLLM's own envs): exit 1.
 Each run is a child `python -m mstrace.doctor` of the vLLM venv's Python
 with this work tree's staged package first on PYTHONPATH (see
 test_real_vllm_symbols.py for how that Python is found), and goes through
@@ -144,3 +145,10 @@ def test_an_unreachable_endpoint_exits_1(setup, forwarder):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     fails = fail_lines(proc)
     assert len(fails) == 1 and url in fails[0] and "cannot connect to 127.0.0.1:%d" % port in fails[0], fails
+
+
+def test_vllm_plugins_without_mstrace_exits_1(setup, forwarder):
+    proc = doctor(setup, forwarder.socket_name, env_extra={"VLLM_PLUGINS": "some_other_plugin"})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    fails = fail_lines(proc)
+    assert len(fails) == 1 and "VLLM_PLUGINS='some_other_plugin' does not list mstrace" in fails[0], fails
