@@ -194,9 +194,8 @@ def check_plugin_filter(report):
 # ------------------------------------------------------------- environment
 
 
-def _raw(name, env=None):
-    env = os.environ if env is None else env
-    value = env.get(name)
+def _raw(name):
+    value = os.environ.get(name)  # what libmstrace's readers saw: the process environment
     return "unset" if value is None else "%s=%r" % (name, value)
 
 
@@ -243,9 +242,9 @@ def check_sampling(report, info, opts):
         sampler += ", OTEL_TRACES_SAMPLER_ARG (%s): ratio %g" % (_raw("OTEL_TRACES_SAMPLER_ARG"), opts.sampler_ratio)
     if opts.sdk_disabled:
         report.add(FAIL, topic, "OTEL_SDK_DISABLED (%s): no span is ever recorded" % _raw("OTEL_SDK_DISABLED"))
-    if kind == "always_off" or (kind.endswith("traceidratio") and opts.sampler_ratio <= 0.0):
+    if kind == "always_off" or (kind == "traceidratio" and opts.sampler_ratio <= 0.0):
         report.add(FAIL, topic, sampler + ": every span is dropped")
-    elif kind == "parentbased_always_off":
+    elif kind == "parentbased_always_off" or (kind == "parentbased_traceidratio" and opts.sampler_ratio <= 0.0):
         report.add(WARN, topic, sampler + ": only spans under a sampled parent (a client's traceparent) are kept")
     elif kind.endswith("traceidratio") and opts.sampler_ratio < 1.0:
         report.add(WARN, topic, sampler + ": about %.3g%% of traces are kept" % (100.0 * opts.sampler_ratio))

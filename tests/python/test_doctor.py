@@ -99,6 +99,9 @@ def test_sampling_meanings():
     assert _sampling("parentbased_always_on").count(doctor.WARN) == 0
     assert "every span is dropped" in _sampling("always_off").problems()[0][2]
     assert "every span is dropped" in _sampling("traceidratio", 0.0).problems()[0][2]
+    parent_only = _sampling("parentbased_traceidratio", 0.0)
+    assert parent_only.problems() == [] and any("only spans under a sampled parent" in t
+                                                for s, t in _statuses(parent_only) if s == doctor.WARN)
     half = _sampling("parentbased_traceidratio", 0.5)
     assert half.problems() == [] and any("about 50% of traces" in t for s, t in _statuses(half) if s == doctor.WARN)
     assert "no span is ever recorded" in _sampling("always_on", sdk_disabled=True).problems()[0][2]
