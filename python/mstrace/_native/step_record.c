@@ -365,7 +365,7 @@ static void read_new(mstn_step *st, PyObject *so) {
     }
 }
 
-/* scheduled_cached_reqs.resumed_req_ids (a set, vLLM >= 0.11), or its
+/* scheduled_cached_reqs.resumed_req_ids (a set, vLLM >= 0.11.1), or its
  * older form resumed_from_preemption (list[bool] parallel to req_ids). */
 static void read_resumed(mstn_step *st, PyObject *so) {
     PyObject *cached = attr_or_null(so, mstn_n.scheduled_cached_reqs);
