@@ -56,13 +56,20 @@ void mst_pft_process_track(mst_buf *b, uint64_t uuid, int32_t pid, const char *n
 }
 
 void mst_pft_thread_track(mst_buf *b, uint64_t uuid, int32_t pid, int32_t tid, const char *name,
-                          size_t n) {
+                          size_t n, int32_t rank) {
     mst_pb_mark p, td = track_open(b, &p, uuid);
+    if (rank) mst_pb_field_varint(b, TD_SIBLING_ORDER_RANK, (uint64_t)(int64_t)rank);
     mst_pb_mark thd = mst_pb_begin(b, TD_THREAD, HINT_SMALL);
     mst_pb_field_varint(b, THD_PID, (uint64_t)(int64_t)pid);
     mst_pb_field_varint(b, THD_TID, (uint64_t)(int64_t)tid);
     if (n) mst_pb_field_string(b, THD_THREAD_NAME, name, n);
     mst_pb_end(b, thd);
+    track_close(b, p, td);
+}
+
+void mst_pft_thread_ordering_explicit(mst_buf *b) {
+    mst_pb_mark p, td = track_open(b, &p, 0);
+    mst_pb_field_varint(b, TD_THREAD_ORDERING, THREAD_ORDERING_EXPLICIT);
     track_close(b, p, td);
 }
 

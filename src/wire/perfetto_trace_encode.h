@@ -57,8 +57,12 @@ void mst_pft_clock_snapshot(mst_buf *b, uint64_t ts_ns);
 
 /* TrackDescriptor packets. Names are UTF-8 (invalid bytes are replaced). */
 void mst_pft_process_track(mst_buf *b, uint64_t uuid, int32_t pid, const char *name, size_t n);
+/* `rank`: the thread's sibling_order_rank (0: none). */
 void mst_pft_thread_track(mst_buf *b, uint64_t uuid, int32_t pid, int32_t tid, const char *name,
-                          size_t n);
+                          size_t n, int32_t rank);
+/* The root descriptor (uuid 0) asking the UI to order the threads of a
+ * process by their sibling_order_rank. */
+void mst_pft_thread_ordering_explicit(mst_buf *b);
 /* A plain named track; parent_uuid 0 = top level. `rank` is this track's
  * sibling_order_rank; with rank 0 the track instead asks the UI to order
  * its own children chronologically (the Requests track: by arrival). */
