@@ -28,6 +28,7 @@
 
 #include "analyze/compare.h"
 #include "analyze/model.h"
+#include "analyze/output_file.h"
 #include "analyze/progress.h"
 #include "analyze/read_chrome.h"
 #include "analyze/read_jaeger.h"
@@ -36,6 +37,7 @@
 #include "analyze/report_html.h"
 #include "analyze/report_json.h"
 #include "analyze/rules.h"
+#include "analyze/term_text.h"
 #include "wire/buf.h"
 
 #define EXIT_OUTPUT 1
@@ -311,7 +313,7 @@ static mst_an_model *load_side(const char *const *paths, size_t n, bool quiet, c
         }
         if (p.printed && p.tty) fputc('\n', stderr);
         if (st != MST_OK) {
-            fprintf(stderr, "mstrace analyze: error: %s\n", err[0] ? err : "cannot read input");
+            mst_an_term_line(stderr, "mstrace analyze: error: ", err[0] ? err : "cannot read input");
             mst_an_input_info_free(&info);
             mst_an_model_free(m);
             return NULL;
@@ -327,8 +329,10 @@ static mst_an_model *load_side(const char *const *paths, size_t n, bool quiet, c
             mst_an_model_free(m);
             return NULL;
         }
-        for (size_t k = 0; k < info.n_warnings && !quiet; k++)
-            fprintf(stderr, "mstrace analyze: warning: %s: %s\n", paths[i], info.warnings[k]);
+        for (size_t k = 0; k < info.n_warnings && !quiet; k++) {
+            fprintf(stderr, "mstrace analyze: warning: %s: ", paths[i]);
+            mst_an_term_line(stderr, "", info.warnings[k]); /* may quote the input */
+        }
         if (mst_an_model_add_input(m, &info) != MST_OK) {
             mst_an_input_info_free(&info);
             mst_an_model_free(m);
@@ -346,32 +350,43 @@ static mst_an_model *load_side(const char *const *paths, size_t n, bool quiet, c
 
 /* ------------------------------------------------------------ outputs */
 
+/* Files go through output_file.h (no link followed, 0640, renamed into
+ * place when complete). */
 static bool write_file(const char *path, const void *data, size_t len) {
-    if (strcmp(path, "-") == 0) return fwrite(data, 1, len, stdout) == len && fflush(stdout) == 0;
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "mstrace analyze: error: cannot write %s: %s\n", path, strerror(errno));
+    mst_an_output o;
+    char err[PATH_MAX + 256] = "";
+    if (mst_an_output_open(&o, path, "--json", err, sizeof err) != MST_OK) {
+        mst_an_term_line(stderr, "mstrace analyze: error: ", err);
         return false;
     }
-    bool ok = fwrite(data, 1, len, f) == len;
-    if (fclose(f) != 0) ok = false;
-    if (!ok) fprintf(stderr, "mstrace analyze: error: cannot write %s\n", path);
-    return ok;
+    fwrite(data, 1, len, o.f);
+    if (mst_an_output_commit(&o, err, sizeof err) != MST_OK) {
+        mst_an_term_line(stderr, "mstrace analyze: error: ", err);
+        return false;
+    }
+    return true;
 }
 
 /* The HTML report (report_html.h) from exactly the JSON --json writes. */
 static bool write_html(const char *path, const char *json, size_t len) {
-    FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "mstrace analyze: error: cannot write %s: %s\n", path, strerror(errno));
+    mst_an_output o;
+    char err[PATH_MAX + 256] = "";
+    if (mst_an_output_open(&o, path, "-o", err, sizeof err) != MST_OK) {
+        mst_an_term_line(stderr, "mstrace analyze: error: ", err);
         return false;
     }
-    char err[256] = "";
-    mst_status st = mst_report_html_write(f, json, len, err, sizeof err);
-    bool ok = st == MST_OK && (f == stdout ? fflush(f) == 0 : fclose(f) == 0);
-    if (f != stdout && st != MST_OK) fclose(f);
-    if (!ok) fprintf(stderr, "mstrace analyze: error: %s: %s\n", path, err[0] ? err : "cannot write");
-    return ok;
+    mst_status st = mst_report_html_write(o.f, json, len, err, sizeof err);
+    if (st != MST_OK) {
+        mst_an_output_abort(&o);
+        fprintf(stderr, "mstrace analyze: error: %s: ", path);
+        mst_an_term_line(stderr, "", err[0] ? err : "cannot write");
+        return false;
+    }
+    if (mst_an_output_commit(&o, err, sizeof err) != MST_OK) {
+        mst_an_term_line(stderr, "mstrace analyze: error: ", err);
+        return false;
+    }
+    return true;
 }
 
 static void print_ms(const char *label, double v) {
@@ -392,11 +407,13 @@ static void print_summary(const mst_an_model *m, const mst_an_model *before, con
            "requests (%zu joined)%s\n",
            (unsigned long long)v.spans, v.n_inputs, v.n_procs, v.n_steps, r->busy_steps,
            v.n_requests, r->joined_requests, r->lossy ? "; LOSSY INPUT, see warnings" : "");
-    printf("verdict: %s\n", r->verdict);
+    /* Sentences may quote the trace (request ids, names): escaped. */
+    mst_an_term_line(stdout, "verdict: ", r->verdict);
     for (size_t i = 0; i < r->n_findings; i++)
-        if (r->findings[i].fired)
-            printf("[%s] %s: %s\n", r->findings[i].severity, r->findings[i].rule,
-                   r->findings[i].sentence);
+        if (r->findings[i].fired) {
+            printf("[%s] %s: ", r->findings[i].severity, r->findings[i].rule);
+            mst_an_term_line(stdout, "", r->findings[i].sentence);
+        }
     if (r->busy_steps) {
         printf("stages over busy steps (share of busy time, median per step):\n");
         for (int g = 0; g < MST_AN_STAGES; g++) {
@@ -406,10 +423,13 @@ static void print_summary(const mst_an_model *m, const mst_an_model *before, con
             putchar('\n');
         }
     }
-    for (size_t i = 0; i < r->n_targets; i++)
-        printf("profile: %s pid %lld, %lld..%lld ns: %s\n", r->targets[i].what,
-               (long long)r->targets[i].pid, (long long)r->targets[i].start_ns,
-               (long long)r->targets[i].end_ns, r->targets[i].why);
+    for (size_t i = 0; i < r->n_targets; i++) {
+        mst_an_term_puts(stdout, "profile: ");
+        mst_an_term_puts(stdout, r->targets[i].what); /* may name a request id */
+        printf(" pid %lld, %lld..%lld ns: ", (long long)r->targets[i].pid,
+               (long long)r->targets[i].start_ns, (long long)r->targets[i].end_ns);
+        mst_an_term_line(stdout, "", r->targets[i].why);
+    }
     free(r);
     (void)before;
     (void)a;
@@ -459,8 +479,8 @@ int mst_analyze_main(int argc, char **argv) {
             mst_an_comparison *c = malloc(sizeof *c);
             if (c && mst_an_compare(&bv, &av, c) == MST_OK) {
                 printf("compare %s -> %s:\n", before_label, after_label);
-                for (size_t i = 0; i < c->n_metrics; i++) printf("  %s\n", c->metrics[i].sentence);
-                printf("compare verdict: %s\n", c->verdict);
+                for (size_t i = 0; i < c->n_metrics; i++) mst_an_term_line(stdout, "  ", c->metrics[i].sentence);
+                mst_an_term_line(stdout, "compare verdict: ", c->verdict);
             }
             free(c);
         }
