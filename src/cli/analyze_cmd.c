@@ -322,9 +322,15 @@ static mst_an_model *load_side(const char *const *paths, size_t n, bool quiet, c
             if (is_jaeger_input(paths[i]))
                 fprintf(stderr, "mstrace analyze: error: %s: no spans of service %s in the window\n", paths[i],
                         jq->service);
-            else
+            else if (!info.skipped || !info.n_warnings)
                 fprintf(stderr, "mstrace analyze: error: %s: no spans (no %s in the trace)\n", paths[i],
                         strcmp(info.kind, "pftrace") == 0 ? "span slices" : "X events");
+            else /* say what was skipped and why (the readers' warnings), on the one line */
+                for (size_t k = 0; k < info.n_warnings; k++) {
+                    if (!k) fprintf(stderr, "mstrace analyze: error: %s: no spans, ", paths[i]);
+                    mst_an_term_puts(stderr, info.warnings[k]);
+                    fputs(k + 1 < info.n_warnings ? "; " : "\n", stderr);
+                }
             mst_an_input_info_free(&info);
             mst_an_model_free(m);
             return NULL;

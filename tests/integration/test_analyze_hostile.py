@@ -4,10 +4,13 @@ A trace file is outside input (any process of the same user can put spans
 into it), and its reports are opened by people, terminals and spreadsheets.
 The attack inputs are made here: request ids that a spreadsheet would run
 (=, +, -, @, TAB, CR), ids with a NUL byte, ids carrying terminal control
-sequences, bidirectional overrides and C1 controls; output paths through
-symbolic links; umask 000; a disk too small for the report.
+sequences, bidirectional overrides and C1 controls; a fifo nobody writes;
+events nested deeper than the reader goes; output paths through symbolic
+links; umask 000; a disk too small for the report.
 
-Owns: request.csv cells never start a formula (OWASP: a leading single
+Owns: inputs that are not regular files (a fifo with no writer, a device)
+are refused at once with one line, and a file whose events were all
+skipped says what was skipped and why; request.csv cells never start a formula (OWASP: a leading single
 quote, the cell quoted) and keep every id whole and distinct; nothing from
 the trace reaches the terminal as a control character; -o, --json and
 --csv DIR follow no link, get 0640 files and 0750 directories under umask
@@ -134,3 +137,35 @@ def test_a_failed_write_leaves_the_old_report_whole(tmp_path):
         assert [p.name for p in mnt.iterdir()] == ["report.json"]
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def one_error_line(r):
+    lines = r.stderr.decode().strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, (r.returncode, lines)
+    assert lines[0].startswith("mstrace analyze: error: "), lines
+    return lines[0]
+
+
+def test_inputs_that_are_not_regular_files_are_refused(tmp_path):
+    fifo = tmp_path / "trace.json"
+    os.mkfifo(fifo)                      # nobody ever opens it for writing
+    # (the timeout is a hang guard: a blocked open fails the test, it is not a measure)
+    line = one_error_line(analyze(fifo))
+    assert line.endswith("is a fifo (named pipe), not a trace file: only regular files are read"), line
+    line = one_error_line(analyze("/dev/null"))
+    assert "/dev/null is a character device, not a trace file" in line
+
+
+def test_all_events_skipped_says_what_and_why(tmp_path):
+    deep = 0
+    for _ in range(70):                   # deeper than the reader's 64 levels
+        deep = [deep]
+    events = [{"name": "x", "ph": "X", "ts": i, "dur": 1, "pid": 1, "tid": 1, "args": {"a": deep}}
+              for i in range(3)]
+    events += [{"ph": "X", "ts": 5}, 7]   # no name; not an object
+    trace = tmp_path / "deep.json"
+    trace.write_text(json.dumps(events))
+    line = one_error_line(analyze(trace))
+    assert "no X events" not in line
+    assert line.endswith(": no spans, 5 events skipped: 1 not JSON objects, 3 not valid JSON (the first "
+                         "at byte 1: nesting too deep, more than 64 levels), 1 X events without name/ts"), line
