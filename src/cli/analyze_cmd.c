@@ -64,7 +64,8 @@ typedef struct analyze_args {
 
 typedef enum opt_id {
     OPT_JSON, OPT_CSV, OPT_TOP, OPT_OUTPUT, OPT_COMPARE, OPT_QUIET, OPT_HELP,
-    OPT_JAEGER, OPT_SERVICE, OPT_SINCE, OPT_START, OPT_END, OPT_JAEGER_LIMIT
+    OPT_JAEGER, OPT_SERVICE, OPT_SINCE, OPT_START, OPT_END, OPT_JAEGER_LIMIT,
+    OPT_JAEGER_DEADLINE, OPT_JAEGER_MAX_REQUESTS, OPT_JAEGER_MIN_WINDOW
 } opt_id;
 
 typedef struct opt_def {
@@ -88,6 +89,12 @@ static const opt_def OPTIONS[] = {
     {"--start", NULL, 1, OPT_START, "Jaeger window start: RFC 3339 time or Unix seconds"},
     {"--end", NULL, 1, OPT_END, "Jaeger window end (default: now)"},
     {"--jaeger-limit", NULL, 1, OPT_JAEGER_LIMIT, "traces per Jaeger request (default 500)"},
+    {"--jaeger-deadline", NULL, 1, OPT_JAEGER_DEADLINE,
+     "stop reading Jaeger after DURATION in all (default 10m; exit 2)"},
+    {"--jaeger-max-requests", NULL, 1, OPT_JAEGER_MAX_REQUESTS,
+     "stop reading Jaeger after N requests (default 100000; exit 2)"},
+    {"--jaeger-min-window", NULL, 1, OPT_JAEGER_MIN_WINDOW,
+     "do not split Jaeger windows below DURATION (default 1ms; 1us = Jaeger's resolution)"},
     {"--quiet", "-q", 0, OPT_QUIET, "no progress line and no text summary"},
     {"--help", "-h", 0, OPT_HELP, "show this help and exit"},
 };
@@ -113,10 +120,12 @@ static void usage(FILE *f) {
         const opt_def *o = &OPTIONS[i];
         const char *meta = o->id == OPT_COMPARE ? " BEFORE AFTER"
                            : o->id == OPT_CSV   ? " DIR"
-                           : o->id == OPT_TOP || o->id == OPT_JAEGER_LIMIT ? " N"
+                           : o->id == OPT_TOP || o->id == OPT_JAEGER_LIMIT ||
+                                     o->id == OPT_JAEGER_MAX_REQUESTS ? " N"
                            : o->id == OPT_JAEGER ? " URL"
                            : o->id == OPT_SERVICE ? " NAME"
-                           : o->id == OPT_SINCE ? " DURATION"
+                           : o->id == OPT_SINCE || o->id == OPT_JAEGER_DEADLINE ||
+                                     o->id == OPT_JAEGER_MIN_WINDOW ? " DURATION"
                            : o->id == OPT_START || o->id == OPT_END ? " TIME"
                            : o->n_values        ? " PATH"
                                                 : "";
@@ -234,6 +243,29 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
             int rc = parse_int_arg(o->long_name, argv[++i], 1, 100000, &v);
             if (rc >= 0) return rc;
             a->jaeger.limit = (unsigned)v;
+            break;
+        }
+        case OPT_JAEGER_DEADLINE: {
+            int64_t us;
+            if (!mst_an_jaeger_parse_duration(argv[++i], &us) || us < 1000 || us / 1000 > 0x7fffffff)
+                return usage_error("argument --jaeger-deadline: expected a duration such as 90s, 30m or 1h, "
+                                   "got '%s'", argv[i]);
+            a->jaeger.deadline_ms = (long)(us / 1000);
+            break;
+        }
+        case OPT_JAEGER_MIN_WINDOW: {
+            int64_t us;
+            if (!mst_an_jaeger_parse_duration(argv[++i], &us) || us < 1)
+                return usage_error("argument --jaeger-min-window: expected a duration such as 1ms or 1us, "
+                                   "got '%s'", argv[i]);
+            a->jaeger.min_window_us = us;
+            break;
+        }
+        case OPT_JAEGER_MAX_REQUESTS: {
+            long v;
+            int rc = parse_int_arg(o->long_name, argv[++i], 1, 100000000, &v);
+            if (rc >= 0) return rc;
+            a->jaeger.max_requests = (unsigned)v;
             break;
         }
         case OPT_HELP: usage(stdout); return 0;
