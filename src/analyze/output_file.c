@@ -106,7 +106,9 @@ mst_status mst_an_output_open(mst_an_output *o, const char *path, const char *wh
     }
     mst_status st = mst_output_abs_path(path, what, o->path, err, err_size);
     if (st != MST_OK) return st;
-    if (strcmp(o->path, "/") == 0) return out_err(err, err_size, MST_ERR_PATH, what, path, "a directory");
+    size_t n = strlen(path);
+    if (strcmp(o->path, "/") == 0 || (n && path[n - 1] == '/'))
+        return out_err(err, err_size, MST_ERR_PATH, what, path, "a directory, not a file name");
     const char *leaf;
     int dirfd = mst_output_open_parent(o->path, what, &leaf, &st, err, err_size);
     if (dirfd < 0) return st;
