@@ -462,7 +462,7 @@ static void print_summary(const mst_an_model *m, const mst_an_model *before, con
         }
     }
     for (size_t i = 0; i < r->n_targets; i++) {
-        mst_an_term_puts(stdout, "profile: ");
+        fputs("profile: ", stdout);
         mst_an_term_puts(stdout, r->targets[i].what); /* may name a request id */
         printf(" pid %lld, %lld..%lld ns: ", (long long)r->targets[i].pid,
                (long long)r->targets[i].start_ns, (long long)r->targets[i].end_ns);

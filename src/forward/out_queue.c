@@ -59,6 +59,7 @@ typedef struct chunk {
     uint64_t spans, flows;
     cut *cuts;                /* ascending; the chunk's end is a cut too, not stored */
     size_t n_cuts, cap_cuts;
+    size_t last_cut;          /* cuts[n_cuts - 1].off, 0 when none: one compare per element */
     struct chunk *next;
 } chunk;
 
@@ -117,12 +118,12 @@ static void chunk_add_cut(chunk *c, size_t off, uint64_t spans, uint64_t flows) 
         c->cap_cuts = cap;
     }
     c->cuts[c->n_cuts++] = (cut){off, spans, flows};
+    c->last_cut = off;
 }
 
 /* Records a cut at `off` when it is PIECE_BYTES past the last one. */
-static void chunk_maybe_cut(chunk *c, size_t off, uint64_t spans, uint64_t flows) {
-    size_t last = c->n_cuts ? c->cuts[c->n_cuts - 1].off : 0;
-    if (off - last >= PIECE_BYTES) chunk_add_cut(c, off, spans, flows);
+static inline void chunk_maybe_cut(chunk *c, size_t off, uint64_t spans, uint64_t flows) {
+    if (off - c->last_cut >= PIECE_BYTES) chunk_add_cut(c, off, spans, flows);
 }
 
 /* Drops the first `off` bytes of c (they are in the file now), with the
@@ -139,6 +140,7 @@ static void chunk_trim_front(chunk *c, size_t off, uint64_t spans, uint64_t flow
                              c->cuts[i].flows - flows};
     }
     c->n_cuts = k;
+    c->last_cut = k ? c->cuts[k - 1].off : 0;
 }
 
 static chunk *chunk_new(void) {
@@ -160,7 +162,7 @@ static void recycle_locked(mst_outq *q, chunk *c) {
     if (q->n_free < KEEP_FREE && c->b.cap <= CHUNK_BYTES * 2) {
         mst_buf_reset(&c->b);
         c->spans = c->flows = 0;
-        c->n_cuts = 0;
+        c->n_cuts = c->last_cut = 0;
         c->next = q->free_list;
         q->free_list = c;
         q->n_free++;
@@ -510,7 +512,7 @@ static void push_locked(mst_outq *q) {
         atomic_fetch_add_explicit(&q->queued_bytes, c->b.len, memory_order_relaxed);
         mst_buf_reset(&c->b);
         c->spans = c->flows = 0;
-        c->n_cuts = 0;
+        c->n_cuts = c->last_cut = 0;
     } else {
         c->next = NULL;
         if (q->tail) q->tail->next = c; else q->head = c;

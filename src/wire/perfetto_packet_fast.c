@@ -665,7 +665,7 @@ bool mst_pf_decode_fast(const uint8_t *json, size_t len, mst_arena *arena, mst_p
     if (p != end && skip_ws_slow(p, end) != end) return false;
     /* Out-of-range values: declined, the general decoder reports them. */
     return (seen & (F_TRACE_ID | F_SPAN_ID)) == (F_TRACE_ID | F_SPAN_ID) &&
-           mst_pf_span_check_ranges(out, NULL, 0);
+           mst_pf_span_in_range(out);
 }
 
 #else /* not little-endian: the word loads above assume it */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 bool mst_pf_span_check_ranges(const mst_pf_span *s, char *err, size_t err_size) {
+    if (mst_pf_span_in_range(s)) return true;
     const char *what = NULL;
     int64_t v = 0;
     if (s->start_ns < 0) what = "start_time_ns", v = s->start_ns;

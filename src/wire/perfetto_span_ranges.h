@@ -13,11 +13,20 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "wire/perfetto_packet_types.h"
 
-/* True when every value of s is in range; else false with a one-line
- * reason naming the field and its value in err (may be NULL). */
+/* True when every value of s is in range. Inline: the decoder's fast path
+ * runs it on every packet. */
+static inline bool mst_pf_span_in_range(const mst_pf_span *s) {
+    return s->start_ns >= 0 && s->end_ns >= 0 &&
+           (!s->has_pid || (s->pid >= 0 && s->pid <= INT32_MAX)) &&
+           (!s->has_tid || (s->tid >= 0 && s->tid <= INT32_MAX));
+}
+
+/* mst_pf_span_in_range, and when false a one-line reason naming the field
+ * and its value in err (may be NULL). */
 bool mst_pf_span_check_ranges(const mst_pf_span *s, char *err, size_t err_size);
 
 #endif /* MST_WIRE_PERFETTO_SPAN_RANGES_H */
