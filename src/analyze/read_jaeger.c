@@ -838,9 +838,11 @@ static mst_status query_service(CURL *c, mst_an_jaeger_pages *p, const mst_an_ja
             break;
         }
         b->requests++;
-        /* No request outlives the deadline. */
-        st = http_get(c, url, timeout_ms < left ? timeout_ms : left, a, base, err, err_size);
-        if (st == MST_ERR_UNAVAILABLE && budget_left_ms(b) <= 0) {
+        /* No request outlives the deadline: one given only the time left
+         * that fails at (about) the deadline ran out of it. */
+        bool capped = left <= timeout_ms;
+        st = http_get(c, url, capped ? left : timeout_ms, a, base, err, err_size);
+        if (st == MST_ERR_UNAVAILABLE && capped && budget_left_ms(b) <= 100) {
             st = budget_stop(b, MST_ERR_TIMEOUT, p, base, service, &w, err, err_size);
             break;
         }

@@ -161,15 +161,27 @@ def test_partly_freed_space_takes_part_of_the_backlog(small_disk, daemon_factory
     # 512 KiB back, nothing sent: the writer's own retry writes what fits.
     freed = 512 * 1024
     os.truncate(filler, filler.stat().st_size - freed)
-    mid = _wait_size(d.output, before + freed - 4 * page, d)
-    if suffix == ".json":
-        assert 0 < len(_strict_spans(d.output)) < 8000
-    else:
-        _whole_packets(d.output)
+    # Slack: the last piece (a page and an element), the page the file ends
+    # in, and the daemon log, which is on the same tmpfs.
+    slack = 8 * page
+    mid = _wait_size(d.output, before + freed - slack, d)
+    # Valid as it stands (a look can meet the writer's retry mid-write when
+    # one more piece fits: then look again, a bounded number of times).
+    for attempt in range(50):
+        try:
+            if suffix == ".json":
+                assert 0 < len(_strict_spans(d.output)) < 8000
+            else:
+                _whole_packets(d.output)
+            break
+        except (ValueError, AssertionError):
+            if attempt == 49:
+                raise
+            time.sleep(0.01)
     # 256 KiB more, then the stop at once: it writes what still fits.
     os.truncate(filler, filler.stat().st_size - 256 * 1024)
     assert d.stop(signal.SIGTERM) == 1, d.log()[-2000:]   # the rest could not be written
-    assert d.output.stat().st_size >= mid + 256 * 1024 - 4 * page
+    assert d.output.stat().st_size >= mid + 256 * 1024 - slack
     stats = d.stats()
     log = d.log()
     assert stats["received"] == 8000
