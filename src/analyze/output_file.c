@@ -46,7 +46,8 @@ static int cookie_close(void *cookie) {
 }
 
 /* Creates the temporary file for `leaf` in dirfd (which o takes over):
- * ".<leaf>.tmp<pid>-<n>", exclusive, no link followed, mode 0640. */
+ * ".<leaf>.tmp<pid>-<n>", exclusive, no link followed, mode 0640 (or the
+ * narrower mode of the report it replaces). */
 static mst_status open_temp(mst_an_output *o, int dirfd, const char *leaf, const char *what,
                             char *err, size_t err_size) {
     o->dirfd = dirfd;
@@ -69,6 +70,12 @@ static mst_status open_temp(mst_an_output *o, int dirfd, const char *leaf, const
             return out_err(err, err_size, e == EACCES || e == EPERM ? MST_ERR_PERMISSION : MST_ERR_IO,
                            what, o->path, strerror(e));
         }
+        /* Replacing a report keeps a narrower mode it had (0600 stays
+         * 0600): never wider than 0640, never wider than before. */
+        struct stat old;
+        if (fstatat(dirfd, leaf, &old, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(old.st_mode) &&
+            (old.st_mode & 0640) != 0640)
+            fchmod(fd, old.st_mode & 0640);
         o->fd = fd;
         cookie_io_functions_t io = {.write = cookie_write, .close = cookie_close};
         if (!(o->f = fopencookie(o, "w", io))) {

@@ -3,7 +3,8 @@
  * --csv DIR) reaches its file, under the forwarder's output path rules
  * (forward/output_path.h): no symbolic link is followed anywhere in the
  * path, missing directories are created 0750 and files 0640 (less the
- * umask: never wider, whatever the umask), an existing name must be a
+ * umask: never wider, whatever the umask; a replaced report's narrower
+ * mode is kept), an existing name must be a
  * regular file of the current user. A report is written under a temporary
  * name in the same directory and renamed over the final name only once
  * complete and flushed to disk, so a crash or a failed write never leaves

@@ -112,6 +112,11 @@ def test_modes_are_0640_and_0750_under_umask_000(tmp_path):
     for f in (out / "r.html", out / "r.json", out / "csv" / "request.csv", out / "csv" / "step.csv"):
         assert mode(f) == 0o640, f
     assert sorted(p.name for p in out.iterdir()) == ["csv", "r.html", "r.json"]   # no temporaries
+    # Replacing a report never widens what its owner narrowed it to.
+    os.chmod(out / "r.json", 0o600)
+    r = analyze(trace, "--json", out / "r.json", "--quiet", umask=0)
+    assert r.returncode == 0, r.stderr
+    assert mode(out / "r.json") == 0o600
 
 
 def test_a_failed_write_leaves_the_old_report_whole(tmp_path):
