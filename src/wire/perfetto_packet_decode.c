@@ -475,7 +475,6 @@ mst_status mst_perfetto_packet_decode_general(const uint8_t *data, size_t len, m
     return mst_pf_span_check_ranges(out, err, err_size) ? MST_OK : MST_ERR_PARSE;
 }
 
-
 /* The fast path first (perfetto_packet_fast.h); when it declines (an
  * error, or a shape it does not handle) the general decoder above decodes
  * the packet from scratch and reports any error. */
