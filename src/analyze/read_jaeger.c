@@ -850,6 +850,8 @@ static mst_status query_service(CURL *c, mst_an_jaeger_pages *p, const mst_an_ja
         if (p->info) {
             p->info->bytes += a->len;
             if (q->progress) q->progress(q->progress_ctx, p->info->bytes, 0);
+            if (q->progress_pages)
+                q->progress_pages(q->progress_ctx, b->requests, p->info->spans, p->seen_n, w.start_us);
         }
         size_t traces = 0;
         char perr[400] = "";

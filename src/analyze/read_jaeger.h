@@ -50,6 +50,10 @@ typedef struct mst_an_jaeger_query {
      * known), for a progress line; may be NULL. */
     mst_an_progress_fn progress;
     void *progress_ctx;
+    /* Called after each answer too (with progress_ctx), with how far the
+     * paging got, for a progress line that says it; may be NULL. */
+    void (*progress_pages)(void *ctx, uint64_t requests, uint64_t spans, uint64_t traces,
+                           int64_t window_us);
     /* Bounds of the whole read, whatever the server answers (a server whose
      * pages are always full would otherwise be split forever): */
     long deadline_ms;       /* all requests together; 0 = 600000 (10 min)      */

@@ -316,6 +316,18 @@ static void on_progress(void *ctx, uint64_t done, uint64_t total) {
     fflush(stderr);
 }
 
+/* The same for a Jaeger query, page by page. */
+static void on_pages(void *ctx, uint64_t requests, uint64_t spans, uint64_t traces, int64_t window_us) {
+    progress *p = ctx;
+    if (p->quiet) return;
+    double t = since(&p->t0);
+    if (!mst_an_progress_due(t, p->last_print, p->tty)) return;
+    p->last_print = t;
+    p->printed = true;
+    mst_an_progress_print_query(stderr, p->name, requests, spans, traces, window_us, p->tty);
+    fflush(stderr);
+}
+
 /* Reads every input of one side into a new, finished model; NULL after
  * printing one error line. */
 static mst_an_model *load_side(const char *const *paths, size_t n, bool quiet, const mst_an_jaeger_query *jq) {
@@ -333,7 +345,7 @@ static mst_an_model *load_side(const char *const *paths, size_t n, bool quiet, c
         if (is_jaeger_input(paths[i])) {
             mst_an_jaeger_query q = *jq;
             q.base_url = paths[i];
-            q.progress = on_progress;
+            q.progress_pages = on_pages; /* requests and spans say more than bytes */
             q.progress_ctx = &p;
             st = mst_an_read_jaeger(&q, (uint32_t)i, mst_an_model_add_span, m, &info, err, sizeof err);
         } else {
