@@ -25,6 +25,8 @@
 #define DEFAULT_LIMIT 500u
 #define DEFAULT_TIMEOUT_MS 60000L
 #define MAX_WINDOWS 256                        /* pending windows; splits are binary, depth <= 64 */
+#define DEFAULT_DEADLINE_MS 600000L            /* the whole read */
+#define DEFAULT_MAX_REQUESTS 100000u
 
 typedef struct proc_info {
     mst_str id;        /* "p1" */
@@ -466,7 +468,20 @@ static mst_status read_spans(mst_an_jaeger_pages *p, const mst_json_slice *spans
 
 /* ------------------------------------------------------------ traces, page */
 
-static mst_status read_trace(mst_an_jaeger_pages *p, mst_json_reader *jr) {
+/* A trace counts toward a full page only when it is one: a valid trace id
+ * and a first element of "spans" that is an object (not `{}` as a trace,
+ * not an empty or scalar list), so a server answering `limit` empty
+ * elements does not look full and make the pager split forever. */
+static bool is_real_trace(const mst_str *trace_id, const mst_json_slice *spans) {
+    uint8_t id[16];
+    if (!parse_hex_id(trace_id, id, 16)) return false;
+    mst_json_reader r;
+    mst_json_reader_init(&r, spans->ptr, spans->len, JSON_DEPTH);
+    return mst_json_array_begin(&r) && mst_json_array_next(&r) == 1 &&
+           mst_json_peek(&r) == MST_JSON_OBJECT;
+}
+
+static mst_status read_trace(mst_an_jaeger_pages *p, mst_json_reader *jr, bool *real) {
     mst_str trace_id = {0};
     mst_json_slice spans = {0};
     bool has_spans = false;
@@ -486,6 +501,7 @@ static mst_status read_trace(mst_an_jaeger_pages *p, mst_json_reader *jr) {
     }
     if (more < 0) return MST_ERR_PARSE;
     if (!has_spans) return MST_OK;
+    *real = is_real_trace(&trace_id, &spans);
     uint8_t id[16];
     if (parse_hex_id(&trace_id, id, 16)) {
         bool nomem = false;
@@ -554,9 +570,10 @@ mst_status mst_an_jaeger_pages_parse(mst_an_jaeger_pages *p, const char *body, s
             }
             int m;
             while (st == MST_OK && (m = mst_json_array_next(&jr)) == 1) {
-                st = read_trace(p, &jr);
+                bool real = false;
+                st = read_trace(p, &jr, &real);
                 mst_arena_reset_keep(&p->arena, (size_t)1 << 20);
-                (*traces)++;
+                if (real) (*traces)++;
             }
             if (st == MST_OK && m < 0) st = MST_ERR_PARSE;
         } else if (str_is(&k, "errors")) {
@@ -638,7 +655,9 @@ bool mst_an_jaeger_parse_duration(const char *s, int64_t *us) {
     const char *end;
     if (!parse_decimal(s, &v, &end)) return false;
     double unit = 1e6;
-    if (*end == 's') end++;
+    if (end[0] == 'm' && end[1] == 's') unit = 1e3, end += 2;
+    else if (end[0] == 'u' && end[1] == 's') unit = 1, end += 2;
+    else if (*end == 's') end++;
     else if (*end == 'm') unit = 60e6, end++;
     else if (*end == 'h') unit = 3600e6, end++;
     else if (*end == 'd') unit = 86400e6, end++;
@@ -754,10 +773,47 @@ typedef struct window {
     int64_t start_us, end_us;
 } window;
 
+/* The bounds of one whole read (all services), how far it got, and the
+ * floor of window splitting. */
+typedef struct read_budget {
+    struct timespec deadline;  /* CLOCK_MONOTONIC */
+    long deadline_ms;
+    unsigned max_requests;
+    unsigned requests;
+    int64_t min_window_us;     /* windows are not split below this */
+} read_budget;
+
+/* Milliseconds left before the deadline (<= 0: passed). */
+static long budget_left_ms(const read_budget *b) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long)((b->deadline.tv_sec - now.tv_sec) * 1000 + (b->deadline.tv_nsec - now.tv_nsec) / 1000000);
+}
+
+/* The message of a read stopped by its bounds: which bound, and what was
+ * read up to then (the windows are read in time order, so everything
+ * before `w` is complete). */
+static mst_status budget_stop(const read_budget *b, mst_status st, const mst_an_jaeger_pages *p,
+                              const char *base, const char *service, const window *w, char *err,
+                              size_t err_size) {
+    char bound[120];
+    if (st == MST_ERR_TIMEOUT)
+        snprintf(bound, sizeof bound, "the --jaeger-deadline of %ld s passed", b->deadline_ms / 1000);
+    else
+        snprintf(bound, sizeof bound, "the --jaeger-max-requests limit of %u was reached", b->max_requests);
+    mst_err_set(err, err_size,
+                "Jaeger at %s: stopped, %s after %u requests: read %llu spans of %zu traces; service %s "
+                "is complete before %" PRId64 " us (Unix time), later windows were not read "
+                "(narrow the window with --start/--end or --since, or raise --jaeger-limit)",
+                base, bound, b->requests, (unsigned long long)(p->info ? p->info->spans : 0),
+                p->seen_n, service, w->start_us);
+    return st;
+}
+
 /* Every trace of one service in [start, end], splitting full pages. */
 static mst_status query_service(CURL *c, mst_an_jaeger_pages *p, const mst_an_jaeger_query *q,
                                 const char *base, size_t base_len, const char *service, unsigned limit,
-                                long timeout_ms, answer *a, char *err, size_t err_size) {
+                                long timeout_ms, read_budget *b, answer *a, char *err, size_t err_size) {
     char *esc = curl_easy_escape(c, service, 0);
     if (!esc) return MST_ERR_NOMEM;
     window stack[MAX_WINDOWS];
@@ -767,6 +823,12 @@ static mst_status query_service(CURL *c, mst_an_jaeger_pages *p, const mst_an_ja
     bool warned = false;
     while (st == MST_OK && depth) {
         window w = stack[--depth];
+        long left = budget_left_ms(b);
+        if (left <= 0 || b->requests >= b->max_requests) {
+            st = budget_stop(b, left <= 0 ? MST_ERR_TIMEOUT : MST_ERR_TOO_LARGE, p, base, service, &w,
+                             err, err_size);
+            break;
+        }
         char url[4096];
         int n = snprintf(url, sizeof url, "%.*s/api/traces?service=%s&start=%" PRId64 "&end=%" PRId64 "&limit=%u",
                          (int)base_len, base, esc, w.start_us, w.end_us, limit);
@@ -775,11 +837,21 @@ static mst_status query_service(CURL *c, mst_an_jaeger_pages *p, const mst_an_ja
             st = MST_ERR_INVALID_ARG;
             break;
         }
-        st = http_get(c, url, timeout_ms, a, base, err, err_size);
+        b->requests++;
+        /* No request outlives the deadline: one given only the time left
+         * that fails at (about) the deadline ran out of it. */
+        bool capped = left <= timeout_ms;
+        st = http_get(c, url, capped ? left : timeout_ms, a, base, err, err_size);
+        if (st == MST_ERR_UNAVAILABLE && capped && budget_left_ms(b) <= 100) {
+            st = budget_stop(b, MST_ERR_TIMEOUT, p, base, service, &w, err, err_size);
+            break;
+        }
         if (st != MST_OK) break;
         if (p->info) {
             p->info->bytes += a->len;
             if (q->progress) q->progress(q->progress_ctx, p->info->bytes, 0);
+            if (q->progress_pages)
+                q->progress_pages(q->progress_ctx, b->requests, p->info->spans, p->seen_n, w.start_us);
         }
         size_t traces = 0;
         char perr[400] = "";
@@ -789,14 +861,14 @@ static mst_status query_service(CURL *c, mst_an_jaeger_pages *p, const mst_an_ja
             break;
         }
         if (traces < limit) continue;
-        if (w.end_us > w.start_us && depth + 2 <= MAX_WINDOWS) {
+        if (w.end_us - w.start_us + 1 >= 2 * b->min_window_us && depth + 2 <= MAX_WINDOWS) {
             int64_t mid = w.start_us + (w.end_us - w.start_us) / 2;
             stack[depth++] = (window){mid + 1, w.end_us}; /* later half second: time order */
             stack[depth++] = (window){w.start_us, mid};
         } else if (!warned && p->info) {
-            mst_an_input_warn(p->info, "service %s: %u or more traces start in the same microsecond "
-                                       "(%" PRId64 "); some of them may be missing",
-                              service, limit, w.start_us);
+            mst_an_input_warn(p->info, "service %s: %u or more traces start within %" PRId64 " us "
+                                       "(from %" PRId64 "), the shortest window read; some of them may be missing",
+                              service, limit, w.end_us - w.start_us + 1, w.start_us);
             p->info->truncated = true;
             warned = true;
         }
@@ -842,10 +914,20 @@ mst_status mst_an_read_jaeger(const mst_an_jaeger_query *q, uint32_t source, mst
     }
     unsigned limit = q->limit ? q->limit : DEFAULT_LIMIT;
     long timeout_ms = q->timeout_ms > 0 ? q->timeout_ms : DEFAULT_TIMEOUT_MS;
+    read_budget b = {.deadline_ms = q->deadline_ms > 0 ? q->deadline_ms : DEFAULT_DEADLINE_MS,
+                     .max_requests = q->max_requests ? q->max_requests : DEFAULT_MAX_REQUESTS,
+                     .min_window_us = q->min_window_us > 0 ? q->min_window_us : MST_AN_JAEGER_MIN_WINDOW_US};
+    clock_gettime(CLOCK_MONOTONIC, &b.deadline);
+    b.deadline.tv_sec += b.deadline_ms / 1000;
+    b.deadline.tv_nsec += (b.deadline_ms % 1000) * 1000000L;
+    if (b.deadline.tv_nsec >= 1000000000L) {
+        b.deadline.tv_sec++;
+        b.deadline.tv_nsec -= 1000000000L;
+    }
     char *save = NULL;
     for (char *svc = st == MST_OK ? strtok_r(services, ",", &save) : NULL; svc && st == MST_OK;
          svc = strtok_r(NULL, ",", &save)) {
-        if (*svc) st = query_service(c, p, q, base, base_len, svc, limit, timeout_ms, &a, err, err_size);
+        if (*svc) st = query_service(c, p, q, base, base_len, svc, limit, timeout_ms, &b, &a, err, err_size);
     }
     free(a.data);
     mst_an_jaeger_pages_free(p);
