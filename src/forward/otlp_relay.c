@@ -478,12 +478,13 @@ static relay_item *settle(mst_otlp_relay *r, uint32_t n, uint64_t spans, mst_sta
         if (r->stopping) *give_up = true;
         return NULL;
     }
-    /* A non-retryable answer (4xx, bad config): retrying would fail again. */
+    /* A non-retryable answer (4xx, bad config): retrying would fail again.
+     * A configuration error was logged by the transport, once. */
     pop_items(r, n, &freed);
     r->failed += n;
     r->spans_failed += spans;
     r->send_errors++;
-    if (mst_log_this_count(r->failed))
+    if (!res->config_error && mst_log_this_count(r->failed))
         MST_WARN("OTLP relay: the collector at %s refused %u payload(s) (%s, HTTP %ld, "
                  "grpc-status %d); not retried (%llu failed so far)", r->cfg.endpoint, n,
                  mst_strerror(st), res->http_status, res->grpc_status,

@@ -30,7 +30,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import Daemon, frame, tracked_daemons, unique_socket_name  # noqa: E402
-from otlp_test_server import OTLPTestServer  # noqa: E402
+from otlp_test_server import OTLPTestServer, status  # noqa: E402
 
 trace_pb2 = pytest.importorskip("opentelemetry.proto.trace.v1.trace_pb2")
 svc_pb2 = pytest.importorskip("opentelemetry.proto.collector.trace.v1.trace_service_pb2")
@@ -362,3 +362,23 @@ from jaeger_fixture import jaeger  # noqa: E402,F401
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
 def test_reaches_real_jaeger(relay_factory, jaeger_or_skip, protocol):
     _jaeger_roundtrip(relay_factory, jaeger_or_skip, protocol)
+
+
+def test_refused_upstream_is_a_configuration_error_not_retried(relay_factory):
+    """A 404 (wrong endpoint path) fails the payloads at once, with one
+    line naming the variable; no backoff, nothing left queued."""
+    with OTLPTestServer([status(404)] * 50) as srv:
+        d = relay_factory(relay_env(srv.url("/wrong"), "http/protobuf",
+                                    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=srv.url("/wrong")), FAST).start()
+        for i in range(5):
+            send_mindie(d.socket_name, make_request(i))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and sum(r.span_count for r in list(srv.requests)) < 5:
+            time.sleep(0.02)
+        assert d.stop() == 0
+    s = d.summary()
+    assert s["failed"] == 5 and s["forwarded"] == 0 and s["lost_at_exit"] == 0, d.log()
+    assert len(srv.requests) <= 5  # each payload sent once at most (batched), never again
+    lines = [line for line in d.log().splitlines() if "configuration error" in line]
+    assert len(lines) == 1 and "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" in lines[0], d.log()
+    assert "retrying in" not in d.log()
