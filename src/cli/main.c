@@ -135,14 +135,15 @@ static void print_forward_usage(FILE *f) {
             "  --relay-backoff-min-ms N  first wait after a failed send [%u]\n"
             "  --relay-backoff-max-ms N  longest wait between sends while down [%u]\n"
             "  --relay-flush-timeout-ms N  time to flush the queue at stop [%u]\n"
-            "  --relay-warn-queued N     warn once when this many are queued [%u]\n",
+            "  --relay-warn-queued N     warn once when this many are queued; below\n"
+            "                            --relay-queue-items, else a tenth of it [%u]\n",
             MST_PERFETTO_SOCKET_NAME, MST_OTLP_SOCKET_NAME,
             (unsigned long long)MST_FRAME_DEFAULT_PARTIAL_BYTES, MST_FRAME_DEFAULT_STALL_MS,
             MST_RELAY_DEFAULT_QUEUE_BYTES,
             MST_RELAY_DEFAULT_QUEUE_ITEMS, MST_RELAY_DEFAULT_BATCH_ITEMS,
             MST_RELAY_DEFAULT_BATCH_BYTES, MST_RELAY_DEFAULT_BACKOFF_MIN_MS,
             MST_RELAY_DEFAULT_BACKOFF_MAX_MS, MST_RELAY_DEFAULT_FLUSH_MS,
-            MST_RELAY_DEFAULT_WARN_ITEMS);
+            MST_RELAY_DEFAULT_QUEUE_ITEMS / MST_RELAY_WARN_FRACTION);
 }
 
 /* Matches "--opt VALUE" or "--opt=VALUE"; advances *i past a separate value.

@@ -382,3 +382,51 @@ def test_refused_upstream_is_a_configuration_error_not_retried(relay_factory):
     lines = [line for line in d.log().splitlines() if "configuration error" in line]
     assert len(lines) == 1 and "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" in lines[0], d.log()
     assert "retrying in" not in d.log()
+
+
+STACKED = "Trace data is being stacked"
+FULL = "Trace data queue is full, discarding the oldest data."
+
+
+def _wait_log(d, words, timeout=30.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and words not in d.log():
+        time.sleep(0.02)
+    return d.log()
+
+
+def test_backlog_warning_well_before_loss_in_upstreams_words(relay_factory):
+    """With the collector down and --relay-queue-items 300, upstream's
+    backlog line comes at a tenth of the bound with nothing lost yet; its
+    queue-full line comes at the first drop and says, in the same line,
+    that the newest payloads are the ones dropped here."""
+    port = free_port()
+    env = relay_env(f"http://127.0.0.1:{port}", "http/protobuf", OTEL_EXPORTER_OTLP_TIMEOUT="200")
+    d = relay_factory(env, FAST + ["--relay-queue-items", "300"]).start()
+    for i in range(100):
+        send_mindie(d.socket_name, make_request(i))
+    log = _wait_log(d, STACKED)
+    stacked = [line for line in log.splitlines() if STACKED in line]
+    assert len(stacked) == 1 and f"{STACKED}: 30 payloads" in stacked[0], log[-3000:]
+    assert "at 300 payloads" in stacked[0]
+    assert FULL not in log and "queue is full" not in log
+    for i in range(100, 400):
+        send_mindie(d.socket_name, make_request(i))
+    log = _wait_log(d, FULL)
+    full = [line for line in log.splitlines() if FULL in line]
+    assert full and "NEWEST" in full[0] and "300 payloads" in full[0], log[-3000:]
+    assert log.index(STACKED) < log.index(FULL)
+    assert d.stop() == 0
+    s = d.summary()
+    assert s["received"] == 400 and s["dropped_full"] >= 100
+
+
+def test_explicit_warn_threshold_at_or_over_the_bound_is_lowered(relay_factory):
+    port = free_port()
+    env = relay_env(f"http://127.0.0.1:{port}", "http/protobuf", OTEL_EXPORTER_OTLP_TIMEOUT="200")
+    d = relay_factory(env, FAST + ["--relay-queue-items", "50", "--relay-warn-queued", "50"]).start()
+    for i in range(10):
+        send_mindie(d.socket_name, make_request(i))
+    log = _wait_log(d, STACKED)
+    assert f"{STACKED}: 5 payloads" in log and FULL not in log, log[-3000:]
+    assert d.stop() == 0
