@@ -35,9 +35,9 @@ typedef struct mst_otlp_tls {
     char ca_file[1024];         /* CAs that sign the server; "" = system CAs */
     char cert_file[1024];       /* client certificate (mutual TLS)           */
     char key_file[1024];        /* its private key                           */
-    char ca_from[64];
-    char cert_from[64];
-    char key_from[64];
+    char ca_from[96];
+    char cert_from[96];
+    char key_from[96];
 } mst_otlp_tls;
 
 typedef struct mst_otlp_config {
@@ -47,7 +47,7 @@ typedef struct mst_otlp_config {
     uint32_t timeout_ms;        /* per export, default 10000                 */
     bool gzip;                  /* Content-Encoding: gzip                    */
     mst_otlp_tls tls;           /* OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE, ... */
-    char endpoint_from[64];     /* the variable the endpoint came from, for
+    char endpoint_from[96];     /* the variable the endpoint came from, for
                                  * messages ("" = set by the program)       */
 } mst_otlp_config;
 
