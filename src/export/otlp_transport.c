@@ -96,7 +96,6 @@ struct mst_otlp_transport {
     const atomic_bool *cancel;    /* optional, see set_cancel               */
     CURLcode last_rc;             /* of the last attempt, for messages      */
     char config_error[512];       /* the configuration error last logged    */
-    uint64_t config_errors;       /* sends that hit it since (not logged)   */
     char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -464,9 +463,7 @@ static attempt_outcome config_error(mst_otlp_transport *t, mst_otlp_send_result 
     if (strcmp(msg, t->config_error) != 0) {
         MST_ERROR("OTLP export to %s: configuration error, not retried: %s", t->url, msg);
         snprintf(t->config_error, sizeof t->config_error, "%s", msg);
-        t->config_errors = 0;
     }
-    t->config_errors++;
     attempt_outcome o = {ATTEMPT_FAIL, MST_ERR_REJECTED, -1};
     return o;
 }
