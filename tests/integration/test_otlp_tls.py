@@ -278,3 +278,12 @@ def test_analyze_tls_errors_name_the_flag(mstrace_bin, jaeger_mtls, pki, case, f
     assert len(lines) == 1, p.stderr
     for w in words:
         assert w in lines[0], lines[0]
+
+
+def test_https_to_a_plain_http_server_is_a_configuration_error(driver):  # noqa: F811
+    from otlp_test_server import OTLPTestServer
+    with OTLPTestServer() as srv:
+        out = _export(driver, srv.url().replace("http://", "https://"), "http/protobuf", {})
+        requests = len(srv.requests)
+    assert requests == 0
+    _assert_config_error(out, ["does not speak TLS", "http://"])
