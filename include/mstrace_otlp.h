@@ -20,7 +20,7 @@ extern "C" {
 
 /* OTLP exporter (docs/configuration.md, docs/reference/otlp.md):
  * http/protobuf, http/json or grpc, over libcurl, from its own sender thread
- * state; retries only 429/502/503/504 and connection errors within the
+ * state; retries only 408/429/502/503/504 and connection errors within the
  * export timeout. */
 typedef enum mst_otlp_protocol {
     MST_OTLP_GRPC = 0,          /* vLLM's default when the env var is unset */
