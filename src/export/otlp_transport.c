@@ -664,6 +664,10 @@ void mst_otlp_transport_after_fork_child(mst_otlp_transport *t) {
     t->rng ^= (uint64_t)getpid() << 17;
 }
 
+void mst_otlp_transport_adopt_log_state(mst_otlp_transport *t, const mst_otlp_transport *from) {
+    if (t && from) snprintf(t->config_error, sizeof t->config_error, "%s", from->config_error);
+}
+
 void mst_otlp_transport_set_cancel(mst_otlp_transport *t, const atomic_bool *flag) {
     if (t) t->cancel = flag;
 }

@@ -57,6 +57,11 @@ void mst_otlp_transport_after_fork_child(mst_otlp_transport *t);
 
 void mst_otlp_transport_destroy(mst_otlp_transport *t);
 
+/* `t` takes over what `from` has already logged (the configuration error),
+ * so a second transport to the same collector (the relay's stop-time one)
+ * does not log the same cause again. */
+void mst_otlp_transport_adopt_log_state(mst_otlp_transport *t, const mst_otlp_transport *from);
+
 /* Optional cancel flag (NULL: none), owned by the caller and read from the
  * sending thread while it sends: once another thread stores true, the send
  * in progress stops within about a second (libcurl calls the progress

@@ -392,6 +392,7 @@ static mst_otlp_transport *pick_transport(mst_otlp_relay *r, bool stopping, uint
         c.timeout_ms = (uint32_t)left;
         if (mst_otlp_transport_create(&c, &r->drain) != MST_OK) return NULL;
         mst_otlp_transport_set_cancel(r->drain, &r->cancel);
+        mst_otlp_transport_adopt_log_state(r->drain, r->transport); /* a cause is logged once */
         r->drain_timeout_ms = c.timeout_ms;
     }
     return r->drain;
