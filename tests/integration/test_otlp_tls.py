@@ -287,3 +287,15 @@ def test_https_to_a_plain_http_server_is_a_configuration_error(driver):  # noqa:
         requests = len(srv.requests)
     assert requests == 0
     _assert_config_error(out, ["does not speak TLS", "http://"])
+
+
+@pytest.mark.parametrize("insecure", [None, "false"])
+def test_grpc_endpoint_without_scheme_means_tls(driver, jaeger_tls, pki, insecure):  # noqa: F811
+    """As the specification says for gRPC: host:port without a scheme is TLS
+    unless OTEL_EXPORTER_OTLP_INSECURE=true."""
+    env = _tls_env(pki)
+    if insecure is not None:
+        env["OTEL_EXPORTER_OTLP_INSECURE"] = insecure
+    out = _export(driver, jaeger_tls.otlp_grpc_addr, "grpc", env)
+    assert out["spans_exported"] == N and out["spans_failed"] == 0, out["stderr"]
+    assert len(jaeger_tls.wait_for_spans(out["service"], N)) == N
