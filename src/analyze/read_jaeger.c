@@ -748,7 +748,7 @@ static mst_status http_get(CURL *c, const char *url, long timeout_ms, answer *a,
     }
     char tls_msg[1024];
     if (rc != CURLE_OK && mst_otlp_curl_tls_problem(rc, curl_err[0] ? curl_err : curl_easy_strerror(rc), url, tls,
-                                                    tls_msg, sizeof tls_msg)) {
+                                                    timeout_ms, tls_msg, sizeof tls_msg)) {
         mst_err_set(err, err_size, "Jaeger at %s: %s", base, tls_msg);
         return MST_ERR_INVALID_ARG;
     }

@@ -90,7 +90,9 @@ static bool client_cert_alert(const char *why, const mst_otlp_tls *tls) {
            says(why, "certificate unknown") || (says(why, "handshake failure") && !tls->cert_file[0]);
 }
 
-#define PROBE_TIMEOUT_MS 2000L /* the alert follows the handshake at once */
+/* The alert follows the handshake at once; the bound is for a loaded
+ * machine, and only a healthy server (it waits for a request) uses it all. */
+#define PROBE_TIMEOUT_MAX_MS 5000L
 
 typedef enum probe_result {
     PROBE_KEPT_OPEN,        /* the server waited for a request: TLS is fine */
@@ -100,7 +102,8 @@ typedef enum probe_result {
 
 /* One handshake with `url`'s server that sends nothing and waits for what
  * the server says; libcurl's error text into why. */
-static probe_result probe_handshake(const char *url, const mst_otlp_tls *tls, char *why, size_t why_size) {
+static probe_result probe_handshake(const char *url, const mst_otlp_tls *tls, long timeout_ms, char *why,
+                                    size_t why_size) {
     char errbuf[CURL_ERROR_SIZE] = "";
     why[0] = '\0';
     CURL *c = curl_easy_init();
@@ -108,7 +111,7 @@ static probe_result probe_handshake(const char *url, const mst_otlp_tls *tls, ch
     CURLcode rc = curl_easy_setopt(c, CURLOPT_URL, url);
     if (rc == CURLE_OK) rc = curl_easy_setopt(c, CURLOPT_CONNECT_ONLY, 1L);
     if (rc == CURLE_OK) rc = curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    if (rc == CURLE_OK) rc = curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, PROBE_TIMEOUT_MS);
+    if (rc == CURLE_OK) rc = curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
     if (rc == CURLE_OK) rc = curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
     if (rc == CURLE_OK) rc = curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     if (rc == CURLE_OK) rc = mst_otlp_curl_set_tls(c, tls);
@@ -120,7 +123,7 @@ static probe_result probe_handshake(const char *url, const mst_otlp_tls *tls, ch
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         char buf[256];
         size_t n = 0;
-        while (poll(&pfd, 1, (int)PROBE_TIMEOUT_MS) > 0) {
+        while (poll(&pfd, 1, (int)timeout_ms) > 0) {
             rc = curl_easy_recv(c, buf, sizeof buf, &n);
             if (rc == CURLE_AGAIN) continue; /* a TLS record that held no data */
             /* an error, the end of the stream (n == 0) or bytes nobody asked for */
@@ -136,7 +139,7 @@ static probe_result probe_handshake(const char *url, const mst_otlp_tls *tls, ch
 }
 
 bool mst_otlp_curl_tls_problem(CURLcode rc, const char *why, const char *url, const mst_otlp_tls *tls,
-                               char *out, size_t out_size) {
+                               long probe_ms, char *out, size_t out_size) {
     switch (rc) {
     case CURLE_PEER_FAILED_VERIFICATION:
         if (says(why, "subject name") || says(why, "host name"))
@@ -174,7 +177,8 @@ bool mst_otlp_curl_tls_problem(CURLcode rc, const char *why, const char *url, co
     char probed[CURL_ERROR_SIZE];
     if (!client_cert_alert(why, tls)) {
         if (strncasecmp(url, "https://", 8) != 0) return false;
-        probe_result pr = probe_handshake(url, tls, probed, sizeof probed);
+        long ms = probe_ms > 0 && probe_ms < PROBE_TIMEOUT_MAX_MS ? probe_ms : PROBE_TIMEOUT_MAX_MS;
+        probe_result pr = probe_handshake(url, tls, ms, probed, sizeof probed);
         /* Dropped with a client certificate sent: refused (see the top). */
         bool refused = pr == PROBE_DROPPED && tls->cert_file[0];
         if (!refused && !client_cert_alert(probed, tls)) return false;

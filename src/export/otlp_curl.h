@@ -38,8 +38,9 @@ CURLcode mst_otlp_curl_set_tls(CURL *c, const mst_otlp_tls *tls);
  * does not speak TLS — writes one line saying what is wrong and which
  * setting to fix into out and returns true; false (out untouched) for
  * anything else. A connection lost right after the handshake is checked
- * with one probe handshake (up to 2 s, see the .c). */
+ * with one probe handshake (see the .c) of at most probe_ms (capped at 5 s;
+ * 0: the cap), so a caller's deadline bounds it. */
 bool mst_otlp_curl_tls_problem(CURLcode rc, const char *why, const char *url, const mst_otlp_tls *tls,
-                               char *out, size_t out_size);
+                               long probe_ms, char *out, size_t out_size);
 
 #endif /* MST_EXPORT_OTLP_CURL_H */

@@ -571,7 +571,8 @@ static attempt_outcome attempt(mst_otlp_transport *t, const uint8_t *p, size_t n
         } else if (rc == CURLE_OPERATION_TIMEDOUT) {
             o.status = MST_ERR_TIMEOUT;
             warn_limited(&t->warn_fail, "OTLP export to %s timed out: %s", t->url, why);
-        } else if (mst_otlp_curl_tls_problem(rc, why, t->url, &t->cfg.tls, tls_msg, sizeof tls_msg)) {
+        } else if (mst_otlp_curl_tls_problem(rc, why, t->url, &t->cfg.tls, (long)(remaining_ms ? remaining_ms : 1),
+                                             tls_msg, sizeof tls_msg)) {
             return config_error(t, r, "%s", tls_msg);
         } else if (curl_error_is_config(rc)) {
             return config_error(t, r, "%s; check %s", why, endpoint_var(t));

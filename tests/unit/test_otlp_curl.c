@@ -51,14 +51,14 @@ static void test_untrusted_server_names_the_ca_variable(void) {
     char out[512];
     mst_otlp_tls t = named("", "", "");
     const char *why = "SSL certificate problem: unable to get local issuer certificate";
-    CHECK(mst_otlp_curl_tls_problem(CURLE_PEER_FAILED_VERIFICATION, why, "https://h:1", &t, out, sizeof out));
+    CHECK(mst_otlp_curl_tls_problem(CURLE_PEER_FAILED_VERIFICATION, why, "https://h:1", &t, 0, out, sizeof out));
     CHECK(strstr(out, "not trusted by the system CAs") != NULL && strstr(out, "set CA_VAR") != NULL);
     t = named("/etc/ca.pem", "", "");
-    CHECK(mst_otlp_curl_tls_problem(CURLE_PEER_FAILED_VERIFICATION, why, "https://h:1", &t, out, sizeof out));
+    CHECK(mst_otlp_curl_tls_problem(CURLE_PEER_FAILED_VERIFICATION, why, "https://h:1", &t, 0, out, sizeof out));
     CHECK(strstr(out, "not signed by the CA in CA_VAR=\"/etc/ca.pem\"") != NULL && strstr(out, "fix CA_VAR"));
     CHECK(mst_otlp_curl_tls_problem(CURLE_PEER_FAILED_VERIFICATION,
                                     "SSL: no alternative certificate subject name matches target host name 'h'",
-                                    "https://h:1", &t, out, sizeof out));
+                                    "https://h:1", &t, 0, out, sizeof out));
     CHECK(strstr(out, "does not name this host") != NULL);
 }
 
@@ -66,25 +66,25 @@ static void test_client_certificate_alerts(void) {
     char out[512];
     mst_otlp_tls none = named("", "", ""), mine = named("", "/c.pem", "/c.key");
     const char *required = "OpenSSL SSL_read: error:0A00045C:SSL routines::tlsv13 alert certificate required";
-    CHECK(mst_otlp_curl_tls_problem(CURLE_RECV_ERROR, required, "https://h:1", &none, out, sizeof out));
+    CHECK(mst_otlp_curl_tls_problem(CURLE_RECV_ERROR, required, "https://h:1", &none, 0, out, sizeof out));
     CHECK(strstr(out, "requires a client certificate") != NULL && strstr(out, "set CERT_VAR and KEY_VAR"));
     const char *unknown = "OpenSSL SSL_read: error:0A000418:SSL routines::tlsv1 alert unknown ca";
-    CHECK(mst_otlp_curl_tls_problem(CURLE_RECV_ERROR, unknown, "https://h:1", &mine, out, sizeof out));
+    CHECK(mst_otlp_curl_tls_problem(CURLE_RECV_ERROR, unknown, "https://h:1", &mine, 0, out, sizeof out));
     CHECK(strstr(out, "refused the client certificate CERT_VAR=\"/c.pem\"") != NULL);
     CHECK(mst_otlp_curl_tls_problem(CURLE_SSL_CERTPROBLEM, "could not load PEM client certificate",
-                                    "https://h:1", &mine, out, sizeof out));
+                                    "https://h:1", &mine, 0, out, sizeof out));
     CHECK(strstr(out, "CERT_VAR=\"/c.pem\"") != NULL && strstr(out, "KEY_VAR=\"/c.key\"") != NULL);
 }
 
 static void test_outages_are_not_configuration(void) {
     char out[64] = "untouched";
     mst_otlp_tls t = named("", "", "");
-    CHECK(!mst_otlp_curl_tls_problem(CURLE_COULDNT_CONNECT, "Connection refused", "https://h:1", &t, out,
+    CHECK(!mst_otlp_curl_tls_problem(CURLE_COULDNT_CONNECT, "Connection refused", "https://h:1", &t, 0, out,
                                      sizeof out));
     CHECK(!mst_otlp_curl_tls_problem(CURLE_COULDNT_RESOLVE_HOST, "Could not resolve host", "https://h:1", &t,
-                                     out, sizeof out));
+                                     0, out, sizeof out));
     /* a reset on plain http: nothing to probe, an outage */
-    CHECK(!mst_otlp_curl_tls_problem(CURLE_RECV_ERROR, "Connection reset by peer", "http://h:1", &t, out,
+    CHECK(!mst_otlp_curl_tls_problem(CURLE_RECV_ERROR, "Connection reset by peer", "http://h:1", &t, 0, out,
                                      sizeof out));
     CHECK_EQ_STR(out, "untouched");
 }
@@ -94,7 +94,7 @@ static void test_https_to_plain_server(void) {
     mst_otlp_tls t = named("", "", "");
     CHECK(mst_otlp_curl_tls_problem(CURLE_SSL_CONNECT_ERROR,
                                     "OpenSSL/3.0.19: error:0A00010B:SSL routines::wrong version number",
-                                    "https://h:1", &t, out, sizeof out));
+                                    "https://h:1", &t, 0, out, sizeof out));
     CHECK(strstr(out, "does not speak TLS") != NULL);
 }
 
