@@ -40,7 +40,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 import conftest as pyconf  # noqa: E402
 from test_real_vllm_e2e import RUN as E2E_RUN  # noqa: E402
-from test_real_vllm_symbols import _vllm_python  # noqa: E402
+from test_real_vllm_symbols import vllm_python_and_build  # noqa: E402
 
 WHEEL = "msserviceprofiler==1.2.3"
 OUTPUT_SYMBOL = "vllm.v1.engine.output_processor:OutputProcessor.process_outputs"
@@ -89,23 +89,19 @@ def _yaml_with_counting_handler(dst):
 
 @pytest.fixture(scope="module")
 def msp_target(tmp_path_factory):
-    python, why = _vllm_python()
-    if python is None:
-        pytest.skip(why)
+    python, build = vllm_python_and_build()
+    if build.binary is None:
+        pytest.skip("the mstrace binary unavailable: %s" % build.reason)
     target = tmp_path_factory.mktemp("msserviceprofiler")
     p = subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
                         "--target", str(target), WHEEL], capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         pytest.skip("pip cannot install %s: %s" % (WHEEL, (p.stderr or p.stdout)[-500:]))
-    return python, target
+    return python, build, target
 
 
 def test_both_plugins_each_symbol_hooked_once_handler_once(msp_target, tmp_path):
-    python, target = msp_target
-    pyconf.pytest_configure(None)
-    build = pyconf.build_native()
-    if build.native is None or build.binary is None:
-        pytest.skip("mstrace._native or the mstrace binary unavailable: %s" % build.reason)
+    python, build, target = msp_target
     (tmp_path / "coexist_handler.py").write_text(HANDLER)
     symbols_yaml = tmp_path / "symbols.yaml"
     _yaml_with_counting_handler(symbols_yaml)
