@@ -17,7 +17,7 @@
 #include "analyze/grow.h"
 #include "core/arena.h"
 #include "core/err_text.h"
-#include "export/otlp_curl.h"
+#include "otlp/otlp_curl.h"
 #include "wire/json_reader.h"
 
 #define JSON_DEPTH 32                          /* answer > data > trace > spans > span > tags > tag > value */

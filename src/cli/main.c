@@ -10,7 +10,7 @@
  *
  * Why it is this thin: parsing and dispatch only. `forward` with
  * --perfetto-output runs the Perfetto sink (forward/perfetto_sink.h);
- * without it, the OTLP relay (docs/relay.md, forward/otlp_relay.h), which plugs
+ * without it, the OTLP relay (docs/relay.md, relay/otlp_relay.h), which plugs
  * into the same forward/daemon.h run loop as another mst_daemon_service.
  * Exit codes: 0 ok, 1 runtime error (bad output path, busy socket, missing
  * or invalid OTEL_EXPORTER_OTLP_* for the relay), 2 usage.
@@ -25,7 +25,7 @@
 #include "core/log.h"
 #include "forward/daemon.h"
 #include "forward/frame_server.h"
-#include "forward/otlp_relay.h"
+#include "relay/otlp_relay.h"
 #include "forward/perfetto_sink.h"
 #include "mstrace.h"
 #include "mstrace_otlp.h"

@@ -1,5 +1,5 @@
 /*
- * test_otlp_config.c — mst_otlp_config_from_env (src/export/otlp_config.c):
+ * test_otlp_config.c — mst_otlp_config_from_env (src/otlp/otlp_config.c):
  * endpoint rules (TRACES as-is, base + /v1/traces, gRPC as-is), protocol
  * default grpc, TRACES_ over generic, headers parsing and percent-decoding,
  * timeout/compression values, the TLS files (each TRACES_ variable over its
@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "export/otlp_config.h"
-#include "export/otlp_transport.h"
+#include "otlp/otlp_config.h"
+#include "otlp/otlp_transport.h"
 #include "testlib.h"
 
 static void clear_env(void) {

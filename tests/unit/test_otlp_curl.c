@@ -1,5 +1,5 @@
 /*
- * test_otlp_curl.c — the TLS half of src/export/otlp_curl.c without a
+ * test_otlp_curl.c — the TLS half of src/otlp/otlp_curl.c without a
  * network: mst_otlp_tls_check (files readable, a key needs its
  * certificate) and mst_otlp_curl_tls_problem's reading of libcurl's
  * failures (which ones are configuration, and that each line names the
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "export/otlp_curl.h"
+#include "otlp/otlp_curl.h"
 #include "testlib.h"
 
 static mst_otlp_tls named(const char *ca, const char *cert, const char *key) {

@@ -9,8 +9,8 @@
  * places (OTEL_EXPORTER_OTLP_* variables, --jaeger-* flags) but must apply
  * and explain them alike; mst_otlp_tls carries where each value came from.
  */
-#ifndef MST_EXPORT_OTLP_CURL_H
-#define MST_EXPORT_OTLP_CURL_H
+#ifndef MST_OTLP_CURL_H
+#define MST_OTLP_CURL_H
 
 #include <curl/curl.h>
 #include <stdbool.h>
@@ -43,4 +43,4 @@ CURLcode mst_otlp_curl_set_tls(CURL *c, const mst_otlp_tls *tls);
 bool mst_otlp_curl_tls_problem(CURLcode rc, const char *why, const char *url, const mst_otlp_tls *tls,
                                long probe_ms, char *out, size_t out_size);
 
-#endif /* MST_EXPORT_OTLP_CURL_H */
+#endif /* MST_OTLP_CURL_H */

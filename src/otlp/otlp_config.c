@@ -18,7 +18,7 @@
  * Every bad value is an error with a message naming the variable: silently
  * exporting somewhere else than vLLM's own spans would split the traces.
  */
-#include "export/otlp_config.h"
+#include "otlp/otlp_config.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -29,7 +29,7 @@
 #include <strings.h>
 
 #include "core/err_text.h"
-#include "export/otlp_curl.h"
+#include "otlp/otlp_curl.h"
 
 #define ENV_PREFIX "OTEL_EXPORTER_OTLP_"
 #define OTLP_MAX_TIMEOUT_MS (3600u * 1000u) /* an hour: anything above is a typo */

@@ -34,7 +34,7 @@
  *     connection is untouched) and deliberately leaks the handle's memory
  *     (kept reachable in g_fork_orphans), then makes a fresh handle lazily.
  */
-#include "export/otlp_transport.h"
+#include "otlp/otlp_transport.h"
 
 #include <curl/curl.h>
 #include <pthread.h>
@@ -49,8 +49,8 @@
 #include <zlib.h>
 
 #include "core/log.h"
-#include "export/otlp_config.h"
-#include "export/otlp_curl.h"
+#include "otlp/otlp_config.h"
+#include "otlp/otlp_curl.h"
 #include "wire/buf.h"
 #include "wire/otlp_response.h"
 

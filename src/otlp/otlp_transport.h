@@ -12,8 +12,8 @@
  * Threading: a transport is used by one thread at a time (the pipeline's
  * exporter thread or the relay's sender); it keeps no locks of its own.
  */
-#ifndef MST_EXPORT_OTLP_TRANSPORT_H
-#define MST_EXPORT_OTLP_TRANSPORT_H
+#ifndef MST_OTLP_TRANSPORT_H
+#define MST_OTLP_TRANSPORT_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -81,4 +81,4 @@ void mst_otlp_transport_set_backoff_scale(double scale);
  * backoff deterministically. Process-wide. */
 void mst_otlp_transport_set_backoff_overrun_ms(uint32_t ms);
 
-#endif /* MST_EXPORT_OTLP_TRANSPORT_H */
+#endif /* MST_OTLP_TRANSPORT_H */

@@ -26,7 +26,7 @@
  * handshake, before any request, which a server that accepted the
  * certificate never does (it waits for the request; the probe times out).
  */
-#include "export/otlp_curl.h"
+#include "otlp/otlp_curl.h"
 
 #include <poll.h>
 #include <pthread.h>

@@ -3,7 +3,7 @@
  * the MindIE Motor path): each frame on \0OTLP_SOCKET is one serialized
  * ExportTraceServiceRequest; the relay validates it (strict decoder), queues
  * it and forwards it upstream (OTEL_EXPORTER_OTLP_ENDPOINT, http/protobuf or
- * grpc) through the shared libcurl transport (export/otlp_transport.h).
+ * grpc) through the shared libcurl transport (otlp/otlp_transport.h).
  *
  * Why a sender thread and a bounded queue: the epoll thread must never wait
  * for the collector. Payloads go into a byte- and item-bounded FIFO; a
@@ -24,8 +24,8 @@
  * Accounting (exact, in messages): received = rejected + forwarded +
  * dropped_full + failed + lost_at_exit + queued.
  */
-#ifndef MST_FORWARD_OTLP_RELAY_H
-#define MST_FORWARD_OTLP_RELAY_H
+#ifndef MST_RELAY_OTLP_RELAY_H
+#define MST_RELAY_OTLP_RELAY_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -107,4 +107,4 @@ void mst_otlp_relay_get_stats(mst_otlp_relay *relay, mst_otlp_relay_stats *out);
 /* Frees the relay (close it first through the service). NULL is fine. */
 void mst_otlp_relay_destroy(mst_otlp_relay *relay);
 
-#endif /* MST_FORWARD_OTLP_RELAY_H */
+#endif /* MST_RELAY_OTLP_RELAY_H */

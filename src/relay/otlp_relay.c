@@ -21,7 +21,7 @@
  * gRPC over plain http on libcurl < 8 (h2c reuse bug curl#10634) needs no
  * care here: the transport itself opens one connection per request there.
  */
-#include "forward/otlp_relay.h"
+#include "relay/otlp_relay.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -33,8 +33,8 @@
 
 #include "core/err_text.h"
 #include "core/log.h"
-#include "export/otlp_config.h"
-#include "export/otlp_transport.h"
+#include "otlp/otlp_config.h"
+#include "otlp/otlp_transport.h"
 #include "wire/buf.h"
 #include "wire/otlp_decode.h"
 
