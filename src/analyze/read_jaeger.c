@@ -9,7 +9,6 @@
 
 #include <curl/curl.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +17,7 @@
 #include "analyze/grow.h"
 #include "core/arena.h"
 #include "core/err_text.h"
+#include "otlp/otlp_curl.h"
 #include "wire/json_reader.h"
 
 #define JSON_DEPTH 32                          /* answer > data > trace > spans > span > tags > tag > value */
@@ -727,13 +727,10 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud) {
     return n;
 }
 
-static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
-static CURLcode g_curl_rc = CURLE_FAILED_INIT;
-static void curl_init_once(void) { g_curl_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
-
-/* GET `url` into `a`. */
+/* GET `url` into `a`. A TLS failure is told as what to fix (`tls` names
+ * the --jaeger-* flags) and is MST_ERR_INVALID_ARG, not "cannot reach". */
 static mst_status http_get(CURL *c, const char *url, long timeout_ms, answer *a, const char *base,
-                           char *err, size_t err_size) {
+                           const mst_otlp_tls *tls, char *err, size_t err_size) {
     char curl_err[CURL_ERROR_SIZE] = "";
     a->len = 0;
     a->too_large = false;
@@ -748,6 +745,12 @@ static mst_status http_get(CURL *c, const char *url, long timeout_ms, answer *a,
     if (a->too_large) {
         mst_err_set(err, err_size, "Jaeger at %s: one answer is over %zu bytes", base, MAX_ANSWER_BYTES);
         return MST_ERR_TOO_LARGE;
+    }
+    char tls_msg[1024];
+    if (rc != CURLE_OK && mst_otlp_curl_tls_problem(rc, curl_err[0] ? curl_err : curl_easy_strerror(rc), url, tls,
+                                                    timeout_ms, tls_msg, sizeof tls_msg)) {
+        mst_err_set(err, err_size, "Jaeger at %s: %s", base, tls_msg);
+        return MST_ERR_INVALID_ARG;
     }
     if (rc != CURLE_OK) {
         mst_err_set(err, err_size, "cannot reach Jaeger at %s: %s", base, curl_err[0] ? curl_err : curl_easy_strerror(rc));
@@ -813,7 +816,8 @@ static mst_status budget_stop(const read_budget *b, mst_status st, const mst_an_
 /* Every trace of one service in [start, end], splitting full pages. */
 static mst_status query_service(CURL *c, mst_an_jaeger_pages *p, const mst_an_jaeger_query *q,
                                 const char *base, size_t base_len, const char *service, unsigned limit,
-                                long timeout_ms, read_budget *b, answer *a, char *err, size_t err_size) {
+                                long timeout_ms, read_budget *b, const mst_otlp_tls *tls, answer *a,
+                                char *err, size_t err_size) {
     char *esc = curl_easy_escape(c, service, 0);
     if (!esc) return MST_ERR_NOMEM;
     window stack[MAX_WINDOWS];
@@ -841,7 +845,7 @@ static mst_status query_service(CURL *c, mst_an_jaeger_pages *p, const mst_an_ja
         /* No request outlives the deadline: one given only the time left
          * that fails at (about) the deadline ran out of it. */
         bool capped = left <= timeout_ms;
-        st = http_get(c, url, capped ? left : timeout_ms, a, base, err, err_size);
+        st = http_get(c, url, capped ? left : timeout_ms, a, base, tls, err, err_size);
         if (st == MST_ERR_UNAVAILABLE && capped && budget_left_ms(b) <= 100) {
             st = budget_stop(b, MST_ERR_TIMEOUT, p, base, service, &w, err, err_size);
             break;
@@ -877,6 +881,27 @@ static mst_status query_service(CURL *c, mst_an_jaeger_pages *p, const mst_an_ja
     return st;
 }
 
+/* The query's TLS files as the shared TLS settings, named by their flags,
+ * checked (readable, a key only with its certificate). */
+static mst_status tls_from_query(const mst_an_jaeger_query *q, mst_otlp_tls *tls, char *err, size_t err_size) {
+    memset(tls, 0, sizeof *tls);
+    snprintf(tls->ca_from, sizeof tls->ca_from, "--jaeger-ca");
+    snprintf(tls->cert_from, sizeof tls->cert_from, "--jaeger-cert");
+    snprintf(tls->key_from, sizeof tls->key_from, "--jaeger-key");
+    const char *files[3] = {q->ca_file, q->cert_file, q->key_file};
+    char *into[3] = {tls->ca_file, tls->cert_file, tls->key_file};
+    const char *flags[3] = {tls->ca_from, tls->cert_from, tls->key_from};
+    for (int i = 0; i < 3; i++) {
+        if (!files[i]) continue;
+        if (strlen(files[i]) >= sizeof tls->ca_file) {
+            mst_err_set(err, err_size, "%s: the path is longer than %zu bytes", flags[i], sizeof tls->ca_file - 1);
+            return MST_ERR_INVALID_ARG;
+        }
+        snprintf(into[i], sizeof tls->ca_file, "%s", files[i]);
+    }
+    return mst_otlp_tls_check(tls, err, err_size) == MST_OK ? MST_OK : MST_ERR_INVALID_ARG;
+}
+
 mst_status mst_an_read_jaeger(const mst_an_jaeger_query *q, uint32_t source, mst_an_span_fn fn,
                               void *ctx, mst_an_input_info *info, char *err, size_t err_size) {
     if (!q || !q->base_url || !q->service || !info) {
@@ -897,18 +922,16 @@ mst_status mst_an_read_jaeger(const mst_an_jaeger_query *q, uint32_t source, mst
                                                                   : "the service name is empty");
         return MST_ERR_INVALID_ARG;
     }
-    pthread_once(&g_curl_once, curl_init_once);
-    if (g_curl_rc != CURLE_OK) {
-        mst_err_set(err, err_size, "libcurl init failed: %s", curl_easy_strerror(g_curl_rc));
-        return MST_ERR_UNAVAILABLE;
-    }
+    mst_otlp_tls tls;
+    mst_status st = tls_from_query(q, &tls, err, err_size);
+    if (st != MST_OK) return st;
+    if (mst_otlp_curl_init(err, err_size) != MST_OK) return MST_ERR_UNAVAILABLE;
     char *base = strndup(q->base_url, base_len);
     char *services = strdup(q->service);
     CURL *c = curl_easy_init();
     mst_an_jaeger_pages *p = mst_an_jaeger_pages_new(source, fn, ctx, info);
     answer a = {0};
-    mst_status st = MST_OK;
-    if (!base || !services || !c || !p) {
+    if (!base || !services || !c || !p || mst_otlp_curl_set_tls(c, &tls) != CURLE_OK) {
         mst_err_set(err, err_size, "out of memory starting the Jaeger query");
         st = MST_ERR_NOMEM;
     }
@@ -927,7 +950,8 @@ mst_status mst_an_read_jaeger(const mst_an_jaeger_query *q, uint32_t source, mst
     char *save = NULL;
     for (char *svc = st == MST_OK ? strtok_r(services, ",", &save) : NULL; svc && st == MST_OK;
          svc = strtok_r(NULL, ",", &save)) {
-        if (*svc) st = query_service(c, p, q, base, base_len, svc, limit, timeout_ms, &b, &a, err, err_size);
+        if (*svc)
+            st = query_service(c, p, q, base, base_len, svc, limit, timeout_ms, &b, &tls, &a, err, err_size);
     }
     free(a.data);
     mst_an_jaeger_pages_free(p);

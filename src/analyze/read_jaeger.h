@@ -46,6 +46,12 @@ typedef struct mst_an_jaeger_query {
     int64_t end_us;
     unsigned limit;        /* traces per request; 0 = 500                         */
     long timeout_ms;       /* per HTTP request; 0 = 60000                         */
+    /* https:// only (NULL: not set): the CA file that signed Jaeger's
+     * certificate (else the system CAs), and for mutual TLS the client
+     * certificate and its key, all PEM (--jaeger-ca/-cert/-key). */
+    const char *ca_file;
+    const char *cert_file;
+    const char *key_file;
     /* Called after each answer with the bytes read so far (total 0: not
      * known), for a progress line; may be NULL. */
     mst_an_progress_fn progress;
@@ -73,7 +79,8 @@ typedef struct mst_an_jaeger_query {
  * answered with an HTTP error or an "errors" list and no data;
  * MST_ERR_PARSE the answer is not Jaeger query JSON; MST_ERR_TOO_LARGE one
  * answer is over 1 GiB; MST_ERR_TIMEOUT the deadline passed; MST_ERR_TOO_LARGE
- * also for the request limit; MST_ERR_INVALID_ARG a bad query. A non-OK status
+ * also for the request limit; MST_ERR_INVALID_ARG a bad query or TLS file, or
+ * a TLS failure no retry fixes (the message names the --jaeger-* flag). A non-OK status
  * from `fn` stops the reader and is returned. */
 mst_status mst_an_read_jaeger(const mst_an_jaeger_query *q, uint32_t source, mst_an_span_fn fn,
                               void *ctx, mst_an_input_info *info, char *err, size_t err_size);

@@ -65,7 +65,8 @@ typedef struct analyze_args {
 typedef enum opt_id {
     OPT_JSON, OPT_CSV, OPT_TOP, OPT_OUTPUT, OPT_COMPARE, OPT_QUIET, OPT_HELP,
     OPT_JAEGER, OPT_SERVICE, OPT_SINCE, OPT_START, OPT_END, OPT_JAEGER_LIMIT,
-    OPT_JAEGER_DEADLINE, OPT_JAEGER_MAX_REQUESTS, OPT_JAEGER_MIN_WINDOW
+    OPT_JAEGER_DEADLINE, OPT_JAEGER_MAX_REQUESTS, OPT_JAEGER_MIN_WINDOW,
+    OPT_JAEGER_CA, OPT_JAEGER_CERT, OPT_JAEGER_KEY
 } opt_id;
 
 typedef struct opt_def {
@@ -95,6 +96,9 @@ static const opt_def OPTIONS[] = {
      "stop reading Jaeger after N requests (default 100000; exit 2)"},
     {"--jaeger-min-window", NULL, 1, OPT_JAEGER_MIN_WINDOW,
      "do not split Jaeger windows below DURATION (default 1ms; 1us = Jaeger's resolution)"},
+    {"--jaeger-ca", NULL, 1, OPT_JAEGER_CA, "https Jaeger: CA file (PEM) that signed its certificate"},
+    {"--jaeger-cert", NULL, 1, OPT_JAEGER_CERT, "https Jaeger, mutual TLS: client certificate (PEM)"},
+    {"--jaeger-key", NULL, 1, OPT_JAEGER_KEY, "https Jaeger, mutual TLS: the client certificate's key (PEM)"},
     {"--quiet", "-q", 0, OPT_QUIET, "no progress line and no text summary"},
     {"--help", "-h", 0, OPT_HELP, "show this help and exit"},
 };
@@ -177,8 +181,10 @@ static int check_jaeger_args(analyze_args *a) {
     for (size_t i = 0; i < a->n_inputs; i++) any |= is_jaeger_input(a->inputs[i]);
     for (size_t i = 0; i < a->n_before; i++) any |= is_jaeger_input(a->before[i]);
     if (!any) {
-        if (a->jaeger.service || a->has_since || a->has_start || a->has_end)
-            return usage_error("%s: --service, --since, --start and --end need --jaeger URL", "argument");
+        if (a->jaeger.service || a->has_since || a->has_start || a->has_end || a->jaeger.ca_file ||
+            a->jaeger.cert_file || a->jaeger.key_file)
+            return usage_error("%s: --service, --since, --start, --end and --jaeger-ca/-cert/-key need "
+                               "--jaeger URL", "argument");
         return -1;
     }
     if (!a->jaeger.service || !a->jaeger.service[0])
@@ -223,6 +229,9 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
             a->inputs[a->n_inputs++] = argv[++i];
             break;
         case OPT_SERVICE: a->jaeger.service = argv[++i]; break;
+        case OPT_JAEGER_CA: a->jaeger.ca_file = argv[++i]; break;
+        case OPT_JAEGER_CERT: a->jaeger.cert_file = argv[++i]; break;
+        case OPT_JAEGER_KEY: a->jaeger.key_file = argv[++i]; break;
         case OPT_SINCE:
             if (!mst_an_jaeger_parse_duration(argv[++i], &a->since_us))
                 return usage_error("argument --since: expected a duration such as 90s, 30m, 1h or 2d, got '%s'",
