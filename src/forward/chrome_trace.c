@@ -486,6 +486,13 @@ static mst_tl_sink tl_sink(mst_chrome_writer *w) {
 
 mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s) {
     if (!w || !s) return MST_ERR_INVALID_ARG;
+    if (mst_tl_is_story_span(s)) {
+        /* A request's story for Jaeger: its phases are drawn from the step
+         * record instead. Counted as written (handled, nothing to add). */
+        if (!mst_outq_buf(w->out)) return MST_ERR_NOMEM;
+        mst_outq_added(w->out, 1, 0);
+        return MST_OK;
+    }
     if (mst_outq_unwritten(w->out) >= MAX_UNWRITTEN_BYTES &&
         !mst_outq_wait_room(w->out, MAX_UNWRITTEN_BYTES)) {
         w->full_dropped++; /* before any table change: as if never received */

@@ -1025,6 +1025,13 @@ static mst_status end_add(mst_pftrace_writer *w, size_t mark) {
 
 mst_status mst_pftrace_writer_add_span(mst_pftrace_writer *w, const mst_pf_span *s) {
     if (!w || !s) return MST_ERR_INVALID_ARG;
+    if (mst_tl_is_story_span(s)) {
+        /* A request's story for Jaeger: its phases are drawn from the step
+         * record instead. Counted as written (handled, nothing to add). */
+        if (!mst_outq_buf(w->out)) return MST_ERR_NOMEM;
+        mst_outq_added(w->out, 1, 0);
+        return MST_OK;
+    }
     if (mst_outq_unwritten(w->out) >= MAX_UNWRITTEN_BYTES &&
         !mst_outq_wait_room(w->out, MAX_UNWRITTEN_BYTES)) {
         w->full_dropped++;

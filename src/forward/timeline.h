@@ -50,6 +50,7 @@
 #include <float.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/arena.h"
 #include "wire/hex8.h"
@@ -207,6 +208,15 @@ void mst_timeline_get_stats(const mst_timeline *tl, mst_tl_stats *out);
  * own track. */
 uint32_t mst_timeline_request_lane(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
                                    mst_arena *arena, const mst_tl_sink *sink);
+
+/* The scope (category) of the spans the plugin's EngineCore writes for a
+ * request's own trace (its phases and steps in Jaeger): the writers draw the
+ * same phases from the step record, so they skip these. */
+#define MST_TL_STORY_SCOPE "mstrace.request_story"
+static inline bool mst_tl_is_story_span(const mst_pf_span *s) {
+    return s->category.len == sizeof MST_TL_STORY_SCOPE - 1 &&
+           memcmp(s->category.ptr, MST_TL_STORY_SCOPE, s->category.len) == 0;
+}
 
 /* Thread ids of the tracks the writers add inside a traced process (the
  * same in both files): above every real Linux tid (at most 2^22), below

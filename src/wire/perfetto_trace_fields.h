@@ -55,7 +55,7 @@
 #define TD_CHILD_ORDERING 11              /* TrackDescriptor.child_ordering */
 #define TD_SIBLING_ORDER_RANK 12          /* TrackDescriptor.sibling_order_rank */
 #define CHILD_ORDERING_CHRONOLOGICAL 2    /* TrackDescriptor.ChildTracksOrdering.CHRONOLOGICAL */
-#define TD_THREAD_ORDERING 20             /* TrackDescriptor.thread_ordering (root only) */
+#define TD_THREAD_ORDERING 20             /* TrackDescriptor.thread_ordering */
 #define THREAD_ORDERING_EXPLICIT 1        /* TrackDescriptor.ThreadOrdering.THREAD_ORDERING_EXPLICIT */
 
 /* ProcessDescriptor / ThreadDescriptor */

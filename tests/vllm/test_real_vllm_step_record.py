@@ -95,7 +95,15 @@ def _stop(proc, timeout):
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def jaeger():
+    """A real Jaeger on loopback ports of its own (tests/integration/jaeger_fixture.py)."""
+    from jaeger_fixture import running_jaeger
+    with running_jaeger() as j:
+        yield j
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, jaeger):
     python, why = _vllm_python()
     if python is None:
         pytest.skip(why)
@@ -119,6 +127,9 @@ def run(tmp_path_factory):
     for key in list(env):
         if key.startswith(("OTEL_", "PROFILING_SYMBOLS", "VLLM_PLUGINS", "MS_PROFILER_SAMPLE")):
             del env[key]
+    # the hook spans also go to Jaeger (mstrace's own OTLP exporter; vLLM's tracing stays off)
+    env.update(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=jaeger.traces_endpoint,
+               OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/protobuf", OTEL_SERVICE_NAME="mst-steprec")
     log = open(tmp / "vllm.log", "w")
     server = subprocess.Popen(
         [python, os.path.join(REPO, "tests", "e2e", "vllm_cli.py"), "serve", MODEL_DIR,
@@ -159,7 +170,7 @@ def run(tmp_path_factory):
     events = json.loads(out_json.read_text())
     spans = [e for e in events if e.get("ph") == "X"]
     return {"answers": answers, "preemptions": after - before, "spans": spans, "events": events,
-            "json": out_json, "pftrace": out_pf, "binary": build.binary}
+            "json": out_json, "pftrace": out_pf, "binary": build.binary, "jaeger": jaeger}
 
 
 def _steps(spans):
@@ -447,8 +458,95 @@ def test_pftrace_says_the_same(run):
                              text=True, timeout=300)
         assert out.returncode == 0, out.stderr
         views.append(json.loads(out.stdout))
+    # the story spans EngineCore writes for Jaeger are not drawn (the phases come from the step record)
+    assert not any(s["name"].startswith("vllm.request.") for s in m.slices)
+    assert not any(e.get("name", "").startswith("vllm.request.") for e in _exact(run) if e.get("ph") == "X")
     for v in views:
         names = {n["name"] for n in v["span_names"]}
         assert "vllm.request" in names and not any(n.startswith("step ") or n in ("queued", "decode")
                                                    for n in names), names
     assert [n["count"] for n in views[0]["span_names"]] == [n["count"] for n in views[1]["span_names"]]
+
+
+# ---- a request's story in Jaeger ----
+
+def _jaeger_trace(run, trace_id, want):
+    """The trace from Jaeger's query API once it holds `want` spans (the
+    processes export at exit; Jaeger stores asynchronously)."""
+    deadline = time.monotonic() + 60
+    while True:
+        t = run["jaeger"].trace(trace_id)
+        if t and len(t["spans"]) >= want or time.monotonic() > deadline:
+            return t
+        time.sleep(0.5)
+
+
+def _stories(run):
+    """request id -> (its vllm.request span, the steps naming it, the
+    preemptions) from the JSON (the same spans went to Jaeger)."""
+    spans = [e for e in _exact(run) if e.get("ph") == "X"]
+    req = {e["args"]["request.id"]: e for e in spans if e["name"] == "vllm.request"}
+    steps = {}
+    for e in spans:
+        if e["name"] == "vllm.scheduler.schedule":
+            for i in e["args"].get("request.ids", []):
+                steps.setdefault(i, []).append(e)
+    return req, steps
+
+
+def test_jaeger_request_that_shared_a_batch_has_its_phases_and_steps_in_its_own_trace(run):
+    req, steps = _stories(run)
+    sched = _steps(run["spans"])
+    preempted = {i for a in sched for i in a.get("step.preempted_ids", [])}
+    shared = [i for i, st in steps.items() if any(e["args"]["batch.request_count"] > 1 for e in st)]
+    assert len(shared) >= REQUESTS - 1
+    checked_preempted = 0
+    for rid in shared:
+        r = req[rid]
+        t = _jaeger_trace(run, r["args"]["trace_id"], 4)
+        assert t, rid
+        by_id = {s["spanID"]: s for s in t["spans"]}
+        assert r["args"]["span_id"] in by_id  # the API server's vllm.request
+        phases = [s for s in t["spans"] if s["operationName"].startswith("vllm.request.")]
+        names = [s["operationName"] for s in sorted(phases, key=lambda s: s["startTime"])]
+        assert names[0] == "vllm.request.queued" and "vllm.request.prefill" in names, (rid, names)
+        assert names[-1] == "vllm.request.decode", (rid, names)
+        for s in phases:  # children of the request's span, in its trace
+            assert [(x["refType"], x["spanID"]) for x in s["references"]] == [("CHILD_OF", r["args"]["span_id"])]
+            assert run["jaeger"].tags(s)["request.id"] == rid
+        # one step event per engine step it was in, naming that step
+        logs = [l for s in phases for l in s.get("logs", [])
+                if {f["key"]: f["value"] for f in l["fields"]}.get("event") == "step"]
+        got = sorted({f["key"]: f["value"] for f in l["fields"]}["step.index"] for l in logs)
+        assert got == sorted(e["args"]["step.index"] for e in steps[rid]), rid
+        for l in logs:
+            f = {x["key"]: x["value"] for x in l["fields"]}
+            (step,) = [e for e in steps[rid] if e["args"]["step.index"] == f["step.index"]]
+            assert f["step.span_id"] == step["args"]["span_id"] and f["step.trace_id"] == step["args"]["trace_id"]
+            assert f["batch.request_count"] == step["args"]["batch.request_count"]
+            k = step["args"]["request.ids"].index(rid)
+            assert f["step.tokens"] == int(step["args"]["step.tokens"][k])
+        events = [{f["key"]: f["value"] for f in l["fields"]}.get("event") for s in phases for l in s.get("logs", [])]
+        if rid in preempted:
+            assert "preempted" in events and "resumed" in events, (rid, events)
+            checked_preempted += 1
+        else:
+            assert "preempted" not in events
+    assert checked_preempted > 0
+
+
+def test_jaeger_step_links_resolve_to_every_request_it_carried(run):
+    req, steps = _stories(run)
+    span_of = {r["args"]["span_id"]: rid for rid, r in req.items()}
+    busy = [e for e in run["spans"] if e["name"] == "vllm.scheduler.schedule" and e["args"].get("request.ids")]
+    shared = [e for e in busy if e["args"]["batch.request_count"] > 1]
+    assert shared
+    for e in shared[:40]:
+        t = _jaeger_trace(run, e["args"]["trace_id"], 1)
+        (s,) = [x for x in t["spans"] if x["spanID"] == e["args"]["span_id"]]
+        linked = [x for x in s["references"] if x["refType"] == "FOLLOWS_FROM"]
+        got = sorted(span_of[x["spanID"]] for x in linked)
+        assert got == sorted(e["args"]["request.ids"]), e["args"]["step.index"]
+        for x in linked:  # each resolves: the request's span is in Jaeger, in its trace
+            rt = _jaeger_trace(run, x["traceID"], 1)
+            assert any(y["spanID"] == x["spanID"] and y["operationName"] == "vllm.request" for y in rt["spans"])
