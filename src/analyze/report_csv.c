@@ -65,6 +65,7 @@ mst_status mst_an_report_csv(const mst_an_model *m, const char *dir, char *err, 
           "execution_time_ms,steps,outputs,max_batch_size,mean_batch_size,has_request_span\n", f);
     for (size_t i = 0; i < v.n_requests; i++) {
         const mst_an_request *q = &v.requests[i];
+        if (q->excluded) continue; /* outside --window / --skip-warmup */
         cell_str(f, v.strings + q->id_off, true);
         if (q->arrival_ns != INT64_MIN) fprintf(f, ",%lld", (long long)q->arrival_ns);
         else fputs(",", f);

@@ -12,7 +12,8 @@
 
   var STAGES = ["schedule", "model", "ipc", "output", "waiting"];
   var STAGE_LABEL = { schedule: "schedule", model: "model (forward)", ipc: "IPC / sync",
-                      output: "output", waiting: "waiting (host bubble)", queue: "queued" };
+                      output: "output (API server, concurrent)", waiting: "waiting (host bubble)", queue: "queued",
+                      capacity: "capacity (KV cache / max_num_seqs)" };
   var SVGNS = "http://www.w3.org/2000/svg";
   var D = null;
 
@@ -630,7 +631,10 @@
               num(b.concat("p_value"), "p"), m.significant ? el("b", { text: "yes" }) : "no"];
     });
     return card("compare", "Run against run", "Before: " + (c.before || "?") + " \u2192 after: " + (c.after || "?") +
-                ". Change of the median; significance from the test named in the sentence (p < 0.05).",
+                ". Change of the median, p90 and p99; a metric is significant when the test named in its sentence " +
+                "gives p < " + (isNum(c.alpha) ? c.alpha : "?") + " and the quantile it tests moved by at least " +
+                (isNum(c.min_change_pct) ? c.min_change_pct : "?") + " %. Before: " + arr(c.before_inputs).join(", ") +
+                "; after: " + arr(c.after_inputs).join(", ") + ".",
                 [el("div", { cls: "banner " + (ms.some(function (m) { return m.significant; }) ? "lossy" : "clean") },
                     el("b", { text: c.verdict || "" })),
                  table(["metric", "p50 before", "p50 after", "p90 before", "p90 after", "p99 before", "p99 after",
