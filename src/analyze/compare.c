@@ -164,7 +164,7 @@ mst_status mst_an_compare(const mst_an_view *bv, const mst_an_result *rb, const 
     }
     /* Per engine, in order, when both sides have the same several engines. */
     if (rb->n_engines > 1 && rb->n_engines == ra->n_engines)
-        for (size_t e = 0; e < rb->n_engines; e++) {
+        for (size_t e = 0; e < rb->n_engines && c->n_metrics + 2 <= MST_AN_COMPARE_METRICS; e++) {
             snprintf(name, sizeof name, "engine%zu.step.wall_ms", e);
             if (!step_metric(c, name, bv, rb->engines[e].proc, av, ra->engines[e].proc, MST_AN_STEP_WALL))
                 return MST_ERR_NOMEM;

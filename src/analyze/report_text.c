@@ -81,13 +81,14 @@ void mst_an_report_text(FILE *f, const mst_an_analysis *an, const char *before_l
         }
     }
     if (r->n_engines > 1)
-        for (size_t e = 0; e < r->n_engines; e++) {
+        for (size_t e = 0; e < r->n_engines && e < 16; e++) {
             const mst_an_proc *p = &v->procs[r->engines[e].proc];
             fprintf(f, "engine pid %lld (", (long long)p->pid);
             mst_an_text_outside(f, p->source < v->n_inputs ? v->inputs[p->source].name : "?");
             fprintf(f, "): %zu busy steps, %.3f ms per step median\n", r->engines[e].busy_steps,
                     r->engines[e].wall_p50_ms);
         }
+    if (r->n_engines > 16) fprintf(f, "... and %zu more engines (see the JSON's engines)\n", r->n_engines - 16);
     for (size_t i = 0; i < r->n_targets; i++) {
         fputs("profile: ", f);
         mst_an_text_outside(f, r->targets[i].what);

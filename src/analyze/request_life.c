@@ -43,7 +43,9 @@ static bool one_step(const mst_an_life_in *in, uint32_t s, mst_an_request *rq, i
     const mst_an_step_record *x = &st->rec;
     for (uint32_t k = 0; k < x->new_n; k++) {
         mst_an_request *r = &rq[in->ids[x->new_off + k]];
-        if (r->queued_ns == NONE && k < x->queued_n) r->queued_ns = in->queued[x->queued_off + k];
+        /* 0: the hook did not see the request arrive (docs/architecture.md "1a"). */
+        if (r->queued_ns == NONE && k < x->queued_n && in->queued[x->queued_off + k] > 0)
+            r->queued_ns = in->queued[x->queued_off + k];
         if (r->scheduled_ns == NONE) r->scheduled_ns = st->start_ns;
     }
     for (uint32_t k = 0; k < x->resumed_n; k++) {

@@ -294,28 +294,37 @@ static bool stages(const mst_an_view *v, mst_an_result *r) {
     return !oom;
 }
 
+/* Per engine: its steps are one contiguous run of the view's steps. */
 static bool engines(const mst_an_view *v, mst_an_result *r) {
     r->engines = calloc(v->n_engines ? v->n_engines : 1, sizeof *r->engines);
-    if (!r->engines) return false;
-    bool oom = false;
-    for (size_t i = 0; i < v->n_steps && r->n_engines < v->n_engines; i++) {
-        if (i > 0 && v->steps[i].proc == v->steps[i - 1].proc) continue;
-        mst_an_engine_summary *e = &r->engines[r->n_engines++];
-        e->proc = v->steps[i].proc;
-        size_t n;
-        double *w = mst_an_step_sample(v, MST_AN_STEP_WALL, e->proc, &n, &oom);
-        e->busy_steps = n;
-        for (size_t k = 0; k < n; k++) e->busy_wall_ms += w[k];
-        e->wall_p50_ms = mst_an_quantile_sorted(w, n, 0.5);
-        e->wall_p90_ms = mst_an_quantile_sorted(w, n, 0.9);
-        free(w);
-        for (int g = 0; g < MST_AN_STAGES; g++) {
-            double *x = mst_an_step_sample(v, g, e->proc, &n, &oom);
-            e->stage_p50_ms[g] = mst_an_quantile_sorted(x, n, 0.5);
-            free(x);
-        }
+    double *x = malloc((v->n_steps ? v->n_steps : 1) * sizeof *x);
+    if (!r->engines || !x) {
+        free(x);
+        return false;
     }
-    return !oom;
+    for (size_t lo = 0; lo < v->n_steps && r->n_engines < v->n_engines;) {
+        size_t hi = lo;
+        while (hi < v->n_steps && v->steps[hi].proc == v->steps[lo].proc) hi++;
+        mst_an_engine_summary *e = &r->engines[r->n_engines++];
+        e->proc = v->steps[lo].proc;
+        for (int g = 0; g <= MST_AN_STEP_WALL; g++) {
+            size_t n = 0;
+            for (size_t i = lo; i < hi; i++)
+                if (v->steps[i].busy) x[n++] = g == MST_AN_STEP_WALL ? v->steps[i].wall_ms : v->steps[i].stage_ms[g];
+            mst_an_sort_doubles(x, n);
+            if (g < MST_AN_STAGES) {
+                e->stage_p50_ms[g] = mst_an_quantile_sorted(x, n, 0.5);
+                continue;
+            }
+            e->busy_steps = n;
+            for (size_t k = 0; k < n; k++) e->busy_wall_ms += x[k];
+            e->wall_p50_ms = mst_an_quantile_sorted(x, n, 0.5);
+            e->wall_p90_ms = mst_an_quantile_sorted(x, n, 0.9);
+        }
+        lo = hi;
+    }
+    free(x);
+    return true;
 }
 
 static bool request_summaries(const mst_an_view *v, mst_an_result *r) {

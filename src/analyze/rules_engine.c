@@ -407,11 +407,9 @@ bool mst_an_rule_rank_imbalance(const mst_an_view *v, const mst_an_result *r, ms
     bool oom = false;
     size_t na = 0, nb = 0;
     double *a = mst_an_step_sample(v, MST_AN_STEP_WALL, es->proc, &na, &oom);
-    double *all = mst_an_step_sample(v, MST_AN_STEP_WALL, UINT32_MAX, &nb, &oom);
     double *b = malloc((v->n_steps ? v->n_steps : 1) * sizeof *b);
     if (oom || !b) {
         free(a);
-        free(all);
         free(b);
         return false;
     }
@@ -421,7 +419,6 @@ bool mst_an_rule_rank_imbalance(const mst_an_view *v, const mst_an_result *r, ms
     mst_an_mwu u;
     mst_an_mann_whitney(a, na, b, nb, &u);
     free(a);
-    free(all);
     free(b);
     double ratio = rest > 0 ? es->wall_p50_ms / rest : 1;
     const mst_an_proc *p = &v->procs[es->proc];

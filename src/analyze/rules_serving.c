@@ -273,6 +273,11 @@ static int cmp_req_e2e(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
 bool mst_an_rule_long_tail(const mst_an_view *v, const mst_an_result *r, mst_an_finding *f) {
     (void)r;
     const mst_an_request **q = malloc((v->n_requests ? v->n_requests : 1) * sizeof *q);
@@ -301,12 +306,11 @@ bool mst_an_rule_long_tail(const mst_an_view *v, const mst_an_result *r, mst_an_
         return false;
     }
     for (size_t k = 0; k < n_tail; k++) tail_engines[k] = q[n - n_tail + k]->engine_proc;
+    qsort(tail_engines, n_tail, sizeof *tail_engines, cmp_u32);
     size_t n_same = 0;
-    for (size_t i = 0; i < n; i++) {
-        bool same = false;
-        for (size_t k = 0; k < n_tail && !same; k++) same = tail_engines[k] == q[i]->engine_proc;
-        if (same) q[n_same++] = q[i]; /* keeps the e2e order */
-    }
+    for (size_t i = 0; i < n; i++)
+        if (bsearch(&q[i]->engine_proc, tail_engines, n_tail, sizeof *tail_engines, cmp_u32))
+            q[n_same++] = q[i]; /* keeps the e2e order */
     free(tail_engines);
     size_t lo = (size_t)(0.45 * (double)n_same), hi = (size_t)(0.55 * (double)n_same);
     if (hi <= lo) hi = lo + 1;
