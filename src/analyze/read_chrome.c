@@ -396,7 +396,8 @@ static bool read_args(reader *r, mst_json_reader *jr, event *ev) {
     if (more < 0) return false;
     /* Lists point into `items` only now that it no longer moves. */
     for (size_t k = 0; k < n; k++)
-        if (r->attrs[k].type == MST_AN_VAL_STR_LIST) r->attrs[k].items = r->items + r->item_start[k];
+        if (r->attrs[k].type == MST_AN_VAL_STR_LIST)
+            r->attrs[k].items = r->items ? r->items + r->item_start[k] : NULL; /* [] before any item */
     ev->span.attrs = r->attrs;
     ev->span.n_attrs = n;
     return true;
