@@ -338,6 +338,24 @@ static void steps(jw *w, const mst_an_view *v, const mst_an_result *r, size_t ca
     }
     close_(w, ']');
     ki(w, "series_stride", (int64_t)stride);
+    ko(w, "timeline");
+    ki(w, "bin_ns", r->timeline_bin_ns);
+    ka(w, "bins");
+    for (size_t b = 0; b < r->n_timeline; b++) {
+        const mst_an_timeline_bin *x = &r->timeline[b];
+        vo(w);
+        ki(w, "start_ns", x->start_ns);
+        ki(w, "steps", (int64_t)x->steps);
+        num_or_null(w, "prefill_tokens", x->prefill_tokens);
+        num_or_null(w, "decode_tokens", x->decode_tokens);
+        num_or_null(w, "waiting_max", x->waiting_max);
+        num_or_null(w, "running_max", x->running_max);
+        kn(w, "kv_usage_max", x->kv_usage_max);
+        ki(w, "preemptions", (int64_t)x->preemptions);
+        close_(w, '}');
+    }
+    close_(w, ']');
+    close_(w, '}');
     ko(w, "model_fit");
     ks(w, "x", r->fit_x);
     kn(w, "slope_ms", r->fit_x ? r->fit.slope : NAN);

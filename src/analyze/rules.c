@@ -346,6 +346,47 @@ static bool request_summaries(const mst_an_view *v, mst_an_result *r) {
     return !oom;
 }
 
+/* The scheduler's state over time, in equal bins from the first busy step
+ * to the end of the last. */
+static bool timeline(const mst_an_view *v, mst_an_result *r) {
+    if (r->busy_steps == 0) return true;
+    int64_t end = r->t1;
+    for (size_t i = 0; i < v->n_steps; i++)
+        if (v->steps[i].busy && v->steps[i].start_ns == r->t1)
+            end = r->t1 + (int64_t)(v->steps[i].wall_ms * 1e6);
+    size_t nb = r->busy_steps < MST_AN_TIMELINE_BINS ? r->busy_steps : MST_AN_TIMELINE_BINS;
+    int64_t span = end - r->t0 + 1;
+    r->timeline_bin_ns = span / (int64_t)nb + (span % (int64_t)nb ? 1 : 0);
+    r->timeline = calloc(nb, sizeof *r->timeline);
+    if (!r->timeline) return false;
+    r->n_timeline = nb;
+    for (size_t b = 0; b < nb; b++) {
+        mst_an_timeline_bin *x = &r->timeline[b];
+        x->start_ns = r->t0 + (int64_t)b * r->timeline_bin_ns;
+        x->prefill_tokens = x->decode_tokens = -1;
+        x->waiting_max = x->running_max = -1;
+        x->kv_usage_max = NAN;
+    }
+    for (size_t i = 0; i < v->n_steps; i++) {
+        const mst_an_step *s = &v->steps[i];
+        if (!s->busy) continue;
+        size_t b = (size_t)((s->start_ns - r->t0) / r->timeline_bin_ns);
+        if (b >= nb) b = nb - 1;
+        mst_an_timeline_bin *x = &r->timeline[b];
+        x->steps++;
+        if (s->rec.has_phase) {
+            x->prefill_tokens = (x->prefill_tokens < 0 ? 0 : x->prefill_tokens) + s->rec.prefill_tokens;
+            x->decode_tokens = (x->decode_tokens < 0 ? 0 : x->decode_tokens) + s->rec.decode_tokens;
+        }
+        if (s->rec.waiting > x->waiting_max) x->waiting_max = s->rec.waiting;
+        if (s->rec.running > x->running_max) x->running_max = s->rec.running;
+        if (s->rec.kv_usage > x->kv_usage_max || (isnan(x->kv_usage_max) && !isnan(s->rec.kv_usage)))
+            x->kv_usage_max = s->rec.kv_usage;
+        x->preemptions += s->rec.preempted_n;
+    }
+    return true;
+}
+
 /* Model time against the batch: the better of tokens and batch size. */
 static bool model_fit(const mst_an_view *v, mst_an_result *r) {
     if (r->busy_steps < 3) return true;
@@ -418,6 +459,7 @@ void mst_an_result_free(mst_an_result *r) {
     if (!r) return;
     free(r->findings);
     free(r->engines);
+    free(r->timeline);
     for (int k = 0; k <= MST_AN_REQ_ITL; k++) free(r->samples[k]);
     for (size_t i = 0; i < r->n_warnings; i++) free(r->warnings[i]);
     free(r->warnings);
@@ -436,7 +478,7 @@ mst_status mst_an_evaluate(const mst_an_view *v, mst_an_result *r) {
     const mst_an_rule *rules = mst_an_rules(&n_rules);
     r->findings = calloc(n_rules, sizeof *r->findings);
     if (!r->findings || !stages(v, r) || !engines(v, r) || !request_summaries(v, r) || !model_fit(v, r) ||
-        !warnings(v, r))
+        !warnings(v, r) || !timeline(v, r))
         goto oom;
     verdict(v, r);
     for (size_t i = 0; i < n_rules; i++) {

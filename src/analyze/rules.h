@@ -76,6 +76,19 @@ typedef struct mst_an_engine_summary {
     double stage_p50_ms[MST_AN_STAGES];
 } mst_an_engine_summary;
 
+/* The run cut into equal time bins (at most MST_AN_TIMELINE_BINS): what the
+ * scheduler did and held, for the charts of the scheduler's state. Counts
+ * are -1 when no step of the bin carried them. */
+#define MST_AN_TIMELINE_BINS 200
+typedef struct mst_an_timeline_bin {
+    int64_t start_ns;
+    size_t steps;
+    int64_t prefill_tokens, decode_tokens;
+    int32_t waiting_max, running_max;
+    double kv_usage_max;   /* NaN when unknown */
+    uint64_t preemptions;
+} mst_an_timeline_bin;
+
 #define MST_AN_MAX_TARGETS 8
 typedef struct mst_an_result {
     mst_an_stage_summary stages[MST_AN_STAGES]; /* output: share = its concurrent busy time */
@@ -98,6 +111,9 @@ typedef struct mst_an_result {
     double *samples[MST_AN_REQ_METRICS + 1]; /* sorted, for CDFs and compare */
     mst_an_engine_summary *engines;
     size_t n_engines;
+    mst_an_timeline_bin *timeline;
+    size_t n_timeline;
+    int64_t timeline_bin_ns;
     char **warnings;          /* data-quality warnings, every output shows them */
     size_t n_warnings;
     int64_t t0, t1;           /* first and last busy step start */
