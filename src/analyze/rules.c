@@ -446,11 +446,18 @@ static void verdict(const mst_an_view *v, mst_an_result *r) {
     double med = mst_an_quantile_sorted(w, n, 0.5);
     free(w);
     const char *p = stage_prose[g];
-    snprintf(r->verdict, sizeof r->verdict,
-             "%c%s bounds throughput: %.0f%% of the busy engine time (%zu busy steps, %.3f ms per step "
-             "median wall); next is %s at %.0f%%.",
-             p[0] >= 'a' && p[0] <= 'z' ? p[0] - 32 : p[0], p + 1, 100 * r->stages[g].share,
-             r->busy_steps, med, stage_prose[second], 100 * r->stages[second].share);
+    if (g == MST_AN_OUTPUT)
+        snprintf(r->verdict, sizeof r->verdict,
+                 "Output processing in the API server bounds throughput: its output loop is busy %.0f%% of the "
+                 "engine's busy time, concurrently with it (%zu busy steps, %.3f ms per step median wall); the "
+                 "largest part of the engine's own time is %s at %.0f%%.",
+                 100 * r->stages[g].share, r->busy_steps, med, stage_prose[second], 100 * r->stages[second].share);
+    else
+        snprintf(r->verdict, sizeof r->verdict,
+                 "%c%s bounds throughput: %.0f%% of the busy engine time (%zu busy steps, %.3f ms per step "
+                 "median wall); next is %s at %.0f%%.",
+                 p[0] >= 'a' && p[0] <= 'z' ? p[0] - 32 : p[0], p + 1, 100 * r->stages[g].share, r->busy_steps,
+                 med, stage_prose[second], 100 * r->stages[second].share);
 }
 
 /* ------------------------------------------------------------ main */
