@@ -59,6 +59,14 @@ void mst_an_finding_num(mst_an_finding *f, const char *key, double v) {
     }
 }
 
+void mst_an_finding_say(mst_an_finding *f, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->sentence, sizeof f->sentence, fmt, ap);
+    va_end(ap);
+    if (f->fired && strcmp(f->severity, "info") == 0) f->severity = "warning";
+}
+
 double mst_an_request_metric(const mst_an_request *r, int metric) {
     switch (metric) {
     case MST_AN_REQ_QUEUE: return r->queue_ms;
@@ -493,7 +501,7 @@ mst_status mst_an_evaluate(const mst_an_view *v, mst_an_result *r) {
         f->rule = rules[i].name;
         f->severity = "info";
         if (rules[i].needs_steps && r->busy_steps == 0) {
-            snprintf(f->sentence, sizeof f->sentence, "Not evaluated: no busy engine steps.");
+            mst_an_finding_say(f, "Not evaluated: no busy engine steps.");
             continue;
         }
         if (!rules[i].run(v, r, f)) goto oom;

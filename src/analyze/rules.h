@@ -139,6 +139,9 @@ void mst_an_result_free(mst_an_result *r);
 
 /* For the rules (rules_engine.c, rules_serving.c): a number into a finding. */
 void mst_an_finding_num(mst_an_finding *f, const char *key, double v);
+/* Writes the finding's sentence (printf-style); a fired finding whose
+ * severity is still "info" becomes a "warning". */
+void mst_an_finding_say(mst_an_finding *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prose name of a stage ("the model forward (workers)", ...). */
 const char *mst_an_stage_prose(int stage);
 

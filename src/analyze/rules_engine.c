@@ -223,20 +223,19 @@ bool mst_an_rule_scheduler_rising(const mst_an_view *v, const mst_an_result *r, 
     bool model_flat = ts.other_ratio >= FLAT_LO && ts.other_ratio <= FLAT_HI;
     f->fired = rising(&ts) && model_flat;
     if (f->fired) {
-        f->severity = "warning";
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "Scheduler time per step rises x%.1f at like batch sizes, from %.3f ms (%s of the run) "
                  "to %.3f ms (%s, p=%.2g), while the model forward stays flat (x%.2f): look at queue "
                  "length, KV-cache pressure, batch composition and the scheduling policy.",
                  ts.ratio, ts.base_ms, bin_name(ts.base_bin), ts.peak_ms, bin_name(ts.peak_bin), ts.p,
                  ts.other_ratio);
     } else if (rising(&ts)) {
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "Scheduler time rises (x%.2f at like batch sizes) but so does the model forward "
                  "(x%.2f): the steps got heavier, not the scheduler alone.",
                  ts.ratio, ts.other_ratio);
     } else {
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "Scheduler time per step is steady at like batch sizes (largest rise between sixths "
                  "of the run x%.2f, rule: >= x%.1f with p < %g).",
                  ts.ratio, RISE_RATIO, RISE_P);
@@ -256,14 +255,13 @@ bool mst_an_rule_model_dominant(const mst_an_view *v, const mst_an_result *r, ms
     const char *unit = r->fit_x && strcmp(r->fit_x, "batch_size") == 0 ? "request in the batch"
                                                                           : "scheduled token";
     if (f->fired) {
-        f->severity = "warning";
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "The model forward takes %.0f%% of the busy engine time and grows with the batch: "
                  "%.4f ms per %s (r2=%.2f, intercept %.3f ms). Model compute bounds throughput: "
                  "continue with a profiler on the worker (see profile_targets).",
                  100 * share, r->fit.slope, unit, r->fit.r2, r->fit.intercept);
     } else {
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "The model forward takes %.0f%% of the busy engine time (rule: >= %.0f%% and "
                  "growing with the batch; slope %.4f ms per %s, r2=%.2f).",
                  100 * share, 100 * MODEL_DOMINANT_SHARE, r->fit.slope, unit, r->fit.r2);
@@ -279,21 +277,20 @@ bool mst_an_rule_executor_gap(const mst_an_view *v, const mst_an_result *r, mst_
     num(f, "ipc_of_model", of_model);
     num(f, "ipc_share", r->stages[MST_AN_IPC].share);
     if (!v->have_worker_spans) {
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "Not evaluated: no worker or model-runner spans, so the executor cannot be "
                  "compared with the forward.");
         return true;
     }
     f->fired = of_model >= IPC_OF_MODEL && r->stages[MST_AN_IPC].share >= IPC_SHARE;
     if (f->fired) {
-        f->severity = "warning";
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "The executor's model step exceeds the workers' forward by %.3f ms per step "
                  "(median; %.0f%% of the forward time, %.0f%% of the busy time): IPC to the "
                  "workers, synchronisation or input preparation.",
                  r->stages[MST_AN_IPC].q_ms.p50, 100 * of_model, 100 * r->stages[MST_AN_IPC].share);
     } else {
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "Executor overhead around the forward is %.0f%% of the forward time (rule: >= "
                  "%.0f%%).",
                  100 * of_model, 100 * IPC_OF_MODEL);
@@ -310,9 +307,8 @@ bool mst_an_rule_output_rising(const mst_an_view *v, const mst_an_result *r, mst
     bool rose = rising(&to);
     f->fired = rose || share >= OUTPUT_SHARE;
     if (f->fired) {
-        f->severity = "warning";
         if (rose)
-            snprintf(f->sentence, sizeof f->sentence,
+            mst_an_finding_say(f,
                      "Output processing per step rises x%.1f at like batch sizes, from %.3f ms (%s of "
                      "the run) to %.3f ms (%s, p=%.2g); the API server's output loop is busy %.0f%% of "
                      "the engine's busy time (concurrent with it): detokenisation, response building, "
@@ -320,14 +316,14 @@ bool mst_an_rule_output_rising(const mst_an_view *v, const mst_an_result *r, mst
                      to.ratio, to.base_ms, bin_name(to.base_bin), to.peak_ms, bin_name(to.peak_bin), to.p,
                      100 * share);
         else
-            snprintf(f->sentence, sizeof f->sentence,
+            mst_an_finding_say(f,
                      "The API server's output loop is busy %.0f%% of the engine's busy time (%.3f ms of "
                      "output work per step on average, concurrent with the engine): it %s.",
                      100 * share, r->stages[MST_AN_OUTPUT].mean_ms,
                      share >= 0.95 ? "cannot keep up with the engine and falls behind"
                                    : "keeps up only barely");
     } else {
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "Output processing is steady at like batch sizes (x%.2f) and the output loop is busy "
                  "%.0f%% of the engine's busy time (concurrent, not added to the engine's time).",
                  to.ratio, 100 * share);
@@ -344,23 +340,22 @@ bool mst_an_rule_host_waiting(const mst_an_view *v, const mst_an_result *r, mst_
     num(f, "gap_output_share", r->gap_output_share);
     f->fired = share >= WAITING_SHARE;
     if (f->fired) {
-        f->severity = "warning";
         if (r->gap_output_share >= GAP_FILLED)
-            snprintf(f->sentence, sizeof f->sentence,
+            mst_an_finding_say(f,
                      "The engine is idle %.0f%% of its busy time between steps (%.3f ms per step, "
                      "median), and the API server's output processing fills %.0f%% of those gaps: the "
                      "engine waits for output processing (same CPU, the GIL or a synchronous output "
                      "path). Make output processing cheaper or give the API server its own core.",
                      100 * share, r->stages[MST_AN_WAITING].q_ms.p50, 100 * r->gap_output_share);
         else
-            snprintf(f->sentence, sizeof f->sentence,
+            mst_an_finding_say(f,
                      "Between back-to-back busy steps the engine spends %.0f%% of the time in no hooked "
                      "call and with no worker forward running (%.3f ms per step, median), and no other "
                      "traced stage fills those gaps (output busy in %.0f%% of them): a host bubble "
                      "(Python overhead, GC, a lock, blocking I/O) while requests were queued.",
                      100 * share, r->stages[MST_AN_WAITING].q_ms.p50, 100 * r->gap_output_share);
     } else {
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "Host waiting between busy steps is %.0f%% of the busy time (rule: >= %.0f%%).",
                  100 * share, 100 * WAITING_SHARE);
     }
@@ -376,7 +371,7 @@ bool mst_an_rule_rank_imbalance(const mst_an_view *v, const mst_an_result *r, ms
         if (slow == SIZE_MAX || r->engines[e].wall_p50_ms > r->engines[slow].wall_p50_ms) slow = e;
     }
     if (used < 2) {
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "Not evaluated: %zu engine(s) with at least 10 busy steps (needs 2 or more).", used);
         return true;
     }
@@ -432,8 +427,7 @@ bool mst_an_rule_rank_imbalance(const mst_an_view *v, const mst_an_result *r, ms
     num(f, "stage", worst);
     f->fired = ratio >= RANK_RATIO && u.p < RANK_P;
     if (f->fired) {
-        f->severity = "warning";
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "One engine is slower than the others: pid %lld in %.300s takes %.3f ms per step "
                  "(median) against %.3f ms for the other %zu engines (x%.2f, p=%.2g), mostly in %s "
                  "(+%.3f ms per step). With data or pipeline parallelism the slowest rank paces the "
@@ -441,7 +435,7 @@ bool mst_an_rule_rank_imbalance(const mst_an_view *v, const mst_an_result *r, ms
                  (long long)p->pid, file, es->wall_p50_ms, rest, used - 1, ratio, u.p,
                  mst_an_stage_prose(worst), worst_d);
     } else {
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "The %zu engines are balanced: the slowest (pid %lld) takes x%.2f the others' median "
                  "step time (rule: >= x%.1f with p < %g).",
                  used, (long long)p->pid, ratio, RANK_RATIO, RANK_P);

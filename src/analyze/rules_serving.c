@@ -71,7 +71,7 @@ bool mst_an_rule_capacity(const mst_an_view *v, const mst_an_result *r, mst_an_f
     num(f, "max_num_batched_tokens", max_tokens);
     num(f, "preemptions", (double)v->preemptions);
     if (known == 0) {
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "Not evaluated: no step carries scheduler.waiting, so queueing cannot be told apart.");
         return true;
     }
@@ -81,8 +81,7 @@ bool mst_an_rule_capacity(const mst_an_view *v, const mst_an_result *r, mst_an_f
                         : tokens > 0                            ? "max_num_batched_tokens is reached"
                                                                 : "the limit is not in the trace";
     if (f->fired) {
-        f->severity = "warning";
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "Capacity, not the forward, bounds the run: requests spend %.0f%% of their latency "
                  "waiting (queued %.0f%%, preempted %.0f%%), and in %.0f%% of the busy steps requests "
                  "were waiting because %s (KV usage up to %.0f%%, %llu preemptions; running at "
@@ -93,7 +92,7 @@ bool mst_an_rule_capacity(const mst_an_view *v, const mst_an_result *r, mst_an_f
                  e2e_ms > 0 ? 100 * pre_ms / e2e_ms : 0, 100 * frac, limit,
                  isnan(kv_max) ? 0 : 100 * kv_max, (unsigned long long)v->preemptions, seqs);
     } else {
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "Requests spend %.0f%% of their latency waiting; requests were waiting in %.0f%% of "
                  "the busy steps (rule: >= %.0f%% of latency and >= %.0f%% of steps).",
                  100 * share, 100 * frac, 100 * CAPACITY_SHARE, 100 * CAPACITY_STEPS);
@@ -121,15 +120,14 @@ bool mst_an_rule_preemption(const mst_an_view *v, const mst_an_result *r, mst_an
     num(f, "time_lost_ms", pre_ms);
     num(f, "share_of_latency", e2e_ms > 0 ? pre_ms / e2e_ms : 0);
     if (v->steps_with_record == 0 && v->preemptions == 0) {
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "Not evaluated: the steps carry no step record (step.preempted_ids), so preemptions "
                  "are not in the trace.");
         return true;
     }
     f->fired = v->preemptions >= PREEMPT_MIN && per_request >= PREEMPT_PER_REQUEST;
     if (f->fired) {
-        f->severity = "warning";
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "%llu preemptions (%.2f per request, %llu requests preempted): %llu tokens computed "
                  "again after resuming, and %.1f ms of request time spent preempted (%.0f%% of "
                  "latency). The KV cache cannot hold the running batch: fewer concurrent sequences "
@@ -137,7 +135,7 @@ bool mst_an_rule_preemption(const mst_an_view *v, const mst_an_result *r, mst_an
                  (unsigned long long)v->preemptions, per_request, (unsigned long long)preempted_requests,
                  (unsigned long long)recomputed, pre_ms, e2e_ms > 0 ? 100 * pre_ms / e2e_ms : 0);
     } else {
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "%llu preemptions (rule: >= %d and >= %.0f%% of requests).",
                  (unsigned long long)v->preemptions, PREEMPT_MIN, 100 * PREEMPT_PER_REQUEST);
     }
@@ -188,7 +186,7 @@ bool mst_an_rule_prefill_interference(const mst_an_view *v, const mst_an_result 
     num(f, "p_value", u.p);
     num(f, "long_prefill_tokens", LONG_PREFILL_TOKENS);
     if (nw < PREFILL_MIN_GAPS || no < PREFILL_MIN_GAPS || long_steps < PREFILL_MIN_STEPS) {
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "No pattern of decodes stalled behind long prefills: %zu steps carried >= %d prefill "
                  "tokens, with %zu inter-token gaps in them (needs %d steps and %d gaps to judge).",
                  long_steps, LONG_PREFILL_TOKENS, nw, PREFILL_MIN_STEPS, PREFILL_MIN_GAPS);
@@ -196,8 +194,7 @@ bool mst_an_rule_prefill_interference(const mst_an_view *v, const mst_an_result 
     }
     f->fired = ratio >= PREFILL_ITL_RATIO && u.p < PREFILL_P;
     if (f->fired) {
-        f->severity = "warning";
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "Long prefills stall the decodes: an inter-token gap in one of the %zu steps carrying "
                  ">= %d prefill tokens is %.3f ms (median) against %.3f ms in the others (x%.1f, "
                  "p=%.2g; ITL p99 is %.1fx its p50). Knobs: a smaller chunked-prefill budget "
@@ -205,7 +202,7 @@ bool mst_an_rule_prefill_interference(const mst_an_view *v, const mst_an_result 
                  "prefill.",
                  long_steps, LONG_PREFILL_TOKENS, mw, mo, ratio, u.p, tail);
     } else {
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "Decodes are not held up by long prefills: gaps in steps with >= %d prefill tokens "
                  "x%.2f the others (rule: >= x%.1f with p < %g).",
                  LONG_PREFILL_TOKENS, ratio, PREFILL_ITL_RATIO, PREFILL_P);
@@ -222,8 +219,7 @@ bool mst_an_rule_clock(const mst_an_view *v, const mst_an_result *r, mst_an_find
     uint64_t bad = v->queue_over_ttft + v->clock_skew + v->negative_itl + v->negative_gaps;
     f->fired = bad > 0;
     if (f->fired) {
-        f->severity = "warning";
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "The processes' clocks disagree (a data-quality warning, not a bottleneck): %llu "
                  "requests queued longer than their time to first token, %llu with engine times "
                  "that contradict the API server's, %llu negative inter-token gaps, %llu other negative gaps. "
@@ -232,7 +228,7 @@ bool mst_an_rule_clock(const mst_an_view *v, const mst_an_result *r, mst_an_find
                  (unsigned long long)v->queue_over_ttft, (unsigned long long)v->clock_skew,
                  (unsigned long long)v->negative_itl, (unsigned long long)v->negative_gaps);
     } else {
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "The clocks agree: no queue longer than TTFT and no negative gap.");
     }
     return true;
@@ -287,7 +283,7 @@ bool mst_an_rule_long_tail(const mst_an_view *v, const mst_an_result *r, mst_an_
         if (!v->requests[i].excluded && !isnan(v->requests[i].e2e_ms) && v->requests[i].n_steps > 0) q[n++] = &v->requests[i];
     num(f, "requests", (double)n);
     if (n < TAIL_MIN_REQUESTS) {
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "Not evaluated: %zu requests with a known end-to-end time (needs %d).", n,
                  TAIL_MIN_REQUESTS);
         free(q);
@@ -348,9 +344,8 @@ bool mst_an_rule_long_tail(const mst_an_view *v, const mst_an_result *r, mst_an_
     bool queued = queue_ratio >= TAIL_QUEUE && queue_extra >= 0.25 * (tail.e2e - mid.e2e);
     f->fired = ratio >= TAIL_RATIO && (slow_steps || queued);
     if (f->fired) {
-        f->severity = "warning";
         if (queued && (!slow_steps || queue_extra >= worst_extra))
-            snprintf(f->sentence, sizeof f->sentence,
+            mst_an_finding_say(f,
                      "Long tail: the slowest 1%% (%zu requests) take %.1f ms end to end, %.1fx the "
                      "median (%.1f ms), mostly queueing (%.1f ms vs %.1f ms before their first "
                      "step); they shared batches of %.1f requests on average (median requests: "
@@ -358,7 +353,7 @@ bool mst_an_rule_long_tail(const mst_an_view *v, const mst_an_result *r, mst_an_
                      n_tail, tail.e2e, ratio, mid.e2e, tail.queue, mid.queue, tail.shared,
                      mid.shared);
         else
-            snprintf(f->sentence, sizeof f->sentence,
+            mst_an_finding_say(f,
                      "Long tail: the slowest 1%% (%zu requests) take %.1f ms end to end, %.1fx the "
                      "median (%.1f ms); their steps are %.1fx slower (%.3f vs %.3f ms per step), "
                      "mostly in %s (%.3f vs %.3f ms per step); they shared batches of %.1f requests "
@@ -369,13 +364,13 @@ bool mst_an_rule_long_tail(const mst_an_view *v, const mst_an_result *r, mst_an_
                      tail.shared, mid.shared);
         num(f, "stage", worst);
     } else if (ratio >= TAIL_RATIO) {
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "The slowest 1%% take %.1fx the median end to end, but at the same per-step time "
                  "(x%.2f) and queueing: they are longer requests (%.0f vs %.0f steps), not slowed "
                  "ones.",
                  ratio, step_ratio, tail.steps, mid.steps);
     } else {
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "No long tail: the slowest 1%% take %.1fx the median end to end.", ratio);
     }
     free(q);
@@ -412,13 +407,13 @@ bool mst_an_rule_broken_joining(const mst_an_view *v, const mst_an_result *r, ms
     f->fired = why != NULL;
     if (f->fired) {
         f->severity = "critical";
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "Joining is broken: %s (%.0f%% of %llu traces hold 1-2 spans). Spans are exported, "
                  "but the request chain is not proven: check links, request.ids and "
                  "MS_PROFILER_AUTO_TRACE.",
                  why, 100 * short_frac, (unsigned long long)v->traces);
     } else {
-        snprintf(f->sentence, sizeof f->sentence,
+        mst_an_finding_say(f,
                  "Requests join their steps: %zu of %llu request spans (%.0f%% of traces hold 1-2 "
                  "spans, normal for batch spans that link several requests).",
                  r->joined_requests, (unsigned long long)v->requests_with_span, 100 * short_frac);
