@@ -16,7 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "analyze/model.h"
+#include "analyze/model_types.h"
+#include "mstrace.h"
 
 typedef struct mst_an_life_in {
     const mst_an_step *steps;  /* grouped by engine, in time order */

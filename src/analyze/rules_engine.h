@@ -3,13 +3,13 @@
  * output cost rising at like batch sizes, the model forward dominating,
  * executor overhead, host waiting (and which stage fills the engine's idle
  * gaps), and one engine slower than the others. Each is an mst_an_rule_fn
- * of the table in rules.c; thresholds are named constants in rules_engine.c
+ * (result.h) of the table in rules.c; thresholds are named constants in rules_engine.c
  * and listed in docs/analyze.md "Rules".
  */
 #ifndef MST_ANALYZE_RULES_ENGINE_H
 #define MST_ANALYZE_RULES_ENGINE_H
 
-#include "analyze/rules.h"
+#include "analyze/result.h"
 
 bool mst_an_rule_scheduler_rising(const mst_an_view *v, const mst_an_result *r, mst_an_finding *f);
 bool mst_an_rule_model_dominant(const mst_an_view *v, const mst_an_result *r, mst_an_finding *f);

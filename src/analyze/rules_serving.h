@@ -9,7 +9,7 @@
 #ifndef MST_ANALYZE_RULES_SERVING_H
 #define MST_ANALYZE_RULES_SERVING_H
 
-#include "analyze/rules.h"
+#include "analyze/result.h"
 
 bool mst_an_rule_capacity(const mst_an_view *v, const mst_an_result *r, mst_an_finding *f);
 bool mst_an_rule_preemption(const mst_an_view *v, const mst_an_result *r, mst_an_finding *f);
