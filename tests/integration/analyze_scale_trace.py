@@ -1,6 +1,6 @@
 """Writes a Chrome Trace JSON file (the forwarder's format) whose keys are all distinct:
-N processes (pids), each with one `vllm.request` span of its own request id, and one engine
-whose steps name those ids in batches of 1000. Used by tests/integration/test_analyze_scale.py
+N processes (pids), each named by a process_name event (as the forwarder writes them) and with one
+`vllm.request` span of its own request id, and one engine whose steps name those ids in batches of 1000. Used by tests/integration/test_analyze_scale.py
 and bench/bench_analyze_scale.sh to show `mstrace analyze` grows linearly with the number of
 distinct pids and request ids (every table keyed by outside values is a hash or sorted index).
 
@@ -20,6 +20,9 @@ def write(path, n):
         sep = ""
         for i in range(n):
             pid = 100 + i
+            f.write(f'{sep}{{"name":"process_name","ph":"M","ts":0,"pid":{pid},"tid":0,'
+                    f'"args":{{"name":"api_server (vllm)"}}}}')
+            sep = ","
             f.write(f'{sep}{{"name":"vllm.request","ph":"X","ts":{T0_US + i * 10:.3f},"dur":5000,"pid":{pid},'
                     f'"tid":{pid},"args":{{"request.id":"r{i}"}}}}')
             sep = ","
