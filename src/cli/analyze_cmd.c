@@ -363,7 +363,10 @@ static mst_an_model *load_side(const char *const *paths, size_t n, const analyze
         }
         if (p.printed && p.tty) fputc('\n', stderr);
         if (st != MST_OK) {
-            fprintf(stderr, "mstrace analyze: error: %s\n", err[0] ? err : "cannot read input");
+            /* A reader's message may quote the input (a Jaeger error text). */
+            fputs("mstrace analyze: error: ", stderr);
+            mst_an_text_outside(stderr, err[0] ? err : "cannot read input");
+            fputc('\n', stderr);
             mst_an_input_info_free(&info);
             mst_an_model_free(m);
             return NULL;
@@ -379,8 +382,11 @@ static mst_an_model *load_side(const char *const *paths, size_t n, const analyze
             mst_an_model_free(m);
             return NULL;
         }
-        for (size_t k = 0; k < info.n_warnings && !quiet; k++)
-            fprintf(stderr, "mstrace analyze: warning: %s: %s\n", paths[i], info.warnings[k]);
+        for (size_t k = 0; k < info.n_warnings && !quiet; k++) {
+            fprintf(stderr, "mstrace analyze: warning: %s: ", paths[i]);
+            mst_an_text_outside(stderr, info.warnings[k]);
+            fputc('\n', stderr);
+        }
         if (mst_an_model_add_input(m, &info) != MST_OK) {
             mst_an_input_info_free(&info);
             mst_an_model_free(m);
