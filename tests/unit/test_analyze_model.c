@@ -218,7 +218,8 @@ static void record_step(mst_an_model *m, double t, const mst_an_attr *attrs, siz
  * arrives at 0, reaches the engine at 1, is prefilled in two chunks (steps
  * at 2 and 4, its first token at 5), decodes one token (step 6, token at 7),
  * is preempted by step 8 and resumed by step 10 (token at 11). Request b's
- * step.queued_ns is 0 (unknown). The last step's tokens come as JSON text. */
+ * step.queued_ns is 0 (unknown). Some lists come as JSON text, as Jaeger and
+ * a reader that keeps numeric arrays raw give them. */
 static void step_record_life(void) {
     mst_an_model *m = mst_an_model_new();
     CHECK(m != NULL);
@@ -226,19 +227,20 @@ static void step_record_life(void) {
     char queued[32];
     snprintf(queued, sizeof queued, "%lld", (long long)(T0 + 1 * MS));
     const mst_an_str q_a[1] = {{queued, strlen(queued)}}, q_zero[1] = {{"0", 1}};
-    const mst_an_str t100[1] = {{"100", 3}}, t50[1] = {{"50", 2}}, t1[1] = {{"1", 1}}, t10[1] = {{"10", 2}};
+    const mst_an_str t100[1] = {{"100", 3}}, t1[1] = {{"1", 1}}, t10[1] = {{"10", 2}};
     mst_an_attr ra[1] = {str_attr("request.id", "a")};
     add(m, "vllm.request", 30, 0, 30, ra, 1);
     mst_an_attr s0[6] = {ids_attr(a, 1), list_attr("step.tokens", t100, 1), str_attr("step.phase", "p"),
                          list_attr("step.new_ids", a, 1), list_attr("step.queued_ns", q_a, 1),
                          int_attr("scheduler.waiting", 1)};
     record_step(m, 2, s0, 6);
-    mst_an_attr s1[3] = {ids_attr(a, 1), list_attr("step.tokens", t50, 1), str_attr("step.phase", "P")};
+    /* Jaeger keeps a string list as JSON text: ["50"]; the new ids' list too. */
+    mst_an_attr s1[3] = {ids_attr(a, 1), str_attr("step.tokens", "[\"50\"]"), str_attr("step.phase", "P")};
     record_step(m, 4, s1, 3);
     mst_an_attr s2[3] = {ids_attr(a, 1), list_attr("step.tokens", t1, 1), str_attr("step.phase", "d")};
     record_step(m, 6, s2, 3);
     mst_an_attr s3[6] = {ids_attr(b, 1), list_attr("step.tokens", t10, 1), str_attr("step.phase", "P"),
-                         list_attr("step.new_ids", b, 1), list_attr("step.queued_ns", q_zero, 1),
+                         str_attr("step.new_ids", "[\"b\"]"), list_attr("step.queued_ns", q_zero, 1),
                          list_attr("step.preempted_ids", a, 1)};
     record_step(m, 8, s3, 6);
     mst_an_attr tok_text = str_attr("step.tokens", "[152]");
@@ -256,6 +258,8 @@ static void step_record_life(void) {
     CHECK_EQ_INT(v.preemptions, 1);
     CHECK_EQ_INT(v.steps[0].rec.prefill_tokens, 100);
     CHECK_EQ_INT(v.steps[4].rec.prefill_tokens, 152);
+    CHECK_EQ_INT(v.steps[1].rec.prefill_tokens, 50);
+    CHECK_EQ_INT(v.steps[3].rec.new_n, 1);
     CHECK_EQ_INT(v.steps[0].rec.waiting, 1);
     CHECK(v.steps[2].kind == MST_AN_DECODE && v.steps[1].kind == MST_AN_PREFILL);
     const mst_an_request *ra_ = NULL, *rb = NULL;
