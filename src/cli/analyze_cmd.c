@@ -203,14 +203,15 @@ static bool parse_window(const char *text, analyze_args *a) {
     lo[nl] = 0;
     memcpy(hi, dots + 2, nh + 1);
     int64_t us;
+    const int64_t max_us = INT64_C(3153600000000000); /* 100 years: offsets + the epoch fit in ns */
     a->window_lo_ns = INT64_MIN;
     a->window_hi_ns = INT64_MAX;
     if (nl) {
-        if (!mst_an_jaeger_parse_duration(lo, &us)) return false;
+        if (!mst_an_jaeger_parse_duration(lo, &us) || us < 0 || us > max_us) return false;
         a->window_lo_ns = us * 1000;
     }
     if (nh) {
-        if (!mst_an_jaeger_parse_duration(hi, &us)) return false;
+        if (!mst_an_jaeger_parse_duration(hi, &us) || us < 0 || us > max_us) return false;
         a->window_hi_ns = us * 1000;
     }
     if (nl && nh && a->window_hi_ns <= a->window_lo_ns) return false;
