@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyze/grow.h"
 
 #define NONE INT64_MIN
 /* A negative interval shorter than this is rounding between processes'
@@ -26,7 +25,7 @@ static bool token(mst_an_request *r, int64_t t, uint32_t step, uint32_t req, itl
                   mst_an_life_counts *c) {
     if (r->first_token_ns == NONE) r->first_token_ns = t;
     else {
-        if (!mst_an_grow((void **)&out->p, &out->cap, out->n + 1, sizeof *out->p)) return false;
+        if (out->n == out->cap) return false; /* sized by the first pass: cannot happen */
         int64_t gap = t - r->last_token_ns;
         if (gap < 0) c->negative_itl++;
         out->p[out->n++] = (mst_an_itl){(float)ms(gap), step, req};
@@ -123,7 +122,17 @@ static void metrics(const mst_an_life_in *in, mst_an_request *r, mst_an_life_cou
 mst_status mst_an_life_build(const mst_an_life_in *in, mst_an_request *rq, size_t n_requests,
                              mst_an_itl **itls, size_t *n_itls, mst_an_life_counts *c) {
     memset(c, 0, sizeof *c);
-    itl_vec out = {NULL, 0, 0};
+    /* Every token after a request's first is one gap: count the tokens
+     * first, so the gaps (one per output token: the largest array here)
+     * are allocated once, at their size. */
+    size_t tokens = 0;
+    for (size_t s = 0; s < in->n_steps; s++) {
+        const mst_an_step *st = &in->steps[s];
+        for (uint32_t k = 0; k < st->ids_n; k++)
+            tokens += !st->rec.has_phase || in->id_phase[st->ids_off + k] != 'p';
+    }
+    itl_vec out = {tokens ? malloc(tokens * sizeof(mst_an_itl)) : NULL, 0, tokens};
+    if (tokens && !out.p) return MST_ERR_NOMEM;
     for (size_t s = 0; s < in->n_steps; s++)
         if (!one_step(in, (uint32_t)s, rq, &out, c)) {
             free(out.p);

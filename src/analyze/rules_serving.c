@@ -151,22 +151,21 @@ static int64_t prefill_tokens(const mst_an_step *s) {
 }
 
 bool mst_an_rule_prefill_interference(const mst_an_view *v, const mst_an_result *r, mst_an_finding *f) {
+    /* One array: the gaps in long-prefill steps from the front, the others
+     * from the back (the gaps are the largest sample of a run). */
     size_t n = v->n_itls;
-    double *with = malloc((n ? n : 1) * sizeof *with), *without = malloc((n ? n : 1) * sizeof *without);
-    if (!with || !without) {
-        free(with);
-        free(without);
-        return false;
-    }
+    double *gaps = malloc((n ? n : 1) * sizeof *gaps);
+    if (!gaps) return false;
     size_t nw = 0, no = 0, long_steps = 0;
     for (size_t i = 0; i < v->n_steps; i++)
         if (v->steps[i].busy && prefill_tokens(&v->steps[i]) >= LONG_PREFILL_TOKENS) long_steps++;
     for (size_t i = 0; i < n; i++) {
         const mst_an_itl *g = &v->itls[i];
         if (v->requests[g->request].excluded) continue;
-        if (prefill_tokens(&v->steps[g->step]) >= LONG_PREFILL_TOKENS) with[nw++] = g->ms;
-        else without[no++] = g->ms;
+        if (prefill_tokens(&v->steps[g->step]) >= LONG_PREFILL_TOKENS) gaps[nw++] = g->ms;
+        else gaps[n - 1 - no++] = g->ms;
     }
+    double *with = gaps, *without = gaps + n - no;
     mst_an_mwu u;
     mst_an_mann_whitney(with, nw, without, no, &u);
     mst_an_sort_doubles(with, nw);
@@ -174,8 +173,7 @@ bool mst_an_rule_prefill_interference(const mst_an_view *v, const mst_an_result 
     double mw = mst_an_quantile_sorted(with, nw, 0.5), mo = mst_an_quantile_sorted(without, no, 0.5);
     const mst_an_metric_summary *itl = &r->requests[MST_AN_REQ_ITL];
     double ratio = mo > 0 ? mw / mo : NAN, tail = itl->q.p50 > 0 ? itl->q.p99 / itl->q.p50 : NAN;
-    free(with);
-    free(without);
+    free(gaps);
     num(f, "itl_p50_ms", itl->q.p50);
     num(f, "itl_p99_ms", itl->q.p99);
     num(f, "itl_p99_over_p50", tail);
