@@ -190,9 +190,7 @@ static void data_quality(jw *w, const mst_an_view *v, const mst_an_result *r) {
 
 static void findings(jw *w, const mst_an_result *r) {
     ko(w, "verdict");
-    if (r->bottleneck == MST_AN_VERDICT_CAPACITY) ks(w, "bottleneck", "capacity");
-    else if (r->bottleneck >= 0) ks(w, "bottleneck", mst_an_stage_names[r->bottleneck]);
-    else ks(w, "bottleneck", NULL);
+    ks(w, "bottleneck", r->bottleneck_name);
     ks(w, "sentence", r->verdict);
     kn(w, "share", r->bottleneck >= 0 ? r->bottleneck_share : NAN);
     ka(w, "fired");

@@ -26,8 +26,8 @@ enum {
 /* Not a request metric: every inter-token gap (vLLM's ITL). */
 #define MST_AN_REQ_ITL MST_AN_REQ_METRICS
 extern const char *const mst_an_request_metric_names[MST_AN_REQ_METRICS + 1];
-/* The verdict when a capacity limit, not a stage, bounds the run. */
-#define MST_AN_VERDICT_CAPACITY MST_AN_STAGES
+/* The verdict when a rule's finding, not a stage, is it (capacity). */
+#define MST_AN_VERDICT_RULE MST_AN_STAGES
 
 /* Sorted, malloc'd sample of one step metric (0..MST_AN_STEP_WALL) over
  * busy steps (of engine process `proc`, or all when UINT32_MAX), or one
@@ -95,7 +95,8 @@ typedef struct mst_an_result {
     double gap_output_share;  /* of the engine's host gaps, the part the output loop was busy */
     size_t busy_steps;
     double busy_wall_ms;
-    int bottleneck;           /* stage index, MST_AN_VERDICT_CAPACITY, -1 without steps */
+    int bottleneck;           /* stage index, MST_AN_VERDICT_RULE, -1 without steps */
+    const char *bottleneck_name; /* the stage's name or the rule's verdict name; NULL without steps */
     double bottleneck_share;
     char verdict[900];
     mst_an_finding *findings; /* one per rule of the table, in its order */
@@ -127,7 +128,7 @@ typedef struct mst_an_rule {
     const char *name;
     mst_an_rule_fn run;
     bool needs_steps;  /* "not evaluated" without busy steps */
-    bool is_verdict;   /* when it fires, it is the verdict (capacity) */
+    const char *verdict; /* when it fires, it is the verdict, named so ("capacity"); else NULL */
 } mst_an_rule;
 
 /* Frees what an evaluated result holds (and clears it). */

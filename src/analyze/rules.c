@@ -15,22 +15,23 @@
 #include "analyze/rules_engine.h"
 #include "analyze/rules_serving.h"
 
-/* Every rule, in the order its finding is reported. To add one: write an
- * mst_an_rule_fn (rules_engine.c or rules_serving.c), add a row here, and
+/* Every rule, in the order its finding is reported: name, function,
+ * needs busy steps, verdict name when it fires (or NULL). To add one: write
+ * an mst_an_rule_fn (rules_engine.c or rules_serving.c), add a row here, and
  * document it in docs/analyze.md "Rules". */
 static const mst_an_rule RULES[] = {
-    {"capacity", mst_an_rule_capacity, true, true},
-    {"preemption", mst_an_rule_preemption, true, false},
-    {"prefill_interference", mst_an_rule_prefill_interference, true, false},
-    {"scheduler_rising", mst_an_rule_scheduler_rising, true, false},
-    {"model_dominant", mst_an_rule_model_dominant, true, false},
-    {"executor_gap", mst_an_rule_executor_gap, true, false},
-    {"output_rising", mst_an_rule_output_rising, true, false},
-    {"host_waiting", mst_an_rule_host_waiting, true, false},
-    {"rank_imbalance", mst_an_rule_rank_imbalance, true, false},
-    {"long_tail", mst_an_rule_long_tail, false, false},
-    {"broken_joining", mst_an_rule_broken_joining, false, false},
-    {"clock", mst_an_rule_clock, false, false},
+    {"capacity", mst_an_rule_capacity, true, "capacity"},
+    {"preemption", mst_an_rule_preemption, true, NULL},
+    {"prefill_interference", mst_an_rule_prefill_interference, true, NULL},
+    {"scheduler_rising", mst_an_rule_scheduler_rising, true, NULL},
+    {"model_dominant", mst_an_rule_model_dominant, true, NULL},
+    {"executor_gap", mst_an_rule_executor_gap, true, NULL},
+    {"output_rising", mst_an_rule_output_rising, true, NULL},
+    {"host_waiting", mst_an_rule_host_waiting, true, NULL},
+    {"rank_imbalance", mst_an_rule_rank_imbalance, true, NULL},
+    {"long_tail", mst_an_rule_long_tail, false, NULL},
+    {"broken_joining", mst_an_rule_broken_joining, false, NULL},
+    {"clock", mst_an_rule_clock, false, NULL},
 };
 
 const mst_an_rule *mst_an_rules(size_t *n) {
@@ -355,6 +356,7 @@ static void verdict(const mst_an_view *v, mst_an_result *r) {
     for (int k = 0; k < MST_AN_STAGES; k++)
         if (k != g && (second < 0 || r->stages[k].share > r->stages[second].share)) second = k;
     r->bottleneck = g;
+    r->bottleneck_name = mst_an_stage_names[g];
     r->bottleneck_share = r->stages[g].share;
     size_t n;
     bool oom = false;
@@ -402,8 +404,9 @@ mst_status mst_an_evaluate(const mst_an_view *v, mst_an_result *r) {
             continue;
         }
         if (!rules[i].run(v, r, f)) goto oom;
-        if (f->fired && rules[i].is_verdict) {
-            r->bottleneck = MST_AN_VERDICT_CAPACITY;
+        if (f->fired && rules[i].verdict) {
+            r->bottleneck = MST_AN_VERDICT_RULE;
+            r->bottleneck_name = rules[i].verdict;
             r->bottleneck_share = f->n_numbers ? f->values[0] : NAN;
             snprintf(r->verdict, sizeof r->verdict, "%s", f->sentence);
         }
