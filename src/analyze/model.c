@@ -123,7 +123,7 @@ struct mst_an_model {
     /* built by finish */
     vec steps;     /* mst_an_step */
     uint64_t negative_gaps, unjoined, with_span, steps_without_ids, short_traces;
-    uint64_t queue_over_ttft, clock_skew, negative_itl, outside_window, preemptions;
+    uint64_t queue_over_ttft, clock_skew, negative_itl, outside_window, preemptions, missing_steps;
     size_t steps_with_record, steps_with_queue_info;
     size_t n_engines;
     bool have_worker;
@@ -884,6 +884,10 @@ static bool build_steps(mst_an_model *m, engine *eng, size_t *n_eng_out) {
         if (s.busy && s.ids_n == 0) m->steps_without_ids++;
         if (eng[n_eng - 1].hi > eng[n_eng - 1].lo) {
             const mst_an_step *prev = (const mst_an_step *)m->steps.p + m->steps.n - 1;
+            /* step.index counts every schedule() call of the engine: a jump
+             * means steps whose spans were lost before the trace. */
+            if (prev->rec.index >= 0 && s.rec.index > prev->rec.index && s.rec.index - prev->rec.index > 1)
+                m->missing_steps += (uint64_t)(s.rec.index - prev->rec.index - 1);
             if (s.start_ns < prev->start_ns + (int64_t)(prev->stage_ms[MST_AN_SCHEDULE] * 1e6) - 1000)
                 m->negative_gaps++;
         }
@@ -1206,6 +1210,7 @@ void mst_an_model_view(const mst_an_model *m, mst_an_view *v) {
     v->negative_itl = m->negative_itl;
     v->outside_window = m->outside_window;
     v->preemptions = m->preemptions;
+    v->missing_steps = m->missing_steps;
     v->steps_with_record = m->steps_with_record;
     v->steps_with_queue_info = m->steps_with_queue_info;
     v->strings = m->strings.p;

@@ -90,6 +90,7 @@ typedef struct mst_an_view {
     uint64_t negative_itl;       /* inter-token gaps < 0 */
     uint64_t outside_window;     /* steps and requests left out by --window / --skip-warmup */
     uint64_t preemptions;        /* step.preempted_ids entries */
+    uint64_t missing_steps;      /* gaps in an engine's step.index: steps whose spans never arrived */
     size_t steps_with_record;    /* schedule spans carrying step.phase */
     size_t steps_with_queue_info;/* schedule spans carrying scheduler.waiting */
     uint64_t bad_times;          /* spans left out: times beyond +-2^62 ns */

@@ -180,6 +180,7 @@ static void data_quality(jw *w, const mst_an_view *v, const mst_an_result *r) {
     ki(w, "outside_window", (int64_t)v->outside_window);
     ki(w, "steps_without_request_ids", (int64_t)v->steps_without_ids);
     ki(w, "steps_with_record", (int64_t)v->steps_with_record);
+    ki(w, "missing_steps", (int64_t)v->missing_steps);
     ki(w, "engines", (int64_t)v->n_engines);
     kb(w, "worker_spans", v->have_worker_spans);
     ka(w, "warnings");

@@ -82,6 +82,11 @@ static bool warnings(const mst_an_view *v, mst_an_result *r) {
                    "server's clocks disagree", (unsigned long long)v->clock_skew);
     if (v->negative_itl)
         ok &= warn(r, "%llu negative inter-token gaps", (unsigned long long)v->negative_itl);
+    if (v->missing_steps)
+        ok &= warn(r, "%llu engine steps are missing (gaps in step.index): their spans were lost before they "
+                   "reached the trace (a tracer queue that overflowed, a process killed before it flushed); "
+                   "tokens and gaps of the requests in them are undercounted",
+                   (unsigned long long)v->missing_steps);
     if (v->bad_times)
         ok &= warn(r, "%llu spans left out: their times are not on any clock (beyond 146 years from "
                    "the epoch)", (unsigned long long)v->bad_times);
@@ -387,7 +392,7 @@ mst_status mst_an_evaluate(const mst_an_view *v, mst_an_result *r) {
         if (v->inputs[i].truncated || v->inputs[i].spans_dropped > 0 || v->inputs[i].spans_failed > 0 ||
             v->inputs[i].skipped > 0)
             r->lossy = true;
-    if (v->bad_times) r->lossy = true;
+    if (v->bad_times || v->missing_steps) r->lossy = true;
     size_t n_rules;
     const mst_an_rule *rules = mst_an_rules(&n_rules);
     r->findings = calloc(n_rules, sizeof *r->findings);

@@ -295,6 +295,24 @@ static void step_record_life(void) {
     mst_an_model_free(m);
 }
 
+/* step.index counts every schedule() call: a jump is steps lost before the
+ * trace, counted (and the input is lossy). */
+static void missing_steps(void) {
+    mst_an_model *m = mst_an_model_new();
+    CHECK(m != NULL);
+    const mst_an_str one[1] = {{"r", 1}};
+    static const int64_t index[] = {0, 1, 5, 6};
+    for (int i = 0; i < 4; i++) {
+        mst_an_attr a[2] = {ids_attr(one, 1), int_attr("step.index", index[i])};
+        add(m, "vllm.scheduler.schedule", 10, i * 10, i * 10 + 1, a, 2);
+    }
+    CHECK(mst_an_model_finish(m) == MST_OK);
+    mst_an_view v;
+    mst_an_model_view(m, &v);
+    CHECK_EQ_INT(v.missing_steps, 3);
+    mst_an_model_free(m);
+}
+
 /* Processes are keyed by (input, pid): many pids, each found again. */
 static void many_processes(void) {
     mst_an_model *m = mst_an_model_new();
@@ -322,6 +340,7 @@ static const mst_test_case tests[] = {
     {"stage_split_and_requests", stage_split_and_requests},
     {"executor_only", executor_only},
     {"step_record_life", step_record_life},
+    {"missing_steps", missing_steps},
     {"many_processes", many_processes},
 };
 MST_TEST_MAIN(tests)
