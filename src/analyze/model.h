@@ -6,19 +6,19 @@
  * spans, and interned request ids — so memory grows with steps and
  * requests, not with file bytes. mst_an_model_finish then builds:
  *
- *   steps    one per `vllm.scheduler.schedule` span of an engine process:
+ *   steps    one per `vllm.scheduler.schedule` span of an engine process,
+ *            with its step record (step.index, tokens and phases per
+ *            request, new/resumed/preempted ids, queue state and limits):
  *            window [this schedule start, next schedule start) on that
- *            process, split into schedule (schedule + update_from_output),
- *            model (the workers' forward: worker.execute_model, else
- *            model_runner.execute, else the executor spans), ipc (the
- *            executor's model.execute..sample_tokens window minus the
- *            forward), output (API-server output.process spans starting in
- *            the window) and waiting (window time in no hook span while this
- *            and the next step both had requests: the host bubble);
+ *            process; its wall split into parts that sum to it — schedule
+ *            (schedule + update_from_output), model (the workers' forward:
+ *            worker.execute_model, else model_runner.execute, else the
+ *            executor spans), ipc (the executor's window minus the
+ *            forward), waiting (the rest: the host gap) — and output (the
+ *            API server's output.process spans, concurrent, never added);
  *   requests from `vllm.request` / `llm_request` spans (request.id,
- *            request.external_id, gen_ai.request.id) and the request.ids of
- *            step and output spans: arrival, queue, TTFT, TPOT, e2e, steps,
- *            sharing.
+ *            gen_ai.request.id) and the request.ids of step and output
+ *            spans, with vLLM's metrics (request_life.h).
  * docs/analyze.md explains every definition.
  */
 #ifndef MST_ANALYZE_MODEL_H

@@ -8,11 +8,11 @@
  * Inputs: Chrome JSON (read_chrome.h) or .pftrace (read_pftrace.h), picked by
  * the file's first bytes; Jaeger (read_jaeger.h) for http:// inputs.
  * Owns option parsing (one table, OPTIONS below), loading each side's
- * inputs into a model (src/analyze/model.h) with a progress line on stderr
- * for inputs that take more than a second, and writing the outputs. Unless
- * --quiet or --json -, the verdict, the fired rules, the stage split and
- * the profile targets are also printed as text. Every number comes from the same
- * analysis JSON (report_json.h) so the outputs agree.
+ * inputs into a model (src/analyze/model.h; --window / --skip-warmup cut
+ * it) with a progress line on stderr for inputs that take more than a
+ * second, and writing the outputs. The analysis is built once
+ * (analysis.h); the JSON, the HTML (from that JSON), the CSVs and, unless
+ * --quiet or --json -, the text summary (report_text.h) all render it.
  * Exit codes: 0 ok; 1 an output could not be written; 2 usage error, or an
  * input that is not a trace (one line on stderr).
  */
