@@ -19,7 +19,6 @@
 #include "cli/analyze_cmd.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
