@@ -344,6 +344,10 @@ static void async_event(mst_buf *b, char ph, const char *name, const mst_tl_requ
         append_str_member(b, "request.id", r->id, r->id_len);
         LIT(b, ",");
         append_int_member(b, "request.steps", r->steps);
+        if (r->preemptions) {
+            LIT(b, ",");
+            append_int_member(b, "request.preemptions", r->preemptions);
+        }
         LIT(b, "}");
     }
     LIT(b, "}");

@@ -1103,3 +1103,35 @@ def test_a_missing_step_field_is_named_once_per_process(native, subprocess_env):
                   "Scheduler.max_num_running_reqs"):
         assert sum(field in l for l in lines) == 1, p.stderr
     assert all("INFO" in l for l in lines if "could not be read" in l), p.stderr
+
+
+WHOLE_STEP = """
+info = n.init(forward_socket=%(sock)r, otlp=False)
+assert info["exporters"] == ["perfetto"], info
+ids = ["cmpl-%%032x-0-%%08x" %% (i, i) for i in range(1024)]
+class SO:
+    num_scheduled_tokens = {r: 1 + i %% 3 for i, r in enumerate(ids)}
+    total_num_scheduled_tokens = sum(num_scheduled_tokens.values())
+    scheduled_new_reqs = []
+    preempted_req_ids = set(ids[:600])
+    finished_req_ids = set()
+class Sched:
+    def schedule(self):
+        return SO()
+Sched.schedule = n.Hook(Sched.schedule, name="vllm.scheduler.schedule", adapter="schedule")
+Sched().schedule()
+assert n.flush(10000)
+print(json.dumps(ids))
+"""
+
+
+def test_a_whole_1024_request_step_reaches_the_daemon(native, subprocess_env, daemon):
+    """The lists of a step as big as vLLM's largest default max_num_seqs go
+    through the real exporter, wire and forwarder uncut."""
+    p = run_child(subprocess_env, WHOLE_STEP % {"sock": daemon.socket_name})
+    ids = json.loads(p.stdout)
+    (s,) = [e for e in daemon.events(1) if e.get("ph") == "X" and e["name"] == "vllm.scheduler.schedule"]
+    a = s["args"]
+    assert a["request.ids"] == ids and a["batch.request_count"] == 1024
+    assert a["step.tokens"] == [str(1 + i % 3) for i in range(1024)]
+    assert sorted(a["step.preempted_ids"]) == sorted(ids[:600])

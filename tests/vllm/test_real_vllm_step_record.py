@@ -154,7 +154,7 @@ def run(tmp_path_factory):
     assert len(answers) == REQUESTS, open(tmp / "vllm.log").read()[-4000:]
     events = json.loads(out_json.read_text())
     spans = [e for e in events if e.get("ph") == "X"]
-    return {"answers": answers, "preemptions": after - before, "spans": spans}
+    return {"answers": answers, "preemptions": after - before, "spans": spans, "events": events}
 
 
 def _steps(spans):
@@ -190,8 +190,10 @@ def test_every_step_carries_the_step_record(run):
     new = [i for a in busy for i in a.get("step.new_ids", [])]
     assert sorted({_external(i, run["answers"]) for i in new}) == sorted(a["id"] for a in run["answers"].values())
     assert len(new) == len(set(new)) == REQUESTS
-    queued = [int(q) for a in busy for q in a.get("step.queued_ns", [])]
-    assert len(queued) == REQUESTS and all(q > 0 for q in queued)
+    queued = [(int(q), e["ts"]) for e in run["spans"] if e["name"] == "vllm.scheduler.schedule"
+              for q in e["args"].get("step.queued_ns", [])]
+    assert len(queued) == REQUESTS
+    assert all(0 < q <= ts * 1000 + 1000 for q, ts in queued)  # queued before the step (ts: µs) began
     # requests waited: some were first scheduled while others ran
     assert max(a["scheduler.waiting"] for a in steps) > 0
 
@@ -251,3 +253,24 @@ def test_output_spans_name_finished_requests_with_their_reason(run):
             for i, r in zip(a.get("output.finished_ids", []), a.get("output.finish_reasons", [])):
                 done[i] = r
     assert len(done) == REQUESTS and set(done.values()) == {"length"}
+
+
+def test_perfetto_request_tracks_show_the_preemptions(run):
+    """The forwarder's request tracks (async events in the JSON) draw the step
+    record: each preempted request has a preempted slice and its markers, and
+    the engine's preemptions counter ends at vLLM's count."""
+    steps = _steps(run["spans"])
+    preempted = {i for a in steps for i in a.get("step.preempted_ids", [])}
+    phases = {}
+    for e in run["events"]:
+        if e.get("cat") == "request" and e.get("ph") == "b":
+            phases.setdefault(e["id"], []).append(e["name"])
+    assert len(phases) == REQUESTS
+    for i, names in phases.items():
+        assert names[0] == "request" and "decode" in names and any(n.startswith("prefill chunk") for n in names)
+        if i in preempted:
+            assert {"preempted", "preemption", "resume"} <= set(names), (i, names)
+        else:
+            assert "preempted" not in names, (i, names)
+    counter = [e for e in run["events"] if e.get("ph") == "C" and e.get("name") == "scheduler.preemptions"]
+    assert counter and max(e["args"]["value"] for e in counter) == run["preemptions"]

@@ -5,8 +5,12 @@
  * span links to the requests' known contexts, registration of a request's
  * context (request / request_context) and dropping it when it finishes
  * (output), and after a scheduling step the scheduler's waiting/running
- * queue lengths and KV-cache usage (the forwarder plots them as counters). Objects are duck-typed by attribute name only, so the same code
- * serves vLLM's dataclasses/msgspec structs and test doubles.
+ * queue lengths and KV-cache usage (the forwarder plots them as counters).
+ * It drives the step record (step_record.c: per scheduled request, in the
+ * same pass over num_scheduled_tokens; finished outputs' reasons) and notes
+ * when the scheduler received each request (queued_times.c). Objects are
+ * duck-typed by attribute name only, so the same code serves vLLM's
+ * dataclasses/msgspec structs and test doubles.
  *
  * Error rule: a missing attribute or an unexpected shape means "nothing to
  * record" (return 0); only a Python exception raised while reading (a
@@ -435,11 +439,6 @@ int mstn_register_from_args(PyObject *const *args, Py_ssize_t nargs, PyObject *k
             headers_from_obj = true;
         }
     }
-    /* Only the request adapter (kw_allowed) may auto-generate: it runs in
-     * the front-end process and writes the decision into trace_headers
-     * for EngineCore; request_context (EngineCore) only reads, so the 1-in-N
-     * counter of MS_PROFILER_SAMPLE_RATE is applied once per request. The
-     * span + injection need the headers read from the object itself. */
     /* request_context (EngineCore.add_request, then Scheduler.add_request:
      * the later wins): when the scheduler received it, for step.queued_ns. */
     if (!kw_allowed && mstn_g.tracer && rid && PyUnicode_Check(rid)) {
@@ -450,6 +449,11 @@ int mstn_register_from_args(PyObject *const *args, Py_ssize_t nargs, PyObject *k
         else
             PyErr_Clear();
     }
+    /* Only the request adapter (kw_allowed) may auto-generate: it runs in
+     * the front-end process and writes the decision into trace_headers
+     * for EngineCore; request_context (EngineCore) only reads, so the 1-in-N
+     * counter of MS_PROFILER_SAMPLE_RATE is applied once per request. The
+     * span + injection need the headers read from the object itself. */
     if (rid && rid != Py_None)
         rc = mstn_register_ex(rid, headers, kw_allowed, headers_from_obj ? obj : NULL,
                               span_scope) < 0 ? -1 : 0;

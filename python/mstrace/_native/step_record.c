@@ -1,14 +1,17 @@
 /*
  * step_record.c — reads the step record of one scheduling step and the
  * finished requests of one output call (see step_record.h), and writes them
- * on the span. The fields read and where vLLM 0.32 sets them are in
- * docs/reference/vllm-internals.md "The step record".
+ * on the span. The attributes are in docs/reference/spans.md "The step
+ * record"; the vLLM fields read, and where vLLM 0.32 sets them, in
+ * docs/reference/vllm-internals.md "Objects and fields read".
  *
- * Cost: per scheduled request one dict lookup (scheduler.requests) and one
- * to three attribute reads of its Request (is_prefill_chunk; for a token-
- * producing chunk num_computed_tokens and num_prompt_tokens; num_tokens only
- * for a chunk of more than one token past the prompt); no Python object is
- * created. The lists (new, resumed, preempted, finished) are read once each.
+ * Cost: per scheduled request, until it is known to decode, one dict lookup
+ * (scheduler.requests) and one to three attribute reads of its Request
+ * (is_prefill_chunk; for a token-producing chunk num_computed_tokens and
+ * num_prompt_tokens; num_tokens only for a chunk of more than one token past
+ * the prompt); a decoding request then costs one pointer compare (g_decoding).
+ * No Python object is created. The lists (new, resumed, preempted,
+ * finished) are read once each.
  *
  * Error rule, stricter than adapters.c's: nothing here may switch the hook
  * off. A missing attribute or an odd shape means "not recorded"; an
@@ -47,15 +50,13 @@ static void step_clear(mstn_step *st) {
     st->n_tokens = st->n_phase = 0;
     st->phase_ok = true;
     st->requests = NULL;
-    st->new_ids.n = st->new_ids.seen = 0;
+    st->new_ids.n = 0;
     st->hits_ok = true;
     st->n_queued_known = 0;
-    st->resumed.n = st->resumed.seen = 0;
-    st->preempted.n = st->preempted.seen = 0;
-    st->finished.n = st->finished.seen = 0;
+    st->resumed.n = st->preempted.n = st->finished.n = 0;
     st->max_num_seqs = st->max_num_batched_tokens = -1;
     st->n_held = st->n_owned = 0;
-    st->out_finished.n = st->out_finished.seen = 0;
+    st->out_finished.n = 0;
     st->pool_used = 0;
 }
 
@@ -196,7 +197,6 @@ static bool list_add(mstn_id_list *l, PyObject *id, bool restarts, const char **
     const char *u = id_text(id, &n);
     if (!u || !id_recorded(u, (size_t)n))
         return false;
-    l->seen++;
     if (l->n >= MSTN_MAX_IDS)
         return false;
     l->s[l->n++] = u;
@@ -365,7 +365,7 @@ static void read_new(mstn_step *st, PyObject *so) {
     }
 }
 
-/* scheduled_cached_reqs.resumed_req_ids (a set, vLLM >= 0.11), or its
+/* scheduled_cached_reqs.resumed_req_ids (a set, vLLM >= 0.11.1), or its
  * older form resumed_from_preemption (list[bool] parallel to req_ids). */
 static void read_resumed(mstn_step *st, PyObject *so) {
     PyObject *cached = attr_or_null(so, mstn_n.scheduled_cached_reqs);
@@ -434,7 +434,6 @@ void mstn_step_finish(mstn_step *st, PyObject *so, PyObject *sched) {
 static const char *const k_finish_reasons[] = {"stop", "length", "abort", "error", "repetition"};
 
 void mstn_step_output_finished(mstn_step *st, const char *id, PyObject *reason) {
-    st->out_finished.seen++;
     if (st->out_finished.n >= MSTN_MAX_IDS)
         return;
     const char *text = "unknown";

@@ -21,10 +21,10 @@
 /* Decimal text of an int64: sign, 19 digits, NUL. */
 #define MSTN_NUM_TEXT 21
 
+/* Ids borrowed from Python strings; items over MSTN_MAX_IDS are left out. */
 typedef struct mstn_id_list {
     const char *s[MSTN_MAX_IDS];
     size_t n;
-    size_t seen;          /* items read, n plus those over MSTN_MAX_IDS   */
 } mstn_id_list;
 
 typedef struct mstn_step {
