@@ -266,8 +266,24 @@ static bool emit_resource_kv(mst_chrome_writer *w, const mst_pf_kv *kv, size_t n
     return true;
 }
 
+/* ,"bind_id":"0x<16 hex>","flow_in"|"flow_out":true — a flow (version 2
+ * of the format: ids on the slices themselves) joining a step slice to a
+ * span's slice. Why not an s/f pair: a reader counting "f" events counts
+ * the span links (mstrace analyze's `flows`); and the span's end of it
+ * must be written with the span, before its step may be known. */
+static void bind_flow(mst_buf *b, uint64_t id, bool out) {
+    static const char hx[] = "0123456789abcdef";
+    char text[2 + 16] = {'0', 'x'};
+    for (int i = 17; i >= 2; i--, id >>= 4) text[i] = hx[id & 15];
+    LIT(b, ",\"bind_id\":");
+    put_str(b, text, sizeof text);
+    if (out) LIT(b, ",\"flow_out\":true");
+    else LIT(b, ",\"flow_in\":true");
+}
+
+/* `bind`: the flow joining the span to its engine step (0: none). */
 static void emit_span(mst_chrome_writer *w, const mst_pf_span *s, int64_t pid, int64_t tid,
-                      const mst_json_slice *service) {
+                      const mst_json_slice *service, uint64_t bind) {
     mst_buf *b = w->buf;
     size_t need = span_need(s, service);
     if (!mst_buf_reserve(b, need)) return;
@@ -319,7 +335,9 @@ static void emit_span(mst_chrome_writer *w, const mst_pf_span *s, int64_t pid, i
         if (any_resource_prefixed && mst_span_attr_shadows(s, &kv->key)) continue;
         if (!emit_resource_kv(w, kv, need)) return;
     }
-    RLIT(b, "}}");
+    RLIT(b, "}");
+    if (bind) bind_flow(b, bind, false);
+    LIT(b, "}");
     w->buffered_spans++;
 }
 
@@ -413,24 +431,6 @@ static void tl_request(void *self, const mst_tl_request *r) {
     }
 }
 
-/* One s/f pair from the step slice (at `from`) to a span's slice. */
-static void step_flow_pair(mst_chrome_writer *w, const mst_tl_pos *from, const mst_tl_pos *to) {
-    static const char hx[] = "0123456789abcdef";
-    char id[2 + 16] = {'0', 'x'};
-    uint64_t v = mst_tl_flow_mix(from->flow, to->flow, 0x666c6f77ull);
-    for (int i = 17; i >= 2; i--, v >>= 4) id[i] = hx[v & 15];
-    mst_buf *b = w->buf;
-    thread_event(b, 's', "step", 4, STEP_CAT, from->pid, STEPS_TID, from->ts_ns);
-    LIT(b, ",\"id\":");
-    put_str(b, id, sizeof id);
-    LIT(b, "}");
-    thread_event(b, 'f', "step", 4, STEP_CAT, to->pid, to->tid, to->ts_ns);
-    LIT(b, ",\"bp\":\"e\",\"id\":");
-    put_str(b, id, sizeof id);
-    LIT(b, "}");
-    w->buffered_flows++;
-}
-
 static void tl_step(void *self, const mst_tl_step *st) {
     mst_chrome_writer *w = self;
     mst_buf *b = w->buf;
@@ -455,11 +455,19 @@ static void tl_step(void *self, const mst_tl_step *st) {
         LIT(b, ",");
         append_int_member(b, "batch.scheduled_tokens", st->tokens);
     }
-    LIT(b, "}}");
+    LIT(b, "}");
+    bind_flow(b, st->worker_flow, true); /* to its worker forward */
+    LIT(b, "}");
+    /* its outputs, handed to the API server at its end: a zero-length
+     * slice inside it (one flow per slice in this format) */
+    thread_event(b, 'B', "outputs", 7, STEP_CAT, st->pid, STEPS_TID, st->end_ns);
+    bind_flow(b, st->output_flow, true);
+    LIT(b, "}");
+    thread_event(b, 'E', "outputs", 7, STEP_CAT, st->pid, STEPS_TID, st->end_ns);
+    LIT(b, "}");
     thread_event(b, 'E', name, (size_t)n, STEP_CAT, st->pid, STEPS_TID, st->end_ns);
     LIT(b, "}");
-    mst_tl_pos from = {st->pid, STEPS_TID, st->start_ns, st->flow};
-    for (unsigned i = 0; i < st->n_joined; i++) step_flow_pair(w, &from, &st->joined[i]);
+    w->buffered_flows += st->n_joined;
 }
 
 static void tl_counter(void *self, const mst_tl_counter *c) {
@@ -535,9 +543,13 @@ mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s
         maybe_name(w, pid, tid, true,
                    is_string(tn) ? tn : mst_span_find_kv(s->attrs, s->n_attrs, "process.role"));
     }
-    emit_span(w, s, pid, tid, service);
+    /* A worker forward or output processing ends its step's flow: the id
+     * the step took or will take (mst_tl_step.worker_flow / output_flow). */
     mst_tl_pos at = {pid, tid, s->start_ns, mst_tl_span_flow_id(s->trace_id, s->span_id)}, step;
-    if (mst_timeline_join_step(w->tl, s, &at, &step)) step_flow_pair(w, &step, &at);
+    uint64_t bind = mst_timeline_join_step(w->tl, s, &at, &step) ? step.flow
+                    : mst_timeline_joins_step(s)                  ? at.flow
+                                                                  : 0;
+    emit_span(w, s, pid, tid, service, bind);
 
     bool ev;
     uint32_t i = mst_track_table_find(&w->pos, key);

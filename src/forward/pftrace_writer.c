@@ -858,7 +858,6 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, int64_t pid, 
     for (size_t l = 0; l < s->n_links; l++)
         w->flows[1 + l] = mst_tl_span_flow_id(s->links[l].trace_id, s->links[l].span_id);
     size_t n_flows = 1 + s->n_links;
-    if (step_flow) w->flows[n_flows++] = step_flow;
 
     int64_t end = s->end_ns > s->start_ns ? s->end_ns : s->start_ns;
     /* Threads are named by the span's thread.name, else by the role. */
@@ -872,6 +871,10 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, int64_t pid, 
     take_parts(w, &sl);
     sl.flow_ids = w->flows;
     sl.n_flows = n_flows;
+    /* The step this span joins ends its flow here: a terminating id, so a
+     * reader counting flow_ids as links (mstrace analyze) counts none. */
+    sl.terminating_flow_ids = &step_flow;
+    sl.n_terminating = step_flow ? 1 : 0;
     mst_pft_slice_begin(w->buf, &sl);
     mst_pft_slice_end(w->buf, (uint64_t)end, track);
     w->buffered_spans++;
@@ -977,10 +980,8 @@ static void sink_step(void *self, const mst_tl_step *st) {
     if (st->tokens >= 0)
         mst_pft_annotation_int(&w->ann, intern(w, MST_PFT_INTERN_ANNOTATION_NAME, "batch.scheduled_tokens", 22),
                                st->tokens);
-    uint64_t flows[MST_TL_STEP_JOINS * 2];
-    size_t nf = 0;
-    for (unsigned i = 0; i < st->n_joined; i++) flows[nf++] = st->joined[i].flow;
-    for (unsigned i = 0; i < st->n_later; i++) flows[nf++] = st->later[i];
+    uint64_t flows[2] = {st->worker_flow, st->output_flow};
+    size_t nf = 2;
     sl.ts_ns = (uint64_t)st->start_ns;
     sl.seq_flags = packet_flags(w, true);
     sl.track_uuid = track;
@@ -1159,7 +1160,7 @@ mst_status mst_pftrace_writer_open(const char *path, int64_t default_pid,
         mst_buf_init(&w->ann, 0);
         w->res_iids = calloc(2u * MST_PF_MAX_ATTRS, sizeof *w->res_iids);
         w->shapes = calloc(SHAPE_SLOTS, sizeof *w->shapes);
-        w->flows = calloc(MST_PF_MAX_LINKS + 2u, sizeof *w->flows); /* own, links, step */
+        w->flows = calloc(MST_PF_MAX_LINKS + 1u, sizeof *w->flows);
         w->vseen = calloc(VSEEN_SLOTS, sizeof *w->vseen);
         w->tslots = calloc(TRACK_SLOTS, sizeof *w->tslots);
         w->tnamed = calloc(TRACK_SLOTS, 1);

@@ -660,9 +660,11 @@ static void step_close(mst_timeline *tl, tl_engine *e, int64_t end_ns, const mst
     d->pos = (mst_tl_pos){st.pid, st.tid, st.start_ns, st.flow};
     d->end_ns = st.end_ns;
     d->worker = join_waiting(tl, JOIN_WORKER, st.start_ns, st.end_ns, &st);
+    st.worker_flow = d->worker ? st.joined[st.n_joined - 1].flow : join_flow(st.flow, JOIN_WORKER);
     d->output = join_waiting(tl, JOIN_OUTPUT, st.start_ns, st.end_ns, &st);
-    if (!d->worker) st.later[st.n_later++] = join_flow(st.flow, JOIN_WORKER);
-    if (!d->output) st.later[st.n_later++] = join_flow(st.flow, JOIN_OUTPUT);
+    st.output_flow = d->output ? st.joined[st.n_joined - 1].flow : join_flow(st.flow, JOIN_OUTPUT);
+    if (!d->worker) st.later[st.n_later++] = st.worker_flow;
+    if (!d->output) st.later[st.n_later++] = st.output_flow;
     if (sink && sink->step) sink->step(sink->self, &st);
 }
 
@@ -696,9 +698,15 @@ static void note_engine_step(mst_timeline *tl, const mst_pf_span *s, int64_t pid
     if (name_is(s, TL_UPDATE_SPAN)) step_close(tl, e, e->last_end_ns, sink);
 }
 
+static uint8_t join_kind(const mst_pf_span *s) {
+    return name_is(s, TL_WORKER_SPAN) ? JOIN_WORKER : name_is(s, TL_OUTPUT_SPAN) ? JOIN_OUTPUT : 0;
+}
+
+bool mst_timeline_joins_step(const mst_pf_span *s) { return join_kind(s) != 0; }
+
 bool mst_timeline_join_step(mst_timeline *tl, const mst_pf_span *s, const mst_tl_pos *at,
                             mst_tl_pos *step) {
-    uint8_t kind = name_is(s, TL_WORKER_SPAN) ? JOIN_WORKER : name_is(s, TL_OUTPUT_SPAN) ? JOIN_OUTPUT : 0;
+    uint8_t kind = join_kind(s);
     if (!tl || !kind) return false;
     tl_done_step *best = NULL;
     for (unsigned i = 0; i < TL_DONE_STEPS; i++) {

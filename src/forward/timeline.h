@@ -125,6 +125,10 @@ typedef struct mst_tl_step {
      * a writer whose flows are ids on both ends puts them on the step. */
     uint64_t later[MST_TL_STEP_JOINS];
     unsigned n_later;
+    /* The flow id joining the step to its worker forward and to its output
+     * processing: the span's own id when it was joined already, else the
+     * one it will carry (in `later`). */
+    uint64_t worker_flow, output_flow;
 } mst_tl_step;
 
 typedef struct mst_tl_counter {
@@ -232,6 +236,10 @@ static inline int64_t mst_tl_request_tid(uint32_t lane) {
  * (its thread's sort index): milliseconds since a minute before the first
  * span seen, from 1 (0 and below are the real threads'), within int32. */
 int32_t mst_timeline_arrival_rank(mst_timeline *tl, int64_t start_ns);
+
+/* Whether s is a span an engine step is joined to (a worker forward or an
+ * output processing). */
+bool mst_timeline_joins_step(const mst_pf_span *s);
 
 /* Called by a writer before writing span s at `at` (its pid, tid, start and
  * own flow id): when s is a worker forward or an output processing whose

@@ -194,7 +194,7 @@ MST_PFT_INLINE void mst_pft_interned_entry(mst_buf *b, unsigned kind, uint64_t i
 /* A SLICE_BEGIN event packet: InternedData (when `interned_len`) holding
  * the entries encoded at `interned`, then the TrackEvent: type, track, name
  * and category ids (0: field left out), the annotations encoded at
- * `annotations`, then the flow ids. */
+ * `annotations`, then the flow ids and the terminating flow ids. */
 typedef struct mst_pft_slice {
     uint64_t ts_ns;
     uint32_t seq_flags;
@@ -206,6 +206,8 @@ typedef struct mst_pft_slice {
     size_t annotations_len;
     const uint64_t *flow_ids;
     size_t n_flows;
+    const uint64_t *terminating_flow_ids; /* flows that end at this slice */
+    size_t n_terminating;
 } mst_pft_slice;
 
 void mst_pft_slice_begin(mst_buf *b, const mst_pft_slice *s);

@@ -76,6 +76,7 @@
 #define TE_FLOW_IDS_OLD 36                /* TrackEvent.flow_ids_old */
 #define TE_DOUBLE_COUNTER_VALUE 44        /* TrackEvent.double_counter_value */
 #define TE_FLOW_IDS 47                    /* TrackEvent.flow_ids */
+#define TE_TERMINATING_FLOW_IDS 48        /* TrackEvent.terminating_flow_ids */
 #define TYPE_SLICE_BEGIN 1                /* TrackEvent.Type.TYPE_SLICE_BEGIN */
 #define TYPE_SLICE_END 2                  /* TrackEvent.Type.TYPE_SLICE_END */
 #define TYPE_INSTANT 3                    /* TrackEvent.Type.TYPE_INSTANT */

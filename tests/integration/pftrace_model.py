@@ -75,6 +75,7 @@ def read_pftrace(path, strict=True) -> Model:
     interned = {}
     tracks = {}
     events = []   # (ts, order, track_uuid, type, name, cat, args, flow_ids, counter)
+    ending = set()  # terminating flow ids
     saw_clock = False
     for order, (_, p) in enumerate(iter_packets(data)):
         if p.HasField("clock_snapshot"):
@@ -108,6 +109,7 @@ def read_pftrace(path, strict=True) -> Model:
                        else te.counter_value)
         events.append((p.timestamp, order, te.track_uuid, te.type, name, cats, args,
                        list(te.flow_ids), counter))
+        ending.update(te.terminating_flow_ids)  # a step's flow ending at a span (none are links)
     assert saw_clock or not strict, "no clock snapshot"
 
     for td in tracks.values():
@@ -162,11 +164,9 @@ def read_pftrace(path, strict=True) -> Model:
     for uuid, st in stacks.items():
         assert not st or not strict, f"unclosed slices on track {uuid}"
     for f in step_ids:
-        if f in self_ids or any(f == g for g, _ in pending_links):
+        if f in self_ids or f in ending:
             m.step_flows += 1
     for f, dest in pending_links:
-        if f in step_ids:
-            continue
         if f in self_ids:
             m.links.add((self_ids[f], dest))
         else:
@@ -243,11 +243,11 @@ def read_chrome_json(path) -> Model:
     m.requests = [(names.get(r[0], r[0]) if isinstance(r[0], tuple) else r[0],) + tuple(r[1:-1]) +
                   (r[-1] + 1 if isinstance(r[0], tuple) and r[0] in spans else r[-1],)
                   for r in m.requests]
+    # a step's flows: its slices' bind_id (flow_out) ending on a span's X event (flow_in)
+    outs = {e["bind_id"] for e in events if e.get("flow_out") and e.get("cat") == "mstrace.step"}
+    m.step_flows = sum(1 for e in events if e.get("ph") == "X" and e.get("flow_in") and e.get("bind_id") in outs)
     for fid, pair in flows.items():
         assert sorted(x["ph"] for x in pair) == ["f", "s"], f"flow {fid} lacks an end"
-        if pair[0].get("cat") == "mstrace.step":
-            m.step_flows += 1
-            continue
         src_trace, src_span, dest_span = pair[0]["args"]["link"].split(":")
         m.links.add((src_span, dest_span))
     return m

@@ -372,7 +372,7 @@ def test_every_step_has_one_step_slice_and_one_flow_to_its_worker_forward(run):
     sched = {e["args"]["step.index"]: e for e in [e for e in _exact(run) if e.get("ph") == "X"] if e["name"] == "vllm.scheduler.schedule"}
     steps = {}
     for e in events:
-        if e.get("ph") == "B" and e.get("cat") == "mstrace.step":
+        if e.get("ph") == "B" and e.get("cat") == "mstrace.step" and e["name"] != "outputs":
             assert e["name"] == "step %d" % e["args"]["step.index"]
             steps.setdefault(e["args"]["step.index"], []).append(e)
     assert sorted(steps) == sorted(sched) and all(len(v) == 1 for v in steps.values())
@@ -381,33 +381,26 @@ def test_every_step_has_one_step_slice_and_one_flow_to_its_worker_forward(run):
         assert b["ts"] == sched[i]["ts"]  # from the schedule span's start
     ends = {}
     for e in events:
-        if e.get("ph") == "E" and e.get("cat") == "mstrace.step":
+        if e.get("ph") == "E" and e.get("cat") == "mstrace.step" and e["name"] != "outputs":
             ends[(e["pid"], e["name"])] = _ns(e["ts"])
     updates = sorted((_ns(e["ts"]) + _ns(e["dur"])) for e in [e for e in _exact(run) if e.get("ph") == "X"]
                      if e["name"] == "vllm.scheduler.update_from_output")
     assert sorted(ends.values()) == updates  # ... to the end of its update_from_output
-    # flows: from each step to the worker forward inside it, and to an output processing
-    workers = {(e["pid"], e["tid"], e["ts"]): e for e in [e for e in _exact(run) if e.get("ph") == "X"] if e["name"] == "vllm.worker.execute_model"}
-    outputs = {(e["pid"], e["tid"], e["ts"]) for e in [e for e in _exact(run) if e.get("ph") == "X"] if e["name"] == "vllm.output.process"}
-    flows = {}
-    for e in events:
-        if e.get("cat") == "mstrace.step" and e.get("ph") in ("s", "f"):
-            flows.setdefault(e["id"], {})[e["ph"]] = e
-    to_worker = {}
-    n_output = 0
-    for pair in flows.values():
-        s, f = pair["s"], pair["f"]
-        (step,) = [i for i, (b,) in steps.items() if b["pid"] == s["pid"] and b["ts"] == s["ts"]]
-        key = (f["pid"], f["tid"], f["ts"])
-        if key in workers:
-            to_worker.setdefault(step, []).append(key)
-        else:
-            assert key in outputs
-            n_output += 1
-    # every step that ran a batch (an empty one runs no forward) has one
+    # flows (bind ids on the slices): from each step to the worker forward inside it, and from its
+    # "outputs" marker to an output processing
+    xs = [e for e in events if e.get("ph") == "X"]
+    workers = {e["bind_id"]: e for e in xs if e["name"] == "vllm.worker.execute_model" and e.get("flow_in")}
+    outputs = {e["bind_id"]: e for e in xs if e["name"] == "vllm.output.process" and e.get("flow_in")}
+    to_worker = {i: workers[b["bind_id"]] for i, (b,) in steps.items() if b.get("bind_id") in workers}
+    marks = [e for e in events if e.get("ph") == "B" and e["name"] == "outputs" and e.get("cat") == "mstrace.step"]
+    assert len(marks) == len(steps) and all(e.get("flow_out") for e in marks)
+    n_output = sum(1 for e in marks if e["bind_id"] in outputs)
+    # every step that ran a batch (an empty one runs no forward) reaches one forward, within the step
     busy = {i for i, e in sched.items() if e["args"].get("batch.request_count", 0) > 0}
-    assert busy and busy <= set(to_worker) and all(len(v) == 1 for v in to_worker.values())
-    assert len({k for v in to_worker.values() for k in v}) == len(to_worker)  # one step per forward
+    assert busy and busy <= set(to_worker)
+    assert len({id(w) for w in to_worker.values()}) == len(to_worker)  # one step per forward
+    for i, w in to_worker.items():
+        assert _ns(steps[i][0]["ts"]) <= _ns(w["ts"]) <= ends[(steps[i][0]["pid"], steps[i][0]["name"])]
     assert n_output > len(steps) // 2
 
 
