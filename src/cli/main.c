@@ -5,6 +5,7 @@
  *                   [--socket-name NAME]
  *                   [--relay-* tuning flags, OTLP relay mode only]
  *   mstrace analyze ... (cli/analyze_cmd.c, docs/analyze.md)
+ *   mstrace trigger [--socket-name NAME] (cli/flight_cmd.c: a flight-recorder dump now)
  *   mstrace --help | --version
  *
  * Why it is this thin: parsing and dispatch only. `forward` with
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "cli/analyze_cmd.h"
+#include "cli/flight_cmd.h"
 #include "core/log.h"
 #include "forward/daemon.h"
 #include "forward/frame_server.h"
@@ -41,6 +43,7 @@ typedef struct forward_args {
     const char *frame_stall_timeout_ms; /* NULL: MST_FRAME_DEFAULT_STALL_MS */
     /* OTLP relay tuning (strings until validated; NULL: default) */
     const char *relay[8];
+    mst_flight_cli flight;         /* --flight-recorder and its flags (cli/flight_cmd.h) */
 } forward_args;
 
 /* The --relay-* flags, in the order of forward_args.relay. */
@@ -62,6 +65,7 @@ static void print_main_usage(FILE *f) {
             "              to a collector\n"
             "  analyze     explain a trace: where each request's time went, the bottleneck,\n"
             "              the long tail, run against run (docs/analyze.md)\n"
+            "  trigger     ask a running `forward --flight-recorder` for a dump now\n"
             "\n"
             "options:\n"
             "  -h, --help     show this help and exit\n"
@@ -76,6 +80,7 @@ static void print_forward_usage(FILE *f) {
             "                       [--perfetto-output PATH] [--format {json,proto}]\n"
             "                       [--socket-name NAME]\n"
             "                       [--frame-buffer-limit BYTES] [--frame-stall-timeout-ms MS]\n"
+            "                       [--flight-recorder SIZE|DURATION [--trigger EXPR ...]]\n"
             "\n"
             "Receive spans from traced processes over a local abstract Unix socket.\n"
             "Only processes of the same user (uid and gid) and namespaces may connect.\n"
@@ -135,6 +140,7 @@ static void print_forward_usage(FILE *f) {
             MST_RELAY_DEFAULT_BATCH_BYTES, MST_RELAY_DEFAULT_BACKOFF_MIN_MS,
             MST_RELAY_DEFAULT_BACKOFF_MAX_MS, MST_RELAY_DEFAULT_FLUSH_MS,
             MST_RELAY_DEFAULT_WARN_ITEMS);
+    mst_flight_cli_usage(f);
 }
 
 /* Matches "--opt VALUE" or "--opt=VALUE"; advances *i past a separate value.
@@ -191,6 +197,9 @@ static int parse_forward_args(int argc, char **argv, forward_args *fa) {
             if (matched < 0)
                 return usage_error("argument %s: expected one argument", RELAY_FLAGS[k]);
         }
+        const char *flag = NULL;
+        if (!matched && (matched = mst_flight_cli_take(argc, argv, &i, &fa->flight, &flag)) < 0)
+            return usage_error("argument %s: expected one argument", flag);
         if (!matched) return usage_error("unrecognized argument: %s", argv[i]);
     }
     return -1;
@@ -236,6 +245,20 @@ static int run_perfetto(const forward_args *fa, const mst_daemon_options *frame_
         mst_perfetto_sink_destroy(sink);
         return usage_error("argument --perfetto-output: a second output must have the other format "
                            "(one .json, one .pftrace): %s", fa->perfetto_output2);
+    }
+    mst_flight_options flight;
+    if (mst_flight_cli_given(&fa->flight)) {
+        char err[400];
+        bool ok = mst_flight_cli_options(&fa->flight, &flight, err, sizeof err);
+        if (ok && fa->perfetto_output2) {
+            snprintf(err, sizeof err, "argument --flight-recorder: with one --perfetto-output only");
+            ok = false;
+        }
+        if (!ok) {
+            mst_perfetto_sink_destroy(sink);
+            return usage_error("%s", err);
+        }
+        mst_perfetto_sink_set_flight(sink, &flight);
     }
     mst_daemon_service svc;
     mst_perfetto_sink_service(sink, &svc);
@@ -334,6 +357,9 @@ static int cmd_forward(int argc, char **argv) {
                 return usage_error("argument %s: only for the OTLP relay (without "
                                    "--perfetto-output)", RELAY_FLAGS[k]);
     }
+    if (mst_flight_cli_given(&fa.flight) && !fa.perfetto_output)
+        return usage_error("argument %s: only with --perfetto-output (the dumps' name and format)",
+                           "--flight-recorder");
     warn_if_root();
     if (fa.perfetto_output) return run_perfetto(&fa, &frame_opts);
     return run_otlp_relay(&fa, &ro, &frame_opts);
@@ -355,6 +381,7 @@ int main(int argc, char **argv) {
     }
     if (strcmp(cmd, "forward") == 0) return cmd_forward(argc - 2, argv + 2);
     if (strcmp(cmd, "analyze") == 0) return mst_analyze_main(argc - 2, argv + 2);
+    if (strcmp(cmd, "trigger") == 0) return mst_trigger_main(argc - 2, argv + 2);
     print_main_usage(stderr);
     fprintf(stderr, "mstrace: error: unknown command '%s'\n", cmd);
     return EXIT_USAGE;

@@ -17,4 +17,9 @@
  * MST_ERR_IO and a message naming the rule in err. */
 mst_status mst_output_path_open(const char *path, int *fd_out, char *err, size_t err_size);
 
+/* The absolute, lexically normalised form of `path` (PATH_MAX bytes in
+ * abs; '~/' expanded), after the syntax rule (a .json or .pftrace name).
+ * The other rules are checked when the file is opened. */
+mst_status mst_output_path_absolute(const char *path, char *abs, char *err, size_t err_size);
+
 #endif /* MST_FORWARD_OUTPUT_PATH_H */
