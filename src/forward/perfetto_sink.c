@@ -234,6 +234,14 @@ void mst_perfetto_sink_on_frame(void *self, const uint8_t *payload, size_t len, 
 
 static int stage_after(void *self, uint64_t now_ms);
 
+/* A dump on demand asked for since the last look: to every output that
+ * has one (formatting thread, or the loop's after the stage stopped). */
+static void take_demand(mst_perfetto_sink *s) {
+    if (atomic_exchange_explicit(&s->demand, false, memory_order_relaxed))
+        for (size_t i = 0; i < s->n_outputs; i++)
+            if (s->outputs[i].ops->on_demand) s->outputs[i].ops->on_demand(s->outputs[i].self);
+}
+
 static mst_status svc_open(void *self, char *err, size_t err_size) {
     mst_perfetto_sink *s = self;
     for (size_t i = 0; i < s->n_paths; i++) {
@@ -263,9 +271,7 @@ static int stage_after(void *self, uint64_t now_ms) {
     /* Request tracks complete on the forwarder's clock (timeline.h): tick
      * every output, and come back while requests are open even without
      * traffic. A tick that wrote events needs a hand-off like spans do. */
-    if (atomic_exchange_explicit(&s->demand, false, memory_order_relaxed))
-        for (size_t i = 0; i < s->n_outputs; i++)
-            if (s->outputs[i].ops->on_demand) s->outputs[i].ops->on_demand(s->outputs[i].self);
+    take_demand(s);
     int open = w_tick(s, now_ms);
     if (open) s->unflushed++;
     int next = -1;
@@ -333,6 +339,7 @@ static mst_status svc_close(void *self) {
     mst_format_stage_stop(s->stage);
     s->stage = NULL;
     if (!w_open(s)) return MST_OK;
+    take_demand(s); /* asked for just before the stop */
     /* Complete what is still open and take a last own-counter sample
      * first; the counters kept are the primary's after its close, which
      * drops (and counts) whatever still could not be written. */
