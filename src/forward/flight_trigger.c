@@ -41,9 +41,9 @@ const char *mst_flight_metric_name(mst_flight_metric m) {
 }
 
 /* Digits with an optional fraction at the start of [p, p + len): the value
- * scaled by `scale` as an exact integer when it fits (fraction digits past
- * what the scale resolves must be zeros). Returns the bytes read, 0 when no
- * number, or -1 when it does not fit. */
+ * times `scale` as an exact integer. Returns the bytes read, 0 when no
+ * number, -1 when it does not fit 64 bits, -2 when it is not a whole
+ * number of the base unit (1.5ns, 1.1KiB). */
 static long read_scaled(const char *p, size_t len, uint64_t scale, uint64_t *out) {
     size_t i = 0;
     uint64_t whole = 0;
@@ -55,22 +55,25 @@ static long read_scaled(const char *p, size_t len, uint64_t scale, uint64_t *out
     }
     if (i == 0) return 0;
     if (scale && whole > UINT64_MAX / scale) return -1;
-    uint64_t v = whole * scale, unit = scale;
+    unsigned __int128 frac = 0, den = 1;
     if (i < len && p[i] == '.') {
         size_t f = ++i;
         while (i < len && p[i] >= '0' && p[i] <= '9') {
-            unsigned d = (unsigned)(p[i] - '0');
-            if (unit >= 10) {
-                unit /= 10;
-                v += d * unit;
-            } else if (d) {
-                return -1; /* finer than the unit resolves */
+            if (i - f < 19) { /* later digits must be zeros to be whole anyway */
+                frac = frac * 10 + (unsigned)(p[i] - '0');
+                den *= 10;
+            } else if (p[i] != '0') {
+                return -2;
             }
             i++;
         }
         if (i == f) return 0; /* "1." */
     }
-    *out = v;
+    unsigned __int128 part = frac * scale;
+    if (part % den) return -2;
+    unsigned __int128 v = (unsigned __int128)whole * scale + part / den;
+    if (v > UINT64_MAX) return -1;
+    *out = (uint64_t)v;
     return (long)i;
 }
 
@@ -116,12 +119,14 @@ static mst_status parse_quantity(const char *text, size_t len, const unit_def *u
     uint64_t scale = unit_scale(units, text + u, len - u);
     if (!scale) return perr(err, err_size, "unknown unit '%.*s' in a %s (use %s)",
                             (int)(len - u > 16 ? 16 : len - u), text + u, what, unit_list);
-    uint64_t v;
+    uint64_t v = 0;
     long got = read_scaled(text, u, scale, &v);
+    if (got == -1) return perr(err, err_size, "%s out of range: '%.*s'", what,
+                               (int)(len > 40 ? 40 : len), text);
+    if (got == -2) return perr(err, err_size, "a %s must be a whole number of %s: '%.*s'", what,
+                               units[0].name, (int)(len > 40 ? 40 : len), text);
     if (got == 0 || (size_t)got != u)
         return perr(err, err_size, "malformed number in a %s: '%.*s'", what, (int)u, text);
-    if (got < 0) return perr(err, err_size, "%s out of range: '%.*s'", what,
-                             (int)(len > 40 ? 40 : len), text);
     if (v == 0) return perr(err, err_size, "a %s must be more than 0: '%.*s'", what,
                             (int)(len > 40 ? 40 : len), text);
     *out = v;
