@@ -261,6 +261,13 @@ static mst_status add_trigger_span(const mst_output_sink *o, const mst_flight_du
     return st;
 }
 
+/* Counter samples of the spans left out of the dump, derived again by a
+ * scratch timeline (the spans in it give theirs through the dump's own). */
+static void counter_to_output(void *self, const mst_tl_counter *c) {
+    const mst_output_sink *o = self;
+    o->ops->add_counter(o->self, c);
+}
+
 /* Writes the marked records (ring order) and the extras into `o`. */
 static mst_status write_records(const mst_output_sink *o, mst_flight_ring *ring,
                                 const mst_flight_dump_plan *plan, int64_t lo, int64_t hi,
@@ -268,36 +275,41 @@ static mst_status write_records(const mst_output_sink *o, mst_flight_ring *ring,
                                 mst_flight_dump_result *res) {
     mst_arena arena;
     mst_arena_init(&arena);
-    mst_status st = add_trigger_span(o, plan, lo, hi, n);
-    bool last_span_marked = false;
-    uint64_t last_span_seq = 0;
+    mst_timeline *scratch = mst_timeline_new(2);
+    mst_tl_sink sink = {(void *)o, NULL, counter_to_output};
+    mst_status st = scratch ? add_trigger_span(o, plan, lo, hi, n) : MST_ERR_NOMEM;
     for (mst_flight_rec *r = mst_flight_ring_first(ring); r && st == MST_OK;
          r = mst_flight_ring_next(ring, r)) {
-        if (r->type == MST_FLIGHT_REC_SPAN) {
-            last_span_seq = r->seq;
-            last_span_marked = r->mark != 0;
-            if (!r->mark) continue;
-            mst_pf_span s;
-            if (!mst_flight_ring_span(ring, r, &arena, &s)) st = MST_ERR_NOMEM;
-            else st = o->ops->add_span(o->self, &s);
-            if (st == MST_OK) res->spans++;
-            mst_arena_reset_keep(&arena, 1 << 16);
+        if (r->type == MST_FLIGHT_REC_COUNTER) { /* the forwarder's own */
+            if (r->start_ns < lo || r->start_ns > hi) continue;
+            mst_tl_counter c;
+            mst_flight_ring_counter(r, &c);
+            o->ops->add_counter(o->self, &c);
+            res->counters++;
             continue;
         }
-        /* A counter sample whose span is in the dump is written by the
-         * dump's own timeline from that span. */
-        bool own_span = r->seq && r->seq == last_span_seq && last_span_marked;
-        if (own_span || r->start_ns < lo || r->start_ns > hi) continue;
-        mst_tl_counter c;
-        mst_flight_ring_counter(r, &c);
-        o->ops->add_counter(o->self, &c);
-        res->counters++;
+        if (!r->mark && (r->end_ns < lo || r->end_ns > hi)) continue;
+        mst_pf_span s;
+        if (!mst_flight_ring_span(ring, r, &arena, &s)) {
+            st = MST_ERR_NOMEM;
+        } else if (r->mark) {
+            st = o->ops->add_span(o->self, &s);
+            if (st == MST_OK) res->spans++;
+        } else {
+            mst_tl_stats before, after;
+            mst_timeline_get_stats(scratch, &before);
+            mst_timeline_add_span(scratch, &s, s.has_pid ? s.pid : (int64_t)getpid(), &arena, &sink);
+            mst_timeline_get_stats(scratch, &after);
+            res->counters += after.counters_emitted - before.counters_emitted;
+        }
+        mst_arena_reset_keep(&arena, 1 << 16);
     }
     for (size_t i = 0; i < n_own && st == MST_OK; i++) {
         mst_tl_counter c = own[i];
         c.ts_ns = hi;
         o->ops->add_counter(o->self, &c);
     }
+    mst_timeline_free(scratch);
     mst_arena_release(&arena);
     return st;
 }

@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "forward/hash_mix.h"
+
 #define ALIGN8(n) (((n) + 7u) & ~(size_t)7u)
 
 typedef struct span_body {
@@ -43,6 +45,24 @@ typedef struct intern_entry {
     uint32_t off, len;
 } intern_entry;
 
+/* The keys of the last span of one name, by position: spans of a name
+ * repeat their keys in the same order, so a key is usually found by one
+ * compare with what this position held last time, without hashing. */
+#define SHAPES 64
+#define SHAPE_KEYS 32
+typedef struct shape {
+    uint32_t name_iid;
+    uint32_t n;
+    uint32_t key_iid[SHAPE_KEYS];
+} shape;
+
+/* The last resource blob of a process, compared in place. */
+#define RES_MEMO 16
+typedef struct res_memo {
+    int64_t pid;
+    uint32_t iid;
+} res_memo;
+
 struct mst_flight_ring {
     uint8_t *buf;
     uint64_t cap;
@@ -59,16 +79,25 @@ struct mst_flight_ring {
     uint32_t *slots;
     uint64_t *slot_hash;
     size_t slot_mask;
+    shape shapes[SHAPES];
+    res_memo res[RES_MEMO];
     /* Scratch for a process's resource blob (grows to the largest seen). */
     uint8_t *scratch;
     size_t scratch_cap;
 };
 
+/* 8 bytes a step, mixed with the wyhash step (hash_mix.h). */
 static uint64_t hash_bytes(const void *p, size_t n) {
     const uint8_t *s = p;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
-    return h ^ (h >> 31);
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+    for (; n >= 8; n -= 8, s += 8) {
+        uint64_t w;
+        memcpy(&w, s, 8);
+        h = mst_mum(h ^ w, 0xa0761d6478bd642full);
+    }
+    uint64_t w = 0;
+    memcpy(&w, s, n);
+    return mst_mum(h ^ w, 0xe7037ed1a0b428dbull);
 }
 
 static bool slots_grow(mst_flight_ring *r) {
@@ -221,20 +250,21 @@ static void commit(mst_flight_ring *r, mst_flight_rec *rec) {
     r->st.bytes_used += rec->size;
 }
 
+/* Hex digit values plus one (any case); 0 for every other byte. */
+static const uint8_t HEXVAL1[256] = {
+    ['0'] = 1, ['1'] = 2, ['2'] = 3, ['3'] = 4, ['4'] = 5, ['5'] = 6, ['6'] = 7, ['7'] = 8,
+    ['8'] = 9, ['9'] = 10, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15,
+    ['f'] = 16, ['A'] = 11, ['B'] = 12, ['C'] = 13, ['D'] = 14, ['E'] = 15, ['F'] = 16};
+
+/* The decoder checked the ids: 2n hex digits (false on anything else). */
 static bool hex_to_bin(const char *hex, uint8_t *out, size_t n) {
+    unsigned bad = 0;
     for (size_t i = 0; i < n; i++) {
-        uint8_t v = 0;
-        for (int k = 0; k < 2; k++) {
-            char c = hex[2 * i + k];
-            v <<= 4;
-            if (c >= '0' && c <= '9') v |= (uint8_t)(c - '0');
-            else if (c >= 'a' && c <= 'f') v |= (uint8_t)(c - 'a' + 10);
-            else if (c >= 'A' && c <= 'F') v |= (uint8_t)(c - 'A' + 10);
-            else return false;
-        }
-        out[i] = v;
+        unsigned hi = HEXVAL1[(uint8_t)hex[2 * i]] - 1u, lo = HEXVAL1[(uint8_t)hex[2 * i + 1]] - 1u;
+        bad |= hi | lo;
+        out[i] = (uint8_t)(hi << 4 | (lo & 15));
     }
-    return true;
+    return bad < 16;
 }
 
 static void bin_to_hex(const uint8_t *in, size_t n, char *out) {
@@ -251,8 +281,32 @@ static bool key_is(const mst_str *k, const char *lit) {
     return k->len == n && memcmp(k->ptr, lit, n) == 0;
 }
 
-/* The resource attributes as one interned blob ({key id, len, text}...). */
-static uint32_t intern_resource(mst_flight_ring *r, const mst_pf_span *s) {
+/* True when the interned blob `iid` holds exactly these resource pairs. */
+static bool resource_is(const mst_flight_ring *r, uint32_t iid, const mst_pf_span *s) {
+    uint32_t blen;
+    const char *blob = interned(r, iid, &blen);
+    size_t o = 0;
+    for (size_t i = 0; i < s->n_resource; i++) {
+        const mst_pf_kv *kv = &s->resource[i];
+        attr_ref a;
+        if (o + sizeof a > blen) return false;
+        memcpy(&a, blob + o, sizeof a);
+        uint32_t klen;
+        const char *k = interned(r, a.key_iid, &klen);
+        if (klen != kv->key.len || memcmp(k, kv->key.ptr, klen) != 0 || a.vlen != kv->value.len ||
+            o + sizeof a + a.vlen > blen || memcmp(blob + o + sizeof a, kv->value.ptr, a.vlen) != 0)
+            return false;
+        o += sizeof a + a.vlen;
+    }
+    return o == blen;
+}
+
+/* The resource attributes as one interned blob ({key id, len, text}...);
+ * a process sends the same ones with every span, so the last blob of its
+ * pid is compared first. */
+static uint32_t intern_resource(mst_flight_ring *r, const mst_pf_span *s, int64_t pid) {
+    res_memo *m = &r->res[(uint64_t)pid % RES_MEMO];
+    if (m->iid && m->pid == pid && resource_is(r, m->iid, s)) return m->iid;
     size_t need = 0;
     for (size_t i = 0; i < s->n_resource; i++) need += sizeof(attr_ref) + s->resource[i].value.len;
     if (need > r->scratch_cap) {
@@ -270,13 +324,29 @@ static uint32_t intern_resource(mst_flight_ring *r, const mst_pf_span *s) {
         memcpy(r->scratch + off + sizeof a, kv->value.ptr, kv->value.len);
         off += sizeof a + kv->value.len;
     }
-    return intern(r, r->scratch, off);
+    uint32_t iid = intern(r, r->scratch, off);
+    if (iid) *m = (res_memo){pid, iid};
+    return iid;
+}
+
+/* The key's id through the name's shape (see `shape`). */
+static uint32_t key_iid(mst_flight_ring *r, shape *sh, size_t p, const mst_str *k) {
+    if (sh && p < sh->n) {
+        uint32_t len;
+        const char *t = interned(r, sh->key_iid[p], &len);
+        if (len == k->len && memcmp(t, k->ptr, len) == 0) return sh->key_iid[p];
+    }
+    uint32_t id = intern(r, k->ptr, k->len);
+    if (sh && p < SHAPE_KEYS && id) {
+        sh->key_iid[p] = id;
+        if (p >= sh->n) sh->n = (uint32_t)p + 1;
+    }
+    return id;
 }
 
 uint64_t mst_flight_ring_add_span(mst_flight_ring *r, const mst_pf_span *s, int64_t pid,
                                   uint64_t now_ms) {
     r->st.spans_seen++;
-    (void)pid;
     size_t size = sizeof(mst_flight_rec) + sizeof(span_body) + s->n_attrs * sizeof(attr_ref) +
                   s->n_links * 24;
     for (size_t i = 0; i < s->n_attrs; i++) size += s->attrs[i].value.len;
@@ -285,7 +355,7 @@ uint64_t mst_flight_ring_add_span(mst_flight_ring *r, const mst_pf_span *s, int6
     memset(&b, 0, sizeof b);
     b.name_iid = intern(r, s->name.ptr, s->name.len);
     b.cat_iid = intern(r, s->category.ptr, s->category.len);
-    b.res_iid = s->n_resource ? intern_resource(r, s) : 0;
+    b.res_iid = s->n_resource ? intern_resource(r, s, pid) : 0;
     if (size > r->cap / 4 || s->n_links > UINT16_MAX || !b.name_iid || !b.cat_iid ||
         (s->n_resource && !b.res_iid)) {
         r->st.spans_not_held++;
@@ -299,9 +369,13 @@ uint64_t mst_flight_ring_add_span(mst_flight_ring *r, const mst_pf_span *s, int6
         r->st.spans_not_held++;
         return 0;
     }
+    shape *sh = b.name_iid ? &r->shapes[b.name_iid % SHAPES] : NULL;
+    if (sh && sh->name_iid != b.name_iid) {
+        sh->name_iid = b.name_iid;
+        sh->n = 0;
+    }
     for (size_t i = 0; i < s->n_attrs; i++) {
-        refs[i] = (attr_ref){intern(r, s->attrs[i].key.ptr, s->attrs[i].key.len),
-                             (uint32_t)s->attrs[i].value.len};
+        refs[i] = (attr_ref){key_iid(r, sh, i, &s->attrs[i].key), (uint32_t)s->attrs[i].value.len};
         if (!refs[i].key_iid) {
             if (refs != refs_small) free(refs);
             r->st.spans_not_held++;

@@ -43,7 +43,7 @@ typedef struct flight_sink {
     mst_timeline *tl;
     mst_arena arena;
     uint64_t now_ms;
-    uint64_t cur_seq;        /* the span being added (its counter samples) */
+    uint64_t cur_seq;        /* nonzero while a span is being added */
     bool pending;
     uint64_t pending_due_ms;
     mst_flight_dump_plan plan;
@@ -166,9 +166,12 @@ static void tl_request(void *self, const mst_tl_request *r) {
     }
 }
 
+/* A span's counter samples are not stored: its record holds them, and a
+ * dump derives them again (flight_dump.c). Only the forwarder's own
+ * counters, which come from no span, are records of their own. */
 static void tl_counter(void *self, const mst_tl_counter *c) {
     flight_sink *f = self;
-    mst_flight_ring_add_counter(f->ring, c, f->cur_seq, f->now_ms);
+    if (!f->cur_seq) mst_flight_ring_add_counter(f->ring, c, 0, f->now_ms);
 }
 
 static mst_tl_sink tl_sink(flight_sink *f) { return (mst_tl_sink){f, tl_request, tl_counter}; }
@@ -223,7 +226,9 @@ static void on_error_span(flight_sink *f, const mst_pf_span *s) {
 static mst_status f_add_span(void *self, const mst_pf_span *s) {
     flight_sink *f = self;
     int64_t pid = s->has_pid ? s->pid : (int64_t)getpid();
+    /* A span not held still counts for its request (its samples are lost). */
     f->cur_seq = mst_flight_ring_add_span(f->ring, s, pid, f->now_ms);
+    f->cur_seq |= 1ull << 63; /* "from a span", held or not */
     mst_tl_sink sink = tl_sink(f);
     mst_timeline_add_span(f->tl, s, pid, &f->arena, &sink);
     if (s->status == STATUS_ERROR && mst_flight_rules_on_error(f->rules)) on_error_span(f, s);
