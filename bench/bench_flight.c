@@ -194,9 +194,9 @@ static int rss_mode(long long n_spans, const pool *p, const char *dir) {
     long rss = status_kb("VmRSS:"), hwm = status_kb("VmHWM:");
     printf("rss: %lld spans in %.1f s (%.2f M spans/s offered and taken), ring 64 MiB: RSS before "
            "open %ld KiB, after open %ld KiB, at end %ld KiB, peak %ld KiB; peak - before - ring = "
-           "%ld KiB; held=%llu evicted=%llu intern_bytes~%s\n",
+           "%ld KiB; held=%llu evicted=%llu\n",
            n_spans, wall, (double)n_spans / wall / 1e6, base, opened, rss, hwm,
-           hwm - base - 64 * 1024, field(d, " held="), field(d, " evicted="), "(in fixed part)");
+           hwm - base - 64 * 1024, field(d, " held="), field(d, " evicted="));
     o.ops->close(o.self, NULL);
     return 0;
 }

@@ -384,6 +384,11 @@ uint64_t mst_flight_ring_add_span(mst_flight_ring *r, const mst_pf_span *s, int6
     }
     mst_flight_ring_expire(r, now_ms);
     uint8_t *p = reserve(r, size);
+    if (!p) { /* not reached: size <= cap / 4 */
+        if (refs != refs_small) free(refs);
+        r->st.spans_not_held++;
+        return 0;
+    }
     mst_flight_rec *rec = (mst_flight_rec *)(void *)p;
     memset(rec, 0, sizeof *rec);
     rec->size = (uint32_t)size;
@@ -436,6 +441,7 @@ void mst_flight_ring_add_counter(mst_flight_ring *r, const mst_tl_counter *c, ui
                                  uint64_t now_ms) {
     size_t size = ALIGN8(sizeof(mst_flight_rec) + sizeof(counter_body));
     uint8_t *p = reserve(r, size);
+    if (!p) return; /* not reached: a counter record is far below cap / 4 */
     mst_flight_rec *rec = (mst_flight_rec *)(void *)p;
     memset(rec, 0, size);
     rec->size = (uint32_t)size;
