@@ -6,6 +6,7 @@
  *                   [--relay-* tuning flags, OTLP relay mode only]
  *   mstrace analyze ... (cli/analyze_cmd.c, docs/analyze.md)
  *   mstrace trigger [--socket-name NAME] (cli/flight_cmd.c: a flight-recorder dump now)
+ *   mstrace doctor ...  (execs `python3 -m mstrace.doctor ...`, see cmd_doctor)
  *   mstrace --help | --version
  *
  * Why it is this thin: parsing and dispatch only. `forward` with
@@ -15,6 +16,7 @@
  * Exit codes: 0 ok, 1 runtime error (bad output path, busy socket, missing
  * or invalid OTEL_EXPORTER_OTLP_* for the relay), 2 usage.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,12 +68,18 @@ static void print_main_usage(FILE *f) {
             "  analyze     explain a trace: where each request's time went, the bottleneck,\n"
             "              the long tail, run against run (docs/analyze.md)\n"
             "  trigger     ask a running `forward --flight-recorder` for a dump now\n"
+            "  doctor      check this environment for tracing: the vLLM version, each hook\n"
+            "              of the symbols YAML, the settings as the plugin reads them, the\n"
+            "              forwarder socket, the OTLP endpoint; exit 1 when a part is missing.\n"
+            "              Runs '$MSTRACE_PYTHON -m mstrace.doctor' (default python3): use the\n"
+            "              Python that runs vLLM\n"
             "\n"
             "options:\n"
             "  -h, --help     show this help and exit\n"
             "  -V, --version  show the version and exit\n"
             "\n"
-            "Run 'mstrace forward --help' or 'mstrace analyze --help' for a command's options.\n");
+            "Run 'mstrace forward --help', 'mstrace analyze --help', 'mstrace trigger --help'\n"
+            "or 'mstrace doctor --help' for a command's options.\n");
 }
 
 static void print_forward_usage(FILE *f) {
@@ -365,6 +373,30 @@ static int cmd_forward(int argc, char **argv) {
     return run_otlp_relay(&fa, &ro, &frame_opts);
 }
 
+/* `mstrace doctor ARGS`: the checks need the Python that serves vLLM (its
+ * imports, its plugin entry point, the extension it loads), so the binary
+ * only hands over: exec `$MSTRACE_PYTHON -m mstrace.doctor ARGS` (default
+ * `python3` from PATH). Returns only when that cannot be run: 127. */
+static int cmd_doctor(int argc, char **argv) {
+    const char *py = getenv("MSTRACE_PYTHON");
+    if (!py || !*py) py = "python3";
+    char **args = calloc((size_t)argc + 4, sizeof *args);
+    if (!args) {
+        fprintf(stderr, "mstrace doctor: out of memory\n");
+        return 1;
+    }
+    args[0] = (char *)py;
+    args[1] = "-m";
+    args[2] = "mstrace.doctor";
+    for (int i = 0; i < argc; i++) args[3 + i] = argv[i];
+    fflush(NULL);
+    execvp(py, args);
+    fprintf(stderr, "mstrace doctor: cannot run %s: %s (set MSTRACE_PYTHON to the Python that runs "
+            "vLLM, or run 'python -m mstrace.doctor' with it)\n", py, strerror(errno));
+    free(args);
+    return 127;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         print_main_usage(stderr);
@@ -382,6 +414,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "forward") == 0) return cmd_forward(argc - 2, argv + 2);
     if (strcmp(cmd, "analyze") == 0) return mst_analyze_main(argc - 2, argv + 2);
     if (strcmp(cmd, "trigger") == 0) return mst_trigger_main(argc - 2, argv + 2);
+    if (strcmp(cmd, "doctor") == 0) return cmd_doctor(argc - 2, argv + 2);
     print_main_usage(stderr);
     fprintf(stderr, "mstrace: error: unknown command '%s'\n", cmd);
     return EXIT_USAGE;

