@@ -386,5 +386,7 @@ void mst_perfetto_sink_service(mst_perfetto_sink *s, mst_daemon_service *svc) {
     svc->after_batch = svc_after_batch;
     svc->get_counts = svc_get_counts;
     svc->close = svc_close;
-    svc->on_demand = svc_on_demand;
+    /* Only the flight recorder has a snapshot to give (the daemon logs and
+     * ignores SIGUSR2 otherwise). */
+    svc->on_demand = s->flight ? svc_on_demand : NULL;
 }

@@ -41,7 +41,8 @@ mst_status mst_perfetto_sink_add_output(mst_perfetto_sink *sink, const char *pat
  * output. */
 void mst_perfetto_sink_set_flight(mst_perfetto_sink *sink, const mst_flight_options *opts);
 
-/* Fills `svc` with the sink's callbacks (svc->self = sink). */
+/* Fills `svc` with the sink's callbacks (svc->self = sink); call it after
+ * mst_perfetto_sink_set_flight (on_demand is set only in that mode). */
 void mst_perfetto_sink_service(mst_perfetto_sink *sink, mst_daemon_service *svc);
 
 /* The frame callback (also usable directly, e.g. by fuzz targets). */

@@ -274,3 +274,11 @@ def test_disk_full_fails_the_dump_and_keeps_the_ring(small_disk, daemon_factory,
     (dump,) = _dumps(disk)
     spans = [s for s in _read(dump).slices if s["name"] != "mstrace.flight_recorder.trigger"]
     assert len(spans) == len(traffic.packets)
+
+
+def test_sigusr2_without_a_flight_recorder_is_logged_and_ignored(daemon_factory, tmp_path):
+    d = daemon_factory(output=tmp_path / "plain.pftrace").start()
+    d.proc.send_signal(signal.SIGUSR2)
+    _wait_log(d, "Received SIGUSR2: this mode has nothing to dump; ignored")
+    assert d.stop() == 0
+    assert [p.name for p in tmp_path.iterdir() if p.suffix == ".pftrace"] == ["plain.pftrace"]
