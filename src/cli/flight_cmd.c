@@ -74,7 +74,11 @@ bool mst_flight_cli_options(const mst_flight_cli *fc, mst_flight_options *out, c
     memset(out, 0, sizeof *out);
     char why[256];
     if (!fc->recorder)
-        return bad(err, err_size, fc->n_triggers ? "--trigger" : "--max-dumps-per-minute",
+        return bad(err, err_size,
+                   fc->n_triggers          ? "--trigger"
+                   : fc->max_dumps_per_min ? "--max-dumps-per-minute"
+                   : fc->disk_budget       ? "--dump-disk-budget"
+                                           : "--dump-margin",
                    "only with --flight-recorder");
     if (mst_flight_parse_capacity(fc->recorder, &out->ring_bytes, &out->ring_duration_ns, why,
                                   sizeof why) != MST_OK)

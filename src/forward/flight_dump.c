@@ -323,11 +323,22 @@ static int by_name(const void *a, const void *b) {
     return strcmp(((const dump_file *)a)->name, ((const dump_file *)b)->name);
 }
 
-/* A finished dump of this template: NAME.<stamp>-<n>.EXT. */
+/* A finished dump of this template: NAME.<yyyymmddThhmmssZ>-<n>.EXT
+ * exactly, so no other file of the directory is ever deleted. */
 static bool is_dump_name(const mst_flight_dumper *d, const char *name) {
     size_t sl = strlen(d->stem), el = strlen(d->ext), nl = strlen(name);
-    return nl > sl + 1 + el && strncmp(name, d->stem, sl) == 0 && name[sl] == '.' &&
-           strcmp(name + nl - el, d->ext) == 0 && name[sl + 1] >= '0' && name[sl + 1] <= '9';
+    if (nl < sl + 1 + 16 + 2 + el || strncmp(name, d->stem, sl) != 0 || name[sl] != '.' ||
+        strcmp(name + nl - el, d->ext) != 0)
+        return false;
+    const char *p = name + sl + 1, *end = name + nl - el;
+    for (int i = 0; i < 16; i++) {
+        bool digit = p[i] >= '0' && p[i] <= '9';
+        if (i == 8 ? p[i] != 'T' : i == 15 ? p[i] != 'Z' : !digit) return false;
+    }
+    if (p[16] != '-' || p + 17 >= end) return false;
+    for (const char *q = p + 17; q < end; q++)
+        if (*q < '0' || *q > '9') return false;
+    return true;
 }
 
 /* Deletes the oldest dumps until the rest fit the budget. */

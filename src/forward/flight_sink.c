@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "forward/flight_dump.h"
 #include "forward/flight_ring.h"
@@ -225,6 +226,9 @@ static void on_error_span(flight_sink *f, const mst_pf_span *s) {
 
 static mst_status f_add_span(void *self, const mst_pf_span *s) {
     flight_sink *f = self;
+    /* Spans of the first batch come before the first tick: their arrival
+     * is now, not 0 (which the age bound would evict at once). */
+    if (!f->now_ms) f->now_ms = mst_clock_monotonic_ms();
     int64_t pid = s->has_pid ? s->pid : (int64_t)getpid();
     /* A span not held still counts for its request (its samples are lost). */
     f->cur_seq = mst_flight_ring_add_span(f->ring, s, pid, f->now_ms);

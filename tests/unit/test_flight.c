@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "forward/flight_ring.h"
 #include "forward/flight_sink.h"
 #include "forward/flight_trigger.h"
@@ -334,7 +335,36 @@ static void test_budget_suppresses_and_merges(void) {
     mst_arena_release(&g_arena);
 }
 
+/* With an age bound, spans added before the first tick are as old as the
+ * moment they came, not as old as the clock (they were evicted at once). */
+static void test_age_bound_counts_from_arrival(void) {
+    mst_arena_init(&g_arena);
+    char dir[] = "/tmp/mst-flight-age-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[200], err[300];
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    mst_flight_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.ring_bytes = 1 << 20;
+    opt.ring_duration_ns = 60ll * 1000000000ll;
+    mst_output_sink o;
+    CHECK_EQ_INT(mst_flight_sink_open(path, MST_PERFETTO_FORMAT_AUTO, &opt, &o, err, sizeof err), MST_OK);
+    request(&o, 1, 1000000000, 10);
+    o.ops->tick(o.self, mst_clock_monotonic_ms());
+    char line[400] = "";
+    o.ops->describe(o.self, line, sizeof line);
+    CHECK(strstr(line, " held=2 evicted=0 ") != NULL);
+    o.ops->tick(o.self, mst_clock_monotonic_ms() + 61000); /* a minute later: gone */
+    line[0] = 0;
+    o.ops->describe(o.self, line, sizeof line);
+    CHECK(strstr(line, " held=0 evicted=2 ") != NULL);
+    CHECK_EQ_INT(o.ops->close(o.self, NULL), MST_OK);
+    rmdir(dir);
+    mst_arena_release(&g_arena);
+}
+
 static const mst_test_case TESTS[] = {
+    {"age_bound_counts_from_arrival", test_age_bound_counts_from_arrival},
     {"trigger_grammar", test_trigger_grammar},
     {"sizes_and_capacity", test_sizes_and_capacity},
     {"ring_round_trip", test_ring_round_trip},
