@@ -437,8 +437,7 @@ uint64_t mst_flight_ring_add_span(mst_flight_ring *r, const mst_pf_span *s, int6
     return rec->seq;
 }
 
-void mst_flight_ring_add_counter(mst_flight_ring *r, const mst_tl_counter *c, uint64_t src_seq,
-                                 uint64_t now_ms) {
+void mst_flight_ring_add_counter(mst_flight_ring *r, const mst_tl_counter *c, uint64_t now_ms) {
     size_t size = ALIGN8(sizeof(mst_flight_rec) + sizeof(counter_body));
     uint8_t *p = reserve(r, size);
     if (!p) return; /* not reached: a counter record is far below cap / 4 */
@@ -446,7 +445,6 @@ void mst_flight_ring_add_counter(mst_flight_ring *r, const mst_tl_counter *c, ui
     memset(rec, 0, size);
     rec->size = (uint32_t)size;
     rec->type = MST_FLIGHT_REC_COUNTER;
-    rec->seq = src_seq;
     rec->arrive_ms = now_ms;
     rec->start_ns = rec->end_ns = c->ts_ns;
     counter_body b = {c->name, c->pid, c->i, c->d, c->is_double, {0}};

@@ -9,6 +9,7 @@
  * attribute keys are interned (a bounded table of its own, a few bytes per
  * use), the resource attributes of a process are interned as one blob, and
  * attribute values are kept as the validated JSON text they arrived as.
+ * A span's counter samples are not stored apart: they are in its record.
  * No allocation per span: a record is written into the ring in place.
  *
  * Reading back (mst_flight_ring_span) rebuilds an mst_pf_span whose strings
@@ -46,7 +47,7 @@ typedef struct mst_flight_rec {
     uint16_t n_links;
     uint32_t mark;           /* the dump's selection (flight_dump.c), 0 otherwise */
     uint32_t spare;
-    uint64_t seq;            /* span: its number; counter: its span's number (0: none) */
+    uint64_t seq;            /* span: its number, from 1; counter: 0 */
     uint64_t arrive_ms;      /* forwarder time it was added */
     int64_t start_ns, end_ns; /* counter: both its timestamp */
     uint8_t trace_id[16];    /* span only */
@@ -74,10 +75,10 @@ void mst_flight_ring_free(mst_flight_ring *r);
  * spans_not_held). */
 uint64_t mst_flight_ring_add_span(mst_flight_ring *r, const mst_pf_span *s, int64_t pid,
                                   uint64_t now_ms);
-/* Adds a counter sample taken from span `src_seq` (0: none, e.g. the
- * forwarder's own). c->name must be a static string. */
-void mst_flight_ring_add_counter(mst_flight_ring *r, const mst_tl_counter *c, uint64_t src_seq,
-                                 uint64_t now_ms);
+/* Adds a counter sample that comes from no span (the forwarder's own:
+ * a span's samples are derived from its record). c->name must be a static
+ * string. */
+void mst_flight_ring_add_counter(mst_flight_ring *r, const mst_tl_counter *c, uint64_t now_ms);
 /* Drops the records older than the age bound. */
 void mst_flight_ring_expire(mst_flight_ring *r, uint64_t now_ms);
 

@@ -44,7 +44,7 @@ typedef struct flight_sink {
     mst_timeline *tl;
     mst_arena arena;
     uint64_t now_ms;
-    uint64_t cur_seq;        /* nonzero while a span is being added */
+    bool in_span;            /* a span is being added (its counter samples are not stored) */
     bool pending;
     uint64_t pending_due_ms;
     mst_flight_dump_plan plan;
@@ -172,7 +172,7 @@ static void tl_request(void *self, const mst_tl_request *r) {
  * counters, which come from no span, are records of their own. */
 static void tl_counter(void *self, const mst_tl_counter *c) {
     flight_sink *f = self;
-    if (!f->cur_seq) mst_flight_ring_add_counter(f->ring, c, 0, f->now_ms);
+    if (!f->in_span) mst_flight_ring_add_counter(f->ring, c, f->now_ms);
 }
 
 static mst_tl_sink tl_sink(flight_sink *f) { return (mst_tl_sink){f, tl_request, tl_counter}; }
@@ -230,20 +230,20 @@ static mst_status f_add_span(void *self, const mst_pf_span *s) {
      * is now, not 0 (which the age bound would evict at once). */
     if (!f->now_ms) f->now_ms = mst_clock_monotonic_ms();
     int64_t pid = s->has_pid ? s->pid : (int64_t)getpid();
-    /* A span not held still counts for its request (its samples are lost). */
-    f->cur_seq = mst_flight_ring_add_span(f->ring, s, pid, f->now_ms);
-    f->cur_seq |= 1ull << 63; /* "from a span", held or not */
+    /* A span not held still counts for its request. */
+    mst_flight_ring_add_span(f->ring, s, pid, f->now_ms);
+    f->in_span = true;
     mst_tl_sink sink = tl_sink(f);
     mst_timeline_add_span(f->tl, s, pid, &f->arena, &sink);
     if (s->status == STATUS_ERROR && mst_flight_rules_on_error(f->rules)) on_error_span(f, s);
-    f->cur_seq = 0;
+    f->in_span = false;
     mst_arena_reset_keep(&f->arena, 1 << 16);
     return MST_OK;
 }
 
 static void f_add_counter(void *self, const mst_tl_counter *c) {
     flight_sink *f = self;
-    mst_flight_ring_add_counter(f->ring, c, 0, f->now_ms);
+    mst_flight_ring_add_counter(f->ring, c, f->now_ms);
 }
 
 static void f_own_counters(void *self, int64_t ts_ns, uint64_t received, uint64_t written,
