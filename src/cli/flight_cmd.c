@@ -19,6 +19,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "forward/flight_otlp.h"
 #include "forward/flight_ring.h"
 #include "wire/frame.h"
 
@@ -37,6 +38,11 @@ static int take(int argc, char **argv, int *i, const char *opt, const char **val
 }
 
 int mst_flight_cli_take(int argc, char **argv, int *i, mst_flight_cli *fc, const char **flag) {
+    if (strcmp(argv[*i], "--flight-otlp") == 0) {
+        *flag = "--flight-otlp";
+        fc->otlp = true;
+        return 1;
+    }
     static const char *const opts[] = {"--flight-recorder", "--max-dumps-per-minute",
                                        "--dump-disk-budget", "--dump-margin", "--trigger"};
     const char *value = NULL;
@@ -61,7 +67,28 @@ int mst_flight_cli_take(int argc, char **argv, int *i, mst_flight_cli *fc, const
 }
 
 bool mst_flight_cli_given(const mst_flight_cli *fc) {
-    return fc->recorder || fc->n_triggers || fc->max_dumps_per_min || fc->disk_budget || fc->margin;
+    return fc->recorder || fc->n_triggers || fc->max_dumps_per_min || fc->disk_budget || fc->margin ||
+           fc->otlp;
+}
+
+bool mst_flight_cli_start_export(const mst_flight_cli *fc, mst_flight_options *opts,
+                                 mst_output_sink *out, char *err, size_t err_size) {
+    memset(out, 0, sizeof *out);
+    if (!fc->otlp) return true;
+    char why[400] = "";
+    if (mst_flight_otlp_open(out, why, sizeof why) != MST_OK) {
+        snprintf(err, err_size, "--flight-otlp: %s", why[0] ? why : "cannot start the OTLP sender");
+        return false;
+    }
+    opts->export_to = out;
+    return true;
+}
+
+void mst_flight_cli_stop_export(mst_flight_options *opts, mst_output_sink *out) {
+    if (!out->ops) return;
+    out->ops->close(out->self, NULL);
+    opts->export_to = NULL;
+    memset(out, 0, sizeof *out);
 }
 
 static bool bad(char *err, size_t err_size, const char *flag, const char *why) {
@@ -78,7 +105,8 @@ bool mst_flight_cli_options(const mst_flight_cli *fc, mst_flight_options *out, c
                    fc->n_triggers          ? "--trigger"
                    : fc->max_dumps_per_min ? "--max-dumps-per-minute"
                    : fc->disk_budget       ? "--dump-disk-budget"
-                                           : "--dump-margin",
+                   : fc->margin            ? "--dump-margin"
+                                           : "--flight-otlp",
                    "only with --flight-recorder");
     if (mst_flight_parse_capacity(fc->recorder, &out->ring_bytes, &out->ring_duration_ns, why,
                                   sizeof why) != MST_OK)
@@ -136,6 +164,9 @@ void mst_flight_cli_usage(FILE *f) {
             "                        to stay under it [1GiB]\n"
             "  --dump-margin DURATION\n"
             "                        also every span within +-DURATION of the request\n"
+            "  --flight-otlp         also send each triggered dump's spans (each span once)\n"
+            "                        to OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT, as the OTLP\n"
+            "                        relay does (http/protobuf or grpc, bounded queue)\n"
             "  `mstrace trigger [--socket-name NAME]` (or SIGUSR2) dumps the whole ring.\n",
             MST_FLIGHT_DEFAULT_DUMPS_PER_MIN);
 }

@@ -20,6 +20,7 @@ typedef struct mst_flight_cli {
     const char *max_dumps_per_min;   /* --max-dumps-per-minute K */
     const char *disk_budget;         /* --dump-disk-budget SIZE */
     const char *margin;              /* --dump-margin DURATION */
+    bool otlp;                       /* --flight-otlp: also to the collector */
 } mst_flight_cli;
 
 /* Takes argv[*i] (and its value) if it is one of the flight flags.
@@ -32,6 +33,15 @@ bool mst_flight_cli_given(const mst_flight_cli *fc);
 /* Validates the flags into *out. False with a one-line reason in err. */
 bool mst_flight_cli_options(const mst_flight_cli *fc, mst_flight_options *out, char *err,
                             size_t err_size);
+
+/* With --flight-otlp: opens the collector output (flight_otlp.h) into *out
+ * and points opts->export_to at it. False with a one-line reason (the
+ * OTEL_EXPORTER_OTLP_* environment) in err; true and nothing done without
+ * the flag. */
+bool mst_flight_cli_start_export(const mst_flight_cli *fc, mst_flight_options *opts,
+                                 mst_output_sink *out, char *err, size_t err_size);
+/* Flushes (bounded) and closes what start_export opened. */
+void mst_flight_cli_stop_export(mst_flight_options *opts, mst_output_sink *out);
 
 /* The flight flags' part of `mstrace forward --help`. */
 void mst_flight_cli_usage(FILE *f);

@@ -268,12 +268,20 @@ static int run_perfetto(const forward_args *fa, const mst_daemon_options *frame_
         }
         mst_perfetto_sink_set_flight(sink, &flight);
     }
+    mst_output_sink collector;
+    char err[512];
+    if (!mst_flight_cli_start_export(&fa->flight, &flight, &collector, err, sizeof err)) {
+        MST_ERROR("Start Perfetto forwarder failed: %s", err);
+        mst_perfetto_sink_destroy(sink);
+        return 1;
+    }
     mst_daemon_service svc;
     mst_perfetto_sink_service(sink, &svc);
     mst_daemon_options dopts = *frame_opts;
     dopts.socket_name = fa->socket_name ? fa->socket_name : MST_PERFETTO_SOCKET_NAME;
     int rc = mst_daemon_run(&dopts, &svc);
     mst_perfetto_sink_destroy(sink);
+    mst_flight_cli_stop_export(&flight, &collector);
     return rc;
 }
 

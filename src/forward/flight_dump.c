@@ -31,7 +31,12 @@ struct mst_flight_dumper {
     mst_perfetto_format format;
     uint64_t disk_budget;
     uint64_t seq;
+    const mst_output_sink *export_to;
 };
+
+void mst_flight_dumper_set_export(mst_flight_dumper *d, const mst_output_sink *to) {
+    if (d) d->export_to = to;
+}
 
 static mst_status fail(char *err, size_t err_size, mst_status st, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -269,10 +274,10 @@ static void counter_to_output(void *self, const mst_tl_counter *c) {
 }
 
 /* Writes the marked records (ring order) and the extras into `o`. */
-static mst_status write_records(const mst_output_sink *o, mst_flight_ring *ring,
-                                const mst_flight_dump_plan *plan, int64_t lo, int64_t hi,
-                                const mst_tl_counter *own, size_t n_own, uint64_t n,
-                                mst_flight_dump_result *res) {
+static mst_status write_records(const mst_output_sink *o, const mst_output_sink *export_to,
+                                mst_flight_ring *ring, const mst_flight_dump_plan *plan,
+                                int64_t lo, int64_t hi, const mst_tl_counter *own, size_t n_own,
+                                uint64_t n, mst_flight_dump_result *res) {
     mst_arena arena;
     mst_arena_init(&arena);
     mst_timeline *scratch = mst_timeline_new(2);
@@ -295,6 +300,12 @@ static mst_status write_records(const mst_output_sink *o, mst_flight_ring *ring,
         } else if (r->mark) {
             st = o->ops->add_span(o->self, &s);
             if (st == MST_OK) res->spans++;
+            /* A collector gets each span once (its failures are its own). */
+            if (export_to && !plan->whole_ring && !r->exported &&
+                export_to->ops->add_span(export_to->self, &s) == MST_OK) {
+                r->exported = 1;
+                res->exported++;
+            }
         } else {
             mst_tl_stats before, after;
             mst_timeline_get_stats(scratch, &before);
@@ -404,7 +415,7 @@ mst_status mst_flight_dump_write(mst_flight_dumper *d, mst_flight_ring *ring,
         unlink(tmp);
         return st;
     }
-    st = write_records(&o, ring, plan, lo, hi, own, n_own, n, res);
+    st = write_records(&o, d->export_to, ring, plan, lo, hi, own, n_own, n, res);
     mst_status fst = o.ops->finish(o.self);
     mst_chrome_stats cs;
     memset(&cs, 0, sizeof cs);

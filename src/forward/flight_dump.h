@@ -50,6 +50,7 @@ typedef struct mst_flight_dump_plan {
 typedef struct mst_flight_dump_result {
     char path[PATH_MAX];
     uint64_t bytes, spans, counters;
+    uint64_t exported;              /* spans handed to the export output */
     int64_t start_ns, end_ns;       /* the window written */
     uint64_t deleted, deleted_bytes; /* older dumps removed for the budget */
     bool over_budget;               /* this dump alone exceeded the budget: removed too */
@@ -64,6 +65,11 @@ mst_status mst_flight_dumper_new(const char *template_path, mst_perfetto_format 
                                  uint64_t disk_budget, mst_flight_dumper **out, char *err,
                                  size_t err_size);
 void mst_flight_dumper_free(mst_flight_dumper *d);
+
+/* Also hands the spans of every dump that is not on demand to `to`
+ * (flight_otlp.h), each span once over the ring's life (a step shared by
+ * two kept requests is sent once). NULL: none. */
+void mst_flight_dumper_set_export(mst_flight_dumper *d, const mst_output_sink *to);
 
 /* Selects and writes one dump; `own` (n_own samples, static names) are the
  * recorder's counters at the time. On failure (disk full, I/O) the

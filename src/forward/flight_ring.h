@@ -46,7 +46,7 @@ typedef struct mst_flight_rec {
     uint8_t status;          /* span: its status (2 = ERROR) */
     uint16_t n_links;
     uint32_t mark;           /* the dump's selection (flight_dump.c), 0 otherwise */
-    uint32_t spare;
+    uint32_t exported;       /* the dump's export sent it (flight_dump.c) */
     uint64_t seq;            /* span: its number, from 1; counter: 0 */
     uint64_t arrive_ms;      /* forwarder time it was added */
     int64_t start_ns, end_ns; /* counter: both its timestamp */

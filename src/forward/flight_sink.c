@@ -285,14 +285,18 @@ static void write_dump(flight_sink *f, const mst_flight_dump_plan *plan) {
     }
     f->c.dumps_written++;
     f->c.dump_bytes += res.bytes;
+    char note[64] = ""; /* also sent to a collector (flight_otlp.h) */
+    if (f->opt.export_to)
+        snprintf(note, sizeof note, "; %llu spans to the collector", (unsigned long long)res.exported);
     f->c.dumps_deleted += res.deleted;
     if (res.over_budget) f->c.dumps_over_budget++;
     MST_INFO("flight recorder: dump %s: trigger %s; window %.3f s; %llu spans, %llu counter "
-             "samples, %llu bytes%s",
+             "samples, %llu bytes%s%s",
              res.path, plan->reason, (double)(res.end_ns - res.start_ns) / 1e9,
              (unsigned long long)res.spans, (unsigned long long)res.counters,
              (unsigned long long)res.bytes,
-             res.over_budget ? " (larger than the disk budget alone: removed)" : "");
+             res.over_budget ? " (larger than the disk budget alone: removed)" : "",
+             note);
     if (res.deleted)
         MST_INFO("flight recorder: removed %llu older dump(s), %llu bytes, for the disk budget",
                  (unsigned long long)res.deleted, (unsigned long long)res.deleted_bytes);
@@ -373,6 +377,7 @@ static void f_describe(const void *self, char *buf, size_t size) {
              (unsigned long long)f->c.triggers_suppressed, (unsigned long long)f->c.triggers_merged,
              (unsigned long long)f->c.dumps_written, (unsigned long long)f->c.dump_bytes,
              (unsigned long long)f->c.dumps_failed, (unsigned long long)f->c.dumps_deleted);
+    if (f->opt.export_to) f->opt.export_to->ops->describe(f->opt.export_to->self, buf, size);
 }
 
 static bool f_identity(const void *self, char *buf, size_t size) {
@@ -434,6 +439,7 @@ mst_status mst_flight_sink_open(const char *path, mst_perfetto_format format,
     mst_arena_init(&f->arena);
     mst_status st = mst_flight_dumper_new(path, format, f->opt.disk_budget, &f->dumper, err, err_size);
     if (st == MST_OK) {
+        mst_flight_dumper_set_export(f->dumper, f->opt.export_to);
         uint64_t age_ms = (uint64_t)(f->opt.ring_duration_ns / 1000000);
         f->ring = mst_flight_ring_new(f->opt.ring_bytes, age_ms);
         f->rules = mst_flight_rules_new(f->opt.triggers, f->opt.n_triggers);

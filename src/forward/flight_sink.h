@@ -37,6 +37,10 @@ typedef struct mst_flight_options {
     uint32_t max_dumps_per_min;  /* 0: MST_FLIGHT_DEFAULT_DUMPS_PER_MIN */
     uint64_t disk_budget;        /* bytes of dumps kept in the directory; 0: default */
     int64_t margin_ns;           /* also every span within +- this of the request (0: none) */
+    /* Also sends each triggered dump's spans here (flight_otlp.h: to a
+     * collector), each span once; NULL: files only. Owned by the caller,
+     * open for the recorder's life. */
+    const mst_output_sink *export_to;
 } mst_flight_options;
 
 /* Opens the flight recorder; `path` is the template of the dump names

@@ -282,3 +282,15 @@ def test_sigusr2_without_a_flight_recorder_is_logged_and_ignored(daemon_factory,
     _wait_log(d, "Received SIGUSR2: this mode has nothing to dump; ignored")
     assert d.stop() == 0
     assert [p.name for p in tmp_path.iterdir() if p.suffix == ".pftrace"] == ["plain.pftrace"]
+
+
+def test_flight_otlp_without_its_environment_exits_1(mstrace_bin, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    r = subprocess.run([str(mstrace_bin), "forward", "--perfetto-output", str(tmp_path / "x.pftrace"),
+                        "--socket-name", unique_socket_name(), "--flight-recorder", "1MiB",
+                        "--flight-otlp"], capture_output=True, text=True, timeout=30, env=env)
+    assert r.returncode == 1, r.stderr
+    assert "Start Perfetto forwarder failed: --flight-otlp: " in r.stderr and "OTEL_EXPORTER_OTLP" in r.stderr
+    r = subprocess.run([str(mstrace_bin), "forward", "--perfetto-output", str(tmp_path / "x.pftrace"),
+                        "--flight-otlp"], capture_output=True, text=True, timeout=30, env=env)
+    assert r.returncode == 2 and "argument --flight-otlp: only with --flight-recorder" in r.stderr

@@ -1,0 +1,97 @@
+"""`mstrace forward --flight-recorder ... --flight-otlp` against the real
+Jaeger of the test session (jaeger_fixture.py): the flight recorder's
+decision reaches the collector.
+
+Owns: the kept (slow) request's trace and the traces of every engine step
+that carried it (schedule with its child execute span, worker, output) are
+in Jaeger, each step span once, so the request's links resolve; nothing of an
+ordinary request beyond the steps it shared with the kept one (its own
+vllm.request trace is not there); the daemon's counters say how many spans
+went out. Spans are sent over the daemon's real socket as the tracer frames
+them (flight_traffic.py).
+"""
+
+import os
+import random
+import re
+import time
+
+import pytest
+
+from conftest import frame
+from flight_traffic import engine_traffic
+
+from jaeger_fixture import jaeger  # noqa: F401  (session fixture)
+
+
+@pytest.fixture
+def jaeger_or_skip(request):
+    if os.environ.get("MST_SKIP_JAEGER") == "1":
+        pytest.skip("MST_SKIP_JAEGER=1")
+    return request.getfixturevalue("jaeger")
+
+
+def test_kept_request_and_its_steps_reach_jaeger(daemon_factory, tmp_path, jaeger_or_skip):
+    j = jaeger_or_skip
+    traffic = engine_traffic(12, slow=[5], slow_steps=40, tag=random.randrange(1, 200))
+    slow = traffic.requests[5]
+    d = daemon_factory(output=tmp_path / "run.pftrace")
+    base = d.argv
+    d.argv = lambda: base() + ["--flight-recorder", "64MiB", "--trigger", "e2e>200ms", "--flight-otlp"]
+    d.env = dict(os.environ, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=j.traces_endpoint,
+                 OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf")
+    d.start()
+    with d.connect() as s:
+        s.sendall(b"".join(frame(p) for p in traffic.packets))
+    assert d.stop() == 0, d.log()[-3000:]
+    log = d.log()
+    steps = traffic.steps_of(slow.rid)
+    assert len(steps) == 4 * 40
+    line = [l for l in log.splitlines() if "flight recorder: dump " in l]
+    assert len(line) == 1 and f"request {slow.rid}" in line[0]
+    assert f"; {len(steps) + 1} spans to the collector" in line[0], line[0]
+    sent = re.findall(r" otlp: sent=(\d+) forwarded=(\d+) rejected=(\d+)", log)
+    assert sent and sent[-1] == (str(len(steps) + 1),) * 2 + ("0",), sent
+    # Jaeger stores asynchronously: wait for the request's trace, then for all.
+    trace = None
+    for _ in range(300):
+        trace = j.trace(slow.trace_id)
+        if trace:
+            break
+        time.sleep(0.1)
+    assert trace, "the kept request's trace never reached Jaeger"
+    assert [s["operationName"] for s in trace["spans"]] == ["vllm.request"]
+    # Every step span that carried it, by span id, in Jaeger once.
+    found, linked = {}, 0
+    for tid in _trace_ids_of(traffic, steps):
+        for _ in range(100):
+            t = j.trace(tid)
+            if t:
+                break
+            time.sleep(0.1)
+        assert t, tid
+        for s in t["spans"]:
+            found[int(s["spanID"], 16)] = found.get(int(s["spanID"], 16), 0) + 1
+            # Each schedule span links to the kept request, which Jaeger has.
+            if s["operationName"] == "vllm.scheduler.schedule":
+                linked += any(int(r["traceID"], 16) == int(slow.trace_id, 16) and
+                              int(r["spanID"], 16) == int(slow.span_id, 16)
+                              for r in s.get("references", []))
+    # (Jaeger drops an id's leading zeros: ids compare as numbers.)
+    assert set(found) == {int(x, 16) for x in steps} and set(found.values()) == {1}
+    assert linked == 40
+    # An ordinary request that shared steps: its own trace is not kept.
+    ordinary = traffic.requests[0]
+    assert ordinary.rid in next(ids for sid, (n, ids) in traffic.spans.items() if sid in steps)
+    assert j.trace(ordinary.trace_id) is None
+
+
+def _trace_ids_of(traffic, span_ids):
+    """Trace ids of the given step spans, from the packets sent."""
+    import json
+    out = set()
+    for p in traffic.packets:
+        body = json.loads(p[len(b"MSPF_PERFETTO_V1\n"):])
+        if body["span_id"] in span_ids:
+            out.add(body["trace_id"])
+    return out
