@@ -1,7 +1,9 @@
 """The flight recorder on a real vLLM (CPU): every request traced, no
 sampling, one request planted slow, and `mstrace forward --flight-recorder`
 must keep exactly that one, with the engine steps that carried it; the same
-run without the plant keeps nothing.
+run without the plant keeps nothing. With --flight-otlp the real Jaeger of the
+session holds exactly the dump's spans: the kept request's trace and its
+steps' traces, nothing of the ordinary requests.
 
 The plant: a symbols YAML (the packaged default plus a profiling handler on
 OutputProcessor.process_outputs) whose handler sleeps once, in the API
@@ -34,6 +36,9 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 import conftest as pyconf  # noqa: E402
 from test_real_vllm_symbols import _vllm_python  # noqa: E402
+
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+from jaeger_fixture import jaeger  # noqa: E402,F401  (session fixture: the suite's real Jaeger)
 
 SLOW_EXTERNAL_ID = "5"
 SLOW_TOKENS = 24
@@ -84,9 +89,9 @@ def _symbols_with_plant(path):
     path.write_text(text.replace(entry, entry + "  handler: slowplant:slow_output\n"))
 
 
-def _run(tmp_path, plant):
-    """Runs the 8 requests under a flight recorder; returns (forwarder log,
-    dumps directory, binary)."""
+def _run(tmp_path, plant, jaeger=None):
+    """Runs the 8 requests under a flight recorder (with `jaeger`: also
+    --flight-otlp to it); returns (forwarder log, dumps directory, binary)."""
     python, why = _vllm_python()
     if python is None:
         pytest.skip(why)
@@ -105,10 +110,17 @@ def _run(tmp_path, plant):
     sock = "mst_flight_" + uuid.uuid4().hex[:8]
     dumps_dir = tmp_path / "dumps"
     log_path = tmp_path / "forward.log"
+    fwd_env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    extra = []
+    if jaeger is not None:
+        extra = ["--flight-otlp"]
+        fwd_env.update(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=jaeger.traces_endpoint,
+                       OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf")
     fwd = subprocess.Popen([build.binary, "forward", "--log-level", "debug", "--socket-name", sock,
                             "--perfetto-output", str(dumps_dir / "slow.json"),
-                            "--flight-recorder", "64MiB", "--trigger", "e2e>4s", "--trigger", "error"],
-                           stdout=subprocess.DEVNULL, stderr=open(log_path, "w"))
+                            "--flight-recorder", "64MiB", "--trigger", "e2e>4s", "--trigger", "error",
+                            *extra],
+                           stdout=subprocess.DEVNULL, stderr=open(log_path, "w"), env=fwd_env)
     try:
         for _ in range(3000):
             if "listening on" in log_path.read_text() or fwd.poll() is not None:
@@ -148,8 +160,16 @@ def test_no_slow_request_no_dump(tmp_path):
     assert "triggers=0 = dumps=0" in log
 
 
-def test_only_the_planted_slow_request_is_kept_with_its_steps(tmp_path):
-    log, dumps_dir, binary = _run(tmp_path, plant=True)
+@pytest.fixture
+def jaeger_or_skip(request):
+    if os.environ.get("MST_SKIP_JAEGER") == "1":
+        pytest.skip("MST_SKIP_JAEGER=1")
+    return request.getfixturevalue("jaeger")
+
+
+def test_only_the_planted_slow_request_is_kept_with_its_steps(tmp_path, jaeger_or_skip):
+    jaeger = jaeger_or_skip
+    log, dumps_dir, binary = _run(tmp_path, plant=True, jaeger=jaeger)
     lines = [l for l in log.splitlines() if "flight recorder: dump " in l]
     assert len(lines) == 1, log[-4000:]
     m = re.search(r"trigger e2e=\S+>4s request (%s-[0-9a-f]{8});" % SLOW_EXTERNAL_ID, lines[0])
@@ -173,6 +193,23 @@ def test_only_the_planted_slow_request_is_kept_with_its_steps(tmp_path):
         if s["name"] == "mstrace.flight_recorder.trigger":
             continue
         assert slow in names(s) or s["args"].get("request.id") == slow or s["args"]["trace_id"] in traces, s
+    # Jaeger holds exactly the dump's spans: the kept request's trace and the
+    # traces of the steps that carried it, nothing of the other requests.
+    kept = [s for s in slices if s["name"] != "mstrace.flight_recorder.trigger"]
+    by_trace = {}
+    for s in kept:
+        by_trace.setdefault(s["args"]["trace_id"], set()).add(s["args"]["span_id"])
+    for tid, want in by_trace.items():
+        got = set()
+        for _ in range(300):
+            t = jaeger.trace(tid)
+            got = {x["spanID"] for x in t["spans"]} if t else set()
+            if got >= want:
+                break
+            time.sleep(0.1)
+        assert got == want, tid
+    service = kept[0]["args"]["service.name"]
+    assert len(jaeger.spans(service)) == len(kept)
     a = subprocess.run([binary, "analyze", str(dumps[0])], capture_output=True, text=True, timeout=300)
     assert a.returncode == 0, a.stderr
     assert re.search(r"request %s .*slowest request" % re.escape(slow), a.stdout), a.stdout[-3000:]
