@@ -10,10 +10,16 @@ thread running) and the OTel SDK version (TracerProvider + BatchSpanProcessor
 + a no-op exporter, tracer.start_as_current_span around the call), the added
 cost of each and their ratio. Span drops are reported, not hidden.
 
-Run: python bench/bench_hook.py [--build DIR] [--rounds N] [--calls N]
+With --steps 1,8,64,256 it measures only the schedule adapter per engine step on a
+vLLM-0.32-shaped SchedulerOutput and Scheduler (new, resumed, preempted and
+finished requests, prefill and decode phases: the step record of
+docs/architecture.md 1a), calling-thread CPU added per step at each size.
+
+Run: python bench/bench_hook.py [--build DIR] [--rounds N] [--calls N] [--steps N,N,...]
 (DIR holds python/mstrace/_native*.so; default $MSTRACE_PY_BUILD or build-py).
 """
 import argparse
+import collections
 import glob
 import importlib.util
 import os
@@ -72,15 +78,138 @@ class SchedulerOutput:
         self.total_num_scheduled_tokens = 16 * n
 
 
+# ---- a vLLM-0.32-shaped scheduling step (vllm/v1/core/sched/output.py, scheduler.py, v1/request.py)
+
+
+class NewRequestData:
+    def __init__(self, req_id, prompt, hit):
+        self.req_id = req_id
+        self.prompt_token_ids = list(range(prompt))
+        self.num_computed_tokens = hit
+
+
+class CachedRequestData:
+    def __init__(self, req_ids, resumed):
+        self.req_ids = req_ids
+        self.resumed_req_ids = resumed
+        self.new_token_ids = []
+        self.num_computed_tokens = []
+
+
+class StepOutput:
+    def __init__(self, new, cached, nst, finished, preempted):
+        self.scheduled_new_reqs = new
+        self.scheduled_cached_reqs = cached
+        self.num_scheduled_tokens = nst
+        self.total_num_scheduled_tokens = sum(nst.values())
+        self.scheduled_spec_decode_tokens = {}
+        self.finished_req_ids = finished
+        self.preempted_req_ids = preempted
+
+
+class Request:
+    """vllm.v1.request.Request's fields the step record reads (num_tokens is
+    a property there too)."""
+    def __init__(self, rid, prompt, computed, outputs):
+        self.request_id = rid
+        self.num_prompt_tokens = prompt
+        self._all_token_ids = list(range(prompt + outputs))
+        self.num_computed_tokens = computed
+        self.is_prefill_chunk = computed < len(self._all_token_ids)
+        self.num_preemptions = 0
+        self.num_output_placeholders = 0
+
+    @property
+    def num_tokens(self):
+        return len(self._all_token_ids)
+
+
+class Usage:
+    @property
+    def usage(self):
+        return 0.4375
+
+
+def step_of(n):
+    """A steady-state step of n requests, as at a GPU batch: one new request
+    (a 512-token prompt, 128 tokens from the prefix cache, its first chunk of
+    256), one prefill finishing, the rest decoding one token each; one finished
+    request and, from 8 up, one preempted and one resumed. Scheduler state as
+    schedule() leaves it (num_computed_tokens already advanced)."""
+    ids = ["cmpl-%032x-0-%08x" % (i, i) for i in range(n)]
+    requests, nst = {}, {}
+    new_id = ids[0]
+    requests[new_id] = Request(new_id, 512, 128 + 256, 0)
+    nst[new_id] = 256
+    for j, rid in enumerate(ids[1:], 1):
+        if j == 1:
+            requests[rid] = Request(rid, 300, 300, 0)  # the last chunk of its prefill
+            nst[rid] = 44
+        else:
+            requests[rid] = Request(rid, 200, 200 + j, j)  # decode
+            nst[rid] = 1
+    resumed = set(ids[2:3]) if n >= 8 else set()
+    for rid in resumed:
+        requests[rid].num_preemptions = 1
+    cached = CachedRequestData(ids[1:], resumed)
+    so = StepOutput([NewRequestData(new_id, 512, 128)], cached, nst,
+                    {"cmpl-done-0-0000abcd"}, {"cmpl-gone-0-0000abcd"} if n >= 8 else set())
+
+    class StepScheduler:
+        def __init__(self):
+            self.requests = requests
+            self.waiting = collections.deque(range(3))
+            self.running = list(ids)
+            self.kv_cache_manager = Usage()
+            self.max_num_running_reqs = 256
+            self.max_num_scheduled_tokens = 8192
+
+        def schedule(self):
+            return so
+
+    return StepScheduler, ids
+
+
+def bench_steps(n, sizes, calls, rounds):
+    """Calling-thread CPU added by the schedule adapter per step, at each
+    batch size, every request with a known context (a link each)."""
+    n.init(null_exporter=True, otlp=False, perfetto=False)
+    print("-- schedule adapter per step, vLLM-0.32-shaped SchedulerOutput + Scheduler "
+          "(median of %d rounds x %d calls, calling-thread CPU)" % (rounds, calls))
+    print("%-10s %12s %12s %14s" % ("requests", "plain ns", "mstrace ns", "added us"))
+    for size in sizes:
+        n._reset_requests()
+        cls, ids = step_of(size)
+        for i, rid in enumerate(ids):
+            n.register_request(rid, {"traceparent": "00-%032x-%016x-01" % (i + 1, i + 1)})
+        plain = cls()
+        hooked_cls = type("HookedStepScheduler", (cls,), {"schedule": n.Hook(
+            cls.schedule, name="vllm.scheduler.schedule", domain="Schedule", adapter="schedule")})
+        hs = hooked_cls()
+        p = per_call_ns(plain.schedule, calls, rounds)[1]
+        m = per_call_ns(hs.schedule, calls, rounds)[1]
+        print("%-10d %12.0f %12.0f %14.2f" % (size, p, m, (m - p) / 1000))
+        n.flush(10000)
+    st = n.stats()
+    print("mstrace spans: started=%d exported=%d dropped(queue full)=%d" % (
+        st["spans_started"], st["spans_exported"], st["spans_dropped"]))
+    n.shutdown()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.environ.get("MSTRACE_PY_BUILD") or os.path.join(REPO, "build-py"))
     ap.add_argument("--rounds", type=int, default=31)
     ap.add_argument("--calls", type=int, default=20000)
+    ap.add_argument("--steps", default="", metavar="N,N,...",
+                    help="only the schedule adapter per step at these batch sizes (e.g. 1,8,64,256)")
     a = ap.parse_args()
     os.environ.setdefault("OTEL_BSP_MAX_QUEUE_SIZE", "65536")
     os.environ.setdefault("OTEL_BSP_SCHEDULE_DELAY", "200")
     n = load_native(a.build)
+    if a.steps:
+        bench_steps(n, [int(x) for x in a.steps.split(",")], max(a.calls // 20, 500), a.rounds)
+        return
     n.init(null_exporter=True, otlp=False, perfetto=False)
 
     def work(x):

@@ -126,7 +126,10 @@ typedef enum mst_attr_type {
 #define MST_MAX_ATTRIBUTES 32
 #define MST_MAX_LINKS 128
 #define MST_MAX_EVENTS 128
-#define MST_MAX_LIST_ITEMS 128
+/* 1024: a whole batch at vLLM's largest default max_num_seqs (1024 on
+ * GPUs of 70 GiB and more; 256 elsewhere), so a step's per-request lists
+ * are never cut. */
+#define MST_MAX_LIST_ITEMS 1024
 #define MST_MAX_KEY_LEN 128
 #define MST_MAX_VALUE_LEN 1024
 #define MST_MAX_STATUS_MESSAGE_LEN 1024

@@ -42,6 +42,11 @@ FIELDS = (
     AdapterField(_OUT + ":NewRequestData", "req_id", ("schedule",), "step.new_ids"),
     AdapterField(_OUT + ":NewRequestData", "num_computed_tokens", ("schedule",), "step.prefix_hit_tokens"),
     AdapterField(_OUT + ":CachedRequestData", "resumed_req_ids", ("schedule",), "step.resumed_ids"),
+    AdapterField(_OUT + ":CachedRequestData", "req_ids", ("schedule",),
+                 "step.resumed_ids (with resumed_from_preemption)"),
+    # Before resumed_req_ids (vLLM 0.11.1): a list[bool] parallel to req_ids.
+    AdapterField(_OUT + ":CachedRequestData", "resumed_from_preemption", ("schedule",), "step.resumed_ids",
+                 None, "0.11.0"),
     # The Scheduler itself (self of schedule()): its state after the step.
     AdapterField(_SCHED, "waiting", ("schedule",), "scheduler.waiting"),
     AdapterField(_SCHED, "running", ("schedule",), "scheduler.running"),
@@ -56,6 +61,10 @@ FIELDS = (
     AdapterField(_REQ, "num_computed_tokens", ("schedule",), "step.phase"),
     AdapterField(_REQ, "num_prompt_tokens", ("schedule",), "step.phase"),
     AdapterField(_REQ, "num_tokens", ("schedule",), "step.phase of a request resumed after preemption"),
+    AdapterField(_REQ, "is_prefill_chunk", ("schedule",), "step.phase (p: more to compute before a token)"),
+    AdapterField(_REQ, "num_output_placeholders", ("schedule",), "step.phase where is_prefill_chunk is missing"),
+    AdapterField(_REQ, "num_preemptions", ("schedule",),
+                 "step.resumed_ids (resumed requests the V2 model runner sends as new)"),
     # EngineCoreRequest (API server): OutputProcessor.add_request's argument.
     AdapterField(_ENG + ":EngineCoreRequest", "request_id", ("request",), "the request table's key"),
     AdapterField(_ENG + ":EngineCoreRequest", "trace_headers", ("request",),

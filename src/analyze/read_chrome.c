@@ -54,6 +54,11 @@ typedef struct reader {
     size_t n_roles, roles_cap;
     size_t last_role;       /* index + 1 of the last hit */
     uint64_t bad_ids;
+    /* Skipped events by reason (their sum is info->skipped), for a message
+     * that says what was skipped and why. */
+    uint64_t skip_not_object, skip_invalid, skip_no_name_ts;
+    const char *first_invalid;  /* the reader's reason for the first invalid one */
+    uint64_t first_invalid_at;  /* its byte offset in the file */
 } reader;
 
 /* ------------------------------------------------------------ input */
@@ -460,6 +465,10 @@ static mst_status handle_event(reader *r, const uint8_t *p, size_t n) {
     if (!ok || more < 0 || !mst_json_finish(&jr)) {
         if (jr.nomem) return MST_ERR_NOMEM;
         r->info->skipped++;
+        if (!r->skip_invalid++) {
+            r->first_invalid = jr.err ? jr.err : "invalid JSON";
+            r->first_invalid_at = r->in->base + r->in->pos;
+        }
         return MST_OK;
     }
     if (ev.ph == 'M') {
@@ -486,6 +495,7 @@ static mst_status handle_event(reader *r, const uint8_t *p, size_t n) {
         return MST_OK; /* derived request tracks, instants: the spans carry the same */
     if (ev.ph != 'X' || !ev.has_ts || !ev.name.ptr) {
         r->info->skipped++;
+        r->skip_no_name_ts++;
         return MST_OK;
     }
     mst_an_span *s = &ev.span;
@@ -605,6 +615,7 @@ static mst_status run(reader *r, char *err, size_t err_size) {
             if (st != MST_OK) return mst_an_input_stopped(in, st, err, err_size);
         } else {
             r->info->skipped++;
+            r->skip_not_object++;
         }
         in->pos += end;
     }
@@ -624,9 +635,21 @@ static mst_status run_checked(reader *r, char *err, size_t err_size) {
     if (r->bad_ids)
         mst_an_input_warn(r->info, "%llu malformed trace/span ids (read as absent)",
                           (unsigned long long)r->bad_ids);
-    if (r->info->skipped)
-        mst_an_input_warn(r->info, "%llu events skipped (not JSON objects, not valid JSON, or "
-                          "X events without name/ts)", (unsigned long long)r->info->skipped);
+    if (r->info->skipped) {
+        /* What was skipped and why, by reason (the first invalid event's
+         * reason and place: e.g. nesting deeper than MAX_DEPTH). */
+        char invalid[200] = "", deep[40] = "";
+        if (r->skip_invalid && strcmp(r->first_invalid, "nesting too deep") == 0)
+            snprintf(deep, sizeof deep, ", more than %d levels", MAX_DEPTH);
+        if (r->skip_invalid)
+            snprintf(invalid, sizeof invalid, ", %llu not valid JSON (the first at byte %llu: %s%s)",
+                     (unsigned long long)r->skip_invalid, (unsigned long long)r->first_invalid_at,
+                     r->first_invalid, deep);
+        mst_an_input_warn(r->info, "%llu events skipped: %llu not JSON objects%s, %llu X events "
+                          "without name/ts", (unsigned long long)r->info->skipped,
+                          (unsigned long long)r->skip_not_object, invalid,
+                          (unsigned long long)r->skip_no_name_ts);
+    }
     return st;
 }
 

@@ -800,7 +800,8 @@ bool mst_an_pftrace_sniff(const void *head, size_t n) {
 }
 
 bool mst_an_pftrace_file_sniff(const char *path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char ignored[8];
+    int fd = mst_an_input_open(path, NULL, ignored, sizeof ignored); /* the reader says why */
     if (fd < 0) return false;
     uint8_t head[64];
     size_t n = 0;

@@ -28,6 +28,7 @@
 
 #include "analyze/compare.h"
 #include "analyze/model.h"
+#include "analyze/output_file.h"
 #include "analyze/progress.h"
 #include "analyze/read_chrome.h"
 #include "analyze/read_jaeger.h"
@@ -36,6 +37,7 @@
 #include "analyze/report_html.h"
 #include "analyze/report_json.h"
 #include "analyze/rules.h"
+#include "analyze/term_text.h"
 #include "wire/buf.h"
 
 #define EXIT_OUTPUT 1
@@ -62,7 +64,9 @@ typedef struct analyze_args {
 
 typedef enum opt_id {
     OPT_JSON, OPT_CSV, OPT_TOP, OPT_OUTPUT, OPT_COMPARE, OPT_QUIET, OPT_HELP,
-    OPT_JAEGER, OPT_SERVICE, OPT_SINCE, OPT_START, OPT_END, OPT_JAEGER_LIMIT
+    OPT_JAEGER, OPT_SERVICE, OPT_SINCE, OPT_START, OPT_END, OPT_JAEGER_LIMIT,
+    OPT_JAEGER_DEADLINE, OPT_JAEGER_MAX_REQUESTS, OPT_JAEGER_MIN_WINDOW,
+    OPT_JAEGER_CA, OPT_JAEGER_CERT, OPT_JAEGER_KEY
 } opt_id;
 
 typedef struct opt_def {
@@ -86,6 +90,15 @@ static const opt_def OPTIONS[] = {
     {"--start", NULL, 1, OPT_START, "Jaeger window start: RFC 3339 time or Unix seconds"},
     {"--end", NULL, 1, OPT_END, "Jaeger window end (default: now)"},
     {"--jaeger-limit", NULL, 1, OPT_JAEGER_LIMIT, "traces per Jaeger request (default 500)"},
+    {"--jaeger-deadline", NULL, 1, OPT_JAEGER_DEADLINE,
+     "stop reading Jaeger after DURATION in all (default 10m; exit 2)"},
+    {"--jaeger-max-requests", NULL, 1, OPT_JAEGER_MAX_REQUESTS,
+     "stop reading Jaeger after N requests (default 100000; exit 2)"},
+    {"--jaeger-min-window", NULL, 1, OPT_JAEGER_MIN_WINDOW,
+     "do not split Jaeger windows below DURATION (default 1ms; 1us = Jaeger's resolution)"},
+    {"--jaeger-ca", NULL, 1, OPT_JAEGER_CA, "https Jaeger: CA file (PEM) that signed its certificate"},
+    {"--jaeger-cert", NULL, 1, OPT_JAEGER_CERT, "https Jaeger, mutual TLS: client certificate (PEM)"},
+    {"--jaeger-key", NULL, 1, OPT_JAEGER_KEY, "https Jaeger, mutual TLS: the client certificate's key (PEM)"},
     {"--quiet", "-q", 0, OPT_QUIET, "no progress line and no text summary"},
     {"--help", "-h", 0, OPT_HELP, "show this help and exit"},
 };
@@ -111,10 +124,12 @@ static void usage(FILE *f) {
         const opt_def *o = &OPTIONS[i];
         const char *meta = o->id == OPT_COMPARE ? " BEFORE AFTER"
                            : o->id == OPT_CSV   ? " DIR"
-                           : o->id == OPT_TOP || o->id == OPT_JAEGER_LIMIT ? " N"
+                           : o->id == OPT_TOP || o->id == OPT_JAEGER_LIMIT ||
+                                     o->id == OPT_JAEGER_MAX_REQUESTS ? " N"
                            : o->id == OPT_JAEGER ? " URL"
                            : o->id == OPT_SERVICE ? " NAME"
-                           : o->id == OPT_SINCE ? " DURATION"
+                           : o->id == OPT_SINCE || o->id == OPT_JAEGER_DEADLINE ||
+                                     o->id == OPT_JAEGER_MIN_WINDOW ? " DURATION"
                            : o->id == OPT_START || o->id == OPT_END ? " TIME"
                            : o->n_values        ? " PATH"
                                                 : "";
@@ -166,8 +181,10 @@ static int check_jaeger_args(analyze_args *a) {
     for (size_t i = 0; i < a->n_inputs; i++) any |= is_jaeger_input(a->inputs[i]);
     for (size_t i = 0; i < a->n_before; i++) any |= is_jaeger_input(a->before[i]);
     if (!any) {
-        if (a->jaeger.service || a->has_since || a->has_start || a->has_end)
-            return usage_error("%s: --service, --since, --start and --end need --jaeger URL", "argument");
+        if (a->jaeger.service || a->has_since || a->has_start || a->has_end || a->jaeger.ca_file ||
+            a->jaeger.cert_file || a->jaeger.key_file)
+            return usage_error("%s: --service, --since, --start, --end and --jaeger-ca/-cert/-key need "
+                               "--jaeger URL", "argument");
         return -1;
     }
     if (!a->jaeger.service || !a->jaeger.service[0])
@@ -212,6 +229,9 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
             a->inputs[a->n_inputs++] = argv[++i];
             break;
         case OPT_SERVICE: a->jaeger.service = argv[++i]; break;
+        case OPT_JAEGER_CA: a->jaeger.ca_file = argv[++i]; break;
+        case OPT_JAEGER_CERT: a->jaeger.cert_file = argv[++i]; break;
+        case OPT_JAEGER_KEY: a->jaeger.key_file = argv[++i]; break;
         case OPT_SINCE:
             if (!mst_an_jaeger_parse_duration(argv[++i], &a->since_us))
                 return usage_error("argument --since: expected a duration such as 90s, 30m, 1h or 2d, got '%s'",
@@ -232,6 +252,29 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
             int rc = parse_int_arg(o->long_name, argv[++i], 1, 100000, &v);
             if (rc >= 0) return rc;
             a->jaeger.limit = (unsigned)v;
+            break;
+        }
+        case OPT_JAEGER_DEADLINE: {
+            int64_t us;
+            if (!mst_an_jaeger_parse_duration(argv[++i], &us) || us < 1000 || us / 1000 > 0x7fffffff)
+                return usage_error("argument --jaeger-deadline: expected a duration such as 90s, 30m or 1h, "
+                                   "got '%s'", argv[i]);
+            a->jaeger.deadline_ms = (long)(us / 1000);
+            break;
+        }
+        case OPT_JAEGER_MIN_WINDOW: {
+            int64_t us;
+            if (!mst_an_jaeger_parse_duration(argv[++i], &us) || us < 1)
+                return usage_error("argument --jaeger-min-window: expected a duration such as 1ms or 1us, "
+                                   "got '%s'", argv[i]);
+            a->jaeger.min_window_us = us;
+            break;
+        }
+        case OPT_JAEGER_MAX_REQUESTS: {
+            long v;
+            int rc = parse_int_arg(o->long_name, argv[++i], 1, 100000000, &v);
+            if (rc >= 0) return rc;
+            a->jaeger.max_requests = (unsigned)v;
             break;
         }
         case OPT_HELP: usage(stdout); return 0;
@@ -282,6 +325,18 @@ static void on_progress(void *ctx, uint64_t done, uint64_t total) {
     fflush(stderr);
 }
 
+/* The same for a Jaeger query, page by page. */
+static void on_pages(void *ctx, uint64_t requests, uint64_t spans, uint64_t traces, int64_t window_us) {
+    progress *p = ctx;
+    if (p->quiet) return;
+    double t = since(&p->t0);
+    if (!mst_an_progress_due(t, p->last_print, p->tty)) return;
+    p->last_print = t;
+    p->printed = true;
+    mst_an_progress_print_query(stderr, p->name, requests, spans, traces, window_us, p->tty);
+    fflush(stderr);
+}
+
 /* Reads every input of one side into a new, finished model; NULL after
  * printing one error line. */
 static mst_an_model *load_side(const char *const *paths, size_t n, bool quiet, const mst_an_jaeger_query *jq) {
@@ -299,7 +354,7 @@ static mst_an_model *load_side(const char *const *paths, size_t n, bool quiet, c
         if (is_jaeger_input(paths[i])) {
             mst_an_jaeger_query q = *jq;
             q.base_url = paths[i];
-            q.progress = on_progress;
+            q.progress_pages = on_pages; /* requests and spans say more than bytes */
             q.progress_ctx = &p;
             st = mst_an_read_jaeger(&q, (uint32_t)i, mst_an_model_add_span, m, &info, err, sizeof err);
         } else {
@@ -311,7 +366,7 @@ static mst_an_model *load_side(const char *const *paths, size_t n, bool quiet, c
         }
         if (p.printed && p.tty) fputc('\n', stderr);
         if (st != MST_OK) {
-            fprintf(stderr, "mstrace analyze: error: %s\n", err[0] ? err : "cannot read input");
+            mst_an_term_line(stderr, "mstrace analyze: error: ", err[0] ? err : "cannot read input");
             mst_an_input_info_free(&info);
             mst_an_model_free(m);
             return NULL;
@@ -320,15 +375,23 @@ static mst_an_model *load_side(const char *const *paths, size_t n, bool quiet, c
             if (is_jaeger_input(paths[i]))
                 fprintf(stderr, "mstrace analyze: error: %s: no spans of service %s in the window\n", paths[i],
                         jq->service);
-            else
+            else if (!info.skipped || !info.n_warnings)
                 fprintf(stderr, "mstrace analyze: error: %s: no spans (no %s in the trace)\n", paths[i],
                         strcmp(info.kind, "pftrace") == 0 ? "span slices" : "X events");
+            else /* say what was skipped and why (the readers' warnings), on the one line */
+                for (size_t k = 0; k < info.n_warnings; k++) {
+                    if (!k) fprintf(stderr, "mstrace analyze: error: %s: no spans, ", paths[i]);
+                    mst_an_term_puts(stderr, info.warnings[k]);
+                    fputs(k + 1 < info.n_warnings ? "; " : "\n", stderr);
+                }
             mst_an_input_info_free(&info);
             mst_an_model_free(m);
             return NULL;
         }
-        for (size_t k = 0; k < info.n_warnings && !quiet; k++)
-            fprintf(stderr, "mstrace analyze: warning: %s: %s\n", paths[i], info.warnings[k]);
+        for (size_t k = 0; k < info.n_warnings && !quiet; k++) {
+            fprintf(stderr, "mstrace analyze: warning: %s: ", paths[i]);
+            mst_an_term_line(stderr, "", info.warnings[k]); /* may quote the input */
+        }
         if (mst_an_model_add_input(m, &info) != MST_OK) {
             mst_an_input_info_free(&info);
             mst_an_model_free(m);
@@ -346,32 +409,43 @@ static mst_an_model *load_side(const char *const *paths, size_t n, bool quiet, c
 
 /* ------------------------------------------------------------ outputs */
 
+/* Files go through output_file.h (no link followed, 0640, renamed into
+ * place when complete). */
 static bool write_file(const char *path, const void *data, size_t len) {
-    if (strcmp(path, "-") == 0) return fwrite(data, 1, len, stdout) == len && fflush(stdout) == 0;
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "mstrace analyze: error: cannot write %s: %s\n", path, strerror(errno));
+    mst_an_output o;
+    char err[PATH_MAX + 256] = "";
+    if (mst_an_output_open(&o, path, "--json", err, sizeof err) != MST_OK) {
+        mst_an_term_line(stderr, "mstrace analyze: error: ", err);
         return false;
     }
-    bool ok = fwrite(data, 1, len, f) == len;
-    if (fclose(f) != 0) ok = false;
-    if (!ok) fprintf(stderr, "mstrace analyze: error: cannot write %s\n", path);
-    return ok;
+    fwrite(data, 1, len, o.f);
+    if (mst_an_output_commit(&o, err, sizeof err) != MST_OK) {
+        mst_an_term_line(stderr, "mstrace analyze: error: ", err);
+        return false;
+    }
+    return true;
 }
 
 /* The HTML report (report_html.h) from exactly the JSON --json writes. */
 static bool write_html(const char *path, const char *json, size_t len) {
-    FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "mstrace analyze: error: cannot write %s: %s\n", path, strerror(errno));
+    mst_an_output o;
+    char err[PATH_MAX + 256] = "";
+    if (mst_an_output_open(&o, path, "-o", err, sizeof err) != MST_OK) {
+        mst_an_term_line(stderr, "mstrace analyze: error: ", err);
         return false;
     }
-    char err[256] = "";
-    mst_status st = mst_report_html_write(f, json, len, err, sizeof err);
-    bool ok = st == MST_OK && (f == stdout ? fflush(f) == 0 : fclose(f) == 0);
-    if (f != stdout && st != MST_OK) fclose(f);
-    if (!ok) fprintf(stderr, "mstrace analyze: error: %s: %s\n", path, err[0] ? err : "cannot write");
-    return ok;
+    mst_status st = mst_report_html_write(o.f, json, len, err, sizeof err);
+    if (st != MST_OK) {
+        mst_an_output_abort(&o);
+        fprintf(stderr, "mstrace analyze: error: %s: ", path);
+        mst_an_term_line(stderr, "", err[0] ? err : "cannot write");
+        return false;
+    }
+    if (mst_an_output_commit(&o, err, sizeof err) != MST_OK) {
+        mst_an_term_line(stderr, "mstrace analyze: error: ", err);
+        return false;
+    }
+    return true;
 }
 
 static void print_ms(const char *label, double v) {
@@ -392,11 +466,13 @@ static void print_summary(const mst_an_model *m, const mst_an_model *before, con
            "requests (%zu joined)%s\n",
            (unsigned long long)v.spans, v.n_inputs, v.n_procs, v.n_steps, r->busy_steps,
            v.n_requests, r->joined_requests, r->lossy ? "; LOSSY INPUT, see warnings" : "");
-    printf("verdict: %s\n", r->verdict);
+    /* Sentences may quote the trace (request ids, names): escaped. */
+    mst_an_term_line(stdout, "verdict: ", r->verdict);
     for (size_t i = 0; i < r->n_findings; i++)
-        if (r->findings[i].fired)
-            printf("[%s] %s: %s\n", r->findings[i].severity, r->findings[i].rule,
-                   r->findings[i].sentence);
+        if (r->findings[i].fired) {
+            printf("[%s] %s: ", r->findings[i].severity, r->findings[i].rule);
+            mst_an_term_line(stdout, "", r->findings[i].sentence);
+        }
     if (r->busy_steps) {
         printf("stages over busy steps (share of busy time, median per step):\n");
         for (int g = 0; g < MST_AN_STAGES; g++) {
@@ -406,10 +482,13 @@ static void print_summary(const mst_an_model *m, const mst_an_model *before, con
             putchar('\n');
         }
     }
-    for (size_t i = 0; i < r->n_targets; i++)
-        printf("profile: %s pid %lld, %lld..%lld ns: %s\n", r->targets[i].what,
-               (long long)r->targets[i].pid, (long long)r->targets[i].start_ns,
-               (long long)r->targets[i].end_ns, r->targets[i].why);
+    for (size_t i = 0; i < r->n_targets; i++) {
+        fputs("profile: ", stdout);
+        mst_an_term_puts(stdout, r->targets[i].what); /* may name a request id */
+        printf(" pid %lld, %lld..%lld ns: ", (long long)r->targets[i].pid,
+               (long long)r->targets[i].start_ns, (long long)r->targets[i].end_ns);
+        mst_an_term_line(stdout, "", r->targets[i].why);
+    }
     free(r);
     (void)before;
     (void)a;
@@ -459,8 +538,8 @@ int mst_analyze_main(int argc, char **argv) {
             mst_an_comparison *c = malloc(sizeof *c);
             if (c && mst_an_compare(&bv, &av, c) == MST_OK) {
                 printf("compare %s -> %s:\n", before_label, after_label);
-                for (size_t i = 0; i < c->n_metrics; i++) printf("  %s\n", c->metrics[i].sentence);
-                printf("compare verdict: %s\n", c->verdict);
+                for (size_t i = 0; i < c->n_metrics; i++) mst_an_term_line(stdout, "  ", c->metrics[i].sentence);
+                mst_an_term_line(stdout, "compare verdict: ", c->verdict);
             }
             free(c);
         }

@@ -19,7 +19,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "forward/flight_otlp.h"
+#include "relay/flight_otlp.h"
 #include "forward/flight_ring.h"
 #include "wire/frame.h"
 

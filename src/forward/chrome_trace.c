@@ -344,6 +344,10 @@ static void async_event(mst_buf *b, char ph, const char *name, const mst_tl_requ
         append_str_member(b, "request.id", r->id, r->id_len);
         LIT(b, ",");
         append_int_member(b, "request.steps", r->steps);
+        if (r->preemptions) {
+            LIT(b, ",");
+            append_int_member(b, "request.preemptions", r->preemptions);
+        }
         LIT(b, "}");
     }
     LIT(b, "}");
@@ -571,6 +575,10 @@ void mst_chrome_writer_get_stats(const mst_chrome_writer *w, mst_chrome_stats *o
     mst_outq_stats os;
     mst_outq_get_stats(w->out, &os);
     mst_chrome_stats_add_outq(out, &os, w->full_dropped);
+}
+
+void mst_chrome_writer_get_disk_stats(const mst_chrome_writer *w, mst_outq_stats *out) {
+    mst_outq_get_stats(w->out, out);
 }
 
 static void writer_free(mst_chrome_writer *w) {

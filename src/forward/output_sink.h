@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "forward/chrome_trace.h" /* mst_chrome_stats: the counters every output reports */
+#include "forward/out_queue.h"    /* mst_outq_stats */
 #include "forward/timeline.h"     /* mst_tl_counter */
 #include "wire/perfetto_packet.h"
 
@@ -45,6 +46,10 @@ typedef struct mst_output_sink_ops {
     /* At the stop: completes everything still open and flushes. */
     mst_status (*finish)(void *self);
     void (*get_stats)(const void *self, mst_chrome_stats *out);
+    /* A file writer's output-queue counters as of now (what is in the
+     * file), from any thread while it is open; false when the output has
+     * none. NULL: none. */
+    bool (*get_disk_stats)(const void *self, struct mst_outq_stats *out);
     /* Appends " name=value ..." details of this output for the stats line
      * (may append nothing). */
     void (*describe)(const void *self, char *buf, size_t size);

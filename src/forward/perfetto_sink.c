@@ -29,6 +29,7 @@
 
 #include "core/log.h"
 #include "forward/format_stage.h"
+#include "forward/out_queue.h"
 #include "forward/timeline.h"
 #include "forward/writer_sinks.h"
 #include "wire/perfetto_packet.h"
@@ -70,6 +71,7 @@ struct mst_perfetto_sink {
     char details_snapshot[384];
     char identity_snapshot[256];
     bool identity_ok;
+    uint64_t snapshot_full_drops; /* full_drops as of stats_snapshot */
     mst_chrome_stats final_stats; /* kept at close for the final stats line */
 };
 
@@ -290,6 +292,7 @@ static int stage_after(void *self, uint64_t now_ms) {
     pthread_mutex_lock(&s->stats_mu);
     w_stats(s, &s->stats_snapshot);
     w_details(s);
+    s->snapshot_full_drops = s->full_drops;
     pthread_mutex_unlock(&s->stats_mu);
     return next;
 }
@@ -308,7 +311,15 @@ static void svc_get_counts(void *self, mst_daemon_counts *out) {
     mst_chrome_stats cs = s->final_stats;
     char details[sizeof s->details_snapshot];
     pthread_mutex_lock(&s->stats_mu);
-    if (s->stage) cs = s->stats_snapshot; /* running: the formatting thread's last snapshot */
+    if (s->stage) { /* running: the formatting thread's last snapshot ... */
+        cs = s->stats_snapshot;
+        /* ... with the file's counters as of now: the snapshot is taken when
+         * a batch is handed to the writer thread, before it is written. */
+        mst_outq_stats os;
+        const mst_output_sink *o = &s->outputs[0];
+        if (o->ops && o->ops->get_disk_stats && o->ops->get_disk_stats(o->self, &os))
+            mst_chrome_stats_add_outq(&cs, &os, s->snapshot_full_drops);
+    }
     memcpy(details, s->details_snapshot, sizeof details);
     memset(out, 0, sizeof *out);
     memcpy(out->identity, s->identity_snapshot, sizeof out->identity);

@@ -874,7 +874,7 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, int64_t pid, 
  * r is given); the caller ends it with mst_pft_slice_end. */
 static void named_slice(mst_pftrace_writer *w, uint64_t track, const char *name, int64_t start,
                         const mst_tl_request *r) {
-    intern_room(w, 3);
+    intern_room(w, 4); /* name, request.id, request.steps, request.preemptions */
     mst_buf_reset(&w->ann);
     mst_pft_slice sl;
     memset(&sl, 0, sizeof sl);
@@ -884,6 +884,9 @@ static void named_slice(mst_pftrace_writer *w, uint64_t track, const char *name,
         uint64_t steps_iid = intern(w, MST_PFT_INTERN_ANNOTATION_NAME, "request.steps", 13);
         mst_pft_annotation_string(&w->ann, id_iid, r->id, r->id_len);
         mst_pft_annotation_int(&w->ann, steps_iid, r->steps);
+        if (r->preemptions)
+            mst_pft_annotation_int(&w->ann, intern(w, MST_PFT_INTERN_ANNOTATION_NAME, "request.preemptions", 19),
+                                   r->preemptions);
     }
     sl.ts_ns = (uint64_t)start;
     sl.seq_flags = packet_flags(w, true);
@@ -1043,6 +1046,10 @@ void mst_pftrace_writer_get_stats(const mst_pftrace_writer *w, mst_chrome_stats 
     mst_outq_get_stats(w->out, &os);
     *out = w->st;
     mst_chrome_stats_add_outq(out, &os, w->full_dropped);
+}
+
+void mst_pftrace_writer_get_disk_stats(const mst_pftrace_writer *w, mst_outq_stats *out) {
+    mst_outq_get_stats(w->out, out);
 }
 
 static void writer_free(mst_pftrace_writer *w) {

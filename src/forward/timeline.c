@@ -5,7 +5,10 @@
  * pool with a FIFO list; when full, the oldest entry is completed (or, if it
  * was already complete, forgotten). Completed entries stay until evicted so
  * a span that names a request after its `vllm.request` span arrived (an
- * output processed late) does not start a second track for it.
+ * output processed late) does not start a second track for it. Phases from
+ * step records are kept per request as a short list of (time, kind) events
+ * (a malloc'd array of at most MST_TL_MAX_STEP_PHASES), turned into slices
+ * when the request is emitted.
  */
 #include "forward/timeline.h"
 
@@ -24,6 +27,14 @@ const char *const mst_tl_counter_names[] = {"batch.request_count", "batch.schedu
                                             "scheduler.waiting", "scheduler.running",
                                             "kv_cache.usage", NULL};
 
+/* What a step record did to a request (its phases are built from these). */
+enum { SEG_PREFILL = 1, SEG_DECODE, SEG_PREEMPTED, SEG_MARK_PREEMPTION, SEG_MARK_RESUME };
+typedef struct tl_seg {
+    int64_t ts;
+    uint8_t kind;
+    uint8_t chunk;           /* SEG_PREFILL: 1, 2, ... since the (re)start */
+} tl_seg;
+
 typedef struct req_entry {
     char *id;
     size_t id_len;
@@ -40,7 +51,18 @@ typedef struct req_entry {
     int64_t span_start, span_end, span_pid;
     uint64_t span_seen_ms;   /* ... at this forwarder time */
     uint64_t last_seen_ms;   /* forwarder time of the last span naming it */
+    /* from step records (docs/architecture.md "1a") */
+    tl_seg *segs;
+    uint8_t n_segs, cap_segs;
+    uint8_t chunk;           /* prefill chunks since the last (re)start */
+    uint8_t cur;             /* the kind of the last phase (0: none) */
+    int64_t queued_ns;       /* step.queued_ns (0: unknown) */
+    int64_t new_ns;          /* start of the step naming it in step.new_ids (-1) */
+    uint32_t preemptions;
 } req_entry;
+
+/* Preemptions so far per engine process (the MST_TL_PREEMPTIONS counter). */
+#define TL_PREEMPT_PIDS 16
 
 struct mst_timeline {
     req_entry *e;
@@ -51,6 +73,8 @@ struct mst_timeline {
     uint32_t open;           /* entries not yet emitted */
     uint64_t last_scan_ms;
     mst_tl_stats st;
+    struct { int64_t pid; uint64_t n; } preempt[TL_PREEMPT_PIDS];
+    unsigned n_preempt;
 };
 
 mst_timeline *mst_timeline_new(uint32_t max_requests) {
@@ -79,7 +103,10 @@ mst_timeline *mst_timeline_new(uint32_t max_requests) {
 void mst_timeline_free(mst_timeline *tl) {
     if (!tl) return;
     if (tl->e)
-        for (uint32_t i = 0; i < tl->used; i++) free(tl->e[i].id);
+        for (uint32_t i = 0; i < tl->used; i++) {
+            free(tl->e[i].id);
+            free(tl->e[i].segs);
+        }
     free(tl->e);
     free(tl->buckets);
     free(tl);
@@ -112,6 +139,8 @@ static void req_remove(mst_timeline *tl, uint32_t i) {
     if (x->newer) tl->e[x->newer - 1].older = x->older; else tl->newest = x->older;
     free(x->id);
     x->id = NULL;
+    free(x->segs);
+    x->segs = NULL;
     x->older = tl->free_head;
     tl->free_head = i;
     tl->count--;
@@ -119,6 +148,63 @@ static void req_remove(mst_timeline *tl, uint32_t i) {
 
 static int64_t clamp(int64_t v, int64_t lo, int64_t hi) {
     return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* "prefill chunk k" for k = 1 .. MST_TL_MAX_STEP_PHASES (index k - 1). */
+static const char *const k_chunk_names[MST_TL_MAX_STEP_PHASES] = {
+    "prefill chunk 1", "prefill chunk 2", "prefill chunk 3", "prefill chunk 4",
+    "prefill chunk 5", "prefill chunk 6", "prefill chunk 7", "prefill chunk 8",
+    "prefill chunk 9", "prefill chunk 10", "prefill chunk 11", "prefill chunk 12",
+    "prefill chunk 13", "prefill chunk 14", "prefill chunk 15", "prefill chunk 16",
+    "prefill chunk 17", "prefill chunk 18", "prefill chunk 19", "prefill chunk 20",
+    "prefill chunk 21", "prefill chunk 22", "prefill chunk 23", "prefill chunk 24",
+    "prefill chunk 25", "prefill chunk 26", "prefill chunk 27", "prefill chunk 28",
+    "prefill chunk 29", "prefill chunk 30", "prefill chunk 31", "prefill chunk 32",
+    "prefill chunk 33", "prefill chunk 34", "prefill chunk 35", "prefill chunk 36",
+    "prefill chunk 37", "prefill chunk 38", "prefill chunk 39", "prefill chunk 40",
+    "prefill chunk 41", "prefill chunk 42", "prefill chunk 43", "prefill chunk 44",
+    "prefill chunk 45", "prefill chunk 46", "prefill chunk 47", "prefill chunk 48"};
+
+static const char *seg_name(const tl_seg *g) {
+    switch (g->kind) {
+    case SEG_PREFILL: return k_chunk_names[(g->chunk ? g->chunk : 1) - 1];
+    case SEG_DECODE: return "decode";
+    case SEG_PREEMPTED: return "preempted";
+    case SEG_MARK_PREEMPTION: return "preemption";
+    default: return "resume";
+    }
+}
+
+static bool seg_is_mark(const tl_seg *g) {
+    return g->kind == SEG_MARK_PREEMPTION || g->kind == SEG_MARK_RESUME;
+}
+
+/* The phases of a request with step records: "queued" from its queued time
+ * (else its arrival) to its first scheduling step, then each recorded phase
+ * from its step's start to the next phase's start (the last to the end),
+ * markers as zero-length slices between them; all within the request. */
+static void step_phases(const req_entry *x, mst_tl_request *r) {
+    int64_t first = -1;
+    for (unsigned i = 0; i < x->n_segs && first < 0; i++)
+        if (!seg_is_mark(&x->segs[i])) first = x->segs[i].ts;
+    int64_t qs = clamp(x->queued_ns > 0 ? x->queued_ns : r->start_ns, r->start_ns, r->end_ns);
+    int64_t qe = clamp(x->new_ns >= 0 ? x->new_ns : first >= 0 ? first : r->start_ns, qs, r->end_ns);
+    if (qe > qs) r->phases[r->n_phases++] = (mst_tl_phase){"queued", qs, qe};
+    int64_t floor_ns = qe;
+    for (unsigned i = 0; i < x->n_segs; i++) {
+        const tl_seg *g = &x->segs[i];
+        int64_t start = clamp(g->ts, floor_ns, r->end_ns), end = start;
+        if (!seg_is_mark(g)) {
+            end = r->end_ns;
+            for (unsigned j = i + 1; j < x->n_segs; j++)
+                if (!seg_is_mark(&x->segs[j])) {
+                    end = clamp(x->segs[j].ts, start, r->end_ns);
+                    break;
+                }
+        }
+        r->phases[r->n_phases++] = (mst_tl_phase){seg_name(g), start, end};
+        floor_ns = start; /* out-of-order input cannot make slices overlap */
+    }
 }
 
 /* Builds the request track of entry x (request span times when known) and
@@ -139,7 +225,10 @@ static void req_emit(mst_timeline *tl, req_entry *x, const mst_tl_sink *sink) {
     int64_t first = strong ? x->sched1_ns : x->wsched1_ns;
     int64_t second = strong ? x->sched2_ns : x->wsched2_ns;
     r.steps = strong ? x->steps : x->wsteps;
-    if (first >= 0) {
+    r.preemptions = x->preemptions;
+    if (x->n_segs) {
+        step_phases(x, &r);
+    } else if (first >= 0) {
         int64_t s1 = clamp(first, r.start_ns, r.end_ns);
         int64_t s2 = second >= 0 ? clamp(second, s1, r.end_ns) : r.end_ns;
         if (s1 > r.start_ns) r.phases[r.n_phases++] = (mst_tl_phase){"queued", r.start_ns, s1};
@@ -185,6 +274,7 @@ static req_entry *req_get(mst_timeline *tl, const char *id, size_t n, int64_t pi
     x->first_ns = INT64_MAX;
     x->last_end_ns = INT64_MIN;
     x->sched1_ns = x->sched2_ns = x->wsched1_ns = x->wsched2_ns = -1;
+    x->new_ns = -1;
     x->last_seen_ms = tl->now_ms;
     tl->open++;
     x->chain = tl->buckets[h & tl->mask];
@@ -299,37 +389,153 @@ static void note_step(int64_t start, int64_t *first, int64_t *second, uint32_t *
     }
 }
 
+/* Reads the next item of a JSON array of request ids (r is inside it):
+ * 1 with *x the item's open entry, or NULL when the item is not a string,
+ * its request was already emitted, or out of memory (*ok = false); 0 at the
+ * end of the array or on bad JSON. */
+static int next_request(mst_timeline *tl, mst_json_reader *r, int64_t pid, mst_arena *arena,
+                        const mst_tl_sink *sink, req_entry **x, bool *ok) {
+    *x = NULL;
+    if (mst_json_array_next(r) != 1) return 0;
+    if (mst_json_peek(r) != MST_JSON_STRING) {
+        mst_json_slice skip;
+        return mst_json_read_raw(r, &skip) ? 1 : 0;
+    }
+    mst_str id;
+    if (!mst_json_read_str_slice(r, arena, &id)) return 0;
+    req_entry *e = req_get(tl, id.ptr, id.len, pid, sink);
+    if (!e) {
+        *ok = false;
+        return 1;
+    }
+    if (e->done) return 1;
+    e->last_seen_ms = tl->now_ms;
+    *x = e;
+    return 1;
+}
+
+/* ---- step records (docs/architecture.md "1a") ---- */
+
+/* Appends a phase event to x. Prefill chunks stop being recorded a few
+ * short of the cap (the last recorded chunk then stands for the rest), so
+ * a long chunked prefill leaves room for its decode and preemptions. */
+static void seg_add(mst_timeline *tl, req_entry *x, int64_t ts, uint8_t kind) {
+    unsigned limit = kind == SEG_PREFILL ? MST_TL_MAX_STEP_PHASES - 4 : MST_TL_MAX_STEP_PHASES;
+    if (x->n_segs >= limit) {
+        tl->st.phases_dropped++;
+        return;
+    }
+    if (x->n_segs == x->cap_segs) {
+        unsigned cap = x->cap_segs ? x->cap_segs * 2u : 4u;
+        if (cap > MST_TL_MAX_STEP_PHASES) cap = MST_TL_MAX_STEP_PHASES;
+        tl_seg *g = realloc(x->segs, cap * sizeof *g);
+        if (!g) {
+            tl->st.phases_dropped++;
+            return;
+        }
+        x->segs = g;
+        x->cap_segs = (uint8_t)cap;
+    }
+    x->segs[x->n_segs++] = (tl_seg){ts, kind, kind == SEG_PREFILL ? x->chunk : 0};
+}
+
+/* The request's phase in a step that scheduled it (step.phase: p, P, d). */
+static void note_phase(mst_timeline *tl, req_entry *x, int64_t ts, char ph) {
+    if (ph == 'p' || ph == 'P') {
+        if (x->chunk < MST_TL_MAX_STEP_PHASES) x->chunk++;
+        seg_add(tl, x, ts, SEG_PREFILL);
+        x->cur = SEG_PREFILL;
+    } else if (ph == 'd' && x->cur != SEG_DECODE) {
+        seg_add(tl, x, ts, SEG_DECODE);
+        x->cur = SEG_DECODE;
+    }
+}
+
+enum { LIST_PREEMPTED, LIST_RESUMED, LIST_NEW };
+
+/* Notes every request of a step list (a JSON array of ids) at ts; for
+ * LIST_NEW with `queued` (step.queued_ns, parallel) its queued time.
+ * *count gets the number of items. False on out of memory. */
+static bool note_step_list(mst_timeline *tl, const mst_json_slice *list, int kind,
+                           const mst_json_slice *queued, int64_t ts, int64_t pid, mst_arena *arena,
+                           const mst_tl_sink *sink, uint64_t *count) {
+    mst_json_reader r, q;
+    mst_json_reader_init(&r, list->ptr, list->len, MST_PF_MAX_DEPTH);
+    if (mst_json_peek(&r) != MST_JSON_ARRAY || !mst_json_array_begin(&r)) return true;
+    bool have_q = false;
+    if (queued) {
+        mst_json_reader_init(&q, queued->ptr, queued->len, MST_PF_MAX_DEPTH);
+        have_q = mst_json_peek(&q) == MST_JSON_ARRAY && mst_json_array_begin(&q);
+    }
+    bool ok = true;
+    req_entry *x;
+    while (next_request(tl, &r, pid, arena, sink, &x, &ok)) {
+        mst_json_slice qv = {NULL, 0};
+        if (have_q && (mst_json_array_next(&q) != 1 || !mst_json_read_raw(&q, &qv))) have_q = false;
+        (*count)++;
+        if (!x) continue;
+        if (kind == LIST_PREEMPTED) {
+            seg_add(tl, x, ts, SEG_MARK_PREEMPTION);
+            seg_add(tl, x, ts, SEG_PREEMPTED);
+            x->cur = SEG_PREEMPTED;
+            x->chunk = 0;
+            x->preemptions++;
+        } else if (kind == LIST_RESUMED) {
+            seg_add(tl, x, ts, SEG_MARK_RESUME);
+            x->chunk = 0;
+        } else {
+            if (x->new_ns < 0) x->new_ns = ts;
+            /* a decimal string ("1796116600602211917"); "0" = unknown */
+            int64_t ns = 0;
+            for (size_t k = 1; qv.len >= 2 && k + 1 < qv.len && qv.ptr[k] >= '0' && qv.ptr[k] <= '9' &&
+                               ns < INT64_MAX / 10 - 9; k++)
+                ns = ns * 10 + (qv.ptr[k] - '0');
+            if (ns > 0 && !x->queued_ns) x->queued_ns = ns;
+        }
+    }
+    return ok;
+}
+
+/* The preemptions counter of the engine `pid`: sampled at each of its step
+ * records when it changed (and at its first). */
+static void note_preemptions(mst_timeline *tl, int64_t pid, int64_t ts, uint64_t n,
+                             const mst_tl_sink *sink) {
+    unsigned i = 0;
+    while (i < tl->n_preempt && tl->preempt[i].pid != pid) i++;
+    bool first = i == tl->n_preempt;
+    if (first) {
+        if (i == TL_PREEMPT_PIDS) return;
+        tl->preempt[i].pid = pid;
+        tl->preempt[i].n = 0;
+        tl->n_preempt++;
+    }
+    if (!first && !n) return;
+    tl->preempt[i].n += n;
+    mst_tl_counter c = {MST_TL_PREEMPTIONS, pid, ts, false, (int64_t)tl->preempt[i].n, 0, NULL, 0};
+    tl->st.counters_emitted++;
+    if (sink && sink->counter) sink->counter(sink->self, &c);
+}
+
 /* Notes every request in the span's request.ids (a validated JSON array).
  * step: 2 = a scheduling step (the schedule adapter's span), 1 = a batch
  * span (batch.scheduled_tokens: also the model steps), used only for
- * requests that no scheduling step named, 0 = neither. */
+ * requests that no scheduling step named, 0 = neither. `phase`: the step
+ * record's step.phase (one character per id), or NULL. */
 static bool note_request_ids(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
-                             const mst_json_slice *ids, int step, mst_arena *arena,
-                             const mst_tl_sink *sink) {
+                             const mst_json_slice *ids, int step, const mst_str *phase,
+                             mst_arena *arena, const mst_tl_sink *sink) {
     mst_json_reader r;
     mst_json_reader_init(&r, ids->ptr, ids->len, MST_PF_MAX_DEPTH);
     if (mst_json_peek(&r) != MST_JSON_ARRAY || !mst_json_array_begin(&r)) return true;
     bool ok = true;
-    int more;
-    while ((more = mst_json_array_next(&r)) == 1) {
-        if (mst_json_peek(&r) != MST_JSON_STRING) {
-            mst_json_slice skip;
-            if (!mst_json_read_raw(&r, &skip)) break;
-            continue;
-        }
-        mst_str id;
-        if (!mst_json_read_str_slice(&r, arena, &id)) break;
-        req_entry *x = req_get(tl, id.ptr, id.len, pid, sink);
-        if (!x) {
-            ok = false;
-            continue;
-        }
-        if (x->done) continue;
-        x->last_seen_ms = tl->now_ms;
+    req_entry *x;
+    for (size_t idx = 0; next_request(tl, &r, pid, arena, sink, &x, &ok); idx++) {
+        if (!x) continue;
         if (s->start_ns < x->first_ns) x->first_ns = s->start_ns;
         if (s->end_ns > x->last_end_ns) x->last_end_ns = s->end_ns;
         if (step == 2) note_step(s->start_ns, &x->sched1_ns, &x->sched2_ns, &x->steps);
         else if (step == 1) note_step(s->start_ns, &x->wsched1_ns, &x->wsched2_ns, &x->wsteps);
+        if (phase && idx < phase->len) note_phase(tl, x, s->start_ns, phase->ptr[idx]);
     }
     return ok;
 }
@@ -348,18 +554,33 @@ bool mst_timeline_add_span(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
      * counter samples (every such attribute, in order) and the first of
      * each key the request bookkeeping reads. */
     const mst_json_slice *rid = NULL, *ids = NULL;
+    /* the step record's lists */
+    const mst_json_slice *phase = NULL, *new_ids = NULL, *queued = NULL, *resumed = NULL,
+                         *preempted = NULL;
     bool sched_step = false, batch_step = false;
     for (size_t a = 0; a < s->n_attrs; a++) {
         const mst_str *k = &s->attrs[a].key;
+        const mst_json_slice *v = &s->attrs[a].value;
         switch (k->len) {
         case 10:
-            if (!rid && KEY_IS(k, "request.id")) rid = &s->attrs[a].value;
+            if (!rid && KEY_IS(k, "request.id")) rid = v;
+            else if (!phase && KEY_IS(k, "step.phase")) phase = v;
             break;
         case 11:
-            if (!ids && KEY_IS(k, "request.ids")) ids = &s->attrs[a].value;
+            if (!ids && KEY_IS(k, "request.ids")) ids = v;
+            break;
+        case 12:
+            if (!new_ids && KEY_IS(k, "step.new_ids")) new_ids = v;
             break;
         case 14:
             if (KEY_IS(k, "kv_cache.usage")) emit_counter(tl, s, pid, a, TL_KV_USAGE, sink);
+            else if (!queued && KEY_IS(k, "step.queued_ns")) queued = v;
+            break;
+        case 16:
+            if (!resumed && KEY_IS(k, "step.resumed_ids")) resumed = v;
+            break;
+        case 18:
+            if (!preempted && KEY_IS(k, "step.preempted_ids")) preempted = v;
             break;
         case 17:
             /* Set only by the schedule adapter: a scheduling step. */
@@ -407,9 +628,29 @@ bool mst_timeline_add_span(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
         }
         return true;
     }
-    if (!ids) return true;
     int step = sched_step ? 2 : batch_step ? 1 : 0;
-    return note_request_ids(tl, s, pid, ids, step, arena, sink);
+    mst_str ph = {NULL, 0};
+    bool record = false, ok = true;
+    if (step == 2 && phase && phase->len >= 2 && phase->ptr[0] == '"') {
+        mst_json_reader r;
+        mst_json_reader_init(&r, phase->ptr, phase->len, 1);
+        record = mst_json_read_str_slice(&r, arena, &ph);
+    }
+    if (record) {
+        /* Preempted, then resumed (a resumed request is scheduled in the
+         * same step: its first chunk follows the marker), then new. */
+        uint64_t n_preempted = 0, n = 0;
+        if (preempted)
+            ok &= note_step_list(tl, preempted, LIST_PREEMPTED, NULL, s->start_ns, pid, arena, sink,
+                                 &n_preempted);
+        if (resumed)
+            ok &= note_step_list(tl, resumed, LIST_RESUMED, NULL, s->start_ns, pid, arena, sink, &n);
+        if (new_ids)
+            ok &= note_step_list(tl, new_ids, LIST_NEW, queued, s->start_ns, pid, arena, sink, &n);
+        note_preemptions(tl, pid, s->end_ns, n_preempted, sink);
+    }
+    if (!ids) return ok;
+    return note_request_ids(tl, s, pid, ids, step, record ? &ph : NULL, arena, sink) && ok;
 }
 
 void mst_timeline_finish_all(mst_timeline *tl, const mst_tl_sink *sink) {

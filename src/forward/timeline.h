@@ -6,7 +6,15 @@
  * What it derives from the decoded hook spans, beyond the span's own slice
  * on its process/thread track (which each writer lays out directly):
  *   - request tracks: one per request id, spanning arrival -> finish, with
- *     the phases "queued" (arrival -> first scheduled), "prefill" (first
+ *     its phases. From the step record (docs/architecture.md "1a": the
+ *     schedule spans' step.phase, step.new_ids/queued_ns, step.preempted_ids,
+ *     step.resumed_ids): "queued" (queued_ns, else arrival -> first
+ *     scheduled), "prefill chunk k" (one per p/P step, k from 1 again after a
+ *     resume), "decode" (the first d step -> the next preemption or the
+ *     finish), "preempted" (the preempting step -> the resuming one), and
+ *     zero-length "preemption" / "resume" markers; each phase runs from its
+ *     step's start to the next phase's start. Without a step record (older
+ *     traces): "queued" (arrival -> first scheduled), "prefill" (first
  *     scheduling step -> the next one) and "decode" (-> finish). Fed by the
  *     `vllm.request` span (request.id; its start is the arrival, its end the
  *     finish) and by every other span naming the request in `request.ids`.
@@ -22,8 +30,9 @@
  *     batch.scheduled_tokens stand in.
  *   - counters: per process (engine) samples of the span attributes listed
  *     in mst_tl_counter_names (batch size, scheduled tokens, requests
- *     waiting/running, KV-cache usage), at the span's end; and the
- *     forwarder's own spans received / written / dropped.
+ *     waiting/running, KV-cache usage), at the span's end; the preemptions
+ *     so far per engine (MST_TL_PREEMPTIONS, from step.preempted_ids); and
+ *     the forwarder's own spans received / written / dropped.
  *   - flow ids: a 64-bit id per (trace_id, span_id); a span carries its own
  *     id and the ids of the spans it links to, so a link is visible whatever
  *     order the two spans arrive in (no pending table in the native writer).
@@ -52,9 +61,19 @@
 /* Name of the span that stands for a whole request (started by the plugin). */
 #define MST_TL_REQUEST_SPAN "vllm.request"
 
-/* One phase slice of a request track. */
+/* Phases recorded per request from step records (prefill chunks, decode,
+ * preemptions and markers); later ones are dropped and counted
+ * (mst_tl_stats.phases_dropped). */
+#define MST_TL_MAX_STEP_PHASES 48
+/* A request track's phases: queued, then the recorded ones. */
+#define MST_TL_MAX_PHASES (1 + MST_TL_MAX_STEP_PHASES)
+/* The counter of preemptions so far, per engine process. */
+#define MST_TL_PREEMPTIONS "scheduler.preemptions"
+
+/* One phase slice of a request track (start == end: a marker). */
 typedef struct mst_tl_phase {
-    const char *name;  /* "queued", "prefill", "decode" */
+    const char *name;  /* "queued", "prefill chunk 2", "decode", "preempted",
+                          "preemption", "resume"; or "prefill" (no step record) */
     int64_t start_ns, end_ns;
 } mst_tl_phase;
 
@@ -67,7 +86,8 @@ typedef struct mst_tl_request {
     int64_t end_ns;          /* finish (request span end) or last naming span's end */
     bool has_request_span;
     uint32_t steps;          /* scheduling steps that named it */
-    mst_tl_phase phases[3];
+    uint32_t preemptions;    /* step records that preempted it */
+    mst_tl_phase phases[MST_TL_MAX_PHASES]; /* in time order, nested in the request */
     unsigned n_phases;
 } mst_tl_request;
 
@@ -95,6 +115,7 @@ typedef struct mst_tl_stats {
     uint64_t requests_emitted;
     uint64_t requests_evicted;   /* completed early because the table was full */
     uint64_t counters_emitted;
+    uint64_t phases_dropped;     /* over MST_TL_MAX_STEP_PHASES for one request */
 } mst_tl_stats;
 
 typedef struct mst_timeline mst_timeline;

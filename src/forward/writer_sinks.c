@@ -39,6 +39,10 @@ static mst_status json_finish(void *self) { return mst_chrome_writer_flush_final
 static void json_stats(const void *self, mst_chrome_stats *out) {
     mst_chrome_writer_get_stats(self, out);
 }
+static bool json_disk_stats(const void *self, mst_outq_stats *out) {
+    mst_chrome_writer_get_disk_stats(self, out);
+    return true;
+}
 static mst_status json_close(void *self, mst_chrome_stats *final) {
     return mst_chrome_writer_close_final(self, final);
 }
@@ -56,6 +60,7 @@ static const mst_output_sink_ops JSON_OPS = {
     .handoff = json_handoff,
     .finish = json_finish,
     .get_stats = json_stats,
+    .get_disk_stats = json_disk_stats,
     .describe = no_details,
     .close = json_close,
 };
@@ -78,6 +83,10 @@ static mst_status pf_finish(void *self) { return mst_pftrace_writer_flush(self, 
 static void pf_stats(const void *self, mst_chrome_stats *out) {
     mst_pftrace_writer_get_stats(self, out);
 }
+static bool pf_disk_stats(const void *self, mst_outq_stats *out) {
+    mst_pftrace_writer_get_disk_stats(self, out);
+    return true;
+}
 static mst_status pf_close(void *self, mst_chrome_stats *final) {
     return mst_pftrace_writer_close_final(self, final);
 }
@@ -90,6 +99,7 @@ static const mst_output_sink_ops PFTRACE_OPS = {
     .handoff = pf_handoff,
     .finish = pf_finish,
     .get_stats = pf_stats,
+    .get_disk_stats = pf_disk_stats,
     .describe = no_details,
     .close = pf_close,
 };

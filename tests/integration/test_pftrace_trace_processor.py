@@ -10,7 +10,9 @@ duration on its thread; request tracks exist with their phase slices; the
 counters have the values sent; attributes appear as args; flows join the
 linked slices; the .json of the same stream gives Perfetto the same
 slices, counters, args and linked slices; names and values still resolve
-after the writer restarts interning.
+after the writer restarts interning; a request's phases from step records
+(queued, prefill chunks, decode, preempted, markers) and the preemptions
+counter, the same in both encodings.
 
 v20 predates six fields of the current trace protos that the .pftrace
 uses (docs/forwarder.md "Native Perfetto"): TrackEvent.flow_ids (field 47,
@@ -32,6 +34,7 @@ JSON's request tracks are compared with nothing there.
 
 import json
 from collections import Counter
+from decimal import Decimal
 
 import pytest
 
@@ -99,16 +102,12 @@ def spans_of(packets):
     return [json.loads(p[len(MAGIC):]) for p in packets]
 
 
-@pytest.fixture(scope="module")
-def written(mstrace_bin, tmp_path_factory):
-    """The stream, written once by one daemon as .json and .pftrace."""
+def write_both(mstrace_bin, tmp, stem, packets):
+    """One daemon writes the packets as <stem>.json and <stem>.pftrace."""
     from conftest import Daemon
-    perfetto_wasm.require()   # skip before starting anything when Node is missing
-    tmp = tmp_path_factory.mktemp("tp")
-    packets = seed_scenario() + extra_stream()
-    d = Daemon(mstrace_bin, tmp / "run.json")
+    d = Daemon(mstrace_bin, tmp / f"{stem}.json")
     base = d.argv
-    d.argv = lambda: base() + ["--perfetto-output", str(tmp / "run.pftrace")]
+    d.argv = lambda: base() + ["--perfetto-output", str(tmp / f"{stem}.pftrace")]
     d.start()
     try:
         d.send(*packets)
@@ -117,6 +116,16 @@ def written(mstrace_bin, tmp_path_factory):
     finally:
         if d.proc.poll() is None:
             d.proc.kill()
+    return d
+
+
+@pytest.fixture(scope="module")
+def written(mstrace_bin, tmp_path_factory):
+    """The stream, written once by one daemon as .json and .pftrace."""
+    perfetto_wasm.require()   # skip before starting anything when Node is missing
+    tmp = tmp_path_factory.mktemp("tp")
+    packets = seed_scenario() + extra_stream()
+    d = write_both(mstrace_bin, tmp, "run", packets)
     old = tmp / "run.v20.pftrace"
     old.write_bytes(older_encoding((tmp / "run.pftrace").read_bytes()))
     return dict(spans=spans_of(packets), daemon_pid=d.proc.pid, json=tmp / "run.json",
@@ -412,3 +421,106 @@ def test_names_and_values_resolve_across_interning_restarts(daemon_factory, tmp_
     got = sorted((r["ts"], r["name"], r["key"], r["string_value"]) for r in tp.rows("args"))
     assert got == [(1_000_000 + i * 1000, f"name-{i}", f"debug.k{i % 3000}", f"val-{i % 5000}")
                    for i in range(n)]
+
+
+# ------------------------------------------------- phases from step records
+
+STEP_T0 = 1_796_083_100_000_000_000
+
+
+def step_stream():
+    """A request's life told by step records (docs/architecture.md "1a"):
+    queued, two prefill chunks, decode, preempted by another request's step,
+    resumed with one chunk that samples, decode to the end."""
+    t = lambda us: STEP_T0 + us * 1000  # noqa: E731
+    base = {"scheduler.waiting": 1, "scheduler.running": 1, "process.role": "engine_core"}
+    steps = [
+        (300, {"request.ids": ["r1"], "step.phase": "p", "step.new_ids": ["r1"],
+               "step.queued_ns": [str(t(200))], "step.tokens": ["64"], "step.index": 0}),
+        (400, {"request.ids": ["r1"], "step.phase": "P", "step.tokens": ["32"], "step.index": 1}),
+        (500, {"request.ids": ["r1"], "step.phase": "d", "step.tokens": ["1"], "step.index": 2}),
+        (600, {"request.ids": ["r1"], "step.phase": "d", "step.tokens": ["1"], "step.index": 3}),
+        (700, {"request.ids": ["r2"], "step.phase": "P", "step.tokens": ["50"], "step.new_ids": ["r2"],
+               "step.queued_ns": ["0"], "step.preempted_ids": ["r1"], "step.index": 4}),
+        (900, {"request.ids": ["r2", "r1"], "step.phase": "dP", "step.tokens": ["1", "98"],
+               "step.resumed_ids": ["r1"], "step.index": 5}),
+        (1000, {"request.ids": ["r1"], "step.phase": "d", "step.tokens": ["1"], "step.index": 6}),
+    ]
+    out = [make_packet("vllm.scheduler.schedule", "e" * 32, f"00e0{i:012x}", t(us), t(us + 10),
+                       attrs=dict(base, **a), pid=300, tid=301) for i, (us, a) in enumerate(steps)]
+    out.append(make_packet("vllm.request", "f" * 32, "00f0000000000001", t(100), t(2000),
+                           attrs={"request.id": "r1", "process.role": "api_server"}, pid=100, tid=101))
+    out.append(make_packet("vllm.request", "f" * 32, "00f0000000000002", t(650), t(950),
+                           attrs={"request.id": "r2", "process.role": "api_server"}, pid=100, tid=101))
+    return out
+
+
+R1_PHASES = [  # (name, start us, end us) relative to STEP_T0, nested in the request slice
+    ("queued", 200, 300), ("prefill chunk 1", 300, 400), ("prefill chunk 2", 400, 500),
+    ("decode", 500, 700), ("preemption", 700, 700), ("preempted", 700, 900), ("resume", 900, 900),
+    ("prefill chunk 1", 900, 1000), ("decode", 1000, 2000),
+]
+
+
+@pytest.fixture(scope="module")
+def step_written(mstrace_bin, tmp_path_factory):
+    perfetto_wasm.require()
+    tmp = tmp_path_factory.mktemp("steps")
+    write_both(mstrace_bin, tmp, "steps", step_stream())
+    q = {"stats": QUERIES["stats"], "request_slices": QUERIES["request_slices"],
+         "counters": QUERIES["counters"],
+         "request_args": "SELECT tr.name AS track, a.key, a.int_value FROM slice s JOIN track tr "
+                         "ON s.track_id = tr.id JOIN args a ON a.arg_set_id = s.arg_set_id "
+                         "WHERE tr.type = 'track' AND s.name = 'request' AND a.int_value IS NOT NULL"}
+    return dict(pftrace=perfetto_wasm.load(tmp / "steps.pftrace", q), json=tmp / "steps.json",
+                json_tp=perfetto_wasm.load(tmp / "steps.json", q))
+
+
+def json_request_slices(path):
+    """The JSON's async b/e events on request tracks as (track, name, ts, dur,
+    depth) in ns, paired as Perfetto pairs them (an e ends the innermost open b
+    of its id)."""
+    events = [e for e in json.loads(path.read_text(), parse_float=Decimal)
+              if e.get("cat") == "request" and e.get("ph") in "be"]
+    open_, out = {}, []
+    for e in events:  # file order: ties keep it, as the importer sorts stably
+        ts = int(Decimal(e["ts"]) * 1000)  # µs with 3 decimals: exact ns
+        stack = open_.setdefault(e["id"], [])
+        if e["ph"] == "b":
+            stack.append((e["name"], ts))
+        else:
+            name, start = stack.pop()
+            assert name == e["name"]
+            out.append((e["id"], name, start, ts - start, len(stack)))
+    assert all(not s for s in open_.values())
+    return sorted(out)
+
+
+def test_step_record_phases_on_request_tracks(step_written):
+    tp = step_written["pftrace"]
+    assert import_errors(tp) == {}
+    got = sorted((r["track"], r["name"], r["ts"], r["dur"], r["depth"]) for r in tp.rows("request_slices"))
+    want = [("r1", "request", STEP_T0 + 100_000, 1_900_000, 0)] + [
+        ("r1", n, STEP_T0 + a * 1000, (b - a) * 1000, 1) for n, a, b in R1_PHASES]
+    # r2: arrival 650, first scheduled 700 (queued_ns unknown: from arrival), done at 950
+    want += [("r2", "request", STEP_T0 + 650_000, 300_000, 0), ("r2", "queued", STEP_T0 + 650_000, 50_000, 1),
+             ("r2", "prefill chunk 1", STEP_T0 + 700_000, 200_000, 1),
+             ("r2", "decode", STEP_T0 + 900_000, 50_000, 1)]
+    assert got == sorted(want)
+    args = {(r["track"], r["key"]): r["int_value"] for r in tp.rows("request_args")}
+    assert args[("r1", "debug.request_preemptions")] == 1 and ("r2", "debug.request_preemptions") not in args
+
+
+def test_step_record_phases_agree_in_json(step_written):
+    """Both encodings draw the same request tracks (v20's JSON importer reads
+    no async events, so the JSON's are paired here as Perfetto pairs them)."""
+    tp = step_written["pftrace"]
+    got = sorted((r["track"], r["name"], r["ts"], r["dur"], r["depth"]) for r in tp.rows("request_slices"))
+    assert json_request_slices(step_written["json"]) == got
+
+
+def test_preemptions_counter_per_engine(step_written):
+    for tp, suffix in ((step_written["pftrace"], ""), (step_written["json_tp"], " value")):
+        c = sorted((r["ts"], r["value"]) for r in tp.rows("counters")
+                   if r["pid"] == 300 and r["name"] == "scheduler.preemptions" + suffix)
+        assert c == [(STEP_T0 + 310_000, 0), (STEP_T0 + 710_000, 1)], suffix

@@ -12,7 +12,9 @@ daemon. In-process checks read spans through `_native._capture`; env-rule
 and daemon checks run a child Python (the tracer is process-global).
 """
 
+import collections
 import collections.abc
+import enum
 import json
 import os
 import subprocess
@@ -331,6 +333,314 @@ def test_schedule_of_nothing_and_errors(native, cap, hooked):
     assert "request.ids" not in s["attributes"] and s["links"] == []
 
 
+# ------------------------------------------------------- the step record
+#
+# Stand-ins with the fields of vLLM 0.32's classes (vllm/v1/core/sched/output.py
+# NewRequestData, CachedRequestData, SchedulerOutput; vllm/v1/request.py Request;
+# vllm/v1/engine/__init__.py FinishReason), driven the way scheduler.py drives
+# them: schedule() advances num_computed_tokens and sets is_prefill_chunk
+# (_update_after_schedule) before it returns; update_from_output appends the
+# sampled token of every request that is not mid-prefill.
+
+
+class FinishReason(enum.IntEnum):
+    STOP = 0
+    LENGTH = 1
+    ABORT = 2
+
+
+@dataclass
+class VNewRequestData:
+    req_id: str
+    prompt_token_ids: list
+    mm_features: list
+    sampling_params: object
+    pooling_params: object
+    block_ids: tuple
+    num_computed_tokens: int
+    lora_request: object = None
+
+
+@dataclass
+class VCachedRequestData:
+    req_ids: list
+    resumed_req_ids: set
+    new_token_ids: list
+    all_token_ids: dict
+    new_block_ids: list
+    num_computed_tokens: list
+    num_output_tokens: list
+
+
+@dataclass
+class VSchedulerOutput:
+    scheduled_new_reqs: list
+    scheduled_cached_reqs: VCachedRequestData
+    num_scheduled_tokens: dict
+    total_num_scheduled_tokens: int
+    scheduled_spec_decode_tokens: dict
+    scheduled_encoder_inputs: dict
+    finished_req_ids: set
+    free_encoder_mm_hashes: list
+    preempted_req_ids: set = None
+
+
+class VRequest:
+    """vllm.v1.request.Request: the fields the step record reads."""
+    def __init__(self, request_id, prompt):
+        self.request_id = request_id
+        self.prompt_token_ids = list(range(prompt))
+        self.num_prompt_tokens = prompt
+        self._output_token_ids = []
+        self._all_token_ids = list(self.prompt_token_ids)
+        self.num_computed_tokens = 0
+        self.is_prefill_chunk = False
+        self.num_preemptions = 0
+        self.num_output_placeholders = 0
+        self.trace_headers = None
+
+    @property
+    def num_tokens(self):
+        return len(self._all_token_ids)
+
+
+class VScheduler:
+    """vllm.v1.core.sched.scheduler.Scheduler, reduced to what a step is made
+    of; each schedule() call is planned by the test with plan()."""
+    def __init__(self, max_num_seqs=4, max_tokens=64):
+        self.requests = {}
+        self.waiting = collections.deque()
+        self.running = []
+        self.max_num_running_reqs = max_num_seqs
+        self.max_num_scheduled_tokens = max_tokens
+        self.kv_cache_manager = KVCacheManager(0.5)
+        self.finished_req_ids = set()
+        self.preempted = set()
+        self._plan = None
+
+    def add_request(self, request):
+        self.waiting.append(request)
+        self.requests[request.request_id] = request
+
+    def plan(self, tokens, new=(), hits=None, resumed=(), spec=None):
+        self._plan = (tokens, list(new), hits or {}, set(resumed), spec or {})
+
+    def preempt(self, rid):
+        r = self.requests[rid]
+        r.num_computed_tokens = 0
+        r.num_preemptions += 1
+        self.running.remove(r)
+        self.waiting.appendleft(r)
+        self.preempted.add(rid)
+
+    def schedule(self):
+        tokens, new, hits, resumed, spec = self._plan
+        for rid in new + sorted(resumed):
+            r = self.requests[rid]
+            self.waiting.remove(r)
+            self.running.append(r)
+            r.num_computed_tokens = hits.get(rid, 0)
+        new_data = [VNewRequestData(rid, self.requests[rid].prompt_token_ids, [], None, None, ([],),
+                                    self.requests[rid].num_computed_tokens) for rid in new]
+        cached_ids = [rid for rid in tokens if rid not in new]
+        cached = VCachedRequestData(cached_ids, set(resumed), [], {}, [],
+                                    [self.requests[r].num_computed_tokens for r in cached_ids],
+                                    [len(self.requests[r]._output_token_ids) for r in cached_ids])
+        so = VSchedulerOutput(new_data, cached, dict(tokens), sum(tokens.values()), dict(spec), {},
+                              self.finished_req_ids, [], self.preempted)
+        for rid, n in tokens.items():  # _update_after_schedule
+            r = self.requests[rid]
+            r.num_computed_tokens += n
+            r.is_prefill_chunk = r.num_computed_tokens < r.num_tokens + r.num_output_placeholders
+        self.finished_req_ids, self.preempted = set(), set()
+        return so
+
+    def update_from_output(self, so, finished=()):
+        for rid in so.num_scheduled_tokens:
+            r = self.requests[rid]
+            if not r.is_prefill_chunk:
+                r._output_token_ids.append(7)
+                r._all_token_ids.append(7)
+        for rid in finished:
+            r = self.requests.pop(rid)
+            self.running.remove(r)
+            self.finished_req_ids.add(rid)
+
+
+@pytest.fixture
+def vsched(native):
+    saved = dict(VScheduler.__dict__)
+    VScheduler.add_request = native.Hook(saved["add_request"], name="vllm.scheduler.add_request",
+                                         domain="Schedule", adapter="request_context")
+    VScheduler.schedule = native.Hook(saved["schedule"], name="vllm.scheduler.schedule", domain="Schedule",
+                                      adapter="schedule")
+    yield VScheduler
+    VScheduler.add_request = saved["add_request"]
+    VScheduler.schedule = saved["schedule"]
+
+
+def step_attrs(cap):
+    s = [x for x in cap if x["name"] == "vllm.scheduler.schedule"]
+    cap.clear()
+    assert len(s) == 1
+    return s[0]["attributes"]
+
+
+def test_step_record_through_prefill_preemption_resume_and_finish(native, cap, vsched):
+    failures = native.stats()["hook_failures"]
+    sched = VScheduler(max_num_seqs=4, max_tokens=10)
+    t0 = time.time_ns()
+    sched.add_request(VRequest("a", 12))
+    t1 = time.time_ns()
+    sched.add_request(VRequest("b", 6))
+    t2 = time.time_ns()
+    cap.clear()
+
+    # step 0: a's first chunk (4 of its 12 prompt tokens from the prefix cache), b's whole prompt
+    sched.plan({"a": 4, "b": 6}, new=["a", "b"], hits={"a": 4})
+    so = sched.schedule()
+    a0 = step_attrs(cap)
+    assert a0["request.ids"] == ["a", "b"] and a0["step.tokens"] == ["4", "6"]
+    assert a0["step.phase"] == "pP"
+    assert a0["step.new_ids"] == ["a", "b"] and a0["step.prefix_hit_tokens"] == ["4", "0"]
+    qa, qb = (int(x) for x in a0["step.queued_ns"])
+    assert t0 <= qa <= t1 <= qb <= t2  # when Scheduler.add_request ran
+    assert a0["scheduler.max_num_seqs"] == 4 and a0["scheduler.max_num_batched_tokens"] == 10
+    for k in ("step.resumed_ids", "step.preempted_ids", "step.finished_ids"):
+        assert k not in a0  # empty lists are not written
+    first = a0["step.index"]
+    sched.update_from_output(so)
+
+    # step 1: a's last chunk (samples its first token), b decodes
+    sched.plan({"b": 1, "a": 4})
+    so = sched.schedule()
+    a1 = step_attrs(cap)
+    assert a1["step.index"] == first + 1
+    assert a1["request.ids"] == ["b", "a"] and a1["step.phase"] == "dP" and a1["step.tokens"] == ["1", "4"]
+    assert "step.new_ids" not in a1 and "step.queued_ns" not in a1
+    sched.update_from_output(so)
+
+    # step 2: a is preempted (the KV cache is full), b decodes
+    sched.preempt("a")
+    sched.plan({"b": 1})
+    so = sched.schedule()
+    a2 = step_attrs(cap)
+    assert a2["step.preempted_ids"] == ["a"] and a2["step.phase"] == "d"
+    sched.update_from_output(so)
+
+    # step 3: a resumes and recomputes its 12 + 1 tokens in two chunks; b decodes
+    sched.plan({"b": 1, "a": 9}, resumed={"a"})
+    so = sched.schedule()
+    a3 = step_attrs(cap)
+    assert a3["step.resumed_ids"] == ["a"] and a3["step.phase"] == "dp"  # not decoding any more
+    sched.update_from_output(so)
+    sched.plan({"b": 1, "a": 4})  # 9 + 4 = 13: the chunk that samples again, past the prompt
+    so = sched.schedule()
+    a4 = step_attrs(cap)
+    assert a4["step.phase"] == "dP" and "step.resumed_ids" not in a4
+    sched.update_from_output(so, finished=["b"])
+
+    # step 5: b finished since the last step; a decodes with 2 speculative tokens
+    sched.plan({"a": 3}, spec={"a": [-1, -1]})
+    so = sched.schedule()
+    a5 = step_attrs(cap)
+    assert a5["step.finished_ids"] == ["b"] and a5["step.phase"] == "d" and a5["step.tokens"] == ["3"]
+    assert a5["step.index"] == first + 5
+    assert native.stats()["hook_failures"] == failures
+
+
+def test_step_record_resumed_forms_of_other_vllm_versions(native, cap, vsched):
+    sched = VScheduler()
+    for rid in ("x", "y"):
+        sched.add_request(VRequest(rid, 4))
+    sched.plan({"x": 4, "y": 4}, new=["x", "y"])
+    sched.update_from_output(sched.schedule())
+    sched.preempt("x")
+    sched.preempt("y")
+    cap.clear()
+    # The V2 model runner sends resumed requests as new ones (scheduler.py:
+    # scheduled_new_reqs.extend(scheduled_resumed_reqs)): told apart by num_preemptions.
+    sched.plan({"x": 5}, new=["x"])
+    sched.schedule()
+    a = step_attrs(cap)
+    assert a["step.resumed_ids"] == ["x"] and "step.new_ids" not in a and a["step.phase"] == "P"
+    # vLLM before resumed_req_ids: CachedRequestData.resumed_from_preemption, parallel to req_ids
+    sched.plan({"x": 1, "y": 5}, resumed={"y"})
+    so = sched.schedule()
+    del so  # (built by schedule(); rebuilt below in the old shape)
+    cap.clear()
+
+    @dataclass
+    class OldCached:
+        req_ids: list
+        resumed_from_preemption: list
+
+    old = VSchedulerOutput([], OldCached(["x", "y"], [False, True]), {"x": 1, "y": 1}, 2, {}, {}, set(), [])
+    hook = native.Hook(lambda self: old, name="vllm.scheduler.schedule", adapter="schedule")
+    hook(sched)
+    a = step_attrs(cap)
+    assert a["step.resumed_ids"] == ["y"] and "step.preempted_ids" not in a
+
+
+class RaisingRequest(VRequest):
+    @property
+    def num_prompt_tokens(self):
+        raise RuntimeError("torn")
+
+    @num_prompt_tokens.setter
+    def num_prompt_tokens(self, v):
+        pass
+
+
+def test_step_record_missing_or_raising_fields_are_not_recorded(native, cap, hooked):
+    failures = native.stats()["hook_failures"]
+    # a SchedulerOutput with only the batch (older or foreign shapes)
+    Scheduler(scheduler_output({"m": 3})).schedule()
+    a = step_attrs(cap)
+    assert a["step.tokens"] == ["3"] and "step.phase" not in a and "scheduler.max_num_seqs" not in a
+    assert a["step.new_ids"] == ["m"] and "step.prefix_hit_tokens" not in a  # NewRequestData without it
+    # a Request whose field raises: no step.phase, the rest recorded
+    sched = VScheduler()
+    sched.requests["r"] = RaisingRequest("r", 4)
+    sched.waiting.append(sched.requests["r"])
+    hook = native.Hook(VScheduler.schedule, name="vllm.scheduler.schedule", adapter="schedule")
+    sched.plan({"r": 4}, new=["r"])
+    hook(sched)
+    a = step_attrs(cap)
+    assert "step.phase" not in a and a["step.tokens"] == ["4"] and a["step.new_ids"] == ["r"]
+    assert native.stats()["hook_failures"] == failures
+
+
+def test_step_record_of_a_256_request_batch_is_whole(native, cap, vsched):
+    sched = VScheduler(max_num_seqs=256, max_tokens=8192)
+    ids = ["cmpl-%032x-0-%08x" % (i, i) for i in range(256)]
+    for rid in ids:
+        sched.add_request(VRequest(rid, 8))
+        native.register_request(rid, tp(T1, "%016x" % (len(rid) + ids.index(rid) + 1)))
+    sched.plan({r: 8 for r in ids}, new=ids)
+    sched.update_from_output(sched.schedule())
+    cap.clear()
+    sched.plan({r: 1 for r in ids})
+    sched.schedule()
+    a = step_attrs(cap)
+    assert a["request.ids"] == ids and a["batch.request_count"] == 256
+    assert a["step.tokens"] == ["1"] * 256 and a["step.phase"] == "d" * 256
+
+
+def test_output_adapter_records_finish_reasons(native, cap):
+    for r, (t, sid) in {"o1": (T1, S1), "o2": (T2, S2)}.items():
+        native.register_request(r, tp(t, sid))
+    h = native.Hook(lambda outs: None, name="vllm.output.process", adapter="output")
+    h([EngineCoreOutput("o1", finish_reason=FinishReason.LENGTH), EngineCoreOutput("o2"),
+       EngineCoreOutput("o3", finish_reason=FinishReason.STOP), EngineCoreOutput("o4", finish_reason="abort")])
+    a = only(cap, "vllm.output.process")["attributes"]
+    assert a["output.finished_ids"] == ["o1", "o3", "o4"]
+    assert a["output.finish_reasons"] == ["length", "stop", "abort"]
+    cap.clear()
+    h([EngineCoreOutput("o2")])
+    assert "output.finished_ids" not in only(cap, "vllm.output.process")["attributes"]
+
+
 # ------------------------------------------------------------------ model
 
 
@@ -477,14 +787,17 @@ def test_output_learns_contexts_from_trace_headers(native, cap):
 
 
 def test_per_span_limits(native, cap, hooked):
-    ids = {"req-%03d" % i: 1 for i in range(300)}
+    ids = {"req-%04d" % i: 1 for i in range(1100)}
     for r in ids:
         native.register_request(r, tp(T1, "%016x" % (int(r[4:]) + 1)))
     Scheduler(scheduler_output(ids)).schedule()
     s = only(cap, "vllm.scheduler.schedule")
-    assert len(s["attributes"]["request.ids"]) == 128
+    a = s["attributes"]
+    assert len(a["request.ids"]) == 1024  # list items per span (docs/reference/spans.md "Limits")
+    assert a["request.ids"] == list(ids)[:1024]
+    assert a["step.tokens"] == ["1"] * 1024  # parallel lists are cut alike
     assert len(s["links"]) == 128
-    assert s["attributes"]["batch.request_count"] == 300
+    assert a["batch.request_count"] == 1100  # the truth, whatever the lists hold
 
 
 def test_request_table_evicts_the_oldest(native, cap):
@@ -767,3 +1080,58 @@ def test_spans_reach_the_perfetto_daemon_including_a_forked_child(native, subpro
     # (the requests' remote parents) never arrive, so only destinations may
     # wait; the file must still be valid JSON (json.loads above).
     assert isinstance(flows, list)
+
+
+def test_a_missing_step_field_is_named_once_per_process(native, subprocess_env):
+    p = run_child(subprocess_env, """
+        n.init(null_exporter=True)
+        class SO:
+            num_scheduled_tokens = {"q": 1}
+            total_num_scheduled_tokens = 1
+        class Sched:
+            waiting = running = ()
+            def schedule(self):
+                return SO()
+        Sched.schedule = n.Hook(Sched.schedule, name="vllm.scheduler.schedule", adapter="schedule")
+        for _ in range(3):
+            Sched().schedule()
+        print(json.dumps(n.stats()["hook_failures"]))
+    """)
+    assert json.loads(p.stdout) == 0
+    lines = p.stderr.splitlines()
+    for field in ("Scheduler.requests", "SchedulerOutput.scheduled_new_reqs", "SchedulerOutput.preempted_req_ids",
+                  "Scheduler.max_num_running_reqs"):
+        assert sum(field in l for l in lines) == 1, p.stderr
+    assert all("INFO" in l for l in lines if "could not be read" in l), p.stderr
+
+
+WHOLE_STEP = """
+info = n.init(forward_socket=%(sock)r, otlp=False)
+assert info["exporters"] == ["perfetto"], info
+ids = ["cmpl-%%032x-0-%%08x" %% (i, i) for i in range(1024)]
+class SO:
+    num_scheduled_tokens = {r: 1 + i %% 3 for i, r in enumerate(ids)}
+    total_num_scheduled_tokens = sum(num_scheduled_tokens.values())
+    scheduled_new_reqs = []
+    preempted_req_ids = set(ids[:600])
+    finished_req_ids = set()
+class Sched:
+    def schedule(self):
+        return SO()
+Sched.schedule = n.Hook(Sched.schedule, name="vllm.scheduler.schedule", adapter="schedule")
+Sched().schedule()
+assert n.flush(10000)
+print(json.dumps(ids))
+"""
+
+
+def test_a_whole_1024_request_step_reaches_the_daemon(native, subprocess_env, daemon):
+    """The lists of a step as big as vLLM's largest default max_num_seqs go
+    through the real exporter, wire and forwarder uncut."""
+    p = run_child(subprocess_env, WHOLE_STEP % {"sock": daemon.socket_name})
+    ids = json.loads(p.stdout)
+    (s,) = [e for e in daemon.events(1) if e.get("ph") == "X" and e["name"] == "vllm.scheduler.schedule"]
+    a = s["args"]
+    assert a["request.ids"] == ids and a["batch.request_count"] == 1024
+    assert a["step.tokens"] == [str(1 + i % 3) for i in range(1024)]
+    assert sorted(a["step.preempted_ids"]) == sorted(ids[:600])

@@ -135,9 +135,9 @@ static void test_attribute_limits(void) {
     mst_span_set_int(s, "k1", -5);
     mst_span_set_double(s, "k2", 2.5);
     mst_span_set_bool(s, "k3", true);
-    const char *items[200];
-    for (int i = 0; i < 200; i++) items[i] = (i % 2) ? "b" : "a";
-    mst_span_set_str_list(s, "k4", items, 200);
+    const char *items[MST_MAX_LIST_ITEMS + 72];
+    for (int i = 0; i < MST_MAX_LIST_ITEMS + 72; i++) items[i] = (i % 2) ? "b" : "a";
+    mst_span_set_str_list(s, "k4", items, MST_MAX_LIST_ITEMS + 72);
     char big[1100];
     memset(big, 'x', sizeof big);
     big[1023] = (char)0xc3; /* é straddles the 1024-byte limit */

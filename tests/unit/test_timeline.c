@@ -272,6 +272,101 @@ static void test_json_numbers_as_libc(void) {
     }
 }
 
+/* The step record of each schedule span (docs/architecture.md "1a") gives
+ * the request's phases: queued from step.queued_ns, one slice per prefill
+ * chunk, decode, preempted between the preempting and the resuming step,
+ * zero-length markers there, and the preemptions counter per engine. */
+static void test_step_record_phases(void) {
+    mst_timeline *tl = mst_timeline_new(100);
+    got g = {0};
+    tick(tl, &g, 1000);
+    feed(tl, &g, "vllm.request", "0000000000000001", 100, 2000, "\"request.id\":\"r1\"");
+#define SCHED(...) "\"scheduler.waiting\":1,\"scheduler.running\":1," __VA_ARGS__
+    feed(tl, &g, "vllm.scheduler.schedule", "0000000000000002", 300, 310,
+         SCHED("\"request.ids\":[\"r1\"],\"step.phase\":\"p\",\"step.new_ids\":[\"r1\"],"
+               "\"step.queued_ns\":[\"200\"]"));
+    feed(tl, &g, "vllm.scheduler.schedule", "0000000000000003", 400, 410,
+         SCHED("\"request.ids\":[\"r1\"],\"step.phase\":\"P\""));
+    feed(tl, &g, "vllm.scheduler.schedule", "0000000000000004", 500, 510,
+         SCHED("\"request.ids\":[\"r1\"],\"step.phase\":\"d\""));
+    feed(tl, &g, "vllm.scheduler.schedule", "0000000000000005", 600, 610,
+         SCHED("\"request.ids\":[\"r1\"],\"step.phase\":\"d\""));
+    feed(tl, &g, "vllm.scheduler.schedule", "0000000000000006", 700, 710,
+         SCHED("\"request.ids\":[\"r2\"],\"step.phase\":\"P\",\"step.preempted_ids\":[\"r1\"]"));
+    feed(tl, &g, "vllm.scheduler.schedule", "0000000000000007", 900, 910,
+         SCHED("\"request.ids\":[\"r2\",\"r1\"],\"step.phase\":\"dP\",\"step.resumed_ids\":[\"r1\"]"));
+    feed(tl, &g, "vllm.scheduler.schedule", "0000000000000008", 1000, 1010,
+         SCHED("\"request.ids\":[\"r1\"],\"step.phase\":\"d\""));
+#undef SCHED
+    mst_timeline_finish_all(tl, &(mst_tl_sink){&g, on_request, on_counter});
+    const mst_tl_request *r = find_req(&g, "r1");
+    CHECK(r != NULL);
+    if (!r) {
+        mst_timeline_free(tl);
+        return;
+    }
+    static const struct { const char *name; int64_t start, end; } want[] = {
+        {"queued", 200, 300},          {"prefill chunk 1", 300, 400}, {"prefill chunk 2", 400, 500},
+        {"decode", 500, 700},          {"preemption", 700, 700},      {"preempted", 700, 900},
+        {"resume", 900, 900},          {"prefill chunk 1", 900, 1000}, {"decode", 1000, 2000},
+    };
+    CHECK_EQ_INT(r->n_phases, sizeof want / sizeof want[0]);
+    for (unsigned i = 0; i < r->n_phases && i < sizeof want / sizeof want[0]; i++) {
+        CHECK_EQ_STR(r->phases[i].name, want[i].name);
+        CHECK_EQ_INT(r->phases[i].start_ns, want[i].start);
+        CHECK_EQ_INT(r->phases[i].end_ns, want[i].end);
+    }
+    CHECK_EQ_INT(r->preemptions, 1);
+    CHECK_EQ_INT(r->steps, 6);
+    /* the preemptions counter: 0 at the engine's first step record, 1 after */
+    int64_t seen[2][2];
+    size_t n = 0;
+    for (size_t i = 0; i < g.n_ctr; i++)
+        if (strcmp(g.ctr[i].name, MST_TL_PREEMPTIONS) == 0 && n < 2) {
+            seen[n][0] = g.ctr[i].ts_ns;
+            seen[n][1] = g.ctr[i].i;
+            n++;
+        }
+    CHECK_EQ_INT(n, 2);
+    if (n == 2) {
+        CHECK_EQ_INT(seen[0][0], 310);
+        CHECK_EQ_INT(seen[0][1], 0);
+        CHECK_EQ_INT(seen[1][0], 710);
+        CHECK_EQ_INT(seen[1][1], 1);
+    }
+    mst_tl_stats st;
+    mst_timeline_get_stats(tl, &st);
+    CHECK_EQ_INT(st.phases_dropped, 0);
+    mst_timeline_free(tl);
+}
+
+/* A prefill in more chunks than a request keeps: the last kept chunk
+ * stands for the rest, the decode is still recorded, the drop is counted. */
+static void test_step_record_phases_are_bounded(void) {
+    mst_timeline *tl = mst_timeline_new(10);
+    got g = {0};
+    char id[17];
+    for (int i = 0; i < 100; i++) {
+        snprintf(id, sizeof id, "%016x", i + 1);
+        feed(tl, &g, "vllm.scheduler.schedule", id, 100 + i * 10, 105 + i * 10,
+             "\"scheduler.running\":1,\"request.ids\":[\"long\"],\"step.phase\":\"p\"");
+    }
+    feed(tl, &g, "vllm.scheduler.schedule", "00000000000000ff", 2000, 2005,
+         "\"scheduler.running\":1,\"request.ids\":[\"long\"],\"step.phase\":\"d\"");
+    mst_timeline_finish_all(tl, &(mst_tl_sink){&g, on_request, on_counter});
+    const mst_tl_request *r = find_req(&g, "long");
+    CHECK(r && r->n_phases == MST_TL_MAX_STEP_PHASES - 4 + 1);
+    if (r) {
+        CHECK_EQ_STR(r->phases[r->n_phases - 1].name, "decode");
+        CHECK_EQ_INT(r->phases[r->n_phases - 1].start_ns, 2000);
+        CHECK_EQ_INT(r->phases[r->n_phases - 2].end_ns, 2000);
+    }
+    mst_tl_stats st;
+    mst_timeline_get_stats(tl, &st);
+    CHECK_EQ_INT(st.phases_dropped, 100 - (MST_TL_MAX_STEP_PHASES - 4));
+    mst_timeline_free(tl);
+}
+
 static const mst_test_case TESTS[] = {
     {"request_span_gives_track_and_phases", test_request_span_gives_track_and_phases},
     {"steps_only_request_completes_at_the_end", test_steps_only_request_completes_at_the_end},
@@ -282,6 +377,8 @@ static const mst_test_case TESTS[] = {
     {"flow_ids", test_flow_ids},
     {"json_numbers_as_libc", test_json_numbers_as_libc},
     {"span_flow_id_as_general", test_span_flow_id_as_general},
+    {"step_record_phases", test_step_record_phases},
+    {"step_record_phases_are_bounded", test_step_record_phases_are_bounded},
 };
 
 MST_TEST_MAIN(TESTS)

@@ -5,8 +5,12 @@
  * span links to the requests' known contexts, registration of a request's
  * context (request / request_context) and dropping it when it finishes
  * (output), and after a scheduling step the scheduler's waiting/running
- * queue lengths and KV-cache usage (the forwarder plots them as counters). Objects are duck-typed by attribute name only, so the same code
- * serves vLLM's dataclasses/msgspec structs and test doubles.
+ * queue lengths and KV-cache usage (the forwarder plots them as counters).
+ * It drives the step record (step_record.c: per scheduled request, in the
+ * same pass over num_scheduled_tokens; finished outputs' reasons) and notes
+ * when the scheduler received each request (queued_times.c). Objects are
+ * duck-typed by attribute name only, so the same code serves vLLM's
+ * dataclasses/msgspec structs and test doubles.
  *
  * Error rule: a missing attribute or an unexpected shape means "nothing to
  * record" (return 0); only a Python exception raised while reading (a
@@ -16,7 +20,9 @@
 #include "adapters.h"
 #include "context.h"
 #include "pyattr.h"
+#include "queued_times.h"
 #include "reqtable.h"
+#include "state.h"
 
 /* Objects that cannot be a request / SchedulerOutput: skip without getattr. */
 static bool plain_value(PyObject *o) {
@@ -33,17 +39,21 @@ void mstn_batch_init(mstn_batch *b) {
     b->scheduled_tokens = -1;
     b->waiting = b->running = -1;
     b->kv_usage = -1.0;
+    b->step = NULL;
 }
 
 void mstn_batch_release(mstn_batch *b) {
     for (size_t i = 0; i < b->n_ids; i++)
         Py_DECREF(b->owned[i]);
     b->n_ids = 0;
+    mstn_step_release(b->step);
+    b->step = NULL;
 }
 
 /* Adds one request id: stored (with a link when its context is known and
  * sampled); a request whose context is known but unsampled is left out
- * entirely ("nothing recorded for that request"). */
+ * entirely ("nothing recorded for that request"). 1 stored, 0 left out,
+ * -1 error. */
 static int batch_add_id(mstn_batch *b, PyObject *key) {
     if (b->n_ids >= MSTN_MAX_IDS) {
         b->n_ids_dropped++;
@@ -70,7 +80,7 @@ static int batch_add_id(mstn_batch *b, PyObject *key) {
         b->link_idx[b->n_links] = (uint16_t)i;
         b->n_links++;
     }
-    return 0;
+    return 1;
 }
 
 static int as_int64(PyObject *v, int64_t *out) {
@@ -85,7 +95,9 @@ static int as_int64(PyObject *v, int64_t *out) {
     return 1;
 }
 
-int mstn_batch_from_scheduler_output(mstn_batch *b, PyObject *so) {
+/* The batch of a SchedulerOutput; with b->step set, each stored request's
+ * tokens and phase go into the step record too. */
+static int batch_from_nst(mstn_batch *b, PyObject *so) {
     PyObject *nst = NULL, *total = NULL;
     int r = mstn_getattr_opt(so, mstn_n.num_scheduled_tokens, &nst);
     if (r <= 0)
@@ -97,7 +109,11 @@ int mstn_batch_from_scheduler_output(mstn_batch *b, PyObject *so) {
         b->request_count = PyDict_GET_SIZE(nst);
         while (PyDict_Next(nst, &pos, &key, &val)) {
             Py_INCREF(key);
+            Py_INCREF(val);
             rc = batch_add_id(b, key);
+            if (rc > 0 && b->step)
+                mstn_step_scheduled(b->step, key, val);
+            Py_DECREF(val);
             Py_DECREF(key);
             if (rc < 0)
                 break;
@@ -113,6 +129,23 @@ int mstn_batch_from_scheduler_output(mstn_batch *b, PyObject *so) {
         as_int64(total, &b->scheduled_tokens);
         Py_DECREF(total);
     }
+    return 0;
+}
+
+int mstn_batch_from_schedule(mstn_batch *b, PyObject *so, PyObject *sched) {
+    if (sched && plain_value(sched))
+        sched = NULL;
+    if (plain_value(so))
+        so = NULL;
+    b->step = mstn_step_acquire();
+    if (b->step)
+        mstn_step_begin(b->step, so, sched);
+    if (!so)
+        return 0;
+    if (batch_from_nst(b, so) < 0)
+        return -1;
+    if (b->step)
+        mstn_step_finish(b->step, so, sched);
     return 0;
 }
 
@@ -191,7 +224,7 @@ static int visit_scheduler_output(PyObject *arg, void *state) {
     Py_DECREF(nst);
     if (!is_dict)
         return 0;
-    return mstn_batch_from_scheduler_output(b, arg) < 0 ? -1 : 1;
+    return batch_from_nst(b, arg) < 0 ? -1 : 1;
 }
 
 static PyObject *kwarg(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
@@ -272,6 +305,19 @@ static int learn_from_output(PyObject *o, PyObject *rid) {
     return r;
 }
 
+/* An output with finish_reason set goes into output.finished_ids /
+ * finish_reasons (b->step, taken on the first). 0, or -1 on error. */
+static int note_finished(mstn_batch *b, PyObject *o, const char *id) {
+    PyObject *fr = NULL;
+    int r = mstn_getattr_opt(o, mstn_n.finish_reason, &fr);
+    if (r <= 0)
+        return r;
+    if (fr != Py_None && (b->step || (b->step = mstn_step_acquire())))
+        mstn_step_output_finished(b->step, id, fr);
+    Py_DECREF(fr);
+    return 0;
+}
+
 int mstn_batch_from_output_args(mstn_batch *b, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kwnames, PyObject **outputs_list) {
     PyObject *list = NULL;
@@ -289,8 +335,12 @@ int mstn_batch_from_output_args(mstn_batch *b, PyObject *const *args, Py_ssize_t
             r = learn_from_output(o, rid);
         /* request_id None names no request (as in the request adapter), not
          * the request whose id is the string "None". */
-        if (r >= 0 && rid && rid != Py_None)
+        if (r >= 0 && rid && rid != Py_None) {
+            size_t at = b->n_ids;
             r = batch_add_id(b, rid);
+            if (r > 0)
+                r = note_finished(b, o, b->ids[at]);
+        }
         Py_XDECREF(rid);
         Py_DECREF(o);
         if (r < 0) {
@@ -388,6 +438,16 @@ int mstn_register_from_args(PyObject *const *args, Py_ssize_t nargs, PyObject *k
             }
             headers_from_obj = true;
         }
+    }
+    /* request_context (EngineCore.add_request, then Scheduler.add_request:
+     * the later wins): when the scheduler received it, for step.queued_ns. */
+    if (!kw_allowed && mstn_g.tracer && rid && PyUnicode_Check(rid)) {
+        Py_ssize_t n = 0;
+        const char *u = PyUnicode_AsUTF8AndSize(rid, &n);
+        if (u)
+            mstn_queued_put(u, (size_t)n, mst_clock_now_ns());
+        else
+            PyErr_Clear();
     }
     /* Only the request adapter (kw_allowed) may auto-generate: it runs in
      * the front-end process and writes the decision into trace_headers

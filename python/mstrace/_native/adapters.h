@@ -8,6 +8,7 @@
 #define MST_NATIVE_ADAPTERS_H
 
 #include "native_types.h"
+#include "step_record.h"
 
 typedef enum mstn_adapter {
     MSTN_AD_CALL = 0,
@@ -35,13 +36,19 @@ typedef struct mstn_batch {
     int64_t scheduled_tokens;              /* -1 = not set                 */
     int64_t waiting, running;              /* scheduler queues; -1 = not set */
     double kv_usage;                       /* 0..1; < 0 = not set          */
+    mstn_step *step;                       /* schedule: the step record; output:
+                                              finished requests; else NULL  */
 } mstn_batch;
 
 void mstn_batch_init(mstn_batch *b);
+/* Drops the id references and the step record, if any. */
 void mstn_batch_release(mstn_batch *b);
 /* Extractors: 0 on success (nothing found is success), -1 with a Python
  * exception when the hook's own logic failed. */
-int mstn_batch_from_scheduler_output(mstn_batch *b, PyObject *so);
+/* After Scheduler.schedule: the batch and the step record (b->step, taken
+ * here) from its SchedulerOutput `so` and the Scheduler `sched` (NULL when
+ * unknown). The record's own reads never fail (step_record.h). */
+int mstn_batch_from_schedule(mstn_batch *b, PyObject *so, PyObject *sched);
 /* After Scheduler.schedule: the scheduler's queue lengths (len(waiting),
  * len(running)) and KV-cache usage (kv_cache_manager.usage, 0..1). Each is
  * optional: what cannot be read is simply not recorded (never -1). */

@@ -105,7 +105,7 @@ static PyObject *arun_end(PyObject *self, PyObject *const *args, Py_ssize_t narg
     mstn_batch local;
     if (r->adapter == MSTN_AD_SCHEDULE && !r->disabled) {
         mstn_batch_init(&local);
-        if (ok && mstn_batch_from_scheduler_output(&local, result) < 0)
+        if (ok && mstn_batch_from_schedule(&local, result, NULL) < 0)
             mstn_hook_failed(r);
         a->started = mstn_hook_span_begin(r, &a->sr, &local, a->t0);
     }

@@ -111,6 +111,8 @@ void mstn_hook_span_finish(MstnHook *r, mstn_span_run *sr, const mstn_batch *b, 
             mst_span_set_int(span, "scheduler.running", b->running);
         if (b->kv_usage >= 0.0)
             mst_span_set_double(span, "kv_cache.usage", b->kv_usage);
+        if (b->step)
+            mstn_step_apply(b->step, span, b->n_ids);
         for (size_t i = 0; i < b->n_links; i++) {
             mst_span_context lc;
             mst_attr_in a;
@@ -131,8 +133,8 @@ void mstn_hook_span_finish(MstnHook *r, mstn_span_run *sr, const mstn_batch *b, 
     if (mstn_g.capture) {
         PyObject *t, *v, *tb;
         PyErr_Fetch(&t, &v, &tb);
-        mstn_capture_span(r->name, r->scope_name, r->kind, &sr->ctx, sr->has_parent ? &sr->parent : NULL,
-                          sr->t0, t1, b, !ok, msg);
+        mstn_capture_span(span, r->name, r->scope_name, r->kind, &sr->ctx,
+                          sr->has_parent ? &sr->parent : NULL, sr->t0, t1, !ok, msg);
         PyErr_Restore(t, v, tb);
     }
     mst_span_end(span, t1);

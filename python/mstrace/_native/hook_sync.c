@@ -38,7 +38,7 @@ static PyObject *batch_adapter(MstnHook *h, MstnHook *r, PyObject *const *args, 
         PyObject *t = NULL, *v = NULL, *tb = NULL;
         if (!res)
             PyErr_Fetch(&t, &v, &tb);
-        else if (mstn_batch_from_scheduler_output(&b, res) < 0)
+        else if (mstn_batch_from_schedule(&b, res, nargs > 0 ? args[0] : NULL) < 0)
             mstn_hook_failed(r);
         else if (nargs > 0)
             mstn_batch_from_scheduler(&b, args[0]); /* self: the Scheduler */

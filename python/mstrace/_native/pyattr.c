@@ -39,6 +39,24 @@ int mstn_names_init(void) {
     N(running, "running");
     N(kv_cache_manager, "kv_cache_manager");
     N(usage, "usage");
+    /* the step record (step_record.c) */
+    N(requests, "requests");
+    N(is_prefill_chunk, "is_prefill_chunk");
+    N(num_computed_tokens, "num_computed_tokens");
+    N(num_prompt_tokens, "num_prompt_tokens");
+    N(num_tokens, "num_tokens");
+    N(num_output_placeholders, "num_output_placeholders");
+    N(num_preemptions, "num_preemptions");
+    N(scheduled_new_reqs, "scheduled_new_reqs");
+    N(req_id, "req_id");
+    N(scheduled_cached_reqs, "scheduled_cached_reqs");
+    N(resumed_req_ids, "resumed_req_ids");
+    N(resumed_from_preemption, "resumed_from_preemption");
+    N(req_ids, "req_ids");
+    N(preempted_req_ids, "preempted_req_ids");
+    N(finished_req_ids, "finished_req_ids");
+    N(max_num_running_reqs, "max_num_running_reqs");
+    N(max_num_scheduled_tokens, "max_num_scheduled_tokens");
 #undef N
     return 0;
 }

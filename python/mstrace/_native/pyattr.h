@@ -34,7 +34,11 @@ typedef struct mstn_names {
     PyObject *request_id, *trace_headers, *traceparent, *tracestate,
         *num_scheduled_tokens, *total_num_scheduled_tokens, *outputs,
         *finish_reason, *iscoroutinefunction, *func, *get, *scheduler_output,
-        *arrival_time, *external_req_id, *waiting, *running, *kv_cache_manager, *usage;
+        *arrival_time, *external_req_id, *waiting, *running, *kv_cache_manager, *usage,
+        /* the step record (step_record.c) */
+        *requests, *is_prefill_chunk, *num_computed_tokens, *num_prompt_tokens, *num_tokens, *num_output_placeholders,
+        *num_preemptions, *scheduled_new_reqs, *req_id, *scheduled_cached_reqs, *resumed_req_ids, *resumed_from_preemption,
+        *req_ids, *preempted_req_ids, *finished_req_ids, *max_num_running_reqs, *max_num_scheduled_tokens;
 } mstn_names;
 extern mstn_names mstn_n;
 /* Interns the names into mstn_n (once, at import). -1 with an exception. */

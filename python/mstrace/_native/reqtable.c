@@ -50,7 +50,7 @@ static mstn_req_stats g_stats;
 
 /* 8 bytes per step (ids are 20-60 chars: this is ~5x fewer rounds than a
  * byte-wise FNV-1a), finished with a 64-bit avalanche. */
-static uint64_t id_hash(const char *s, size_t n) {
+uint64_t mstn_id_hash(const char *s, size_t n) {
     uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xC2B2AE3D27D4EB4Full);
     while (n >= 8) {
         uint64_t w;
@@ -156,11 +156,11 @@ static size_t stripped_len(const char *id, size_t len) {
 static req_entry *lookup(const char *id, size_t len) {
     if (!g_pool || g_stats.tracked == 0)
         return NULL;
-    req_entry *e = find(id, len, id_hash(id, len));
+    req_entry *e = find(id, len, mstn_id_hash(id, len));
     if (!e) {
         size_t s = stripped_len(id, len);
         if (s)
-            e = find(id, s, id_hash(id, s));
+            e = find(id, s, mstn_id_hash(id, s));
     }
     return e;
 }
@@ -172,7 +172,7 @@ bool mstn_req_put(const char *id, size_t len, const mstn_ctx *ctx) {
 bool mstn_req_put_span(const char *id, size_t len, const mstn_ctx *ctx, mst_span *span) {
     if (!pool_ready())
         return false;
-    uint64_t h = id_hash(id, len);
+    uint64_t h = mstn_id_hash(id, len);
     req_entry *e = find(id, len, h);
     if (e) { /* refresh: newest context wins, and it is young again */
         /* The same context seen again (EngineCore in this process reads

@@ -7,6 +7,9 @@
 
 #include "native_types.h"
 
+/* The hash of a request id the extension's id tables use (this one and
+ * queued_times.c). */
+uint64_t mstn_id_hash(const char *s, size_t n);
 /* Registers `ctx` under `id` (replacing and refreshing an existing entry);
  * evicts the oldest entry when 10,000 are in flight. Returns false only on
  * out-of-memory. */

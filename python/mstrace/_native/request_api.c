@@ -9,8 +9,10 @@
 #include "context.h"
 #include "log.h"
 #include "pyattr.h"
+#include "queued_times.h"
 #include "reqtable.h"
 #include "state.h"
+#include "step_record.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -97,6 +99,8 @@ PyObject *mstn_py_lookup_request(PyObject *m, PyObject *rid) {
 
 PyObject *mstn_py_reset_requests(PyObject *m, PyObject *unused) {
     mstn_req_clear();
+    mstn_queued_clear();
+    mstn_step_forget_all();
     mstn_g.auto_counter = 0;
     mstn_read_env_rules();
     Py_RETURN_NONE;

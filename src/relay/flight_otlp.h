@@ -13,8 +13,8 @@
  * Threads: add_span from one thread (the formatting thread); the relay's
  * sender thread does the network.
  */
-#ifndef MST_FORWARD_FLIGHT_OTLP_H
-#define MST_FORWARD_FLIGHT_OTLP_H
+#ifndef MST_RELAY_FLIGHT_OTLP_H
+#define MST_RELAY_FLIGHT_OTLP_H
 
 #include <stddef.h>
 
@@ -31,4 +31,4 @@ mst_status mst_flight_otlp_open(mst_output_sink *out, char *err, size_t err_size
  * tests. */
 mst_status mst_flight_otlp_encode(const mst_pf_span *span, mst_arena *arena, mst_buf *out);
 
-#endif /* MST_FORWARD_FLIGHT_OTLP_H */
+#endif /* MST_RELAY_FLIGHT_OTLP_H */

@@ -7,7 +7,7 @@
  * the way into its queue, so a malformed encoding is rejected and counted,
  * never sent.
  */
-#include "forward/flight_otlp.h"
+#include "relay/flight_otlp.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "forward/otlp_relay.h"
+#include "relay/otlp_relay.h"
 #include "forward/timeline.h"
 #include "wire/json_reader.h"
 #include "wire/pb_writer.h"
