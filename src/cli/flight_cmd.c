@@ -38,13 +38,14 @@ static int take(int argc, char **argv, int *i, const char *opt, const char **val
 }
 
 int mst_flight_cli_take(int argc, char **argv, int *i, mst_flight_cli *fc, const char **flag) {
-    if (strcmp(argv[*i], "--flight-otlp") == 0) {
+    if (strcmp(argv[*i], "--flight-otlp") == 0) { /* a switch, no value */
         *flag = "--flight-otlp";
         fc->otlp = true;
         return 1;
     }
     static const char *const opts[] = {"--flight-recorder", "--max-dumps-per-minute",
-                                       "--dump-disk-budget", "--dump-margin", "--trigger"};
+                                       "--dump-disk-budget", "--dump-margin",
+                                       "--flight-otlp-baseline", "--trigger"};
     const char *value = NULL;
     for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++) {
         int m = take(argc, argv, i, opts[k], &value);
@@ -56,6 +57,7 @@ int mst_flight_cli_take(int argc, char **argv, int *i, mst_flight_cli *fc, const
         case 1: fc->max_dumps_per_min = value; break;
         case 2: fc->disk_budget = value; break;
         case 3: fc->margin = value; break;
+        case 4: fc->baseline = value; break;
         default:
             /* One more than the limit is kept so the limit can be reported. */
             if (fc->n_triggers <= MST_FLIGHT_MAX_TRIGGERS) fc->triggers[fc->n_triggers++] = value;
@@ -68,7 +70,7 @@ int mst_flight_cli_take(int argc, char **argv, int *i, mst_flight_cli *fc, const
 
 bool mst_flight_cli_given(const mst_flight_cli *fc) {
     return fc->recorder || fc->n_triggers || fc->max_dumps_per_min || fc->disk_budget || fc->margin ||
-           fc->otlp;
+           fc->otlp || fc->baseline;
 }
 
 bool mst_flight_cli_start_export(const mst_flight_cli *fc, mst_flight_options *opts,
@@ -106,6 +108,7 @@ bool mst_flight_cli_options(const mst_flight_cli *fc, mst_flight_options *out, c
                    : fc->max_dumps_per_min ? "--max-dumps-per-minute"
                    : fc->disk_budget       ? "--dump-disk-budget"
                    : fc->margin            ? "--dump-margin"
+                   : fc->baseline          ? "--flight-otlp-baseline"
                                            : "--flight-otlp",
                    "only with --flight-recorder");
     if (mst_flight_parse_capacity(fc->recorder, &out->ring_bytes, &out->ring_duration_ns, why,
@@ -136,6 +139,15 @@ bool mst_flight_cli_options(const mst_flight_cli *fc, mst_flight_options *out, c
         mst_flight_parse_size(fc->disk_budget, strlen(fc->disk_budget), &out->disk_budget, why,
                               sizeof why) != MST_OK)
         return bad(err, err_size, "--dump-disk-budget", why);
+    if (fc->baseline) {
+        char *end;
+        errno = 0;
+        unsigned long n = strtoul(fc->baseline, &end, 10);
+        if (fc->baseline[0] < '1' || fc->baseline[0] > '9' || *end || errno || n > 1000000)
+            return bad(err, err_size, "--flight-otlp-baseline", "expected an integer 1..1000000");
+        if (!fc->otlp) return bad(err, err_size, "--flight-otlp-baseline", "only with --flight-otlp");
+        out->baseline_n = (uint32_t)n;
+    }
     if (fc->margin &&
         mst_flight_parse_duration(fc->margin, strlen(fc->margin), &out->margin_ns, why,
                                   sizeof why) != MST_OK)
@@ -167,6 +179,9 @@ void mst_flight_cli_usage(FILE *f) {
             "  --flight-otlp         also send each triggered dump's spans (each span once)\n"
             "                        to OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT, as the OTLP\n"
             "                        relay does (http/protobuf or grpc, bounded queue)\n"
+            "  --flight-otlp-baseline N\n"
+            "                        with --flight-otlp: also 1 in N ordinary requests\n"
+            "                        (by request id) with the steps that carried them\n"
             "  `mstrace trigger [--socket-name NAME]` (or SIGUSR2) dumps the whole ring.\n",
             MST_FLIGHT_DEFAULT_DUMPS_PER_MIN);
 }

@@ -21,6 +21,7 @@ typedef struct mst_flight_cli {
     const char *disk_budget;         /* --dump-disk-budget SIZE */
     const char *margin;              /* --dump-margin DURATION */
     bool otlp;                       /* --flight-otlp: also to the collector */
+    const char *baseline;            /* --flight-otlp-baseline N */
 } mst_flight_cli;
 
 /* Takes argv[*i] (and its value) if it is one of the flight flags.

@@ -392,6 +392,28 @@ static void enforce_budget(const mst_flight_dumper *d, const char *newest,
     closedir(dir);
 }
 
+uint64_t mst_flight_dump_export(mst_flight_dumper *d, mst_flight_ring *ring,
+                                const mst_flight_dump_plan *plan) {
+    if (!d->export_to || plan->whole_ring) return 0;
+    int64_t lo, hi;
+    if (!select_records(ring, plan, &lo, &hi)) return 0;
+    mst_arena arena;
+    mst_arena_init(&arena);
+    uint64_t sent = 0;
+    for (mst_flight_rec *r = mst_flight_ring_first(ring); r; r = mst_flight_ring_next(ring, r)) {
+        if (!r->mark || r->exported || r->type != MST_FLIGHT_REC_SPAN) continue;
+        mst_pf_span s;
+        if (mst_flight_ring_span(ring, r, &arena, &s) &&
+            d->export_to->ops->add_span(d->export_to->self, &s) == MST_OK) {
+            r->exported = 1;
+            sent++;
+        }
+        mst_arena_reset_keep(&arena, 1 << 16);
+    }
+    mst_arena_release(&arena);
+    return sent;
+}
+
 mst_status mst_flight_dump_write(mst_flight_dumper *d, mst_flight_ring *ring,
                                  const mst_flight_dump_plan *plan, const mst_tl_counter *own,
                                  size_t n_own, mst_flight_dump_result *res, char *err,

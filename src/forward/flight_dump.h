@@ -80,4 +80,10 @@ mst_status mst_flight_dump_write(mst_flight_dumper *d, mst_flight_ring *ring,
                                  size_t n_own, mst_flight_dump_result *res, char *err,
                                  size_t err_size);
 
+/* Selects as a dump would and hands the spans to the export output only
+ * (no file): the baseline of ordinary requests. Returns the spans sent
+ * (each span once over the ring's life); 0 without an export output. */
+uint64_t mst_flight_dump_export(mst_flight_dumper *d, mst_flight_ring *ring,
+                                const mst_flight_dump_plan *plan);
+
 #endif /* MST_FORWARD_FLIGHT_DUMP_H */

@@ -34,6 +34,7 @@ typedef struct flight_counts {
     uint64_t triggers_fired, triggers_suppressed, triggers_merged;
     uint64_t dumps_written, dump_bytes, dumps_failed, dumps_deleted, dumps_over_budget;
     uint64_t on_demand;
+    uint64_t baseline_requests, baseline_spans;
 } flight_counts;
 
 typedef struct flight_sink {
@@ -48,6 +49,7 @@ typedef struct flight_sink {
     bool pending;
     uint64_t pending_due_ms;
     mst_flight_dump_plan plan;
+    mst_flight_dump_plan *baseline; /* ordinary requests to send (baseline_n) */
     uint64_t *dump_times;    /* ms of the last max_dumps_per_min dumps, a ring */
     size_t dump_times_next;
     uint64_t flagged[MAX_FLAGGED]; /* hashes of requests an ERROR span named */
@@ -147,6 +149,25 @@ static void request_metrics(const mst_tl_request *r, mst_flight_metrics *m) {
     if (decode >= 0 && r->steps >= 2) m->v[MST_FLIGHT_TPOT] = decode / (int64_t)(r->steps - 1);
 }
 
+/* An ordinary request: 1 in baseline_n of them (by id hash, so the choice
+ * does not depend on the order requests complete in) go to the collector
+ * with their steps at the next tick. */
+static void take_baseline(flight_sink *f, const mst_tl_request *r) {
+    if (!f->baseline || id_hash(r->id, r->id_len) % f->opt.baseline_n) return;
+    mst_flight_dump_plan *b = f->baseline;
+    if (b->n_ids >= MST_FLIGHT_DUMP_MAX_IDS || r->id_len >= MST_FLIGHT_ID_MAX) return;
+    memcpy(b->ids[b->n_ids], r->id, r->id_len);
+    b->ids[b->n_ids][r->id_len] = 0;
+    b->n_ids++;
+    f->c.baseline_requests++;
+}
+
+static void flush_baseline(flight_sink *f) {
+    if (!f->baseline || !f->baseline->n_ids) return;
+    f->c.baseline_spans += mst_flight_dump_export(f->dumper, f->ring, f->baseline);
+    f->baseline->n_ids = 0;
+}
+
 /* The timeline completed a request: the SLO and error triggers. */
 static void tl_request(void *self, const mst_tl_request *r) {
     flight_sink *f = self;
@@ -154,8 +175,10 @@ static void tl_request(void *self, const mst_tl_request *r) {
     request_metrics(r, &m);
     bool had_error = take_flag(f, r->id, r->id_len);
     char reason[160];
-    if (mst_flight_rules_check(f->rules, &m, had_error, f->now_ms, reason, sizeof reason) < 0)
+    if (mst_flight_rules_check(f->rules, &m, had_error, f->now_ms, reason, sizeof reason) < 0) {
+        take_baseline(f, r);
         return;
+    }
     char what[MST_FLIGHT_ID_MAX + 200];
     snprintf(what, sizeof what, "%s request %.*s", reason, (int)(r->id_len > 200 ? 200 : r->id_len),
              r->id);
@@ -316,6 +339,7 @@ static int f_tick(void *self, uint64_t now_ms) {
     mst_tl_sink sink = tl_sink(f);
     mst_timeline_tick(f->tl, now_ms, &sink);
     flush_pending(f, false);
+    flush_baseline(f);
     /* Always again: the request clock, a pending dump, a dump on demand. */
     return 1;
 }
@@ -330,6 +354,7 @@ static mst_status f_finish(void *self) {
     mst_tl_sink sink = tl_sink(f);
     mst_timeline_finish_all(f->tl, &sink);
     flush_pending(f, true);
+    flush_baseline(f);
     return MST_OK;
 }
 
@@ -377,7 +402,12 @@ static void f_describe(const void *self, char *buf, size_t size) {
              (unsigned long long)f->c.triggers_suppressed, (unsigned long long)f->c.triggers_merged,
              (unsigned long long)f->c.dumps_written, (unsigned long long)f->c.dump_bytes,
              (unsigned long long)f->c.dumps_failed, (unsigned long long)f->c.dumps_deleted);
-    if (f->opt.export_to) f->opt.export_to->ops->describe(f->opt.export_to->self, buf, size);
+    if (f->opt.export_to) {
+        n = strlen(buf);
+        snprintf(buf + n, size - n, " baseline_requests=%llu baseline_spans=%llu",
+                 (unsigned long long)f->c.baseline_requests, (unsigned long long)f->c.baseline_spans);
+        f->opt.export_to->ops->describe(f->opt.export_to->self, buf, size);
+    }
 }
 
 static bool f_identity(const void *self, char *buf, size_t size) {
@@ -409,6 +439,7 @@ static mst_status f_close(void *self, mst_chrome_stats *final) {
     mst_timeline_free(f->tl);
     mst_arena_release(&f->arena);
     free(f->dump_times);
+    free(f->baseline);
     free(f);
     return MST_OK;
 }
@@ -445,7 +476,9 @@ mst_status mst_flight_sink_open(const char *path, mst_perfetto_format format,
         f->rules = mst_flight_rules_new(f->opt.triggers, f->opt.n_triggers);
         f->tl = mst_timeline_new(MST_TL_MAX_REQUESTS);
         f->dump_times = calloc(f->opt.max_dumps_per_min, sizeof *f->dump_times);
-        if (!f->ring || !f->rules || !f->tl || !f->dump_times) {
+        if (f->opt.export_to && f->opt.baseline_n) f->baseline = calloc(1, sizeof *f->baseline);
+        if (!f->ring || !f->rules || !f->tl || !f->dump_times ||
+            (f->opt.export_to && f->opt.baseline_n && !f->baseline)) {
             snprintf(err, err_size, "out of memory for a %llu-byte flight recorder",
                      (unsigned long long)f->opt.ring_bytes);
             st = MST_ERR_NOMEM;

@@ -41,6 +41,9 @@ typedef struct mst_flight_options {
      * collector), each span once; NULL: files only. Owned by the caller,
      * open for the recorder's life. */
     const mst_output_sink *export_to;
+    /* With export_to: also 1 in this many ordinary requests (by a hash of
+     * the request id), with their steps, to the collector; 0: none. */
+    uint32_t baseline_n;
 } mst_flight_options;
 
 /* Opens the flight recorder; `path` is the template of the dump names

@@ -209,6 +209,8 @@ def test_sigterm_during_a_dump_lets_it_finish(daemon_factory, tmp_path):
     (["--flight-recorder", "1MiB", "--max-dumps-per-minute", "0"], "1..1000"),
     (["--flight-recorder", "1MiB", "--dump-disk-budget", "lots"], "must start with a number"),
     (["--trigger", "e2e>2s"], "only with --flight-recorder"),
+    (["--flight-recorder", "1MiB", "--flight-otlp-baseline", "0"], "1..1000000"),
+    (["--flight-recorder", "1MiB", "--flight-otlp-baseline", "10"], "only with --flight-otlp"),
 ])
 def test_bad_flight_flags_exit_2_with_one_line(mstrace_bin, tmp_path, flags, message):
     r = subprocess.run([str(mstrace_bin), "forward", "--perfetto-output", str(tmp_path / "x.pftrace"),

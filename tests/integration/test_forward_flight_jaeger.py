@@ -50,8 +50,12 @@ def test_kept_request_and_its_steps_reach_jaeger(daemon_factory, tmp_path, jaege
     line = [l for l in log.splitlines() if "flight recorder: dump " in l]
     assert len(line) == 1 and f"request {slow.rid}" in line[0]
     assert f"; {len(steps) + 1} spans to the collector" in line[0], line[0]
-    sent = re.findall(r" otlp: sent=(\d+) forwarded=(\d+) rejected=(\d+)", log)
-    assert sent and sent[-1] == (str(len(steps) + 1),) * 2 + ("0",), sent
+    # Handed to the relay (the final stats line), then all sent by its
+    # flush at the stop (its summary comes after).
+    stats = d.stats()
+    assert stats["sent"] == len(steps) + 1 and stats["rejected"] == 0
+    assert re.search(r"OTLP relay summary: received=%d rejected=0 forwarded=%d " %
+                     (len(steps) + 1, len(steps) + 1), log), log[-2000:]
     # Jaeger stores asynchronously: wait for the request's trace, then for all.
     trace = None
     for _ in range(300):
@@ -95,3 +99,35 @@ def _trace_ids_of(traffic, span_ids):
         if body["span_id"] in span_ids:
             out.add(body["trace_id"])
     return out
+
+
+def test_baseline_sends_ordinary_requests_too(daemon_factory, tmp_path, jaeger_or_skip):
+    """--flight-otlp-baseline 1: every ordinary request goes to Jaeger with its
+    steps as well (1 in 1), each span once; still one dump file."""
+    j = jaeger_or_skip
+    traffic = engine_traffic(10, slow=[4], slow_steps=30, tag=random.randrange(200, 400))
+    d = daemon_factory(output=tmp_path / "run.pftrace")
+    base = d.argv
+    d.argv = lambda: base() + ["--flight-recorder", "64MiB", "--trigger", "e2e>200ms", "--flight-otlp",
+                               "--flight-otlp-baseline", "1"]
+    d.env = dict(os.environ, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=j.traces_endpoint,
+                 OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf")
+    d.start()
+    with d.connect() as s:
+        s.sendall(b"".join(frame(p) for p in traffic.packets))
+    assert d.stop() == 0, d.log()[-3000:]
+    log = d.log()
+    assert log.count("flight recorder: dump ") == 1
+    stats = d.stats()
+    assert stats["baseline_requests"] == 9
+    n = len(traffic.packets)  # every span once: the slow request's steps and the others'
+    assert stats["sent"] == n and stats["baseline_spans"] == n - (4 * 30 + 1)
+    assert re.search(r"OTLP relay summary: received=%d rejected=0 forwarded=%d " % (n, n), log)
+    for r in traffic.requests:
+        t = None
+        for _ in range(300):
+            t = j.trace(r.trace_id)
+            if t:
+                break
+            time.sleep(0.1)
+        assert t and [s["operationName"] for s in t["spans"]] == ["vllm.request"], r.rid
