@@ -31,19 +31,36 @@ def jaeger_or_skip(request):
     return request.getfixturevalue("jaeger")
 
 
-def test_kept_request_and_its_steps_reach_jaeger(daemon_factory, tmp_path, jaeger_or_skip):
-    j = jaeger_or_skip
-    traffic = engine_traffic(12, slow=[5], slow_steps=40, tag=random.randrange(1, 200))
-    slow = traffic.requests[5]
+def _run(daemon_factory, tmp_path, j, traffic, *flags):
+    """A flight recorder sending to Jaeger `j`, fed `traffic`, stopped."""
     d = daemon_factory(output=tmp_path / "run.pftrace")
     base = d.argv
-    d.argv = lambda: base() + ["--flight-recorder", "64MiB", "--trigger", "e2e>200ms", "--flight-otlp"]
+    d.argv = lambda: base() + ["--flight-recorder", "64MiB", "--trigger", "e2e>200ms", "--flight-otlp",
+                               *flags]
     d.env = dict(os.environ, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=j.traces_endpoint,
                  OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf")
     d.start()
     with d.connect() as s:
         s.sendall(b"".join(frame(p) for p in traffic.packets))
     assert d.stop() == 0, d.log()[-3000:]
+    return d
+
+
+def _wait_trace(j, trace_id):
+    """The trace once Jaeger stored it (it stores asynchronously), or None."""
+    for _ in range(300):
+        t = j.trace(trace_id)
+        if t:
+            return t
+        time.sleep(0.1)
+    return None
+
+
+def test_kept_request_and_its_steps_reach_jaeger(daemon_factory, tmp_path, jaeger_or_skip):
+    j = jaeger_or_skip
+    traffic = engine_traffic(12, slow=[5], slow_steps=40, tag=random.randrange(1, 200))
+    slow = traffic.requests[5]
+    d = _run(daemon_factory, tmp_path, j, traffic)
     log = d.log()
     steps = traffic.steps_of(slow.rid)
     assert len(steps) == 4 * 40
@@ -56,23 +73,13 @@ def test_kept_request_and_its_steps_reach_jaeger(daemon_factory, tmp_path, jaege
     assert stats["sent"] == len(steps) + 1 and stats["rejected"] == 0
     assert re.search(r"OTLP relay summary: received=%d rejected=0 forwarded=%d " %
                      (len(steps) + 1, len(steps) + 1), log), log[-2000:]
-    # Jaeger stores asynchronously: wait for the request's trace, then for all.
-    trace = None
-    for _ in range(300):
-        trace = j.trace(slow.trace_id)
-        if trace:
-            break
-        time.sleep(0.1)
+    trace = _wait_trace(j, slow.trace_id)
     assert trace, "the kept request's trace never reached Jaeger"
     assert [s["operationName"] for s in trace["spans"]] == ["vllm.request"]
     # Every step span that carried it, by span id, in Jaeger once.
     found, linked = {}, 0
     for tid in _trace_ids_of(traffic, steps):
-        for _ in range(100):
-            t = j.trace(tid)
-            if t:
-                break
-            time.sleep(0.1)
+        t = _wait_trace(j, tid)
         assert t, tid
         for s in t["spans"]:
             found[int(s["spanID"], 16)] = found.get(int(s["spanID"], 16), 0) + 1
@@ -106,16 +113,7 @@ def test_baseline_sends_ordinary_requests_too(daemon_factory, tmp_path, jaeger_o
     steps as well (1 in 1), each span once; still one dump file."""
     j = jaeger_or_skip
     traffic = engine_traffic(10, slow=[4], slow_steps=30, tag=random.randrange(200, 400))
-    d = daemon_factory(output=tmp_path / "run.pftrace")
-    base = d.argv
-    d.argv = lambda: base() + ["--flight-recorder", "64MiB", "--trigger", "e2e>200ms", "--flight-otlp",
-                               "--flight-otlp-baseline", "1"]
-    d.env = dict(os.environ, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=j.traces_endpoint,
-                 OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf")
-    d.start()
-    with d.connect() as s:
-        s.sendall(b"".join(frame(p) for p in traffic.packets))
-    assert d.stop() == 0, d.log()[-3000:]
+    d = _run(daemon_factory, tmp_path, j, traffic, "--flight-otlp-baseline", "1")
     log = d.log()
     assert log.count("flight recorder: dump ") == 1
     stats = d.stats()
@@ -124,10 +122,5 @@ def test_baseline_sends_ordinary_requests_too(daemon_factory, tmp_path, jaeger_o
     assert stats["sent"] == n and stats["baseline_spans"] == n - (4 * 30 + 1)
     assert re.search(r"OTLP relay summary: received=%d rejected=0 forwarded=%d " % (n, n), log)
     for r in traffic.requests:
-        t = None
-        for _ in range(300):
-            t = j.trace(r.trace_id)
-            if t:
-                break
-            time.sleep(0.1)
+        t = _wait_trace(j, r.trace_id)
         assert t and [s["operationName"] for s in t["spans"]] == ["vllm.request"], r.rid
