@@ -62,6 +62,7 @@ static void write_requests(FILE *f, const mst_an_view *vp) {
           "execution_time_ms,steps,outputs,max_batch_size,mean_batch_size,has_request_span\n", f);
     for (size_t i = 0; i < v.n_requests; i++) {
         const mst_an_request *q = &v.requests[i];
+        if (q->excluded) continue; /* outside --window / --skip-warmup */
         cell_text(f, v.strings + q->id_off, q->id_len, true);
         if (q->arrival_ns != INT64_MIN) fprintf(f, ",%lld", (long long)q->arrival_ns);
         else fputs(",", f);

@@ -8,25 +8,24 @@
  * Inputs: Chrome JSON (read_chrome.h) or .pftrace (read_pftrace.h), picked by
  * the file's first bytes; Jaeger (read_jaeger.h) for http:// inputs.
  * Owns option parsing (one table, OPTIONS below), loading each side's
- * inputs into a model (src/analyze/model.h) with a progress line on stderr
- * for inputs that take more than a second, and writing the outputs. Unless
- * --quiet or --json -, the verdict, the fired rules, the stage split and
- * the profile targets are also printed as text. Every number comes from the same
- * analysis JSON (report_json.h) so the outputs agree.
+ * inputs into a model (src/analyze/model.h; --window / --skip-warmup cut
+ * it) with a progress line on stderr for inputs that take more than a
+ * second, and writing the outputs. The analysis is built once
+ * (analysis.h); the JSON, the HTML (from that JSON), the CSVs and, unless
+ * --quiet or --json -, the text summary (report_text.h) all render it.
  * Exit codes: 0 ok; 1 an output could not be written; 2 usage error, or an
  * input that is not a trace (one line on stderr).
  */
 #include "cli/analyze_cmd.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "analyze/compare.h"
+#include "analyze/analysis.h"
 #include "analyze/model.h"
 #include "analyze/output_file.h"
 #include "analyze/progress.h"
@@ -36,7 +35,7 @@
 #include "analyze/report_csv.h"
 #include "analyze/report_html.h"
 #include "analyze/report_json.h"
-#include "analyze/rules.h"
+#include "analyze/report_text.h"
 #include "analyze/term_text.h"
 #include "wire/buf.h"
 
@@ -60,13 +59,18 @@ typedef struct analyze_args {
     mst_an_jaeger_query jaeger;
     bool has_start, has_end, has_since;
     int64_t since_us;
+    /* --window START..END (offsets from the trace's first span, ns) and
+     * --skip-warmup, for file inputs. */
+    bool has_window, skip_warmup;
+    int64_t window_lo_ns, window_hi_ns;
 } analyze_args;
 
 typedef enum opt_id {
     OPT_JSON, OPT_CSV, OPT_TOP, OPT_OUTPUT, OPT_COMPARE, OPT_QUIET, OPT_HELP,
     OPT_JAEGER, OPT_SERVICE, OPT_SINCE, OPT_START, OPT_END, OPT_JAEGER_LIMIT,
     OPT_JAEGER_DEADLINE, OPT_JAEGER_MAX_REQUESTS, OPT_JAEGER_MIN_WINDOW,
-    OPT_JAEGER_CA, OPT_JAEGER_CERT, OPT_JAEGER_KEY
+    OPT_JAEGER_CA, OPT_JAEGER_CERT, OPT_JAEGER_KEY,
+    OPT_WINDOW, OPT_SKIP_WARMUP
 } opt_id;
 
 typedef struct opt_def {
@@ -99,6 +103,10 @@ static const opt_def OPTIONS[] = {
     {"--jaeger-ca", NULL, 1, OPT_JAEGER_CA, "https Jaeger: CA file (PEM) that signed its certificate"},
     {"--jaeger-cert", NULL, 1, OPT_JAEGER_CERT, "https Jaeger, mutual TLS: client certificate (PEM)"},
     {"--jaeger-key", NULL, 1, OPT_JAEGER_KEY, "https Jaeger, mutual TLS: the client certificate's key (PEM)"},
+    {"--window", NULL, 1, OPT_WINDOW,
+     "analyse only START..END of file inputs, offsets from the trace's start (10s..70s, 2m.., ..90s)"},
+    {"--skip-warmup", NULL, 0, OPT_SKIP_WARMUP,
+     "leave out each engine's first busy step and the requests that arrived before it ended"},
     {"--quiet", "-q", 0, OPT_QUIET, "no progress line and no text summary"},
     {"--help", "-h", 0, OPT_HELP, "show this help and exit"},
 };
@@ -111,8 +119,10 @@ static void usage(FILE *f) {
             "       mstrace analyze --compare BEFORE AFTER [options]\n"
             "\n"
             "Where the time of a traced server went: engine steps split into schedule, model,\n"
-            "ipc, output and waiting; per request queue, TTFT, TPOT and end-to-end times; the\n"
-            "bottleneck rules with numbers; time windows and pids to aim a profiler at.\n"
+            "ipc and waiting (output processing runs beside them); per request vLLM's queue,\n"
+            "prefill, decode, TTFT, TPOT, ITL and end-to-end times, preemptions; the rules\n"
+            "(capacity, preemption, prefill interference, rank imbalance, ...) with numbers;\n"
+            "time windows and pids to aim a profiler at.\n"
             "Inputs are the Chrome Trace JSON or native .pftrace files of `mstrace forward\n"
             "--perfetto-output`, told apart by content (several files are merged; a file cut\n"
             "by a kill is read up to the cut), or Jaeger's query API (--jaeger URL, or an\n"
@@ -131,6 +141,7 @@ static void usage(FILE *f) {
                            : o->id == OPT_SINCE || o->id == OPT_JAEGER_DEADLINE ||
                                      o->id == OPT_JAEGER_MIN_WINDOW ? " DURATION"
                            : o->id == OPT_START || o->id == OPT_END ? " TIME"
+                           : o->id == OPT_WINDOW ? " START..END"
                            : o->n_values        ? " PATH"
                                                 : "";
         snprintf(flag, sizeof flag, "%s%s%s%s", o->short_name ? o->short_name : "",
@@ -196,6 +207,33 @@ static int check_jaeger_args(analyze_args *a) {
     if (!a->has_start) a->jaeger.start_us = a->jaeger.end_us - (a->has_since ? a->since_us : 3600000000LL);
     if (a->jaeger.end_us < a->jaeger.start_us) return usage_error("argument %s: the window ends before it starts", "--end");
     return -1;
+}
+
+/* START..END: two durations (either may be empty) from the trace's start. */
+static bool parse_window(const char *text, analyze_args *a) {
+    const char *dots = strstr(text, "..");
+    if (!dots) return false;
+    char lo[64], hi[64];
+    size_t nl = (size_t)(dots - text), nh = strlen(dots + 2);
+    if (nl >= sizeof lo || nh >= sizeof hi || (nl == 0 && nh == 0)) return false;
+    memcpy(lo, text, nl);
+    lo[nl] = 0;
+    memcpy(hi, dots + 2, nh + 1);
+    int64_t us;
+    const int64_t max_us = INT64_C(3153600000000000); /* 100 years: offsets + the epoch fit in ns */
+    a->window_lo_ns = INT64_MIN;
+    a->window_hi_ns = INT64_MAX;
+    if (nl) {
+        if (!mst_an_jaeger_parse_duration(lo, &us) || us < 0 || us > max_us) return false;
+        a->window_lo_ns = us * 1000;
+    }
+    if (nh) {
+        if (!mst_an_jaeger_parse_duration(hi, &us) || us < 0 || us > max_us) return false;
+        a->window_hi_ns = us * 1000;
+    }
+    if (nl && nh && a->window_hi_ns <= a->window_lo_ns) return false;
+    a->has_window = true;
+    return true;
 }
 
 /* Returns -1 when parsed, else the exit code. */
@@ -277,6 +315,12 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
             a->jaeger.max_requests = (unsigned)v;
             break;
         }
+        case OPT_WINDOW:
+            if (!parse_window(argv[++i], a))
+                return usage_error("argument --window: expected START..END offsets such as 10s..70s, 2m.. or "
+                                   "..90s, got '%s'", argv[i]);
+            break;
+        case OPT_SKIP_WARMUP: a->skip_warmup = true; break;
         case OPT_HELP: usage(stdout); return 0;
         case OPT_TOP: {
             int rc = parse_int_arg(o->long_name, argv[++i], 0, 100000, &a->top);
@@ -294,6 +338,11 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
     if (a->compare && (a->n_before == 0 || a->n_inputs == 0))
         return usage_error("argument %s: BEFORE and AFTER must each name a trace", "--compare");
     if (a->n_inputs == 0) return usage_error("no input: give a trace file%s", "");
+    if (a->has_window || a->skip_warmup)
+        for (size_t i = 0; i < a->n_inputs; i++)
+            if (is_jaeger_input(a->inputs[i]))
+                return usage_error("argument %s: for file inputs (a Jaeger window is --start/--end)",
+                                   a->has_window ? "--window" : "--skip-warmup");
     return check_jaeger_args(a);
 }
 
@@ -339,12 +388,16 @@ static void on_pages(void *ctx, uint64_t requests, uint64_t spans, uint64_t trac
 
 /* Reads every input of one side into a new, finished model; NULL after
  * printing one error line. */
-static mst_an_model *load_side(const char *const *paths, size_t n, bool quiet, const mst_an_jaeger_query *jq) {
+static mst_an_model *load_side(const char *const *paths, size_t n, const analyze_args *a) {
+    bool quiet = a->quiet;
+    const mst_an_jaeger_query *jq = &a->jaeger;
     mst_an_model *m = mst_an_model_new();
     if (!m) {
         fprintf(stderr, "mstrace analyze: error: out of memory\n");
         return NULL;
     }
+    if (a->has_window) mst_an_model_set_window(m, a->window_lo_ns, a->window_hi_ns, true);
+    if (a->skip_warmup) mst_an_model_skip_warmup(m);
     for (size_t i = 0; i < n; i++) {
         char err[512] = "";
         mst_an_input_info info;
@@ -448,50 +501,12 @@ static bool write_html(const char *path, const char *json, size_t len) {
     return true;
 }
 
-static void print_ms(const char *label, double v) {
-    if (isfinite(v)) printf("%s%.3f ms", label, v);
-    else printf("%s-", label);
-}
-
-/* The text summary: what a person reads first. */
-static void print_summary(const mst_an_model *m, const mst_an_model *before, const analyze_args *a) {
-    mst_an_view v;
-    mst_an_model_view(m, &v);
-    mst_an_result *r = malloc(sizeof *r);
-    if (!r || mst_an_evaluate(&v, r) != MST_OK) {
-        free(r);
-        return;
-    }
-    printf("data: %llu spans from %zu input(s), %zu processes, %zu engine steps (%zu busy), %zu "
-           "requests (%zu joined)%s\n",
-           (unsigned long long)v.spans, v.n_inputs, v.n_procs, v.n_steps, r->busy_steps,
-           v.n_requests, r->joined_requests, r->lossy ? "; LOSSY INPUT, see warnings" : "");
-    /* Sentences may quote the trace (request ids, names): escaped. */
-    mst_an_term_line(stdout, "verdict: ", r->verdict);
-    for (size_t i = 0; i < r->n_findings; i++)
-        if (r->findings[i].fired) {
-            printf("[%s] %s: ", r->findings[i].severity, r->findings[i].rule);
-            mst_an_term_line(stdout, "", r->findings[i].sentence);
-        }
-    if (r->busy_steps) {
-        printf("stages over busy steps (share of busy time, median per step):\n");
-        for (int g = 0; g < MST_AN_STAGES; g++) {
-            printf("  %-9s %5.1f%%", mst_an_stage_names[g], 100 * r->stages[g].share);
-            print_ms("  p50 ", r->stages[g].q_ms.p50);
-            print_ms("  p99 ", r->stages[g].q_ms.p99);
-            putchar('\n');
-        }
-    }
-    for (size_t i = 0; i < r->n_targets; i++) {
-        fputs("profile: ", stdout);
-        mst_an_term_puts(stdout, r->targets[i].what); /* may name a request id */
-        printf(" pid %lld, %lld..%lld ns: ", (long long)r->targets[i].pid,
-               (long long)r->targets[i].start_ns, (long long)r->targets[i].end_ns);
-        mst_an_term_line(stdout, "", r->targets[i].why);
-    }
-    free(r);
-    (void)before;
-    (void)a;
+/* "a.json,b.json": every input of a side, as the compare view names it. */
+static void join_names(char *out, size_t size, const char *const *paths, size_t n) {
+    size_t len = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < n && len + 1 < size; i++)
+        len += (size_t)snprintf(out + len, size - len, "%s%s", i ? "," : "", paths[i]);
 }
 
 int mst_analyze_main(int argc, char **argv) {
@@ -499,8 +514,8 @@ int mst_analyze_main(int argc, char **argv) {
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0) return rc;
     mst_an_model *before = NULL;
-    if (a.compare && !(before = load_side(a.before, a.n_before, a.quiet, &a.jaeger))) return EXIT_USAGE;
-    mst_an_model *m = load_side(a.inputs, a.n_inputs, a.quiet, &a.jaeger);
+    if (a.compare && !(before = load_side(a.before, a.n_before, &a))) return EXIT_USAGE;
+    mst_an_model *m = load_side(a.inputs, a.n_inputs, &a);
     if (!m) {
         mst_an_model_free(before);
         return EXIT_USAGE;
@@ -508,14 +523,21 @@ int mst_analyze_main(int argc, char **argv) {
     rc = 0;
     mst_buf json;
     mst_buf_init(&json, 0);
-    char before_label[1024] = "", after_label[1024] = "";
+    char before_label[4096] = "", after_label[4096] = "";
     if (a.compare) {
-        snprintf(before_label, sizeof before_label, "%s", a.before[0]);
-        snprintf(after_label, sizeof after_label, "%s", a.inputs[0]);
+        join_names(before_label, sizeof before_label, a.before, a.n_before);
+        join_names(after_label, sizeof after_label, a.inputs, a.n_inputs);
     }
     mst_an_json_options jo = {(size_t)a.top, 0, 0, a.compare ? before_label : NULL,
                               a.compare ? after_label : NULL};
-    if (mst_an_report_json(m, before, &jo, &json) != MST_OK) {
+    mst_an_analysis an;
+    if (mst_an_analyze(m, before, &an) != MST_OK) {
+        fprintf(stderr, "mstrace analyze: error: out of memory analysing\n");
+        mst_an_model_free(m);
+        mst_an_model_free(before);
+        return EXIT_OUTPUT;
+    }
+    if (mst_an_report_json(&an, &jo, &json) != MST_OK) {
         fprintf(stderr, "mstrace analyze: error: out of memory writing the analysis\n");
         rc = EXIT_OUTPUT;
     }
@@ -529,21 +551,8 @@ int mst_analyze_main(int argc, char **argv) {
         }
     }
     bool to_stdout = a.json_path && strcmp(a.json_path, "-") == 0;
-    if (!rc && !a.quiet && !to_stdout) {
-        print_summary(m, before, &a);
-        if (before) {
-            mst_an_view bv, av;
-            mst_an_model_view(before, &bv);
-            mst_an_model_view(m, &av);
-            mst_an_comparison *c = malloc(sizeof *c);
-            if (c && mst_an_compare(&bv, &av, c) == MST_OK) {
-                printf("compare %s -> %s:\n", before_label, after_label);
-                for (size_t i = 0; i < c->n_metrics; i++) mst_an_term_line(stdout, "  ", c->metrics[i].sentence);
-                mst_an_term_line(stdout, "compare verdict: ", c->verdict);
-            }
-            free(c);
-        }
-    }
+    if (!rc && !a.quiet && !to_stdout) mst_an_report_text(stdout, &an, before_label, after_label);
+    mst_an_analysis_free(&an);
     mst_buf_free(&json);
     mst_an_model_free(m);
     mst_an_model_free(before);
