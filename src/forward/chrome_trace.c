@@ -474,13 +474,14 @@ static void tl_counter(void *self, const mst_tl_counter *c) {
     mst_chrome_writer *w = self;
     mst_buf *b = w->buf;
     LIT(b, ",{\"name\":");
-    put_str(b, c->json_name, strlen(c->json_name));
+    const char *name = c->json_name ? c->json_name : c->name, *key = c->json_key ? c->json_key : "value";
+    put_str(b, name, strlen(name));
     LIT(b, ",\"ph\":\"C\",\"ts\":");
     if (mst_buf_reserve(b, EV_NUM)) raw_ts(b, c->ts_ns);
     LIT(b, ",");
     append_int_member(b, "pid", c->pid);
     LIT(b, ",\"tid\":0,\"args\":{");
-    put_str(b, c->json_key, strlen(c->json_key));
+    put_str(b, key, strlen(key));
     LIT(b, ":");
     if (c->raw_len) mst_buf_append(b, c->raw, c->raw_len); /* validated JSON number text */
     else if (c->is_double) mst_buf_append_double(b, c->d);
@@ -656,6 +657,18 @@ void mst_chrome_writer_add_forwarder_counters(mst_chrome_writer *w, int64_t ts_n
     if (!w) return;
     const uint64_t own[3] = {received, written, dropped};
     add_timeline_events(w, false, (int64_t)getpid(), ts_ns, own);
+}
+
+void mst_chrome_writer_add_counter(mst_chrome_writer *w, const mst_tl_counter *c) {
+    if (!w || !c || !(w->buf = mst_outq_buf(w->out))) return;
+    size_t mark = w->buf->len;
+    tl_counter(w, c);
+    if (w->buf->failed) {
+        w->buf->len = mark;
+        w->buf->failed = false;
+        return;
+    }
+    mst_outq_added(w->out, 0, 0);
 }
 
 mst_status mst_chrome_writer_flush_final(mst_chrome_writer *w) {

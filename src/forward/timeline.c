@@ -423,8 +423,8 @@ enum { TL_BATCH_REQUESTS, TL_SCHEDULED_TOKENS, TL_WAITING, TL_RUNNING, TL_KV_USA
 static void emit_counter(mst_timeline *tl, const mst_pf_span *s, int64_t pid, size_t a,
                          unsigned which, const mst_tl_sink *sink) {
     const mst_json_slice *v = &s->attrs[a].value;
-    mst_tl_counter c = {mst_tl_counter_labels[which], mst_tl_counter_json_names[which],
-                        mst_tl_counter_json_keys[which], pid, s->end_ns, false, 0, 0, v->ptr, v->len};
+    mst_tl_counter c = {mst_tl_counter_labels[which], pid, s->end_ns, false, 0, 0, v->ptr, v->len,
+                        mst_tl_counter_json_names[which], mst_tl_counter_json_keys[which]};
     if (mst_tl_json_number(v, &c.is_double, &c.i, &c.d)) {
         if (which == TL_KV_USAGE) {
             /* a fraction, drawn in percent */
@@ -571,8 +571,8 @@ static void note_preemptions(mst_timeline *tl, int64_t pid, int64_t ts, uint64_t
     }
     if (!first && !n) return;
     tl->preempt[i].n += n;
-    mst_tl_counter c = {MST_TL_PREEMPTIONS, "preemptions", "(total)", pid, ts, false,
-                        (int64_t)tl->preempt[i].n, 0, NULL, 0};
+    mst_tl_counter c = {MST_TL_PREEMPTIONS, pid, ts, false, (int64_t)tl->preempt[i].n, 0, NULL, 0,
+                        "preemptions", "(total)"};
     tl->st.counters_emitted++;
     if (sink && sink->counter) sink->counter(sink->self, &c);
 }
@@ -939,7 +939,7 @@ void mst_timeline_forwarder_counters(mst_timeline *tl, int64_t pid, int64_t ts_n
     const char *names[3] = {MST_TL_FWD_RECEIVED, MST_TL_FWD_WRITTEN, MST_TL_FWD_DROPPED};
     uint64_t vals[3] = {received, written, dropped};
     for (int k = 0; k < 3; k++) {
-        mst_tl_counter c = {names[k], names[k], "value", pid, ts_ns, false, (int64_t)vals[k], 0, NULL, 0};
+        mst_tl_counter c = {names[k], pid, ts_ns, false, (int64_t)vals[k], 0, NULL, 0, NULL, NULL};
         tl->st.counters_emitted++;
         if (sink && sink->counter) sink->counter(sink->self, &c);
     }

@@ -134,9 +134,6 @@ typedef struct mst_tl_step {
 typedef struct mst_tl_counter {
     const char *name;        /* static string with its unit: "KV cache usage (%)"
                                 (mst_tl_counter_labels), or the forwarder's own */
-    /* The JSON's parts (a viewer names a counter "<event name> <arg key>"):
-     * "KV cache usage" and "(%)", or the forwarder's name and "value". */
-    const char *json_name, *json_key;
     int64_t pid;             /* the process the counter track belongs to */
     int64_t ts_ns;
     bool is_double;
@@ -146,6 +143,10 @@ typedef struct mst_tl_counter {
      * forwarder's own counters): the JSON writer copies it as is. */
     const char *raw;
     size_t raw_len;
+    /* The JSON's parts (a viewer names a counter "<event name> <arg key>"):
+     * "KV cache usage" and "(%)"; NULL: `name` and "value" (the forwarder's
+     * own). Last, so that initializers without them keep that meaning. */
+    const char *json_name, *json_key;
 } mst_tl_counter;
 
 /* What a writer does with the model's output. */
