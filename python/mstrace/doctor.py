@@ -69,11 +69,20 @@ class TracerOptions(ctypes.Structure):
                 ("sampler_ratio", ctypes.c_double), ("sdk_disabled", ctypes.c_bool)]
 
 
+class OtlpTls(ctypes.Structure):
+    """mst_otlp_tls (include/mstrace_otlp.h)."""
+
+    _fields_ = [("ca_file", ctypes.c_char * 1024), ("cert_file", ctypes.c_char * 1024),
+                ("key_file", ctypes.c_char * 1024), ("ca_from", ctypes.c_char * 96),
+                ("cert_from", ctypes.c_char * 96), ("key_from", ctypes.c_char * 96)]
+
+
 class OtlpConfig(ctypes.Structure):
     """mst_otlp_config (include/mstrace_otlp.h)."""
 
     _fields_ = [("endpoint", ctypes.c_char * 1024), ("protocol", ctypes.c_int),
-                ("headers", ctypes.c_char * 4096), ("timeout_ms", ctypes.c_uint32), ("gzip", ctypes.c_bool)]
+                ("headers", ctypes.c_char * 4096), ("timeout_ms", ctypes.c_uint32), ("gzip", ctypes.c_bool),
+                ("tls", OtlpTls), ("endpoint_from", ctypes.c_char * 96)]
 
 
 class Report(object):

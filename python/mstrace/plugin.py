@@ -12,6 +12,8 @@ than once per process, so `register()`:
     logs one warning and returns, and inference goes on untraced;
   * initialises the native tracer, loads the symbols YAML, installs the
     import hook, and logs which exporters are active;
+  * beside msServiceProfiler, leaves the YAML's profiling handlers to it
+    when it profiles in the process (coexist.py has the rule);
   * arranges a short flush before the process ends (see _arm_exit_flush):
     vLLM's EngineCore and worker processes end through multiprocessing's
     os._exit(), which skips the extension's Py_AtExit shutdown.
@@ -98,6 +100,7 @@ def _register_locked():
         return _disable("the mstrace C extension cannot be loaded (%s); hook tracing is off, "
                         "inference continues. Reinstall mstrace ('pip install .') for this Python." % exc)
 
+    from mstrace import coexist
     from mstrace import patcher as patcher_mod
     from mstrace import symbols
 
@@ -107,6 +110,12 @@ def _register_locked():
 
     result = symbols.load_symbols()
     traced = [e for e in result.entries if e.trace is not None]
+    runs_handlers, beside = coexist.handler_owner()
+    if beside:
+        logger.info("%s", beside)
+    if not runs_handlers:
+        for e in traced:  # msServiceProfiler runs them (mstrace/coexist.py)
+            e.handler = None
     p = patcher_mod.Patcher(traced, hook_factory=_native.Hook, hook_types=patcher_mod.native_hook_types(_native))
     p.install()
     try:

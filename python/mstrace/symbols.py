@@ -518,10 +518,24 @@ def resolve_symbols_path(env=None):
     return path, []
 
 
+def _make_parents(parent):
+    """Creates every missing directory of `parent` with mode 0750 (less the
+    umask). os.makedirs applies its mode to the last directory only and makes
+    the intermediate ones with the default 0777, hence one mkdir per level."""
+    missing = []
+    while parent and not os.path.isdir(parent):
+        missing.append(parent)
+        parent = os.path.dirname(parent)
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, 0o750)
+        except FileExistsError:
+            if not os.path.isdir(d):  # another process may have made it; a file is an error
+                raise
+
+
 def _write_default_copy(path):
-    parent = os.path.dirname(path)
-    if parent:
-        os.makedirs(parent, mode=0o750, exist_ok=True)
+    _make_parents(os.path.dirname(path))
     # Several vLLM processes may start at once: write a private temp file and
     # publish it atomically, so nobody ever loads a half-written copy.
     tmp = "%s.%d.tmp" % (path, os.getpid())

@@ -19,26 +19,51 @@
 
 #define PROGRESS_EVERY (16u << 20)
 
-/* Opens `path` for a sequential read: *fd and *size (bytes, 0 when not a
- * regular file, e.g. a pipe). */
-static mst_status open_input(const char *path, int *fd, uint64_t *size, char *err, size_t err_size) {
-    *fd = -1;
-    *size = 0;
-    int f = open(path, O_RDONLY | O_CLOEXEC);
+/* What a file that is not a regular file is, for the message. */
+static const char *file_kind(mode_t m) {
+    if (S_ISFIFO(m)) return "a fifo (named pipe)";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "not a regular file";
+}
+
+int mst_an_input_open(const char *path, uint64_t *size, char *err, size_t err_size) {
+    /* O_NONBLOCK: opening a fifo with no writer (or a device) must not
+     * block; O_NOCTTY: a terminal named as input never becomes ours. */
+    int f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (f < 0) {
         mst_err_set(err, err_size, "cannot open %s: %s", path, strerror(errno));
-        return MST_ERR_IO;
+        return -1;
     }
     struct stat st;
-    bool known = fstat(f, &st) == 0;
-    if (known && S_ISDIR(st.st_mode)) {
+    if (fstat(f, &st) != 0) {
+        mst_err_set(err, err_size, "cannot open %s: %s", path, strerror(errno));
+        close(f);
+        return -1;
+    }
+    if (S_ISDIR(st.st_mode)) {
         mst_err_set(err, err_size, "%s is a directory, not a trace file", path);
         close(f);
-        return MST_ERR_IO;
+        return -1;
     }
-    *size = known && S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
-    posix_fadvise(f, 0, 0, POSIX_FADV_SEQUENTIAL);
-    *fd = f;
+    if (!S_ISREG(st.st_mode)) {
+        mst_err_set(err, err_size, "%s is %s, not a trace file: only regular files are read", path,
+                    file_kind(st.st_mode));
+        close(f);
+        return -1;
+    }
+    int fl = fcntl(f, F_GETFL);
+    if (fl >= 0) fcntl(f, F_SETFL, fl & ~O_NONBLOCK);
+    if (size) *size = (uint64_t)st.st_size;
+    return f;
+}
+
+/* Opens `path` for a sequential read: *fd and *size (bytes). */
+static mst_status open_input(const char *path, int *fd, uint64_t *size, char *err, size_t err_size) {
+    *fd = mst_an_input_open(path, size, err, err_size);
+    if (*fd < 0) return MST_ERR_IO;
+    posix_fadvise(*fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     return MST_OK;
 }
 

@@ -49,11 +49,18 @@ typedef struct mst_an_format {
                         size_t err_size);
 } mst_an_format;
 
+/* Opens the trace file `path` for reading: only a regular file is read
+ * (a fifo with no writer would block forever, a device or a socket is no
+ * trace), and the open itself never blocks. Returns the fd (*size, may be
+ * NULL, gets its size) or -1 with "cannot open PATH: why", "PATH is a
+ * directory, not a trace file" or "PATH is a fifo (named pipe), not a
+ * trace file: only regular files are read" in err. */
+int mst_an_input_open(const char *path, uint64_t *size, char *err, size_t err_size);
+
 /* Reads the file at `path` (input index `source`) with `format`: `info` is
  * initialised here and filled (the caller frees it, also on error);
  * `progress` (may be NULL) is called about every 16 MiB read. Opening
- * errors are MST_ERR_IO with "cannot open PATH: why" or "PATH is a
- * directory, not a trace file" in err. */
+ * errors (mst_an_input_open) are MST_ERR_IO. */
 mst_status mst_an_read_file(const mst_an_format *format, const char *path, uint32_t source,
                             mst_an_span_fn fn, void *ctx, mst_an_progress_fn progress,
                             void *progress_ctx, mst_an_input_info *info, char *err, size_t err_size);

@@ -18,3 +18,10 @@ void mst_an_progress_print(FILE *out, const char *name, uint64_t done, uint64_t 
         fprintf(out, "%smstrace analyze: reading %s: %.0f MiB%s", tty ? "\r" : "", name, mib,
                 tty ? "" : "\n");
 }
+
+void mst_an_progress_print_query(FILE *out, const char *name, uint64_t requests, uint64_t spans,
+                                 uint64_t traces, int64_t window_us, bool tty) {
+    fprintf(out, "%smstrace analyze: reading %s: %llu requests, %llu spans of %llu traces, window at %lld us%s",
+            tty ? "\r" : "", name, (unsigned long long)requests, (unsigned long long)spans,
+            (unsigned long long)traces, (long long)window_us, tty ? "" : "\n");
+}

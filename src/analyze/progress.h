@@ -27,4 +27,13 @@ bool mst_an_progress_due(double secs, double last_print, bool tty);
 void mst_an_progress_print(FILE *out, const char *name, uint64_t done, uint64_t total, double secs,
                            bool tty);
 
+/* The line for a query read page by page (Jaeger), where bytes say little
+ * about how far it got: requests, spans and traces so far, and the start
+ * of the window being read (Unix microseconds; everything before it is
+ * read):
+ *   mstrace analyze: reading NAME: 1200 requests, 3456 spans of 789 traces, window at 1764525600000000 us
+ * Terminal and log as mst_an_progress_print. */
+void mst_an_progress_print_query(FILE *out, const char *name, uint64_t requests, uint64_t spans,
+                                 uint64_t traces, int64_t window_us, bool tty);
+
 #endif /* MST_ANALYZE_PROGRESS_H */

@@ -22,17 +22,13 @@
 
 #include "analyze/grow.h"
 #include "analyze/input_file.h"
+#include "analyze/pid_roles.h"
 #include "core/arena.h"
 #include "wire/json_reader.h"
 
 #define MAX_EVENT (64u << 20)
 #define MAX_DEPTH 64
 
-typedef struct role_entry {
-    int64_t pid;
-    char *role;
-    size_t len;
-} role_entry;
 
 typedef struct reader {
     mst_an_input *in;
@@ -50,10 +46,13 @@ typedef struct reader {
     size_t items_used;      /* items taken by this event's lists */
     size_t *item_start;     /* per attr: first item index (lists) */
     size_t item_start_cap;
-    role_entry *roles;
-    size_t n_roles, roles_cap;
-    size_t last_role;       /* index + 1 of the last hit */
+    mst_an_pid_roles roles; /* from process_name events */
     uint64_t bad_ids;
+    /* Skipped events by reason (their sum is info->skipped), for a message
+     * that says what was skipped and why. */
+    uint64_t skip_not_object, skip_invalid, skip_no_name_ts;
+    const char *first_invalid;  /* the reader's reason for the first invalid one */
+    uint64_t first_invalid_at;  /* its byte offset in the file */
 } reader;
 
 /* ------------------------------------------------------------ input */
@@ -228,33 +227,6 @@ static bool key_is(const mst_str *k, const char *lit, size_t n) {
 
 /* ------------------------------------------------------------ roles */
 
-static const role_entry *role_find(reader *r, int64_t pid) {
-    if (r->last_role && r->roles[r->last_role - 1].pid == pid) return &r->roles[r->last_role - 1];
-    for (size_t i = 0; i < r->n_roles; i++)
-        if (r->roles[i].pid == pid) {
-            r->last_role = i + 1;
-            return &r->roles[i];
-        }
-    return NULL;
-}
-
-/* Keeps the process name's role part ("engine_core (vllm)" -> "engine_core"). */
-static void role_set(reader *r, int64_t pid, const mst_str *name) {
-    size_t n = name->len;
-    for (size_t i = 0; i + 1 < name->len; i++)
-        if (name->ptr[i] == ' ' && name->ptr[i + 1] == '(') {
-            n = i;
-            break;
-        }
-    if (role_find(r, pid) || r->n_roles >= 4096) return;
-    if (!mst_an_grow((void **)&r->roles, &r->roles_cap, r->n_roles + 1, sizeof *r->roles)) return;
-    char *c = malloc(n + 1);
-    if (!c) return;
-    memcpy(c, name->ptr, n);
-    c[n] = 0;
-    r->roles[r->n_roles++] = (role_entry){pid, c, n};
-}
-
 /* ------------------------------------------------------------ events */
 
 /* One attribute value into attrs[idx] (key already set). */
@@ -396,7 +368,8 @@ static bool read_args(reader *r, mst_json_reader *jr, event *ev) {
     if (more < 0) return false;
     /* Lists point into `items` only now that it no longer moves. */
     for (size_t k = 0; k < n; k++)
-        if (r->attrs[k].type == MST_AN_VAL_STR_LIST) r->attrs[k].items = r->items + r->item_start[k];
+        if (r->attrs[k].type == MST_AN_VAL_STR_LIST)
+            r->attrs[k].items = r->items ? r->items + r->item_start[k] : NULL; /* [] before any item */
     ev->span.attrs = r->attrs;
     ev->span.n_attrs = n;
     return true;
@@ -460,12 +433,16 @@ static mst_status handle_event(reader *r, const uint8_t *p, size_t n) {
     if (!ok || more < 0 || !mst_json_finish(&jr)) {
         if (jr.nomem) return MST_ERR_NOMEM;
         r->info->skipped++;
+        if (!r->skip_invalid++) {
+            r->first_invalid = jr.err ? jr.err : "invalid JSON";
+            r->first_invalid_at = r->in->base + r->in->pos;
+        }
         return MST_OK;
     }
     if (ev.ph == 'M') {
         if (ev.has_pid && ev.name.len == 12 && memcmp(ev.name.ptr, "process_name", 12) == 0 &&
             ev.m_name.ptr)
-            role_set(r, ev.pid, &ev.m_name);
+            if (!mst_an_pid_roles_set(&r->roles, ev.pid, ev.m_name.ptr, ev.m_name.len)) return MST_ERR_NOMEM;
         return MST_OK;
     }
     if (ev.ph == 's' || ev.ph == 'f') {
@@ -486,6 +463,7 @@ static mst_status handle_event(reader *r, const uint8_t *p, size_t n) {
         return MST_OK; /* derived request tracks, instants: the spans carry the same */
     if (ev.ph != 'X' || !ev.has_ts || !ev.name.ptr) {
         r->info->skipped++;
+        r->skip_no_name_ts++;
         return MST_OK;
     }
     mst_an_span *s = &ev.span;
@@ -499,7 +477,7 @@ static mst_status handle_event(reader *r, const uint8_t *p, size_t n) {
     if (ev.role_attr.ptr) {
         s->role = (mst_an_str){ev.role_attr.ptr, ev.role_attr.len};
     } else {
-        const role_entry *re = role_find(r, ev.pid);
+        const mst_an_pid_role *re = mst_an_pid_roles_get(&r->roles, ev.pid);
         if (re) s->role = (mst_an_str){re->role, re->len};
     }
     r->info->spans++;
@@ -605,6 +583,7 @@ static mst_status run(reader *r, char *err, size_t err_size) {
             if (st != MST_OK) return mst_an_input_stopped(in, st, err, err_size);
         } else {
             r->info->skipped++;
+            r->skip_not_object++;
         }
         in->pos += end;
     }
@@ -615,8 +594,7 @@ static void reader_free(reader *r) {
     free(r->attrs);
     free(r->items);
     free(r->item_start);
-    for (size_t i = 0; i < r->n_roles; i++) free(r->roles[i].role);
-    free(r->roles);
+    mst_an_pid_roles_free(&r->roles);
 }
 
 static mst_status run_checked(reader *r, char *err, size_t err_size) {
@@ -624,9 +602,21 @@ static mst_status run_checked(reader *r, char *err, size_t err_size) {
     if (r->bad_ids)
         mst_an_input_warn(r->info, "%llu malformed trace/span ids (read as absent)",
                           (unsigned long long)r->bad_ids);
-    if (r->info->skipped)
-        mst_an_input_warn(r->info, "%llu events skipped (not JSON objects, not valid JSON, or "
-                          "X events without name/ts)", (unsigned long long)r->info->skipped);
+    if (r->info->skipped) {
+        /* What was skipped and why, by reason (the first invalid event's
+         * reason and place: e.g. nesting deeper than MAX_DEPTH). */
+        char invalid[200] = "", deep[40] = "";
+        if (r->skip_invalid && strcmp(r->first_invalid, "nesting too deep") == 0)
+            snprintf(deep, sizeof deep, ", more than %d levels", MAX_DEPTH);
+        if (r->skip_invalid)
+            snprintf(invalid, sizeof invalid, ", %llu not valid JSON (the first at byte %llu: %s%s)",
+                     (unsigned long long)r->skip_invalid, (unsigned long long)r->first_invalid_at,
+                     r->first_invalid, deep);
+        mst_an_input_warn(r->info, "%llu events skipped: %llu not JSON objects%s, %llu X events "
+                          "without name/ts", (unsigned long long)r->info->skipped,
+                          (unsigned long long)r->skip_not_object, invalid,
+                          (unsigned long long)r->skip_no_name_ts);
+    }
     return st;
 }
 

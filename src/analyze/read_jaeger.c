@@ -9,7 +9,6 @@
 
 #include <curl/curl.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +17,7 @@
 #include "analyze/grow.h"
 #include "core/arena.h"
 #include "core/err_text.h"
+#include "otlp/otlp_curl.h"
 #include "wire/json_reader.h"
 
 #define JSON_DEPTH 32                          /* answer > data > trace > spans > span > tags > tag > value */
@@ -25,6 +25,8 @@
 #define DEFAULT_LIMIT 500u
 #define DEFAULT_TIMEOUT_MS 60000L
 #define MAX_WINDOWS 256                        /* pending windows; splits are binary, depth <= 64 */
+#define DEFAULT_DEADLINE_MS 600000L            /* the whole read */
+#define DEFAULT_MAX_REQUESTS 100000u
 
 typedef struct proc_info {
     mst_str id;        /* "p1" */
@@ -466,7 +468,20 @@ static mst_status read_spans(mst_an_jaeger_pages *p, const mst_json_slice *spans
 
 /* ------------------------------------------------------------ traces, page */
 
-static mst_status read_trace(mst_an_jaeger_pages *p, mst_json_reader *jr) {
+/* A trace counts toward a full page only when it is one: a valid trace id
+ * and a first element of "spans" that is an object (not `{}` as a trace,
+ * not an empty or scalar list), so a server answering `limit` empty
+ * elements does not look full and make the pager split forever. */
+static bool is_real_trace(const mst_str *trace_id, const mst_json_slice *spans) {
+    uint8_t id[16];
+    if (!parse_hex_id(trace_id, id, 16)) return false;
+    mst_json_reader r;
+    mst_json_reader_init(&r, spans->ptr, spans->len, JSON_DEPTH);
+    return mst_json_array_begin(&r) && mst_json_array_next(&r) == 1 &&
+           mst_json_peek(&r) == MST_JSON_OBJECT;
+}
+
+static mst_status read_trace(mst_an_jaeger_pages *p, mst_json_reader *jr, bool *real) {
     mst_str trace_id = {0};
     mst_json_slice spans = {0};
     bool has_spans = false;
@@ -486,6 +501,7 @@ static mst_status read_trace(mst_an_jaeger_pages *p, mst_json_reader *jr) {
     }
     if (more < 0) return MST_ERR_PARSE;
     if (!has_spans) return MST_OK;
+    *real = is_real_trace(&trace_id, &spans);
     uint8_t id[16];
     if (parse_hex_id(&trace_id, id, 16)) {
         bool nomem = false;
@@ -554,9 +570,10 @@ mst_status mst_an_jaeger_pages_parse(mst_an_jaeger_pages *p, const char *body, s
             }
             int m;
             while (st == MST_OK && (m = mst_json_array_next(&jr)) == 1) {
-                st = read_trace(p, &jr);
+                bool real = false;
+                st = read_trace(p, &jr, &real);
                 mst_arena_reset_keep(&p->arena, (size_t)1 << 20);
-                (*traces)++;
+                if (real) (*traces)++;
             }
             if (st == MST_OK && m < 0) st = MST_ERR_PARSE;
         } else if (str_is(&k, "errors")) {
@@ -638,7 +655,9 @@ bool mst_an_jaeger_parse_duration(const char *s, int64_t *us) {
     const char *end;
     if (!parse_decimal(s, &v, &end)) return false;
     double unit = 1e6;
-    if (*end == 's') end++;
+    if (end[0] == 'm' && end[1] == 's') unit = 1e3, end += 2;
+    else if (end[0] == 'u' && end[1] == 's') unit = 1, end += 2;
+    else if (*end == 's') end++;
     else if (*end == 'm') unit = 60e6, end++;
     else if (*end == 'h') unit = 3600e6, end++;
     else if (*end == 'd') unit = 86400e6, end++;
@@ -708,13 +727,10 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud) {
     return n;
 }
 
-static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
-static CURLcode g_curl_rc = CURLE_FAILED_INIT;
-static void curl_init_once(void) { g_curl_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
-
-/* GET `url` into `a`. */
+/* GET `url` into `a`. A TLS failure is told as what to fix (`tls` names
+ * the --jaeger-* flags) and is MST_ERR_INVALID_ARG, not "cannot reach". */
 static mst_status http_get(CURL *c, const char *url, long timeout_ms, answer *a, const char *base,
-                           char *err, size_t err_size) {
+                           const mst_otlp_tls *tls, char *err, size_t err_size) {
     char curl_err[CURL_ERROR_SIZE] = "";
     a->len = 0;
     a->too_large = false;
@@ -729,6 +745,12 @@ static mst_status http_get(CURL *c, const char *url, long timeout_ms, answer *a,
     if (a->too_large) {
         mst_err_set(err, err_size, "Jaeger at %s: one answer is over %zu bytes", base, MAX_ANSWER_BYTES);
         return MST_ERR_TOO_LARGE;
+    }
+    char tls_msg[1024];
+    if (rc != CURLE_OK && mst_otlp_curl_tls_problem(rc, curl_err[0] ? curl_err : curl_easy_strerror(rc), url, tls,
+                                                    timeout_ms, tls_msg, sizeof tls_msg)) {
+        mst_err_set(err, err_size, "Jaeger at %s: %s", base, tls_msg);
+        return MST_ERR_INVALID_ARG;
     }
     if (rc != CURLE_OK) {
         mst_err_set(err, err_size, "cannot reach Jaeger at %s: %s", base, curl_err[0] ? curl_err : curl_easy_strerror(rc));
@@ -754,10 +776,48 @@ typedef struct window {
     int64_t start_us, end_us;
 } window;
 
+/* The bounds of one whole read (all services), how far it got, and the
+ * floor of window splitting. */
+typedef struct read_budget {
+    struct timespec deadline;  /* CLOCK_MONOTONIC */
+    long deadline_ms;
+    unsigned max_requests;
+    unsigned requests;
+    int64_t min_window_us;     /* windows are not split below this */
+} read_budget;
+
+/* Milliseconds left before the deadline (<= 0: passed). */
+static long budget_left_ms(const read_budget *b) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long)((b->deadline.tv_sec - now.tv_sec) * 1000 + (b->deadline.tv_nsec - now.tv_nsec) / 1000000);
+}
+
+/* The message of a read stopped by its bounds: which bound, and what was
+ * read up to then (the windows are read in time order, so everything
+ * before `w` is complete). */
+static mst_status budget_stop(const read_budget *b, mst_status st, const mst_an_jaeger_pages *p,
+                              const char *base, const char *service, const window *w, char *err,
+                              size_t err_size) {
+    char bound[120];
+    if (st == MST_ERR_TIMEOUT)
+        snprintf(bound, sizeof bound, "the --jaeger-deadline of %ld s passed", b->deadline_ms / 1000);
+    else
+        snprintf(bound, sizeof bound, "the --jaeger-max-requests limit of %u was reached", b->max_requests);
+    mst_err_set(err, err_size,
+                "Jaeger at %s: stopped, %s after %u requests: read %llu spans of %zu traces; service %s "
+                "is complete before %" PRId64 " us (Unix time), later windows were not read "
+                "(narrow the window with --start/--end or --since, or raise --jaeger-limit)",
+                base, bound, b->requests, (unsigned long long)(p->info ? p->info->spans : 0),
+                p->seen_n, service, w->start_us);
+    return st;
+}
+
 /* Every trace of one service in [start, end], splitting full pages. */
 static mst_status query_service(CURL *c, mst_an_jaeger_pages *p, const mst_an_jaeger_query *q,
                                 const char *base, size_t base_len, const char *service, unsigned limit,
-                                long timeout_ms, answer *a, char *err, size_t err_size) {
+                                long timeout_ms, read_budget *b, const mst_otlp_tls *tls, answer *a,
+                                char *err, size_t err_size) {
     char *esc = curl_easy_escape(c, service, 0);
     if (!esc) return MST_ERR_NOMEM;
     window stack[MAX_WINDOWS];
@@ -767,6 +827,12 @@ static mst_status query_service(CURL *c, mst_an_jaeger_pages *p, const mst_an_ja
     bool warned = false;
     while (st == MST_OK && depth) {
         window w = stack[--depth];
+        long left = budget_left_ms(b);
+        if (left <= 0 || b->requests >= b->max_requests) {
+            st = budget_stop(b, left <= 0 ? MST_ERR_TIMEOUT : MST_ERR_TOO_LARGE, p, base, service, &w,
+                             err, err_size);
+            break;
+        }
         char url[4096];
         int n = snprintf(url, sizeof url, "%.*s/api/traces?service=%s&start=%" PRId64 "&end=%" PRId64 "&limit=%u",
                          (int)base_len, base, esc, w.start_us, w.end_us, limit);
@@ -775,11 +841,21 @@ static mst_status query_service(CURL *c, mst_an_jaeger_pages *p, const mst_an_ja
             st = MST_ERR_INVALID_ARG;
             break;
         }
-        st = http_get(c, url, timeout_ms, a, base, err, err_size);
+        b->requests++;
+        /* No request outlives the deadline: one given only the time left
+         * that fails at (about) the deadline ran out of it. */
+        bool capped = left <= timeout_ms;
+        st = http_get(c, url, capped ? left : timeout_ms, a, base, tls, err, err_size);
+        if (st == MST_ERR_UNAVAILABLE && capped && budget_left_ms(b) <= 100) {
+            st = budget_stop(b, MST_ERR_TIMEOUT, p, base, service, &w, err, err_size);
+            break;
+        }
         if (st != MST_OK) break;
         if (p->info) {
             p->info->bytes += a->len;
             if (q->progress) q->progress(q->progress_ctx, p->info->bytes, 0);
+            if (q->progress_pages)
+                q->progress_pages(q->progress_ctx, b->requests, p->info->spans, p->seen_n, w.start_us);
         }
         size_t traces = 0;
         char perr[400] = "";
@@ -789,20 +865,41 @@ static mst_status query_service(CURL *c, mst_an_jaeger_pages *p, const mst_an_ja
             break;
         }
         if (traces < limit) continue;
-        if (w.end_us > w.start_us && depth + 2 <= MAX_WINDOWS) {
+        if (w.end_us - w.start_us + 1 >= 2 * b->min_window_us && depth + 2 <= MAX_WINDOWS) {
             int64_t mid = w.start_us + (w.end_us - w.start_us) / 2;
             stack[depth++] = (window){mid + 1, w.end_us}; /* later half second: time order */
             stack[depth++] = (window){w.start_us, mid};
         } else if (!warned && p->info) {
-            mst_an_input_warn(p->info, "service %s: %u or more traces start in the same microsecond "
-                                       "(%" PRId64 "); some of them may be missing",
-                              service, limit, w.start_us);
+            mst_an_input_warn(p->info, "service %s: %u or more traces start within %" PRId64 " us "
+                                       "(from %" PRId64 "), the shortest window read; some of them may be missing",
+                              service, limit, w.end_us - w.start_us + 1, w.start_us);
             p->info->truncated = true;
             warned = true;
         }
     }
     curl_free(esc);
     return st;
+}
+
+/* The query's TLS files as the shared TLS settings, named by their flags,
+ * checked (readable, a key only with its certificate). */
+static mst_status tls_from_query(const mst_an_jaeger_query *q, mst_otlp_tls *tls, char *err, size_t err_size) {
+    memset(tls, 0, sizeof *tls);
+    snprintf(tls->ca_from, sizeof tls->ca_from, "--jaeger-ca");
+    snprintf(tls->cert_from, sizeof tls->cert_from, "--jaeger-cert");
+    snprintf(tls->key_from, sizeof tls->key_from, "--jaeger-key");
+    const char *files[3] = {q->ca_file, q->cert_file, q->key_file};
+    char *into[3] = {tls->ca_file, tls->cert_file, tls->key_file};
+    const char *flags[3] = {tls->ca_from, tls->cert_from, tls->key_from};
+    for (int i = 0; i < 3; i++) {
+        if (!files[i]) continue;
+        if (strlen(files[i]) >= sizeof tls->ca_file) {
+            mst_err_set(err, err_size, "%s: the path is longer than %zu bytes", flags[i], sizeof tls->ca_file - 1);
+            return MST_ERR_INVALID_ARG;
+        }
+        snprintf(into[i], sizeof tls->ca_file, "%s", files[i]);
+    }
+    return mst_otlp_tls_check(tls, err, err_size) == MST_OK ? MST_OK : MST_ERR_INVALID_ARG;
 }
 
 mst_status mst_an_read_jaeger(const mst_an_jaeger_query *q, uint32_t source, mst_an_span_fn fn,
@@ -825,27 +922,36 @@ mst_status mst_an_read_jaeger(const mst_an_jaeger_query *q, uint32_t source, mst
                                                                   : "the service name is empty");
         return MST_ERR_INVALID_ARG;
     }
-    pthread_once(&g_curl_once, curl_init_once);
-    if (g_curl_rc != CURLE_OK) {
-        mst_err_set(err, err_size, "libcurl init failed: %s", curl_easy_strerror(g_curl_rc));
-        return MST_ERR_UNAVAILABLE;
-    }
+    mst_otlp_tls tls;
+    mst_status st = tls_from_query(q, &tls, err, err_size);
+    if (st != MST_OK) return st;
+    if (mst_otlp_curl_init(err, err_size) != MST_OK) return MST_ERR_UNAVAILABLE;
     char *base = strndup(q->base_url, base_len);
     char *services = strdup(q->service);
     CURL *c = curl_easy_init();
     mst_an_jaeger_pages *p = mst_an_jaeger_pages_new(source, fn, ctx, info);
     answer a = {0};
-    mst_status st = MST_OK;
-    if (!base || !services || !c || !p) {
+    if (!base || !services || !c || !p || mst_otlp_curl_set_tls(c, &tls) != CURLE_OK) {
         mst_err_set(err, err_size, "out of memory starting the Jaeger query");
         st = MST_ERR_NOMEM;
     }
     unsigned limit = q->limit ? q->limit : DEFAULT_LIMIT;
     long timeout_ms = q->timeout_ms > 0 ? q->timeout_ms : DEFAULT_TIMEOUT_MS;
+    read_budget b = {.deadline_ms = q->deadline_ms > 0 ? q->deadline_ms : DEFAULT_DEADLINE_MS,
+                     .max_requests = q->max_requests ? q->max_requests : DEFAULT_MAX_REQUESTS,
+                     .min_window_us = q->min_window_us > 0 ? q->min_window_us : MST_AN_JAEGER_MIN_WINDOW_US};
+    clock_gettime(CLOCK_MONOTONIC, &b.deadline);
+    b.deadline.tv_sec += b.deadline_ms / 1000;
+    b.deadline.tv_nsec += (b.deadline_ms % 1000) * 1000000L;
+    if (b.deadline.tv_nsec >= 1000000000L) {
+        b.deadline.tv_sec++;
+        b.deadline.tv_nsec -= 1000000000L;
+    }
     char *save = NULL;
     for (char *svc = st == MST_OK ? strtok_r(services, ",", &save) : NULL; svc && st == MST_OK;
          svc = strtok_r(NULL, ",", &save)) {
-        if (*svc) st = query_service(c, p, q, base, base_len, svc, limit, timeout_ms, &a, err, err_size);
+        if (*svc)
+            st = query_service(c, p, q, base, base_len, svc, limit, timeout_ms, &b, &tls, &a, err, err_size);
     }
     free(a.data);
     mst_an_jaeger_pages_free(p);

@@ -27,6 +27,7 @@
 
 #include "analyze/grow.h"
 #include "analyze/input_file.h"
+#include "analyze/pid_roles.h"
 #include "core/arena.h"
 #include "wire/json_reader.h"
 #include "wire/pb_reader.h"
@@ -37,7 +38,6 @@
 #define MAX_INTERNED (1u << 20) /* entries per sequence generation */
 #define MAX_TRACKS (1u << 20)   /* process/thread/lane/counter tracks kept */
 #define MAX_OPEN 65536u         /* slices begun and not yet ended */
-#define MAX_ROLES 4096
 #define JSON_DEPTH 16
 
 #define DROPPED_COUNTER "forwarder.spans_dropped"
@@ -66,11 +66,6 @@ typedef struct track_slot {
     uint8_t kind;
 } track_slot;
 
-typedef struct role_entry {
-    int64_t pid;
-    char *role;
-    size_t len;
-} role_entry;
 
 /* A begun slice: its span, with every pointer into the same block. */
 typedef struct open_slice {
@@ -91,8 +86,7 @@ typedef struct reader {
     size_t n_seqs;
     track_slot *tracks;
     size_t tracks_cap, tracks_count;
-    role_entry *roles;
-    size_t n_roles, roles_cap;
+    mst_an_pid_roles roles; /* from process track descriptors */
     open_slice **open;
     size_t n_open, open_cap;
     /* per slice scratch */
@@ -255,31 +249,6 @@ static bool track_put(reader *r, uint64_t uuid, track_kind kind, int64_t pid, in
     return true;
 }
 
-static const role_entry *role_find(const reader *r, int64_t pid) {
-    for (size_t i = 0; i < r->n_roles; i++)
-        if (r->roles[i].pid == pid) return &r->roles[i];
-    return NULL;
-}
-
-/* The process track's name, role part kept ("engine_core (vllm)" ->
- * "engine_core"), as the JSON reader does with process_name. */
-static bool role_set(reader *r, int64_t pid, const uint8_t *name, size_t len) {
-    size_t n = len;
-    for (size_t i = 0; i + 1 < len; i++)
-        if (name[i] == ' ' && name[i + 1] == '(') {
-            n = i;
-            break;
-        }
-    if (role_find(r, pid) || r->n_roles >= MAX_ROLES) return true;
-    if (!mst_an_grow((void **)&r->roles, &r->roles_cap, r->n_roles + 1, sizeof *r->roles)) return false;
-    char *c = malloc(n + 1);
-    if (!c) return false;
-    if (n) memcpy(c, name, n);
-    c[n] = 0;
-    r->roles[r->n_roles++] = (role_entry){pid, c, n};
-    return true;
-}
-
 static bool read_descriptor(reader *r, const uint8_t *p, size_t n) {
     mst_pb_reader pr;
     mst_pb_reader_init(&pr, p, n);
@@ -317,7 +286,7 @@ static bool read_descriptor(reader *r, const uint8_t *p, size_t n) {
             else if (f.number == PD_PROCESS_NAME && f.wire_type == 2) pname = f.data, pname_len = f.len;
         }
         if (!pname) pname = name, pname_len = name_len;
-        return pname ? role_set(r, pid, pname, pname_len) : true;
+        return pname ? mst_an_pid_roles_set(&r->roles, pid, (const char *)pname, pname_len) : true;
     }
     if (counter) {
         if (name && name_len == strlen(DROPPED_COUNTER) && memcmp(name, DROPPED_COUNTER, name_len) == 0)
@@ -599,7 +568,7 @@ static mst_status slice_end(reader *r, uint64_t track, int64_t ts) {
     if (ra && ra->type == MST_AN_VAL_STR) {
         s->role = ra->s;
     } else {
-        const role_entry *re = role_find(r, s->pid);
+        const mst_an_pid_role *re = mst_an_pid_roles_get(&r->roles, s->pid);
         if (re) s->role = (mst_an_str){re->role, re->len};
     }
     r->info->spans++;
@@ -778,8 +747,7 @@ static void reader_free(reader *r) {
         free(r->seqs[i].blob);
     }
     free(r->tracks);
-    for (size_t i = 0; i < r->n_roles; i++) free(r->roles[i].role);
-    free(r->roles);
+    mst_an_pid_roles_free(&r->roles);
     for (size_t i = 0; i < r->n_open; i++) free(r->open[i]);
     free(r->open);
     mst_arena_release(&r->arena);
@@ -800,7 +768,8 @@ bool mst_an_pftrace_sniff(const void *head, size_t n) {
 }
 
 bool mst_an_pftrace_file_sniff(const char *path) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char ignored[8];
+    int fd = mst_an_input_open(path, NULL, ignored, sizeof ignored); /* the reader says why */
     if (fd < 0) return false;
     uint8_t head[64];
     size_t n = 0;

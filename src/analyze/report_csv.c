@@ -1,6 +1,13 @@
 /*
  * report_csv.c — request.csv and step.csv (report_csv.h). Unknown values
- * are empty cells; ids are quoted when they hold a comma or quote.
+ * are empty cells. Text cells (ids, roles) come from the trace, which is
+ * outside input, and the file is opened by spreadsheets, so every text
+ * cell follows OWASP's rule against CSV injection: one that starts with
+ * '=', '+', '-', '@', TAB or CR — what a spreadsheet takes for a formula —
+ * gets a leading single quote and is quoted. A cell is quoted (quotes
+ * doubled) when it holds a comma, quote, CR, LF or NUL. Ids are written
+ * whole, every byte as the model holds it (a NUL inside an id included),
+ * so two different ids never print alike.
  */
 #include "analyze/report_csv.h"
 
@@ -8,64 +15,55 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <unistd.h>
+
+#include "analyze/output_file.h"
 
 static void cell_num(FILE *f, double v) {
     if (isfinite(v)) fprintf(f, ",%.6f", v);
     else fputs(",", f);
 }
 
-static void cell_str(FILE *f, const char *s, bool first) {
+/* A cell a spreadsheet would run as a formula (OWASP). */
+static bool formula_like(const char *s, size_t n) {
+    return n && (s[0] == '=' || s[0] == '+' || s[0] == '-' || s[0] == '@' || s[0] == '\t' ||
+                 s[0] == '\r');
+}
+
+static void cell_text(FILE *f, const char *s, size_t n, bool first) {
     if (!first) fputc(',', f);
-    if (!strpbrk(s, ",\"\n\r")) {
-        fputs(s, f);
+    bool formula = formula_like(s, n);
+    bool quote = formula;
+    for (size_t i = 0; i < n && !quote; i++)
+        quote = s[i] == ',' || s[i] == '"' || s[i] == '\n' || s[i] == '\r' || s[i] == '\0';
+    if (!quote) {
+        fwrite(s, 1, n, f);
         return;
     }
     fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"') fputc('"', f);
-        fputc(*s, f);
+    if (formula) fputc('\'', f);
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '"') fputc('"', f);
+        fputc(s[i], f);
     }
     fputc('"', f);
 }
 
-static FILE *open_in(const char *dir, const char *name, char *path, size_t path_size, char *err,
-                     size_t err_size) {
-    snprintf(path, path_size, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    if (!f) snprintf(err, err_size, "cannot write %s: %s", path, strerror(errno));
-    return f;
-}
+static void cell_str(FILE *f, const char *s, bool first) { cell_text(f, s, strlen(s), first); }
 
-static mst_status close_checked(FILE *f, const char *path, char *err, size_t err_size) {
-    bool bad = ferror(f) != 0;
-    if (fclose(f) != 0) bad = true;
-    if (bad) {
-        snprintf(err, err_size, "cannot write %s", path);
-        return MST_ERR_IO;
-    }
-    return MST_OK;
-}
 
 static const char *kind_name(uint8_t k) {
     return k == MST_AN_PREFILL ? "prefill" : k == MST_AN_MIXED ? "mixed" : "decode";
 }
 
-mst_status mst_an_report_csv(const mst_an_model *m, const char *dir, char *err, size_t err_size) {
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-        snprintf(err, err_size, "cannot create %s: %s", dir, strerror(errno));
-        return MST_ERR_IO;
-    }
-    mst_an_view v;
-    mst_an_model_view(m, &v);
-    char path[4096];
-    FILE *f = open_in(dir, "request.csv", path, sizeof path, err, err_size);
-    if (!f) return MST_ERR_IO;
+static void write_requests(FILE *f, const mst_an_view *vp) {
+    const mst_an_view v = *vp;
     fputs("request_id,arrival_ns,queue_wait_time_ms,first_token_latency_ms,tpot_ms,"
           "execution_time_ms,steps,outputs,max_batch_size,mean_batch_size,has_request_span\n", f);
     for (size_t i = 0; i < v.n_requests; i++) {
         const mst_an_request *q = &v.requests[i];
-        cell_str(f, v.strings + q->id_off, true);
+        if (q->excluded) continue; /* outside --window / --skip-warmup */
+        cell_text(f, v.strings + q->id_off, q->id_len, true);
         if (q->arrival_ns != INT64_MIN) fprintf(f, ",%lld", (long long)q->arrival_ns);
         else fputs(",", f);
         cell_num(f, q->queue_ms);
@@ -76,10 +74,10 @@ mst_status mst_an_report_csv(const mst_an_model *m, const char *dir, char *err, 
         cell_num(f, q->n_steps ? (double)q->shared_sum / q->n_steps : NAN);
         fprintf(f, ",%d\n", q->has_span ? 1 : 0);
     }
-    mst_status st = close_checked(f, path, err, err_size);
-    if (st != MST_OK) return st;
-    f = open_in(dir, "step.csv", path, sizeof path, err, err_size);
-    if (!f) return MST_ERR_IO;
+}
+
+static void write_steps(FILE *f, const mst_an_view *vp) {
+    const mst_an_view v = *vp;
     fputs("index,pid,role,start_ns,batch_size,batch_type,scheduled_tokens,during_time_ms,"
           "schedule_ms,model_ms,ipc_ms,output_ms,waiting_ms,busy\n", f);
     for (size_t i = 0; i < v.n_steps; i++) {
@@ -92,5 +90,26 @@ mst_status mst_an_report_csv(const mst_an_model *m, const char *dir, char *err, 
         for (int g = 0; g < MST_AN_STAGES; g++) cell_num(f, s->stage_ms[g]);
         fprintf(f, ",%d\n", s->busy ? 1 : 0);
     }
-    return close_checked(f, path, err, err_size);
+}
+
+/* One CSV file of DIR through output_file.h (renamed into place whole). */
+static mst_status write_one(int dirfd, const char *dir, const char *name,
+                            void (*rows)(FILE *, const mst_an_view *), const mst_an_view *v,
+                            char *err, size_t err_size) {
+    mst_an_output o;
+    mst_status st = mst_an_output_open_in(&o, dirfd, dir, name, "--csv", err, err_size);
+    if (st != MST_OK) return st;
+    rows(o.f, v);
+    return mst_an_output_commit(&o, err, err_size);
+}
+
+mst_status mst_an_report_csv(const mst_an_model *m, const char *dir, char *err, size_t err_size) {
+    int dirfd = mst_an_output_open_dir(dir, "--csv", err, err_size);
+    if (dirfd < 0) return MST_ERR_IO;
+    mst_an_view v;
+    mst_an_model_view(m, &v);
+    mst_status st = write_one(dirfd, dir, "request.csv", write_requests, &v, err, err_size);
+    if (st == MST_OK) st = write_one(dirfd, dir, "step.csv", write_steps, &v, err, err_size);
+    close(dirfd);
+    return st;
 }

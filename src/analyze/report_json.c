@@ -10,8 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyze/compare.h"
-#include "analyze/rules.h"
+#include "analyze/analysis.h"
 #include "analyze/stats.h"
 
 #define MAX_DEPTH 32
@@ -164,60 +163,35 @@ static void data_quality(jw *w, const mst_an_view *v, const mst_an_result *r) {
     size_t shown = 0;
     for (size_t i = 0; i < v->n_requests && shown < 10; i++) {
         const mst_an_request *q = &v->requests[i];
-        if (q->has_span && q->n_steps == 0) {
+        if (!q->excluded && q->has_span && q->n_steps == 0) {
             vs(w, v->strings + q->id_off);
             shown++;
         }
     }
     close_(w, ']');
-    ki(w, "requests_without_span", (int64_t)(v->n_requests - v->requests_with_span));
+    ki(w, "requests_without_span", (int64_t)(r->included_requests - v->requests_with_span));
     ki(w, "traces", (int64_t)v->traces);
     ki(w, "short_traces", (int64_t)v->short_traces);
     ki(w, "negative_gaps", (int64_t)v->negative_gaps);
+    ki(w, "queue_over_ttft", (int64_t)v->queue_over_ttft);
+    ki(w, "clock_skew", (int64_t)v->clock_skew);
+    ki(w, "negative_itl", (int64_t)v->negative_itl);
     ki(w, "bad_times", (int64_t)v->bad_times);
+    ki(w, "outside_window", (int64_t)v->outside_window);
     ki(w, "steps_without_request_ids", (int64_t)v->steps_without_ids);
+    ki(w, "steps_with_record", (int64_t)v->steps_with_record);
+    ki(w, "missing_steps", (int64_t)v->missing_steps);
     ki(w, "engines", (int64_t)v->n_engines);
     kb(w, "worker_spans", v->have_worker_spans);
     ka(w, "warnings");
-    char line[300];
-    for (size_t i = 0; i < v->n_inputs; i++) {
-        if (v->inputs[i].truncated) {
-            snprintf(line, sizeof line, "%s was cut short (e.g. the forwarder was killed): the "
-                     "analysis covers only the spans before the cut", v->inputs[i].name);
-            vs(w, line);
-        }
-        if (v->inputs[i].skipped) {
-            snprintf(line, sizeof line, "%s: %llu events skipped as unreadable", v->inputs[i].name,
-                     (unsigned long long)v->inputs[i].skipped);
-            vs(w, line);
-        }
-    }
-    if (v->unjoined) {
-        snprintf(line, sizeof line, "%llu request spans have no step carrying their id "
-                 "(unjoined; see unjoined_examples)", (unsigned long long)v->unjoined);
-        vs(w, line);
-    }
-    if (v->negative_gaps) {
-        snprintf(line, sizeof line, "%llu clock anomalies (a step starting before the previous one "
-                 "ended, or a request scheduled before it arrived): clocks of the processes may "
-                 "disagree", (unsigned long long)v->negative_gaps);
-        vs(w, line);
-    }
-    if (v->bad_times) {
-        snprintf(line, sizeof line, "%llu spans left out: their times are not on any clock "
-                 "(beyond 146 years from the epoch)", (unsigned long long)v->bad_times);
-        vs(w, line);
-    }
-    if (v->spans && v->n_steps == 0)
-        vs(w, "no vllm.scheduler.schedule spans: no engine steps to analyse");
+    for (size_t i = 0; i < r->n_warnings; i++) vs(w, r->warnings[i]);
     close_(w, ']');
     close_(w, '}');
 }
 
 static void findings(jw *w, const mst_an_result *r) {
     ko(w, "verdict");
-    if (r->bottleneck >= 0) ks(w, "bottleneck", mst_an_stage_names[r->bottleneck]);
-    else ks(w, "bottleneck", NULL);
+    ks(w, "bottleneck", r->bottleneck_name);
     ks(w, "sentence", r->verdict);
     kn(w, "share", r->bottleneck >= 0 ? r->bottleneck_share : NAN);
     ka(w, "fired");
@@ -251,10 +225,35 @@ static void stages(jw *w, const mst_an_result *r) {
         kn(w, "mean_ms", s->mean_ms);
         quantiles(w, "_ms", &s->q_ms);
         ki(w, "count", (int64_t)s->count);
+        kb(w, "concurrent", g == MST_AN_OUTPUT);
         close_(w, '}');
     }
     close_(w, '}');
     kn(w, "busy_wall_ms", r->busy_wall_ms);
+    kn(w, "parts_share", r->parts_share);
+    kn(w, "gap_output_share", r->gap_output_share);
+}
+
+static void engines(jw *w, const mst_an_view *v, const mst_an_result *r) {
+    ka(w, "engines");
+    for (size_t e = 0; e < r->n_engines; e++) {
+        const mst_an_engine_summary *es = &r->engines[e];
+        const mst_an_proc *p = &v->procs[es->proc];
+        vo(w);
+        ki(w, "pid", p->pid);
+        ki(w, "input", p->source);
+        ks(w, "input_name", p->source < v->n_inputs ? v->inputs[p->source].name : NULL);
+        ks(w, "role", p->role);
+        ki(w, "busy_steps", (int64_t)es->busy_steps);
+        kn(w, "busy_wall_ms", es->busy_wall_ms);
+        kn(w, "wall_p50_ms", es->wall_p50_ms);
+        kn(w, "wall_p90_ms", es->wall_p90_ms);
+        ko(w, "stage_p50_ms");
+        for (int g = 0; g < MST_AN_STAGES; g++) kn(w, mst_an_stage_names[g], es->stage_p50_ms[g]);
+        close_(w, '}');
+        close_(w, '}');
+    }
+    close_(w, ']');
 }
 
 static int cmp_name_total(const void *a, const void *b) {
@@ -283,6 +282,14 @@ static bool span_names(jw *w, const mst_an_view *v) {
     close_(w, ']');
     free(o);
     return true;
+}
+
+/* A count that is -1 when unknown. */
+static void num_or_null(jw *w, const char *k, int64_t v) {
+    if (v < 0) {
+        key(w, k);
+        mst_buf_append_cstr(w->b, "null");
+    } else ki(w, k, v);
 }
 
 static const char *kind_name(uint8_t k) {
@@ -315,13 +322,39 @@ static void steps(jw *w, const mst_an_view *v, const mst_an_result *r, size_t ca
             snprintf(k, sizeof k, "%s_ms", mst_an_stage_names[g]);
             kn(w, k, s->stage_ms[g]);
         }
+        kn(w, "output_busy_ms", s->output_overlap_ms);
         ki(w, "batch_size", s->batch_size);
         ki(w, "scheduled_tokens", s->scheduled_tokens);
         ks(w, "kind", kind_name(s->kind));
+        ki(w, "step_index", s->rec.index >= 0 ? s->rec.index : (int64_t)s->ordinal);
+        num_or_null(w, "prefill_tokens", s->rec.prefill_tokens);
+        num_or_null(w, "decode_tokens", s->rec.decode_tokens);
+        num_or_null(w, "waiting", s->rec.waiting);
+        num_or_null(w, "running", s->rec.running);
+        kn(w, "kv_usage", s->rec.kv_usage);
+        ki(w, "preempted", s->rec.preempted_n);
         close_(w, '}');
     }
     close_(w, ']');
     ki(w, "series_stride", (int64_t)stride);
+    ko(w, "timeline");
+    ki(w, "bin_ns", r->timeline_bin_ns);
+    ka(w, "bins");
+    for (size_t b = 0; b < r->n_timeline; b++) {
+        const mst_an_timeline_bin *x = &r->timeline[b];
+        vo(w);
+        ki(w, "start_ns", x->start_ns);
+        ki(w, "steps", (int64_t)x->steps);
+        num_or_null(w, "prefill_tokens", x->prefill_tokens);
+        num_or_null(w, "decode_tokens", x->decode_tokens);
+        num_or_null(w, "waiting_max", x->waiting_max);
+        num_or_null(w, "running_max", x->running_max);
+        kn(w, "kv_usage_max", x->kv_usage_max);
+        ki(w, "preemptions", (int64_t)x->preemptions);
+        close_(w, '}');
+    }
+    close_(w, ']');
+    close_(w, '}');
     ko(w, "model_fit");
     ks(w, "x", r->fit_x);
     kn(w, "slope_ms", r->fit_x ? r->fit.slope : NAN);
@@ -347,50 +380,57 @@ static void window(jw *w, int64_t a, int64_t b, const char *stage) {
     close_(w, ']');
 }
 
+static void metric(jw *w, const char *k, const mst_an_metric_summary *m) {
+    ko(w, k);
+    ki(w, "n", (int64_t)m->n);
+    kn(w, "mean", m->mean);
+    quantiles(w, "", &m->q);
+    kn(w, "max", m->max);
+    close_(w, '}');
+}
+
 static bool requests(jw *w, const mst_an_view *v, const mst_an_result *r, size_t top, size_t max_cdf) {
     ko(w, "requests");
-    ki(w, "count", (int64_t)v->n_requests);
+    ki(w, "count", (int64_t)r->included_requests);
     ki(w, "with_span", (int64_t)v->requests_with_span);
     ki(w, "joined", (int64_t)r->joined_requests);
-    bool oom = false;
-    double *samples[MST_AN_REQ_METRICS];
-    size_t ns[MST_AN_REQ_METRICS];
-    for (int k = 0; k < MST_AN_REQ_METRICS; k++) {
-        samples[k] = mst_an_request_sample(v, k, &ns[k], &oom);
-        ko(w, mst_an_request_metric_names[k]);
-        ki(w, "n", (int64_t)ns[k]);
-        mst_an_quantiles q = mst_an_quantiles_sorted(samples[k], ns[k]);
-        quantiles(w, "", &q);
-        kn(w, "mean", mst_an_mean(samples[k], ns[k]));
-        kn(w, "max", ns[k] ? samples[k][ns[k] - 1] : NAN);
-        close_(w, '}');
-    }
+    uint64_t preempted = 0, recomputed = 0;
+    for (size_t i = 0; i < v->n_requests; i++)
+        if (!v->requests[i].excluded) {
+            preempted += v->requests[i].preemptions ? 1 : 0;
+            recomputed += v->requests[i].recomputed_tokens;
+        }
+    ki(w, "preemptions", (int64_t)v->preemptions);
+    ki(w, "preempted_requests", (int64_t)preempted);
+    ki(w, "recomputed_tokens", (int64_t)recomputed);
+    for (int k = 0; k <= MST_AN_REQ_ITL; k++) metric(w, mst_an_request_metric_names[k], &r->requests[k]);
     ko(w, "cdf");
-    for (int k = 0; k < MST_AN_REQ_METRICS; k++) {
+    for (int k = 0; k <= MST_AN_REQ_ITL; k++) {
         ka(w, mst_an_request_metric_names[k]);
-        size_t n = ns[k];
+        size_t n = r->requests[k].n;
+        const double *x = r->samples[k];
         size_t pts = n < max_cdf ? n : max_cdf;
         for (size_t i = 0; i < pts; i++) {
             /* Evenly spaced ranks, always including the maximum. */
             size_t idx = pts == 1 ? n - 1 : (size_t)((double)i * (double)(n - 1) / (double)(pts - 1));
             va(w);
-            vn(w, samples[k][idx]);
+            vn(w, x[idx]);
             vn(w, (double)(idx + 1) / (double)n);
             close_(w, ']');
         }
         close_(w, ']');
     }
     close_(w, '}');
-    for (int k = 0; k < MST_AN_REQ_METRICS; k++) free(samples[k]);
-    if (oom) return false;
 
     /* The slowest `top` requests, with the windows of their steps. */
     const mst_an_request **o = malloc((v->n_requests ? v->n_requests : 1) * sizeof *o);
     if (!o) return false;
-    for (size_t i = 0; i < v->n_requests; i++) o[i] = &v->requests[i];
-    qsort(o, v->n_requests, sizeof *o, cmp_req_ptr_e2e);
+    size_t n_o = 0;
+    for (size_t i = 0; i < v->n_requests; i++)
+        if (!v->requests[i].excluded) o[n_o++] = &v->requests[i];
+    qsort(o, n_o, sizeof *o, cmp_req_ptr_e2e);
     size_t n_top = 0;
-    while (n_top < top && n_top < v->n_requests && !isnan(o[n_top]->e2e_ms)) n_top++;
+    while (n_top < top && n_top < n_o && !isnan(o[n_top]->e2e_ms)) n_top++;
     ka(w, "slowest");
     for (size_t t = 0; t < n_top; t++) {
         const mst_an_request *q = o[t];
@@ -398,12 +438,13 @@ static bool requests(jw *w, const mst_an_view *v, const mst_an_result *r, size_t
         vo(w);
         ks(w, "id", v->strings + q->id_off);
         ki(w, "arrival_ns", q->arrival_ns);
-        kn(w, "queue_ms", q->queue_ms);
-        kn(w, "ttft_ms", q->ttft_ms);
-        kn(w, "tpot_ms", q->tpot_ms);
-        kn(w, "e2e_ms", q->e2e_ms);
+        for (int k = 0; k < MST_AN_REQ_METRICS; k++)
+            kn(w, mst_an_request_metric_names[k], mst_an_request_metric(q, k));
         ki(w, "steps", q->n_steps);
         ki(w, "outputs", q->n_outputs);
+        ki(w, "tokens", q->n_tokens);
+        ki(w, "preemptions", q->preemptions);
+        kn(w, "preempted_ms", q->preempted_ms);
         ki(w, "max_shared", q->max_shared);
         kn(w, "mean_shared", q->n_steps ? (double)q->shared_sum / q->n_steps : NAN);
         ka(w, "step_windows");
@@ -450,25 +491,31 @@ static void side(jw *w, const char *k, const mst_an_side *s) {
     close_(w, '}');
 }
 
-static bool compare(jw *w, const mst_an_model *before, const mst_an_view *av,
-                    const mst_an_json_options *opt) {
+static void input_names(jw *w, const char *k, const mst_an_view *v) {
+    ka(w, k);
+    for (size_t i = 0; i < v->n_inputs; i++) vs(w, v->inputs[i].name ? v->inputs[i].name : "");
+    close_(w, ']');
+}
+
+static void compare(jw *w, const mst_an_analysis *an, const mst_an_json_options *opt) {
     key(w, "compare");
-    if (!before) {
+    const mst_an_comparison *c = an->compare;
+    if (!c) {
         mst_buf_append_cstr(w->b, "null");
-        return true;
-    }
-    mst_an_view bv;
-    mst_an_model_view(before, &bv);
-    mst_an_comparison *c = malloc(sizeof *c);
-    if (!c || mst_an_compare(&bv, av, c) != MST_OK) {
-        free(c);
-        return false;
+        return;
     }
     open_(w, '{');
     ks(w, "before", opt->before_label ? opt->before_label : "before");
     ks(w, "after", opt->after_label ? opt->after_label : "after");
+    input_names(w, "before_inputs", &an->before_view);
+    input_names(w, "after_inputs", &an->view);
     kn(w, "alpha", MST_AN_COMPARE_P);
     kn(w, "min_change_pct", 100 * MST_AN_COMPARE_MIN_CHANGE);
+    ka(w, "tests");
+    vs(w, "mann-whitney");
+    vs(w, "bootstrap-p90");
+    vs(w, "bootstrap-p99");
+    close_(w, ']');
     ka(w, "metrics");
     for (size_t i = 0; i < c->n_metrics; i++) {
         const mst_an_compare_metric *m = &c->metrics[i];
@@ -477,7 +524,13 @@ static bool compare(jw *w, const mst_an_model *before, const mst_an_view *av,
         side(w, "before", &m->before);
         side(w, "after", &m->after);
         kn(w, "change_pct", m->change_pct);
+        kn(w, "p90_change_pct", m->p90_change_pct);
+        kn(w, "p99_change_pct", m->p99_change_pct);
         kn(w, "p_value", m->p_value);
+        kn(w, "p90_p_value", m->p90_p_value);
+        kn(w, "p99_p_value", m->p99_p_value);
+        kn(w, "cliffs_delta", m->cliffs_delta);
+        ks(w, "test", m->significant ? m->test : NULL);
         kb(w, "significant", m->significant);
         ks(w, "sentence", m->sentence);
         close_(w, '}');
@@ -486,43 +539,33 @@ static bool compare(jw *w, const mst_an_model *before, const mst_an_view *av,
     ki(w, "significant", (int64_t)c->n_significant);
     ks(w, "verdict", c->verdict);
     close_(w, '}');
-    free(c);
-    return true;
 }
 
-mst_status mst_an_report_json(const mst_an_model *m, const mst_an_model *before,
-                              const mst_an_json_options *opt_in, mst_buf *out) {
+mst_status mst_an_report_json(const mst_an_analysis *an, const mst_an_json_options *opt_in, mst_buf *out) {
     mst_an_json_options opt = {10, 2000, 200, NULL, NULL};
     if (opt_in) {
         opt = *opt_in;
         if (!opt.max_series) opt.max_series = 2000;
         if (!opt.max_cdf) opt.max_cdf = 200;
     }
-    mst_an_view v;
-    mst_an_model_view(m, &v);
-    mst_an_result *r = malloc(sizeof *r);
-    if (!r) return MST_ERR_NOMEM;
-    mst_status st = mst_an_evaluate(&v, r);
-    if (st != MST_OK) {
-        free(r);
-        return st;
-    }
+    const mst_an_view *v = &an->view;
+    const mst_an_result *r = &an->result;
     jw w = {out, 0, {false}};
     open_(&w, '{');
-    ks(&w, "schema", "mstrace.analyze/1");
+    ks(&w, "schema", "mstrace.analyze/2");
     ks(&w, "generated_by", "mstrace " MSTRACE_VERSION_STRING);
-    inputs(&w, &v);
-    data_quality(&w, &v, r);
+    inputs(&w, v);
+    data_quality(&w, v, r);
     findings(&w, r);
     stages(&w, r);
-    bool ok = span_names(&w, &v);
-    steps(&w, &v, r, opt.max_series);
-    ok = ok && requests(&w, &v, r, opt.top, opt.max_cdf);
+    engines(&w, v, r);
+    bool ok = span_names(&w, v);
+    steps(&w, v, r, opt.max_series);
+    ok = ok && requests(&w, v, r, opt.top, opt.max_cdf);
     targets(&w, r);
-    ok = ok && compare(&w, before, &v, &opt);
+    compare(&w, an, &opt);
     close_(&w, '}');
     mst_buf_append_byte(out, '\n');
-    free(r);
     if (!ok || out->failed) return MST_ERR_NOMEM;
     return MST_OK;
 }

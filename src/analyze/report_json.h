@@ -1,5 +1,5 @@
 /*
- * report_json.h — the analysis JSON (`--json`, schema "mstrace.analyze/1",
+ * report_json.h — the analysis JSON (`--json`, schema "mstrace.analyze/2",
  * docs/analyze.md). It is the single source of every number the tool
  * shows: the HTML report is rendered from exactly this text.
  */
@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "analyze/model.h"
+#include "analyze/analysis.h"
 #include "wire/buf.h"
 
 typedef struct mst_an_json_options {
@@ -19,10 +19,8 @@ typedef struct mst_an_json_options {
     const char *after_label;
 } mst_an_json_options;
 
-/* Writes the whole analysis of `m` (finished) into `out` (appended). With
- * `before` (finished, may be NULL) the "compare" section compares it with
- * `m`. */
-mst_status mst_an_report_json(const mst_an_model *m, const mst_an_model *before,
-                              const mst_an_json_options *opt, mst_buf *out);
+/* Writes the analysis (appended to `out`); with a before side its
+ * "compare" section is filled in. */
+mst_status mst_an_report_json(const mst_an_analysis *an, const mst_an_json_options *opt, mst_buf *out);
 
 #endif /* MST_ANALYZE_REPORT_JSON_H */

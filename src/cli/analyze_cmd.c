@@ -8,26 +8,26 @@
  * Inputs: Chrome JSON (read_chrome.h) or .pftrace (read_pftrace.h), picked by
  * the file's first bytes; Jaeger (read_jaeger.h) for http:// inputs.
  * Owns option parsing (one table, OPTIONS below), loading each side's
- * inputs into a model (src/analyze/model.h) with a progress line on stderr
- * for inputs that take more than a second, and writing the outputs. Unless
- * --quiet or --json -, the verdict, the fired rules, the stage split and
- * the profile targets are also printed as text. Every number comes from the same
- * analysis JSON (report_json.h) so the outputs agree.
+ * inputs into a model (src/analyze/model.h; --window / --skip-warmup cut
+ * it) with a progress line on stderr for inputs that take more than a
+ * second, and writing the outputs. The analysis is built once
+ * (analysis.h); the JSON, the HTML (from that JSON), the CSVs and, unless
+ * --quiet or --json -, the text summary (report_text.h) all render it.
  * Exit codes: 0 ok; 1 an output could not be written; 2 usage error, or an
  * input that is not a trace (one line on stderr).
  */
 #include "cli/analyze_cmd.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "analyze/compare.h"
+#include "analyze/analysis.h"
 #include "analyze/model.h"
+#include "analyze/output_file.h"
 #include "analyze/progress.h"
 #include "analyze/read_chrome.h"
 #include "analyze/read_jaeger.h"
@@ -35,7 +35,8 @@
 #include "analyze/report_csv.h"
 #include "analyze/report_html.h"
 #include "analyze/report_json.h"
-#include "analyze/rules.h"
+#include "analyze/report_text.h"
+#include "analyze/term_text.h"
 #include "wire/buf.h"
 
 #define EXIT_OUTPUT 1
@@ -58,11 +59,18 @@ typedef struct analyze_args {
     mst_an_jaeger_query jaeger;
     bool has_start, has_end, has_since;
     int64_t since_us;
+    /* --window START..END (offsets from the trace's first span, ns) and
+     * --skip-warmup, for file inputs. */
+    bool has_window, skip_warmup;
+    int64_t window_lo_ns, window_hi_ns;
 } analyze_args;
 
 typedef enum opt_id {
     OPT_JSON, OPT_CSV, OPT_TOP, OPT_OUTPUT, OPT_COMPARE, OPT_QUIET, OPT_HELP,
-    OPT_JAEGER, OPT_SERVICE, OPT_SINCE, OPT_START, OPT_END, OPT_JAEGER_LIMIT
+    OPT_JAEGER, OPT_SERVICE, OPT_SINCE, OPT_START, OPT_END, OPT_JAEGER_LIMIT,
+    OPT_JAEGER_DEADLINE, OPT_JAEGER_MAX_REQUESTS, OPT_JAEGER_MIN_WINDOW,
+    OPT_JAEGER_CA, OPT_JAEGER_CERT, OPT_JAEGER_KEY,
+    OPT_WINDOW, OPT_SKIP_WARMUP
 } opt_id;
 
 typedef struct opt_def {
@@ -86,6 +94,19 @@ static const opt_def OPTIONS[] = {
     {"--start", NULL, 1, OPT_START, "Jaeger window start: RFC 3339 time or Unix seconds"},
     {"--end", NULL, 1, OPT_END, "Jaeger window end (default: now)"},
     {"--jaeger-limit", NULL, 1, OPT_JAEGER_LIMIT, "traces per Jaeger request (default 500)"},
+    {"--jaeger-deadline", NULL, 1, OPT_JAEGER_DEADLINE,
+     "stop reading Jaeger after DURATION in all (default 10m; exit 2)"},
+    {"--jaeger-max-requests", NULL, 1, OPT_JAEGER_MAX_REQUESTS,
+     "stop reading Jaeger after N requests (default 100000; exit 2)"},
+    {"--jaeger-min-window", NULL, 1, OPT_JAEGER_MIN_WINDOW,
+     "do not split Jaeger windows below DURATION (default 1ms; 1us = Jaeger's resolution)"},
+    {"--jaeger-ca", NULL, 1, OPT_JAEGER_CA, "https Jaeger: CA file (PEM) that signed its certificate"},
+    {"--jaeger-cert", NULL, 1, OPT_JAEGER_CERT, "https Jaeger, mutual TLS: client certificate (PEM)"},
+    {"--jaeger-key", NULL, 1, OPT_JAEGER_KEY, "https Jaeger, mutual TLS: the client certificate's key (PEM)"},
+    {"--window", NULL, 1, OPT_WINDOW,
+     "analyse only START..END of file inputs, offsets from the trace's start (10s..70s, 2m.., ..90s)"},
+    {"--skip-warmup", NULL, 0, OPT_SKIP_WARMUP,
+     "leave out each engine's first busy step and the requests that arrived before it ended"},
     {"--quiet", "-q", 0, OPT_QUIET, "no progress line and no text summary"},
     {"--help", "-h", 0, OPT_HELP, "show this help and exit"},
 };
@@ -98,8 +119,10 @@ static void usage(FILE *f) {
             "       mstrace analyze --compare BEFORE AFTER [options]\n"
             "\n"
             "Where the time of a traced server went: engine steps split into schedule, model,\n"
-            "ipc, output and waiting; per request queue, TTFT, TPOT and end-to-end times; the\n"
-            "bottleneck rules with numbers; time windows and pids to aim a profiler at.\n"
+            "ipc and waiting (output processing runs beside them); per request vLLM's queue,\n"
+            "prefill, decode, TTFT, TPOT, ITL and end-to-end times, preemptions; the rules\n"
+            "(capacity, preemption, prefill interference, rank imbalance, ...) with numbers;\n"
+            "time windows and pids to aim a profiler at.\n"
             "Inputs are the Chrome Trace JSON or native .pftrace files of `mstrace forward\n"
             "--perfetto-output`, told apart by content (several files are merged; a file cut\n"
             "by a kill is read up to the cut), or Jaeger's query API (--jaeger URL, or an\n"
@@ -111,11 +134,14 @@ static void usage(FILE *f) {
         const opt_def *o = &OPTIONS[i];
         const char *meta = o->id == OPT_COMPARE ? " BEFORE AFTER"
                            : o->id == OPT_CSV   ? " DIR"
-                           : o->id == OPT_TOP || o->id == OPT_JAEGER_LIMIT ? " N"
+                           : o->id == OPT_TOP || o->id == OPT_JAEGER_LIMIT ||
+                                     o->id == OPT_JAEGER_MAX_REQUESTS ? " N"
                            : o->id == OPT_JAEGER ? " URL"
                            : o->id == OPT_SERVICE ? " NAME"
-                           : o->id == OPT_SINCE ? " DURATION"
+                           : o->id == OPT_SINCE || o->id == OPT_JAEGER_DEADLINE ||
+                                     o->id == OPT_JAEGER_MIN_WINDOW ? " DURATION"
                            : o->id == OPT_START || o->id == OPT_END ? " TIME"
+                           : o->id == OPT_WINDOW ? " START..END"
                            : o->n_values        ? " PATH"
                                                 : "";
         snprintf(flag, sizeof flag, "%s%s%s%s", o->short_name ? o->short_name : "",
@@ -166,8 +192,10 @@ static int check_jaeger_args(analyze_args *a) {
     for (size_t i = 0; i < a->n_inputs; i++) any |= is_jaeger_input(a->inputs[i]);
     for (size_t i = 0; i < a->n_before; i++) any |= is_jaeger_input(a->before[i]);
     if (!any) {
-        if (a->jaeger.service || a->has_since || a->has_start || a->has_end)
-            return usage_error("%s: --service, --since, --start and --end need --jaeger URL", "argument");
+        if (a->jaeger.service || a->has_since || a->has_start || a->has_end || a->jaeger.ca_file ||
+            a->jaeger.cert_file || a->jaeger.key_file)
+            return usage_error("%s: --service, --since, --start, --end and --jaeger-ca/-cert/-key need "
+                               "--jaeger URL", "argument");
         return -1;
     }
     if (!a->jaeger.service || !a->jaeger.service[0])
@@ -179,6 +207,33 @@ static int check_jaeger_args(analyze_args *a) {
     if (!a->has_start) a->jaeger.start_us = a->jaeger.end_us - (a->has_since ? a->since_us : 3600000000LL);
     if (a->jaeger.end_us < a->jaeger.start_us) return usage_error("argument %s: the window ends before it starts", "--end");
     return -1;
+}
+
+/* START..END: two durations (either may be empty) from the trace's start. */
+static bool parse_window(const char *text, analyze_args *a) {
+    const char *dots = strstr(text, "..");
+    if (!dots) return false;
+    char lo[64], hi[64];
+    size_t nl = (size_t)(dots - text), nh = strlen(dots + 2);
+    if (nl >= sizeof lo || nh >= sizeof hi || (nl == 0 && nh == 0)) return false;
+    memcpy(lo, text, nl);
+    lo[nl] = 0;
+    memcpy(hi, dots + 2, nh + 1);
+    int64_t us;
+    const int64_t max_us = INT64_C(3153600000000000); /* 100 years: offsets + the epoch fit in ns */
+    a->window_lo_ns = INT64_MIN;
+    a->window_hi_ns = INT64_MAX;
+    if (nl) {
+        if (!mst_an_jaeger_parse_duration(lo, &us) || us < 0 || us > max_us) return false;
+        a->window_lo_ns = us * 1000;
+    }
+    if (nh) {
+        if (!mst_an_jaeger_parse_duration(hi, &us) || us < 0 || us > max_us) return false;
+        a->window_hi_ns = us * 1000;
+    }
+    if (nl && nh && a->window_hi_ns <= a->window_lo_ns) return false;
+    a->has_window = true;
+    return true;
 }
 
 /* Returns -1 when parsed, else the exit code. */
@@ -212,6 +267,9 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
             a->inputs[a->n_inputs++] = argv[++i];
             break;
         case OPT_SERVICE: a->jaeger.service = argv[++i]; break;
+        case OPT_JAEGER_CA: a->jaeger.ca_file = argv[++i]; break;
+        case OPT_JAEGER_CERT: a->jaeger.cert_file = argv[++i]; break;
+        case OPT_JAEGER_KEY: a->jaeger.key_file = argv[++i]; break;
         case OPT_SINCE:
             if (!mst_an_jaeger_parse_duration(argv[++i], &a->since_us))
                 return usage_error("argument --since: expected a duration such as 90s, 30m, 1h or 2d, got '%s'",
@@ -234,6 +292,35 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
             a->jaeger.limit = (unsigned)v;
             break;
         }
+        case OPT_JAEGER_DEADLINE: {
+            int64_t us;
+            if (!mst_an_jaeger_parse_duration(argv[++i], &us) || us < 1000 || us / 1000 > 0x7fffffff)
+                return usage_error("argument --jaeger-deadline: expected a duration such as 90s, 30m or 1h, "
+                                   "got '%s'", argv[i]);
+            a->jaeger.deadline_ms = (long)(us / 1000);
+            break;
+        }
+        case OPT_JAEGER_MIN_WINDOW: {
+            int64_t us;
+            if (!mst_an_jaeger_parse_duration(argv[++i], &us) || us < 1)
+                return usage_error("argument --jaeger-min-window: expected a duration such as 1ms or 1us, "
+                                   "got '%s'", argv[i]);
+            a->jaeger.min_window_us = us;
+            break;
+        }
+        case OPT_JAEGER_MAX_REQUESTS: {
+            long v;
+            int rc = parse_int_arg(o->long_name, argv[++i], 1, 100000000, &v);
+            if (rc >= 0) return rc;
+            a->jaeger.max_requests = (unsigned)v;
+            break;
+        }
+        case OPT_WINDOW:
+            if (!parse_window(argv[++i], a))
+                return usage_error("argument --window: expected START..END offsets such as 10s..70s, 2m.. or "
+                                   "..90s, got '%s'", argv[i]);
+            break;
+        case OPT_SKIP_WARMUP: a->skip_warmup = true; break;
         case OPT_HELP: usage(stdout); return 0;
         case OPT_TOP: {
             int rc = parse_int_arg(o->long_name, argv[++i], 0, 100000, &a->top);
@@ -251,6 +338,11 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
     if (a->compare && (a->n_before == 0 || a->n_inputs == 0))
         return usage_error("argument %s: BEFORE and AFTER must each name a trace", "--compare");
     if (a->n_inputs == 0) return usage_error("no input: give a trace file%s", "");
+    if (a->has_window || a->skip_warmup)
+        for (size_t i = 0; i < a->n_inputs; i++)
+            if (is_jaeger_input(a->inputs[i]))
+                return usage_error("argument %s: for file inputs (a Jaeger window is --start/--end)",
+                                   a->has_window ? "--window" : "--skip-warmup");
     return check_jaeger_args(a);
 }
 
@@ -282,14 +374,30 @@ static void on_progress(void *ctx, uint64_t done, uint64_t total) {
     fflush(stderr);
 }
 
+/* The same for a Jaeger query, page by page. */
+static void on_pages(void *ctx, uint64_t requests, uint64_t spans, uint64_t traces, int64_t window_us) {
+    progress *p = ctx;
+    if (p->quiet) return;
+    double t = since(&p->t0);
+    if (!mst_an_progress_due(t, p->last_print, p->tty)) return;
+    p->last_print = t;
+    p->printed = true;
+    mst_an_progress_print_query(stderr, p->name, requests, spans, traces, window_us, p->tty);
+    fflush(stderr);
+}
+
 /* Reads every input of one side into a new, finished model; NULL after
  * printing one error line. */
-static mst_an_model *load_side(const char *const *paths, size_t n, bool quiet, const mst_an_jaeger_query *jq) {
+static mst_an_model *load_side(const char *const *paths, size_t n, const analyze_args *a) {
+    bool quiet = a->quiet;
+    const mst_an_jaeger_query *jq = &a->jaeger;
     mst_an_model *m = mst_an_model_new();
     if (!m) {
         fprintf(stderr, "mstrace analyze: error: out of memory\n");
         return NULL;
     }
+    if (a->has_window) mst_an_model_set_window(m, a->window_lo_ns, a->window_hi_ns, true);
+    if (a->skip_warmup) mst_an_model_skip_warmup(m);
     for (size_t i = 0; i < n; i++) {
         char err[512] = "";
         mst_an_input_info info;
@@ -299,7 +407,7 @@ static mst_an_model *load_side(const char *const *paths, size_t n, bool quiet, c
         if (is_jaeger_input(paths[i])) {
             mst_an_jaeger_query q = *jq;
             q.base_url = paths[i];
-            q.progress = on_progress;
+            q.progress_pages = on_pages; /* requests and spans say more than bytes */
             q.progress_ctx = &p;
             st = mst_an_read_jaeger(&q, (uint32_t)i, mst_an_model_add_span, m, &info, err, sizeof err);
         } else {
@@ -311,7 +419,7 @@ static mst_an_model *load_side(const char *const *paths, size_t n, bool quiet, c
         }
         if (p.printed && p.tty) fputc('\n', stderr);
         if (st != MST_OK) {
-            fprintf(stderr, "mstrace analyze: error: %s\n", err[0] ? err : "cannot read input");
+            mst_an_term_line(stderr, "mstrace analyze: error: ", err[0] ? err : "cannot read input");
             mst_an_input_info_free(&info);
             mst_an_model_free(m);
             return NULL;
@@ -320,15 +428,23 @@ static mst_an_model *load_side(const char *const *paths, size_t n, bool quiet, c
             if (is_jaeger_input(paths[i]))
                 fprintf(stderr, "mstrace analyze: error: %s: no spans of service %s in the window\n", paths[i],
                         jq->service);
-            else
+            else if (!info.skipped || !info.n_warnings)
                 fprintf(stderr, "mstrace analyze: error: %s: no spans (no %s in the trace)\n", paths[i],
                         strcmp(info.kind, "pftrace") == 0 ? "span slices" : "X events");
+            else /* say what was skipped and why (the readers' warnings), on the one line */
+                for (size_t k = 0; k < info.n_warnings; k++) {
+                    if (!k) fprintf(stderr, "mstrace analyze: error: %s: no spans, ", paths[i]);
+                    mst_an_term_puts(stderr, info.warnings[k]);
+                    fputs(k + 1 < info.n_warnings ? "; " : "\n", stderr);
+                }
             mst_an_input_info_free(&info);
             mst_an_model_free(m);
             return NULL;
         }
-        for (size_t k = 0; k < info.n_warnings && !quiet; k++)
-            fprintf(stderr, "mstrace analyze: warning: %s: %s\n", paths[i], info.warnings[k]);
+        for (size_t k = 0; k < info.n_warnings && !quiet; k++) {
+            fprintf(stderr, "mstrace analyze: warning: %s: ", paths[i]);
+            mst_an_term_line(stderr, "", info.warnings[k]); /* may quote the input */
+        }
         if (mst_an_model_add_input(m, &info) != MST_OK) {
             mst_an_input_info_free(&info);
             mst_an_model_free(m);
@@ -346,73 +462,51 @@ static mst_an_model *load_side(const char *const *paths, size_t n, bool quiet, c
 
 /* ------------------------------------------------------------ outputs */
 
+/* Files go through output_file.h (no link followed, 0640, renamed into
+ * place when complete). */
 static bool write_file(const char *path, const void *data, size_t len) {
-    if (strcmp(path, "-") == 0) return fwrite(data, 1, len, stdout) == len && fflush(stdout) == 0;
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "mstrace analyze: error: cannot write %s: %s\n", path, strerror(errno));
+    mst_an_output o;
+    char err[PATH_MAX + 256] = "";
+    if (mst_an_output_open(&o, path, "--json", err, sizeof err) != MST_OK) {
+        mst_an_term_line(stderr, "mstrace analyze: error: ", err);
         return false;
     }
-    bool ok = fwrite(data, 1, len, f) == len;
-    if (fclose(f) != 0) ok = false;
-    if (!ok) fprintf(stderr, "mstrace analyze: error: cannot write %s\n", path);
-    return ok;
+    fwrite(data, 1, len, o.f);
+    if (mst_an_output_commit(&o, err, sizeof err) != MST_OK) {
+        mst_an_term_line(stderr, "mstrace analyze: error: ", err);
+        return false;
+    }
+    return true;
 }
 
 /* The HTML report (report_html.h) from exactly the JSON --json writes. */
 static bool write_html(const char *path, const char *json, size_t len) {
-    FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "mstrace analyze: error: cannot write %s: %s\n", path, strerror(errno));
+    mst_an_output o;
+    char err[PATH_MAX + 256] = "";
+    if (mst_an_output_open(&o, path, "-o", err, sizeof err) != MST_OK) {
+        mst_an_term_line(stderr, "mstrace analyze: error: ", err);
         return false;
     }
-    char err[256] = "";
-    mst_status st = mst_report_html_write(f, json, len, err, sizeof err);
-    bool ok = st == MST_OK && (f == stdout ? fflush(f) == 0 : fclose(f) == 0);
-    if (f != stdout && st != MST_OK) fclose(f);
-    if (!ok) fprintf(stderr, "mstrace analyze: error: %s: %s\n", path, err[0] ? err : "cannot write");
-    return ok;
+    mst_status st = mst_report_html_write(o.f, json, len, err, sizeof err);
+    if (st != MST_OK) {
+        mst_an_output_abort(&o);
+        fprintf(stderr, "mstrace analyze: error: %s: ", path);
+        mst_an_term_line(stderr, "", err[0] ? err : "cannot write");
+        return false;
+    }
+    if (mst_an_output_commit(&o, err, sizeof err) != MST_OK) {
+        mst_an_term_line(stderr, "mstrace analyze: error: ", err);
+        return false;
+    }
+    return true;
 }
 
-static void print_ms(const char *label, double v) {
-    if (isfinite(v)) printf("%s%.3f ms", label, v);
-    else printf("%s-", label);
-}
-
-/* The text summary: what a person reads first. */
-static void print_summary(const mst_an_model *m, const mst_an_model *before, const analyze_args *a) {
-    mst_an_view v;
-    mst_an_model_view(m, &v);
-    mst_an_result *r = malloc(sizeof *r);
-    if (!r || mst_an_evaluate(&v, r) != MST_OK) {
-        free(r);
-        return;
-    }
-    printf("data: %llu spans from %zu input(s), %zu processes, %zu engine steps (%zu busy), %zu "
-           "requests (%zu joined)%s\n",
-           (unsigned long long)v.spans, v.n_inputs, v.n_procs, v.n_steps, r->busy_steps,
-           v.n_requests, r->joined_requests, r->lossy ? "; LOSSY INPUT, see warnings" : "");
-    printf("verdict: %s\n", r->verdict);
-    for (size_t i = 0; i < r->n_findings; i++)
-        if (r->findings[i].fired)
-            printf("[%s] %s: %s\n", r->findings[i].severity, r->findings[i].rule,
-                   r->findings[i].sentence);
-    if (r->busy_steps) {
-        printf("stages over busy steps (share of busy time, median per step):\n");
-        for (int g = 0; g < MST_AN_STAGES; g++) {
-            printf("  %-9s %5.1f%%", mst_an_stage_names[g], 100 * r->stages[g].share);
-            print_ms("  p50 ", r->stages[g].q_ms.p50);
-            print_ms("  p99 ", r->stages[g].q_ms.p99);
-            putchar('\n');
-        }
-    }
-    for (size_t i = 0; i < r->n_targets; i++)
-        printf("profile: %s pid %lld, %lld..%lld ns: %s\n", r->targets[i].what,
-               (long long)r->targets[i].pid, (long long)r->targets[i].start_ns,
-               (long long)r->targets[i].end_ns, r->targets[i].why);
-    free(r);
-    (void)before;
-    (void)a;
+/* "a.json,b.json": every input of a side, as the compare view names it. */
+static void join_names(char *out, size_t size, const char *const *paths, size_t n) {
+    size_t len = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < n && len + 1 < size; i++)
+        len += (size_t)snprintf(out + len, size - len, "%s%s", i ? "," : "", paths[i]);
 }
 
 int mst_analyze_main(int argc, char **argv) {
@@ -420,8 +514,8 @@ int mst_analyze_main(int argc, char **argv) {
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0) return rc;
     mst_an_model *before = NULL;
-    if (a.compare && !(before = load_side(a.before, a.n_before, a.quiet, &a.jaeger))) return EXIT_USAGE;
-    mst_an_model *m = load_side(a.inputs, a.n_inputs, a.quiet, &a.jaeger);
+    if (a.compare && !(before = load_side(a.before, a.n_before, &a))) return EXIT_USAGE;
+    mst_an_model *m = load_side(a.inputs, a.n_inputs, &a);
     if (!m) {
         mst_an_model_free(before);
         return EXIT_USAGE;
@@ -429,14 +523,21 @@ int mst_analyze_main(int argc, char **argv) {
     rc = 0;
     mst_buf json;
     mst_buf_init(&json, 0);
-    char before_label[1024] = "", after_label[1024] = "";
+    char before_label[4096] = "", after_label[4096] = "";
     if (a.compare) {
-        snprintf(before_label, sizeof before_label, "%s", a.before[0]);
-        snprintf(after_label, sizeof after_label, "%s", a.inputs[0]);
+        join_names(before_label, sizeof before_label, a.before, a.n_before);
+        join_names(after_label, sizeof after_label, a.inputs, a.n_inputs);
     }
     mst_an_json_options jo = {(size_t)a.top, 0, 0, a.compare ? before_label : NULL,
                               a.compare ? after_label : NULL};
-    if (mst_an_report_json(m, before, &jo, &json) != MST_OK) {
+    mst_an_analysis an;
+    if (mst_an_analyze(m, before, &an) != MST_OK) {
+        fprintf(stderr, "mstrace analyze: error: out of memory analysing\n");
+        mst_an_model_free(m);
+        mst_an_model_free(before);
+        return EXIT_OUTPUT;
+    }
+    if (mst_an_report_json(&an, &jo, &json) != MST_OK) {
         fprintf(stderr, "mstrace analyze: error: out of memory writing the analysis\n");
         rc = EXIT_OUTPUT;
     }
@@ -450,21 +551,8 @@ int mst_analyze_main(int argc, char **argv) {
         }
     }
     bool to_stdout = a.json_path && strcmp(a.json_path, "-") == 0;
-    if (!rc && !a.quiet && !to_stdout) {
-        print_summary(m, before, &a);
-        if (before) {
-            mst_an_view bv, av;
-            mst_an_model_view(before, &bv);
-            mst_an_model_view(m, &av);
-            mst_an_comparison *c = malloc(sizeof *c);
-            if (c && mst_an_compare(&bv, &av, c) == MST_OK) {
-                printf("compare %s -> %s:\n", before_label, after_label);
-                for (size_t i = 0; i < c->n_metrics; i++) printf("  %s\n", c->metrics[i].sentence);
-                printf("compare verdict: %s\n", c->verdict);
-            }
-            free(c);
-        }
-    }
+    if (!rc && !a.quiet && !to_stdout) mst_an_report_text(stdout, &an, before_label, after_label);
+    mst_an_analysis_free(&an);
     mst_buf_free(&json);
     mst_an_model_free(m);
     mst_an_model_free(before);

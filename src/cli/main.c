@@ -10,7 +10,7 @@
  *
  * Why it is this thin: parsing and dispatch only. `forward` with
  * --perfetto-output runs the Perfetto sink (forward/perfetto_sink.h);
- * without it, the OTLP relay (docs/relay.md, forward/otlp_relay.h), which plugs
+ * without it, the OTLP relay (docs/relay.md, relay/otlp_relay.h), which plugs
  * into the same forward/daemon.h run loop as another mst_daemon_service.
  * Exit codes: 0 ok, 1 runtime error (bad output path, busy socket, missing
  * or invalid OTEL_EXPORTER_OTLP_* for the relay), 2 usage.
@@ -25,7 +25,7 @@
 #include "core/log.h"
 #include "forward/daemon.h"
 #include "forward/frame_server.h"
-#include "forward/otlp_relay.h"
+#include "relay/otlp_relay.h"
 #include "forward/perfetto_sink.h"
 #include "mstrace.h"
 #include "mstrace_otlp.h"
@@ -96,8 +96,11 @@ static void print_forward_usage(FILE *f) {
             "OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, as-is) using\n"
             "OTEL_EXPORTER_OTLP_PROTOCOL (http/protobuf or grpc); both are required and the\n"
             "URL needs an explicit port, e.g. http://localhost:4318/v1/traces. A base URL\n"
-            "gets /v1/traces appended for http/protobuf. When the collector is down the\n"
-            "relay queues (bounded), drops the newest when full and counts every loss.\n"
+            "gets /v1/traces appended for http/protobuf. TLS to an https:// collector:\n"
+            "OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE (its CA), _CLIENT_CERTIFICATE and\n"
+            "_CLIENT_KEY (mutual TLS). When the collector is down the relay queues\n"
+            "(bounded), drops the newest when full and counts every loss; a configuration\n"
+            "error (TLS, HTTP 4xx) fails at once with one line naming the variable.\n"
             "\n"
             "options:\n"
             "  -h, --help            show this help and exit\n"
@@ -135,14 +138,15 @@ static void print_forward_usage(FILE *f) {
             "  --relay-backoff-min-ms N  first wait after a failed send [%u]\n"
             "  --relay-backoff-max-ms N  longest wait between sends while down [%u]\n"
             "  --relay-flush-timeout-ms N  time to flush the queue at stop [%u]\n"
-            "  --relay-warn-queued N     warn once when this many are queued [%u]\n",
+            "  --relay-warn-queued N     warn once when this many are queued; below\n"
+            "                            --relay-queue-items, else a tenth of it [%u]\n",
             MST_PERFETTO_SOCKET_NAME, MST_OTLP_SOCKET_NAME,
             (unsigned long long)MST_FRAME_DEFAULT_PARTIAL_BYTES, MST_FRAME_DEFAULT_STALL_MS,
             MST_RELAY_DEFAULT_QUEUE_BYTES,
             MST_RELAY_DEFAULT_QUEUE_ITEMS, MST_RELAY_DEFAULT_BATCH_ITEMS,
             MST_RELAY_DEFAULT_BATCH_BYTES, MST_RELAY_DEFAULT_BACKOFF_MIN_MS,
             MST_RELAY_DEFAULT_BACKOFF_MAX_MS, MST_RELAY_DEFAULT_FLUSH_MS,
-            MST_RELAY_DEFAULT_WARN_ITEMS);
+            MST_RELAY_DEFAULT_QUEUE_ITEMS / MST_RELAY_WARN_FRACTION);
 }
 
 /* Matches "--opt VALUE" or "--opt=VALUE"; advances *i past a separate value.

@@ -565,6 +565,10 @@ void mst_chrome_writer_get_stats(const mst_chrome_writer *w, mst_chrome_stats *o
     mst_chrome_stats_add_outq(out, &os, w->full_dropped);
 }
 
+void mst_chrome_writer_get_disk_stats(const mst_chrome_writer *w, mst_outq_stats *out) {
+    mst_outq_get_stats(w->out, out);
+}
+
 static void writer_free(mst_chrome_writer *w) {
     mst_track_table_free(&w->pos);
     mst_pend_table_free(&w->pend);

@@ -74,6 +74,9 @@ struct mst_outq_stats;
 void mst_chrome_stats_add_outq(mst_chrome_stats *out, const struct mst_outq_stats *os,
                                uint64_t full_dropped);
 void mst_chrome_writer_get_stats(const mst_chrome_writer *w, mst_chrome_stats *out);
+/* The output queue's counters as of now: what is in the file. Any thread
+ * (the queue's counters are under its lock), while w is open. */
+void mst_chrome_writer_get_disk_stats(const mst_chrome_writer *w, struct mst_outq_stats *out);
 /* Flushes and closes; frees w. */
 mst_status mst_chrome_writer_close(mst_chrome_writer *w);
 /* The same, and *final (may be NULL) gets the counters after the close,

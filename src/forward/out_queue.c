@@ -13,6 +13,17 @@
  * The writer writes everything queued (at most MAX_IOV chunks) in one
  * pwritev, then recycles the chunks: up to KEEP_FREE stay allocated (their
  * pages resident), the rest are freed.
+ *
+ * Disk full, in pieces: every chunk keeps "cuts" — element boundaries at
+ * least PIECE_BYTES apart, with the spans and flows before them — recorded
+ * by mst_outq_added. When the space for the whole write cannot be reserved,
+ * the longest prefix ending at a cut that can be reserved is written (found
+ * by bisecting over the cuts with fallocate), so a disk with some room left
+ * takes what fits and the rest waits; where a write still comes up short
+ * (no fallocate, RLIMIT_FSIZE), the file is cut back to the last cut that
+ * landed whole instead of to where the write started. A stalled writer
+ * retries on its own every RETRY_MS, so space coming back is used without
+ * new traffic.
  */
 #include "forward/out_queue.h"
 
@@ -25,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/log.h"
@@ -33,12 +45,32 @@
 #define EARLY_BYTES (256u << 10) /* ... or this full when the writer is idle */
 #define KEEP_FREE 4             /* recycled chunks kept allocated */
 #define MAX_IOV 64              /* chunks per pwritev */
+#define PIECE_BYTES 4096u       /* cuts (element boundaries) at least this far apart: a page */
+#define RETRY_MS 200            /* a stalled writer retries this often on its own */
+
+/* An element boundary in a chunk: `off` bytes in, after `spans`/`flows`. */
+typedef struct cut {
+    size_t off;
+    uint64_t spans, flows;
+} cut;
 
 typedef struct chunk {
     mst_buf b;
     uint64_t spans, flows;
+    cut *cuts;                /* ascending; the chunk's end is a cut too, not stored */
+    size_t n_cuts, cap_cuts;
+    size_t last_cut;          /* cuts[n_cuts - 1].off, 0 when none: one compare per element */
     struct chunk *next;
 } chunk;
+
+/* A prefix of the queued chunks that ends at a cut: all of the chunks
+ * before `c`, and `off` bytes of `c`; `file_len` bytes of elements. */
+typedef struct prefix {
+    chunk *c;
+    size_t off;
+    uint64_t spans, flows;     /* in c before off */
+    uint64_t file_len;
+} prefix;
 
 const mst_outq_layout MST_OUTQ_JSON_ARRAY = {.tail = "]", .tail_len = 1, .first_skip = 1};
 
@@ -71,7 +103,44 @@ struct mst_outq {
 static void chunk_free(chunk *c) {
     if (!c) return;
     mst_buf_free(&c->b);
+    free(c->cuts);
     free(c);
+}
+
+/* Records a cut at the chunk's current end. Out of memory only makes the
+ * pieces coarser, so it is not an error. */
+static void chunk_add_cut(chunk *c, size_t off, uint64_t spans, uint64_t flows) {
+    if (c->n_cuts == c->cap_cuts) {
+        size_t cap = c->cap_cuts ? c->cap_cuts * 2 : 64;
+        cut *n = realloc(c->cuts, cap * sizeof *n);
+        if (!n) return;
+        c->cuts = n;
+        c->cap_cuts = cap;
+    }
+    c->cuts[c->n_cuts++] = (cut){off, spans, flows};
+    c->last_cut = off;
+}
+
+/* Records a cut at `off` when it is PIECE_BYTES past the last one. */
+static inline void chunk_maybe_cut(chunk *c, size_t off, uint64_t spans, uint64_t flows) {
+    if (off - c->last_cut >= PIECE_BYTES) chunk_add_cut(c, off, spans, flows);
+}
+
+/* Drops the first `off` bytes of c (they are in the file now), with the
+ * spans and flows before them; the cuts after it move down. */
+static void chunk_trim_front(chunk *c, size_t off, uint64_t spans, uint64_t flows) {
+    memmove(c->b.data, c->b.data + off, c->b.len - off);
+    c->b.len -= off;
+    c->spans -= spans;
+    c->flows -= flows;
+    size_t k = 0;
+    for (size_t i = 0; i < c->n_cuts; i++) {
+        if (c->cuts[i].off <= off) continue;
+        c->cuts[k++] = (cut){c->cuts[i].off - off, c->cuts[i].spans - spans,
+                             c->cuts[i].flows - flows};
+    }
+    c->n_cuts = k;
+    c->last_cut = k ? c->cuts[k - 1].off : 0;
 }
 
 static chunk *chunk_new(void) {
@@ -93,6 +162,7 @@ static void recycle_locked(mst_outq *q, chunk *c) {
     if (q->n_free < KEEP_FREE && c->b.cap <= CHUNK_BYTES * 2) {
         mst_buf_reset(&c->b);
         c->spans = c->flows = 0;
+        c->n_cuts = c->last_cut = 0;
         c->next = q->free_list;
         q->free_list = c;
         q->n_free++;
@@ -106,8 +176,10 @@ static void set_idle_locked(mst_outq *q) {
                           memory_order_release);
 }
 
-/* pwritev of every iov byte at off, retrying EINTR and short writes. */
-static int pwritev_all(int fd, struct iovec *iov, int n, uint64_t off) {
+/* pwritev of every iov byte at off, retrying EINTR and short writes.
+ * *landed = the bytes that reached the file (all of them on success). */
+static int pwritev_all(int fd, struct iovec *iov, int n, uint64_t off, uint64_t *landed) {
+    *landed = 0;
     while (n > 0) {
         ssize_t k = pwritev(fd, iov, n, (off_t)off);
         if (k < 0) {
@@ -116,6 +188,7 @@ static int pwritev_all(int fd, struct iovec *iov, int n, uint64_t off) {
         }
         if (k == 0) return EIO;
         off += (uint64_t)k;
+        *landed += (uint64_t)k;
         while (n > 0 && (size_t)k >= iov->iov_len) {
             k -= (ssize_t)iov->iov_len;
             iov++;
@@ -129,70 +202,167 @@ static int pwritev_all(int fd, struct iovec *iov, int n, uint64_t off) {
     return 0;
 }
 
-/* Puts the tail back at end_off and cuts the file there: undoes a failed
- * (partial) write so the file is valid again. Writer side (or after the
- * join); false when that failed too. */
-static bool restore_tail(mst_outq *q) {
+/* Puts the tail at `at` and cuts the file right after it: the file is then
+ * valid up to `at`. Writer side (or after the join); false when that
+ * failed. Only ever called where the bytes at `at` are already the file's
+ * (end_off, or inside what a write just put there), so it needs no space. */
+static bool put_tail_at(mst_outq *q, uint64_t at) {
     const mst_outq_layout *l = q->layout;
     bool ok = true;
     if (l->tail_len) {
         struct iovec iov = {.iov_base = (void *)l->tail, .iov_len = l->tail_len};
-        ok = pwritev_all(q->fd, &iov, 1, q->end_off) == 0;
+        uint64_t landed;
+        ok = pwritev_all(q->fd, &iov, 1, at, &landed) == 0;
     }
-    /* Cutting back never needs space, and frees what the partial write took. */
-    if (ftruncate(q->fd, (off_t)(q->end_off + l->tail_len)) != 0) ok = false;
+    /* Cutting back never needs space, and frees what a partial write took. */
+    if (ftruncate(q->fd, (off_t)(at + l->tail_len)) != 0) ok = false;
     return ok;
 }
 
-/* Writes chunks first..(at most MAX_IOV) and the tail at end_off. Returns 0
- * or an errno (the file then restored, *restore_failed set if that failed
- * too); *last = the last chunk written (or attempted). */
-static int write_chunks(mst_outq *q, chunk *first, chunk *stop_after, chunk **last,
-                        uint64_t *bytes, bool *restore_failed) {
-    struct iovec iov[MAX_IOV + 1];
-    int n = 0;
+/* Undoes a failed (partial) write: the file is valid again at end_off. */
+static bool restore_tail(mst_outq *q) { return put_tail_at(q, q->end_off); }
+
+/* Bytes at the start of c that never go to the file: the very first
+ * element's first_skip (JSON: its leading ','). */
+static size_t chunk_skip(const mst_outq *q, const chunk *c, const chunk *first) {
+    if (c != first || q->has_elements) return 0;
+    return q->layout->first_skip < c->b.len ? q->layout->first_skip : c->b.len;
+}
+
+/* All of the chunks first..last as a prefix. */
+static prefix whole_prefix(const mst_outq *q, chunk *first, chunk *last) {
+    prefix p = {.c = last, .off = last->b.len, .spans = last->spans, .flows = last->flows};
+    for (chunk *c = first;; c = c->next) {
+        p.file_len += c->b.len - chunk_skip(q, c, first);
+        if (c == last) break;
+    }
+    return p;
+}
+
+/* The prefixes of first..last that end at a cut, shortest first; the last
+ * one is all of them. Failure path only (it allocates); NULL when out of
+ * memory. */
+static prefix *list_prefixes(const mst_outq *q, chunk *first, chunk *last, size_t *n) {
     size_t total = 0;
-    chunk *c = first;
-    for (;;) {
-        const uint8_t *p = c->b.data;
-        size_t len = c->b.len;
-        if (n == 0 && !q->has_elements && len) { /* e.g. the first element's ',' */
-            size_t skip = q->layout->first_skip < len ? q->layout->first_skip : len;
-            p += skip;
-            len -= skip;
+    for (chunk *c = first;; c = c->next) {
+        total += c->n_cuts + 1;
+        if (c == last) break;
+    }
+    prefix *p = malloc(total * sizeof *p);
+    if (!p) return NULL;
+    uint64_t base = 0;
+    size_t k = 0;
+    for (chunk *c = first;; c = c->next) {
+        size_t skip = chunk_skip(q, c, first);
+        for (size_t i = 0; i < c->n_cuts; i++) {
+            const cut *x = &c->cuts[i];
+            if (x->off > skip && x->off < c->b.len)
+                p[k++] = (prefix){c, x->off, x->spans, x->flows, base + x->off - skip};
         }
-        iov[n].iov_base = (void *)p;
-        iov[n].iov_len = len;
-        total += len;
+        base += c->b.len - skip;
+        p[k++] = (prefix){c, c->b.len, c->spans, c->flows, base};
+        if (c == last) break;
+    }
+    *n = k;
+    return p;
+}
+
+/* The iovecs for `end` (the chunks from first up to it, then the tail). */
+static int prefix_iov(const mst_outq *q, chunk *first, const prefix *end, struct iovec *iov) {
+    int n = 0;
+    for (chunk *c = first;; c = c->next) {
+        size_t skip = chunk_skip(q, c, first);
+        size_t len = c == end->c ? end->off : c->b.len;
+        iov[n].iov_base = c->b.data + skip;
+        iov[n].iov_len = len - skip;
         n++;
-        *last = c;
-        if (c == stop_after || n == MAX_IOV) break;
-        c = c->next;
+        if (c == end->c) break;
     }
     iov[n].iov_base = (void *)q->layout->tail;
     iov[n].iov_len = q->layout->tail_len;
+    return n + 1;
+}
+
+static bool no_space(int e) { return e == ENOSPC || e == EDQUOT; }
+
+/* The space for all of first..last could not be reserved: finds the
+ * longest prefix ending at a cut whose space can be (bisecting: a prefix
+ * that fits means every shorter one fits). False when none fits. */
+static bool longest_reservable(const mst_outq *q, chunk *first, chunk *last, prefix *out) {
+    size_t n;
+    prefix *p = list_prefixes(q, first, last, &n);
+    if (!p) return false;
+    long lo = -1, hi = (long)n - 1; /* p[hi] (everything) did not fit */
+    while (hi - lo > 1) {
+        long mid = lo + (hi - lo) / 2;
+        off_t len = (off_t)(p[mid].file_len + q->layout->tail_len);
+        if (fallocate(q->fd, FALLOC_FL_KEEP_SIZE, (off_t)q->end_off, len) == 0) lo = mid;
+        else hi = mid;
+    }
+    if (lo >= 0) *out = p[lo];
+    free(p);
+    return lo >= 0;
+}
+
+/* After a write that came up short with `landed` bytes in the file: the
+ * longest prefix ending at a cut that landed whole with room for the tail
+ * inside what landed (so the tail needs no new space). */
+static bool longest_landed(const mst_outq *q, chunk *first, chunk *last, uint64_t landed,
+                           prefix *out) {
+    size_t n;
+    prefix *p = list_prefixes(q, first, last, &n);
+    if (!p) return false;
+    bool found = false;
+    for (size_t i = 0; i < n && p[i].file_len + q->layout->tail_len <= landed; i++) {
+        *out = p[i];
+        found = p[i].file_len > 0;
+    }
+    free(p);
+    return found;
+}
+
+/* Writes chunks first..(at most MAX_IOV) and the tail at end_off; as much
+ * of them as the disk takes, in whole elements. Returns 0 when all were
+ * written, else an errno; *done = what is in the file now (done->c NULL:
+ * nothing, the file as it was — restored, *restore_failed set if that
+ * failed too). */
+static int write_chunks(mst_outq *q, chunk *first, chunk *stop_after, prefix *done,
+                        bool *restore_failed) {
+    chunk *end = first;
+    for (int n = 1; end != stop_after && n < MAX_IOV; n++) end = end->next;
+    memset(done, 0, sizeof *done);
+    prefix target = whole_prefix(q, first, end);
     /* Reserve the blocks first (without changing the file's size): on a full
      * disk the write then fails before any byte of it reaches the file, so a
      * reader never sees a partial write even for the moment before the undo
-     * below. Where fallocate is not supported, or the limit is not space
-     * (RLIMIT_FSIZE), the write is tried and undone as before. */
-    size_t need = total + q->layout->tail_len;
+     * below. When the whole does not fit, the longest prefix that does is
+     * written. Where fallocate is not supported, or the limit is not space
+     * (RLIMIT_FSIZE), the write is tried and a short one cut back below. */
+    int partial_err = 0;
+    size_t need = target.file_len + q->layout->tail_len;
     if (need && fallocate(q->fd, FALLOC_FL_KEEP_SIZE, (off_t)q->end_off, (off_t)need) != 0) {
         int fe = errno;
-        if (fe == ENOSPC || fe == EDQUOT) {
-            *restore_failed = false; /* nothing was written: the file is as it was */
-            return fe;
+        if (no_space(fe)) {
+            if (!longest_reservable(q, first, end, &target)) return fe; /* nothing written */
+            partial_err = fe;
         }
     }
-    int e = pwritev_all(q->fd, iov, n + 1, q->end_off);
-    if (e) {
-        *restore_failed = !restore_tail(q);
+    struct iovec iov[MAX_IOV + 1];
+    int n = prefix_iov(q, first, &target, iov);
+    uint64_t landed;
+    int e = pwritev_all(q->fd, iov, n, q->end_off, &landed);
+    if (!e) {
+        *done = target;
+        return partial_err;
+    }
+    prefix keep;
+    if (longest_landed(q, first, end, landed, &keep) &&
+        put_tail_at(q, q->end_off + keep.file_len)) {
+        *done = keep;
         return e;
     }
-    if (total) q->has_elements = true;
-    q->end_off += total;
-    *bytes = total; /* the old tail was overwritten by the new one */
-    return 0;
+    *restore_failed = !restore_tail(q);
+    return e;
 }
 
 /* Takes the chunks head..`upto` off the queue (written or given up on),
@@ -215,6 +385,34 @@ static void release_through_locked(mst_outq *q, chunk *upto, uint64_t *spans, ui
     if (!q->head) q->tail = NULL;
 }
 
+/* `done` is in the file: the chunks before done->c leave the queue, and
+ * done->c too when it was written whole, else its written front is cut
+ * off. Counts what was written. Under mu (writer side). */
+static void commit_locked(mst_outq *q, const prefix *done) {
+    uint64_t spans = 0, flows = 0;
+    if (done->c != q->head) {
+        chunk *before = q->head;
+        while (before->next != done->c) before = before->next;
+        release_through_locked(q, before, &spans, &flows);
+    }
+    if (done->off == done->c->b.len) {
+        uint64_t s, f;
+        release_through_locked(q, done->c, &s, &f);
+        spans += s;
+        flows += f;
+    } else {
+        chunk_trim_front(done->c, done->off, done->spans, done->flows);
+        atomic_fetch_sub_explicit(&q->queued_bytes, done->off, memory_order_relaxed);
+        spans += done->spans;
+        flows += done->flows;
+    }
+    q->st.spans_written += spans;
+    q->st.flows_written += flows;
+    q->st.bytes_written += done->file_len; /* the old tail was overwritten by the new one */
+    q->end_off += done->file_len;
+    if (done->file_len) q->has_elements = true;
+}
+
 /* Gives up on the retained chunks head..`upto` (writer side or after the
  * join), counting their spans as dropped; the file already ends at its
  * last good state (restore_tail after the failed write). Under mu. */
@@ -227,14 +425,10 @@ static void drop_retained_locked(mst_outq *q, chunk *upto) {
     if (!restore_tail(q)) q->st.write_errors++;
 }
 
-static void after_write_locked(mst_outq *q, chunk *last, int e, uint64_t bytes) {
+static void after_write_locked(mst_outq *q, int e, const prefix *done) {
     q->last_err = e;
+    if (done->c) commit_locked(q, done);
     if (!e) {
-        uint64_t spans, flows;
-        release_through_locked(q, last, &spans, &flows);
-        q->st.spans_written += spans;
-        q->st.flows_written += flows;
-        q->st.bytes_written += bytes;
         q->stalled = false;
         return;
     }
@@ -249,25 +443,42 @@ static void after_write_locked(mst_outq *q, chunk *last, int e, uint64_t bytes) 
     }
 }
 
+/* Under mu: waits for work; a stalled writer (data kept after a failed
+ * write) wakes itself every RETRY_MS to try again, so freed space is used
+ * even when no new data arrives. */
+static void wait_work_locked(mst_outq *q) {
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_nsec += (long)RETRY_MS * 1000000L;
+    deadline.tv_sec += deadline.tv_nsec / 1000000000L;
+    deadline.tv_nsec %= 1000000000L;
+    while (!q->stop && !(q->head && (!q->stalled || q->retry))) {
+        if (!(q->head && q->stalled)) {
+            pthread_cond_wait(&q->cv_work, &q->mu);
+        } else if (pthread_cond_timedwait(&q->cv_work, &q->mu, &deadline) == ETIMEDOUT) {
+            q->retry = true;
+        }
+    }
+}
+
 static void *writer_main(void *arg) {
     mst_outq *q = arg;
     pthread_setname_np(pthread_self(), "mstrace-writer"); /* for top/perf */
     pthread_mutex_lock(&q->mu);
     for (;;) {
-        while (!q->stop && !(q->head && (!q->stalled || q->retry)))
-            pthread_cond_wait(&q->cv_work, &q->mu);
+        wait_work_locked(q);
         if (!q->head || (q->stalled && !q->retry)) break; /* stop: nothing to try */
         q->retry = false;
         q->writing = true;
-        chunk *first = q->head, *stop_after = q->tail, *last = NULL;
+        chunk *first = q->head, *stop_after = q->tail;
         pthread_mutex_unlock(&q->mu);
-        uint64_t bytes = 0;
+        prefix done;
         bool restore_failed = false;
-        int e = write_chunks(q, first, stop_after, &last, &bytes, &restore_failed);
+        int e = write_chunks(q, first, stop_after, &done, &restore_failed);
         pthread_mutex_lock(&q->mu);
         if (restore_failed) q->st.write_errors++;
         q->writing = false;
-        after_write_locked(q, last, e, bytes);
+        after_write_locked(q, e, &done);
         set_idle_locked(q);
         pthread_cond_broadcast(&q->cv_done);
     }
@@ -284,16 +495,24 @@ static void push_locked(mst_outq *q) {
     chunk *c = q->cur;
     if (!c || c->b.len == 0) return;
     if (q->stalled && q->tail && !q->writing) {
-        mst_buf_append(&q->tail->b, c->b.data, c->b.len);
-        if (q->tail->b.failed) { /* out of memory: keep them here for now */
-            q->tail->b.failed = false;
+        chunk *t = q->tail;
+        size_t old_len = t->b.len;
+        mst_buf_append(&t->b, c->b.data, c->b.len);
+        if (t->b.failed) { /* out of memory: keep them here for now */
+            t->b.failed = false;
             return;
         }
-        q->tail->spans += c->spans;
-        q->tail->flows += c->flows;
+        /* The old end and c's cuts are element boundaries of the tail now. */
+        chunk_maybe_cut(t, old_len, t->spans, t->flows);
+        for (size_t i = 0; i < c->n_cuts; i++)
+            chunk_maybe_cut(t, old_len + c->cuts[i].off, t->spans + c->cuts[i].spans,
+                            t->flows + c->cuts[i].flows);
+        t->spans += c->spans;
+        t->flows += c->flows;
         atomic_fetch_add_explicit(&q->queued_bytes, c->b.len, memory_order_relaxed);
         mst_buf_reset(&c->b);
         c->spans = c->flows = 0;
+        c->n_cuts = c->last_cut = 0;
     } else {
         c->next = NULL;
         if (q->tail) q->tail->next = c; else q->head = c;
@@ -320,6 +539,7 @@ void mst_outq_added(mst_outq *q, uint64_t spans, uint64_t flows) {
     chunk *c = q->cur;
     c->spans += spans;
     c->flows += flows;
+    chunk_maybe_cut(c, c->b.len, c->spans, c->flows);
     bool full = c->b.len >= CHUNK_BYTES;
     if (full || (c->b.len >= EARLY_BYTES &&
                  atomic_load_explicit(&q->idle, memory_order_acquire))) {
@@ -424,7 +644,11 @@ mst_status mst_outq_start_layout(int fd, const mst_outq_layout *layout, uint64_t
     q->end_off = end_off;
     q->st.bytes_written = bytes_so_far;
     pthread_mutex_init(&q->mu, NULL);
-    pthread_cond_init(&q->cv_work, NULL);
+    pthread_condattr_t mono; /* the retry timer must not jump with the wall clock */
+    pthread_condattr_init(&mono);
+    pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
+    pthread_cond_init(&q->cv_work, &mono);
+    pthread_condattr_destroy(&mono);
     pthread_cond_init(&q->cv_done, NULL);
     atomic_init(&q->idle, true);
     atomic_init(&q->queued_bytes, 0);

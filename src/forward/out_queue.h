@@ -18,12 +18,15 @@
  * element are skipped (JSON: its leading ',').
  *
  * Failure rules (the same for every format): a failed write (disk full, I/O
- * error) is undone at once — the tail is rewritten at end_off and the file
- * cut back to end_off + tail — so while writes keep failing the file stays
- * valid; the data is retried at the same offset (idempotent) together with
- * the next chunk handed over or at the next flush; beyond
- * MST_OUTQ_MAX_RETAIN_BYTES of failing data it is dropped. Counters count
- * elements (spans), never attempts: write_errors counts failed writes,
+ * error) keeps what reached the file in whole elements — as much of the
+ * backlog as the disk takes, cut at an element boundary (to within a page)
+ * — and the file ends in the tail again at once, so while writes keep
+ * failing the file stays valid; the rest is retried at the new end offset
+ * together with the next chunk handed over, at the next flush, or by the
+ * writer itself every few hundred ms (space coming back is used without new
+ * traffic); beyond MST_OUTQ_MAX_RETAIN_BYTES of failing data it is dropped.
+ * Counters count elements (spans), never attempts: write_errors counts
+ * failed writes (one that wrote only part of the backlog included),
  * spans_dropped the spans given up on, spans_written the spans in the file.
  *
  * Threads: every function is called from one producer thread; the writer
@@ -104,8 +107,8 @@ mst_status mst_outq_flush(mst_outq *q);
 
 void mst_outq_get_stats(mst_outq *q, mst_outq_stats *out);
 
-/* Flushes, stops the thread and frees q; what still cannot be written is
- * dropped (counted in *final) and the file cut back to its last valid
+/* Flushes (writing as much as fits), stops the thread and frees q; what
+ * still cannot be written is dropped (counted in *final) and the file cut back to its last valid
  * state. Returns the flush's status. `final` (may be NULL) gets the last
  * counters. The fd is not closed. */
 mst_status mst_outq_stop(mst_outq *q, mst_outq_stats *final);

@@ -91,15 +91,15 @@ static void normalize(char *path) {
     out[len] = '\0';
 }
 
-/* Builds the absolute, normalised path into abs (PATH_MAX bytes). */
-static mst_status make_absolute(const char *path, char *abs, char *err, size_t err_size) {
+mst_status mst_output_abs_path(const char *path, const char *what, char *abs, char *err,
+                               size_t err_size) {
     char tmp[2 * PATH_MAX];
     int n;
     if (path[0] == '~' && path[1] == '/') {
         const char *home = getenv("HOME");
         if (!home || home[0] != '/')
             return path_err(err, err_size, MST_ERR_PATH,
-                            "--perfetto-output: cannot expand '~' (HOME is not an absolute path)");
+                            "%s: cannot expand '~' (HOME is not an absolute path)", what);
         n = snprintf(tmp, sizeof tmp, "%s/%s", home, path + 2);
     } else if (path[0] == '/') {
         n = snprintf(tmp, sizeof tmp, "%s", path);
@@ -107,15 +107,15 @@ static mst_status make_absolute(const char *path, char *abs, char *err, size_t e
         char cwd[PATH_MAX];
         if (!getcwd(cwd, sizeof cwd))
             return path_err(err, err_size, MST_ERR_IO,
-                            "--perfetto-output: cannot read the current directory: %s",
+                            "%s: cannot read the current directory: %s", what,
                             strerror(errno));
         n = snprintf(tmp, sizeof tmp, "%s/%s", cwd, path);
     }
     if (n < 0 || (size_t)n >= sizeof tmp)
-        return path_err(err, err_size, MST_ERR_PATH, "--perfetto-output: path too long");
+        return path_err(err, err_size, MST_ERR_PATH, "%s: path too long", what);
     normalize(tmp);
     if (strlen(tmp) >= PATH_MAX)
-        return path_err(err, err_size, MST_ERR_PATH, "--perfetto-output: path too long");
+        return path_err(err, err_size, MST_ERR_PATH, "%s: path too long", what);
     strcpy(abs, tmp);
     return MST_OK;
 }
@@ -127,8 +127,8 @@ static mst_status errno_status(int e) {
 /* Opens the directory `name` inside dirfd without following a link;
  * creates it (0750) when missing. `shown` is the absolute path so far, for
  * messages. Returns the new fd or -1 with the error set. */
-static int open_dir_component(int dirfd, const char *name, const char *shown, mst_status *st,
-                              char *err, size_t err_size) {
+static int open_dir_component(int dirfd, const char *name, const char *shown, const char *what,
+                              mst_status *st, char *err, size_t err_size) {
     for (int attempt = 0; attempt < 2; attempt++) {
         int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd >= 0) return fd;
@@ -138,7 +138,7 @@ static int open_dir_component(int dirfd, const char *name, const char *shown, ms
             if (mkdirat(dirfd, name, 0750) != 0 && errno != EEXIST) {
                 e = errno;
                 *st = path_err(err, err_size, errno_status(e),
-                               "--perfetto-output: cannot create directory '%s': %s", shown,
+                               "%s: cannot create directory '%s': %s", what, shown,
                                strerror(e));
                 return -1;
             }
@@ -146,35 +146,32 @@ static int open_dir_component(int dirfd, const char *name, const char *shown, ms
         }
         if (fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode)) {
             *st = path_err(err, err_size, MST_ERR_PATH,
-                           "--perfetto-output: '%s' is a symbolic link; links are not followed "
+                           "%s: '%s' is a symbolic link; links are not followed "
                            "in the output path (give the real directory)",
-                           shown);
+                           what, shown);
         } else if (e == ENOTDIR || (e == ELOOP) ||
                    (fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(sb.st_mode))) {
             *st = path_err(err, err_size, MST_ERR_PATH,
-                           "--perfetto-output: '%s' exists and is not a directory", shown);
+                           "%s: '%s' exists and is not a directory", what, shown);
         } else {
             *st = path_err(err, err_size, errno_status(e),
-                           "--perfetto-output: cannot access '%s': %s", shown, strerror(e));
+                           "%s: cannot access '%s': %s", what, shown, strerror(e));
         }
         return -1;
     }
     *st = path_err(err, err_size, MST_ERR_IO,
-                   "--perfetto-output: '%s' keeps changing while being created", shown);
+                   "%s: '%s' keeps changing while being created", what, shown);
     return -1;
 }
 
-/* Walks the parent directories of abs (absolute, normalised) from "/"
- * without following links, creating missing ones. Returns an fd of the
- * parent directory (or -1 with the error set) and the file name in *leaf. */
-static int open_parent_dir(const char *abs, const char **leaf, mst_status *st, char *err,
-                           size_t err_size) {
+int mst_output_open_parent(const char *abs, const char *what, const char **leaf, mst_status *st,
+                           char *err, size_t err_size) {
     char shown[PATH_MAX];
     const char *slash = strrchr(abs, '/');
     *leaf = slash + 1;
     int dirfd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dirfd < 0) {
-        *st = path_err(err, err_size, MST_ERR_IO, "--perfetto-output: cannot open '/': %s",
+        *st = path_err(err, err_size, MST_ERR_IO, "%s: cannot open '/': %s", what,
                        strerror(errno));
         return -1;
     }
@@ -185,14 +182,14 @@ static int open_parent_dir(const char *abs, const char **leaf, mst_status *st, c
         size_t n = (size_t)(end - p);
         if (n > NAME_MAX) {
             close(dirfd);
-            *st = path_err(err, err_size, MST_ERR_PATH, "--perfetto-output: name too long");
+            *st = path_err(err, err_size, MST_ERR_PATH, "%s: name too long", what);
             return -1;
         }
         memcpy(name, p, n);
         name[n] = '\0';
         memcpy(shown, abs, (size_t)(end - abs));
         shown[end - abs] = '\0';
-        int next = open_dir_component(dirfd, name, shown, st, err, err_size);
+        int next = open_dir_component(dirfd, name, shown, what, st, err, err_size);
         close(dirfd);
         if (next < 0) return -1;
         dirfd = next;
@@ -202,24 +199,48 @@ static int open_parent_dir(const char *abs, const char **leaf, mst_status *st, c
 }
 
 /* The regular-file + owner rule for an lstat/fstat result. */
-static mst_status check_stat(const struct stat *st, const char *abs, char *err, size_t err_size) {
+static mst_status check_stat(const struct stat *st, const char *abs, const char *what, char *err,
+                             size_t err_size) {
     if (S_ISLNK(st->st_mode))
         return path_err(err, err_size, MST_ERR_PATH,
-                        "--perfetto-output cannot be a symbolic link: %s", abs);
+                        "%s cannot be a symbolic link: %s", what, abs);
     if (!S_ISREG(st->st_mode))
         return path_err(err, err_size, MST_ERR_PATH,
-                        "--perfetto-output must be a regular file: %s", abs);
+                        "%s must be a regular file: %s", what, abs);
     if (st->st_uid != geteuid())
         return path_err(err, err_size, MST_ERR_PERMISSION,
-                        "--perfetto-output must be owned by the current user (uid %u): %s is "
-                        "owned by uid %u",
-                        (unsigned)geteuid(), abs, (unsigned)st->st_uid);
+                        "%s must be owned by the current user (uid %u): %s is owned by uid %u",
+                        what, (unsigned)geteuid(), abs, (unsigned)st->st_uid);
     if (st->st_nlink > 1)
         return path_err(err, err_size, MST_ERR_PATH,
-                        "--perfetto-output must not have other hard links: %s has %llu links "
+                        "%s must not have other hard links: %s has %llu links "
                         "(truncating it would truncate the other names too)",
-                        abs, (unsigned long long)st->st_nlink);
+                        what, abs, (unsigned long long)st->st_nlink);
     return MST_OK;
+}
+
+mst_status mst_output_check_leaf(int dirfd, const char *leaf, const char *abs, const char *what,
+                                 char *err, size_t err_size) {
+    struct stat sb;
+    if (fstatat(dirfd, leaf, &sb, AT_SYMLINK_NOFOLLOW) == 0) return check_stat(&sb, abs, what, err, err_size);
+    if (errno == ENOENT) return MST_OK;
+    int e = errno;
+    return path_err(err, err_size, errno_status(e), "%s: cannot access %s: %s", what, abs,
+                    strerror(e));
+}
+
+int mst_output_open_dir(const char *path, const char *what, mst_status *st, char *err,
+                        size_t err_size) {
+    char abs[PATH_MAX];
+    *st = mst_output_abs_path(path, what, abs, err, err_size);
+    if (*st != MST_OK) return -1;
+    if (strcmp(abs, "/") == 0) return open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const char *leaf;
+    int parent = mst_output_open_parent(abs, what, &leaf, st, err, err_size);
+    if (parent < 0) return -1;
+    int fd = open_dir_component(parent, leaf, abs, what, st, err, err_size);
+    close(parent);
+    return fd;
 }
 
 /* Ends in .json (Chrome Trace JSON) or .pftrace (native Perfetto), any case. */
@@ -245,7 +266,7 @@ mst_status mst_output_path_open(const char *path, int *fd_out, char *err, size_t
     mst_status st = check_syntax(path, err, err_size);
     if (st != MST_OK) return st;
     char abs[PATH_MAX];
-    st = make_absolute(path, abs, err, err_size);
+    st = mst_output_abs_path(path, "--perfetto-output", abs, err, err_size);
     if (st != MST_OK) return st;
     for (const char *c = abs; *c; c++)
         if (!allowed_char((unsigned char)*c))
@@ -259,22 +280,14 @@ mst_status mst_output_path_open(const char *path, int *fd_out, char *err, size_t
         return path_err(err, err_size, MST_ERR_PATH,
                         "--perfetto-output must point to a .json or .pftrace file: %s", abs);
     const char *leaf;
-    int dirfd = open_parent_dir(abs, &leaf, &st, err, err_size);
+    int dirfd = mst_output_open_parent(abs, "--perfetto-output", &leaf, &st, err, err_size);
     if (dirfd < 0) return st;
-
-    struct stat sb;
-    if (fstatat(dirfd, leaf, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
-        st = check_stat(&sb, abs, err, err_size);
-        if (st != MST_OK) {
-            close(dirfd);
-            return st;
-        }
-    } else if (errno != ENOENT) {
-        int e = errno;
+    st = mst_output_check_leaf(dirfd, leaf, abs, "--perfetto-output", err, err_size);
+    if (st != MST_OK) {
         close(dirfd);
-        return path_err(err, err_size, errno_status(e), "--perfetto-output: cannot access %s: %s",
-                        abs, strerror(e));
+        return st;
     }
+    struct stat sb;
 
     int fd = openat(dirfd, leaf, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0640);
     int open_errno = errno;
@@ -293,7 +306,7 @@ mst_status mst_output_path_open(const char *path, int *fd_out, char *err, size_t
         return path_err(err, err_size, MST_ERR_IO, "--perfetto-output: fstat %s: %s", abs,
                         strerror(e));
     }
-    st = check_stat(&sb, abs, err, err_size);
+    st = check_stat(&sb, abs, "--perfetto-output", err, err_size);
     /* An existing file keeps its mode on open: take away anything beyond
      * 0640 (never add), so an old 0666 file does not stay world-writable. */
     if (st == MST_OK && (sb.st_mode & 07777 & ~(mode_t)0640) &&

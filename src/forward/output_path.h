@@ -17,4 +17,32 @@
  * MST_ERR_IO and a message naming the rule in err. */
 mst_status mst_output_path_open(const char *path, int *fd_out, char *err, size_t err_size);
 
+/* ---- the parts any output of mstrace follows (also `mstrace analyze`'s
+ * reports, analyze/output_file.h). `what` names the output in messages
+ * ("--perfetto-output", "--json", ...). */
+
+/* Rules 1-2 without the extension: `path` ("~/" expanded) made absolute
+ * and normalised lexically into abs (PATH_MAX bytes). */
+mst_status mst_output_abs_path(const char *path, const char *what, char *abs, char *err,
+                               size_t err_size);
+
+/* Rule 4: walks the parent directories of abs (absolute, normalised) from
+ * "/" without following a link, creating missing ones (0750 less the
+ * umask). Returns an fd of the parent directory (or -1 with *st and err
+ * set) and the last component in *leaf (pointing into abs). */
+int mst_output_open_parent(const char *abs, const char *what, const char **leaf, mst_status *st,
+                           char *err, size_t err_size);
+
+/* Rule 5 for the name `leaf` in dirfd: absent is fine, else it must be a
+ * regular file (not a link) of the current user with no other hard link.
+ * `abs` is the full path, for messages. */
+mst_status mst_output_check_leaf(int dirfd, const char *leaf, const char *abs, const char *what,
+                                 char *err, size_t err_size);
+
+/* A directory `path` itself opened (O_DIRECTORY) with rule 4 applied to
+ * every component, the last included: created (0750 less the umask) when
+ * missing, refused when a link. Returns the fd, or -1 with *st and err set. */
+int mst_output_open_dir(const char *path, const char *what, mst_status *st, char *err,
+                        size_t err_size);
+
 #endif /* MST_FORWARD_OUTPUT_PATH_H */

@@ -30,6 +30,7 @@
 #include "core/log.h"
 #include "forward/chrome_trace.h"
 #include "forward/format_stage.h"
+#include "forward/out_queue.h"
 #include "forward/pftrace_writer.h"
 #include "forward/timeline.h"
 #include "wire/perfetto_packet.h"
@@ -66,6 +67,7 @@ struct mst_perfetto_sink {
      * the loop's periodic stats line while the formatting thread runs. */
     pthread_mutex_t stats_mu;
     mst_chrome_stats stats_snapshot;
+    uint64_t snapshot_full_drops; /* full_drops as of stats_snapshot */
     mst_chrome_stats final_stats; /* kept at close for the final stats line */
 };
 
@@ -281,6 +283,7 @@ static int stage_after(void *self, uint64_t now_ms) {
     }
     pthread_mutex_lock(&s->stats_mu);
     w_stats(s, &s->stats_snapshot);
+    s->snapshot_full_drops = s->full_drops;
     pthread_mutex_unlock(&s->stats_mu);
     return next;
 }
@@ -300,7 +303,14 @@ static void svc_get_counts(void *self, mst_daemon_counts *out) {
     if (s->stage) { /* running: the formatting thread's last snapshot */
         pthread_mutex_lock(&s->stats_mu);
         cs = s->stats_snapshot;
+        uint64_t full_drops = s->snapshot_full_drops;
         pthread_mutex_unlock(&s->stats_mu);
+        /* ... with the file's counters as of now: the snapshot is taken when
+         * a batch is handed to the writer thread, before it is written. */
+        mst_outq_stats os;
+        if (s->pwriter) mst_pftrace_writer_get_disk_stats(s->pwriter, &os);
+        else mst_chrome_writer_get_disk_stats(s->writer, &os);
+        mst_chrome_stats_add_outq(&cs, &os, full_drops);
     } else {
         w_stats(s, &cs);
     }

@@ -1040,6 +1040,10 @@ void mst_pftrace_writer_get_stats(const mst_pftrace_writer *w, mst_chrome_stats 
     mst_chrome_stats_add_outq(out, &os, w->full_dropped);
 }
 
+void mst_pftrace_writer_get_disk_stats(const mst_pftrace_writer *w, mst_outq_stats *out) {
+    mst_outq_get_stats(w->out, out);
+}
+
 static void writer_free(mst_pftrace_writer *w) {
     free(w->islots);
     free(w->ie);

@@ -47,6 +47,8 @@ int mst_pftrace_writer_handoff(mst_pftrace_writer *w);
 mst_status mst_pftrace_writer_flush(mst_pftrace_writer *w, bool final);
 /* The same counters as the JSON writer (flows_pending is always 0). */
 void mst_pftrace_writer_get_stats(const mst_pftrace_writer *w, mst_chrome_stats *out);
+/* As mst_chrome_writer_get_disk_stats. */
+void mst_pftrace_writer_get_disk_stats(const mst_pftrace_writer *w, struct mst_outq_stats *out);
 /* Flushes (final) and closes; frees w. */
 mst_status mst_pftrace_writer_close(mst_pftrace_writer *w);
 /* The same, and *final (may be NULL) gets the counters after the close. */

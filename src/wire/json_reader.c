@@ -311,8 +311,11 @@ bool mst_json_read_str_into(mst_json_reader *r, char *dst, size_t cap, size_t *l
 
 /* Scans a number per the RFC grammar starting at r->p. */
 static bool scan_number(mst_json_reader *r) {
-    const char *msg;
-    const uint8_t *at;
+    /* Set by mst_json_number_end on every NULL return; initialised because
+     * gcc 12 at -O3 with the sanitizers cannot see that through the inline
+     * function and warns (maybe-uninitialized). */
+    const char *msg = "invalid number";
+    const uint8_t *at = r->p;
     const uint8_t *p = mst_json_number_end(r->p, r->end, &msg, &at);
     if (!p) return fail(r, at, msg);
     r->p = p;

@@ -1,7 +1,7 @@
 /*
  * otlp_response.h — what an OTLP collector answers to a trace export, read
  * from the bytes it sent (docs/reference/otlp.md, "OTLP/HTTP", "OTLP/gRPC"
- * and "Retries"). The transport (export/otlp_transport.c) owns libcurl, retries
+ * and "Retries"). The transport (otlp/otlp_transport.c) owns libcurl, retries
  * and timing; it hands the reply's body and headers to these parsers.
  *
  *   - ExportTraceServiceResponse{partial_success=1{rejected_spans=1,

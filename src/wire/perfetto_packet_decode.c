@@ -30,8 +30,18 @@
  *     thread.id are taken out of the attributes when they are integers;
  *     otherwise they stay as ordinary attributes.
  *   - links: an array (null = empty) of objects with trace_id/span_id.
- *   - More than MST_PF_MAX_ATTRS attributes (each object) or
+ *   - More than MST_PF_MAX_ATTRS attributes (each object; every key
+ *     counts, process.pid / thread.id taken out included) or
  *     MST_PF_MAX_LINKS links: MST_ERR_TOO_LARGE.
+ *   - Value ranges (mst_pf_span_check_ranges), so the JSON and the
+ *     .pftrace output can hold every value alike and nothing wraps:
+ *     start_time_ns / end_time_ns must not be negative (ns since the Unix
+ *     epoch; .pftrace timestamps are unsigned, and with both in 0..INT64_MAX
+ *     a duration end - start cannot overflow), and an integer process.pid /
+ *     thread.id must be 0..INT32_MAX (a .pftrace process/thread descriptor
+ *     holds an int32; Linux pids and tids are far below). Outside:
+ *     MST_ERR_PARSE with the value in the message (the forwarder counts the
+ *     packet as rejected and logs the reason).
  *   - Arena exhaustion: MST_ERR_NOMEM.
  */
 #include "wire/perfetto_packet.h"
@@ -43,6 +53,7 @@
 #include "wire/hex8.h"
 #include "wire/json_reader.h"
 #include "wire/perfetto_packet_fast.h"
+#include "wire/perfetto_span_ranges.h"
 
 enum {
     F_NAME = 1u << 0,
@@ -224,6 +235,7 @@ static mst_status decode_kv_object(decoder *d, const char *field, bool take_pid_
     size_t n = 0, cap = 0, hcap = 0;
     uint64_t bits = 0; /* hash bits of the stored keys */
     bool pid_seen[2] = {false, false}; /* duplicate check for taken-out keys */
+    size_t taken = 0; /* keys taken out as pid/tid: they count toward the limit too */
     for (;;) {
         int more = mst_json_object_next(&d->r);
         if (more < 0) return reader_err(d, field);
@@ -251,12 +263,16 @@ static mst_status decode_kv_object(decoder *d, const char *field, bool take_pid_
             pid_seen[slot] = true;
             int64_t v;
             if (mst_json_slice_to_i64(&val, &v)) {
+                if (n + taken == MST_PF_MAX_ATTRS)
+                    return set_err(d, MST_ERR_TOO_LARGE, "more than %d entries in '%s'",
+                                   MST_PF_MAX_ATTRS, field);
+                taken++;
                 *target = v;
                 *flag = true;
                 continue;
             }
         }
-        if (n == MST_PF_MAX_ATTRS)
+        if (n + taken == MST_PF_MAX_ATTRS)
             return set_err(d, MST_ERR_TOO_LARGE, "more than %d entries in '%s'", MST_PF_MAX_ATTRS,
                            field);
         if (n == cap) {
@@ -456,7 +472,7 @@ mst_status mst_perfetto_packet_decode_general(const uint8_t *data, size_t len, m
     if (!mst_json_finish(&d.r)) return reader_err(&d, "packet");
     if (!(seen & F_TRACE_ID)) return set_err(&d, MST_ERR_PARSE, "missing field 'trace_id'");
     if (!(seen & F_SPAN_ID)) return set_err(&d, MST_ERR_PARSE, "missing field 'span_id'");
-    return MST_OK;
+    return mst_pf_span_check_ranges(out, err, err_size) ? MST_OK : MST_ERR_PARSE;
 }
 
 /* The fast path first (perfetto_packet_fast.h); when it declines (an

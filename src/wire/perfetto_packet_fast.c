@@ -29,6 +29,7 @@
 #include "wire/hex8.h"
 #include "wire/json_reader.h"
 #include "wire/json_scan.h"
+#include "wire/perfetto_span_ranges.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 
@@ -397,6 +398,7 @@ static const uint8_t *read_kv_object(const uint8_t *p, const uint8_t *end, mst_a
     uint64_t fps[MST_PF_MAX_ATTRS];
     uint64_t bloom = 0;
     bool pid_seen = false, tid_seen = false;
+    size_t taken = 0; /* pid/tid taken out: they count toward the limit too */
     for (;;) {
         /* The member is parsed straight into the next slot (no copy from
          * locals): the slot is only kept when n is incremented below. */
@@ -442,6 +444,8 @@ static const uint8_t *read_kv_object(const uint8_t *p, const uint8_t *end, mst_a
              * apply; the slice is one number token, so the integer ends
              * at the slice's end exactly when the slice is an integer. */
             if (read_int(vs, end, &v) == vs + slot->value.len) {
+                if (n + taken == MST_PF_MAX_ATTRS) return NULL;
+                taken++;
                 if (is_pid) {
                     out->pid = v;
                     out->has_pid = true;
@@ -452,7 +456,7 @@ static const uint8_t *read_kv_object(const uint8_t *p, const uint8_t *end, mst_a
                 goto next;
             }
         }
-        if (n == MST_PF_MAX_ATTRS) return NULL;
+        if (n + taken == MST_PF_MAX_ATTRS) return NULL;
         fps[n] = fp;
         bloom |= mask;
         n++;
@@ -659,7 +663,9 @@ bool mst_pf_decode_fast(const uint8_t *json, size_t len, mst_arena *arena, mst_p
         if (!more) break;
     }
     if (p != end && skip_ws_slow(p, end) != end) return false;
-    return (seen & (F_TRACE_ID | F_SPAN_ID)) == (F_TRACE_ID | F_SPAN_ID);
+    /* Out-of-range values: declined, the general decoder reports them. */
+    return (seen & (F_TRACE_ID | F_SPAN_ID)) == (F_TRACE_ID | F_SPAN_ID) &&
+           mst_pf_span_in_range(out);
 }
 
 #else /* not little-endian: the word loads above assume it */

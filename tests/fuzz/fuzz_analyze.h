@@ -17,6 +17,7 @@
 #define MST_FUZZ_ANALYZE_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,7 @@
 #include "analyze/model.h"
 #include "analyze/read_pftrace.h"
 #include "analyze/report_json.h"
+#include "analyze/report_text.h"
 #include "wire/buf.h"
 #include "wire/json_reader.h"
 
@@ -60,11 +62,24 @@ static void fuzz_analyze_report(mst_an_model *m, mst_an_input_info *info) {
     mst_buf out;
     mst_buf_init(&out, 0);
     mst_an_json_options o = {3, 50, 20, NULL, NULL};
-    if (mst_an_report_json(m, m, &o, &out) == MST_OK) {
+    mst_an_analysis an;
+    if (mst_an_analyze(m, m, &an) != MST_OK) {
+        mst_buf_free(&out);
+        return;
+    }
+    /* Shares of the engine's time never exceed 100 %, whatever the input. */
+    if (an.result.parts_share > 1.0 + 1e-6 || an.result.stages[MST_AN_OUTPUT].share > 1.0 + 1e-6) abort();
+    if (mst_an_report_json(&an, &o, &out) == MST_OK) {
         const char *e;
         size_t off;
         if (!mst_json_validate(out.data, out.len, 64, &e, &off)) abort();
     }
+    FILE *devnull = fopen("/dev/null", "w");
+    if (devnull) {
+        mst_an_report_text(devnull, &an, "a", "b");
+        fclose(devnull);
+    }
+    mst_an_analysis_free(&an);
     mst_buf_free(&out);
 }
 

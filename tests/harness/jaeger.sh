@@ -15,7 +15,11 @@
 # Environment: MST_JAEGER_RUN_DIR (pid + log, default /tmp/mstrace-jaeger-$UID),
 # MST_JAEGER_QUERY_HTTP / MST_JAEGER_OTLP_GRPC / MST_JAEGER_OTLP_HTTP /
 # MST_JAEGER_QUERY_GRPC / MST_JAEGER_HEALTH (host:port, all 127.0.0.1 by
-# default; see jaeger-config.yaml).
+# default; see jaeger-config.yaml). MST_JAEGER_TLS_DIR: TLS on both OTLP
+# receivers and both query listeners, with DIR/server.pem + DIR/server.key
+# (signed by DIR/ca.pem); when DIR/client-ca.pem exists, mutual TLS too
+# (clients need a certificate signed by it; `wait` then uses
+# DIR/client.pem + DIR/client.key). The health check stays plain HTTP.
 set -euo pipefail
 
 VERSION=v1.76.0
@@ -29,7 +33,28 @@ PID_FILE="$RUN_DIR/jaeger.pid"
 LOG_FILE="$RUN_DIR/jaeger.log"
 QUERY="${MST_JAEGER_QUERY_HTTP:-127.0.0.1:16686}"
 
+TLS_DIR="${MST_JAEGER_TLS_DIR:-}"
+
 die() { echo "jaeger.sh: $*" >&2; exit 1; }
+
+# --set flags that turn TLS on for every listener but the health check.
+tls_args() {
+    [[ -n "$TLS_DIR" ]] || return 0
+    local p
+    for p in receivers::otlp::protocols::grpc receivers::otlp::protocols::http \
+             extensions::jaeger_query::http extensions::jaeger_query::grpc; do
+        printf '%s\n' "--set=$p::tls::cert_file=$TLS_DIR/server.pem" "--set=$p::tls::key_file=$TLS_DIR/server.key"
+        [[ -f "$TLS_DIR/client-ca.pem" ]] && printf '%s\n' "--set=$p::tls::client_ca_file=$TLS_DIR/client-ca.pem"
+    done
+}
+
+# How `wait` reaches the query API: plain, TLS, or mutual TLS.
+query_probe() {
+    if [[ -z "$TLS_DIR" ]]; then curl -fsS -o /dev/null "http://$QUERY/api/services"; return; fi
+    local client=()
+    [[ -f "$TLS_DIR/client-ca.pem" ]] && client=(--cert "$TLS_DIR/client.pem" --key "$TLS_DIR/client.key")
+    curl -fsS -o /dev/null --cacert "$TLS_DIR/ca.pem" "${client[@]}" "https://$QUERY/api/services"
+}
 
 do_build() {
     if [[ -x "$BIN" ]]; then return 0; fi
@@ -68,14 +93,14 @@ pid_alive() {
 do_wait() {
     local limit=${MST_JAEGER_WAIT_S:-60} i
     for ((i = 0; i < limit * 5; i++)); do
-        if curl -fsS -o /dev/null "http://$QUERY/api/services" 2>/dev/null; then return 0; fi
+        if query_probe 2>/dev/null; then return 0; fi
         if [[ -f "$PID_FILE" ]] && ! pid_alive; then
             tail -n 30 "$LOG_FILE" >&2 || true
             die "jaeger exited during startup (log: $LOG_FILE)"
         fi
         sleep 0.2
     done
-    die "jaeger did not answer on http://$QUERY/api/services within ${limit}s (log: $LOG_FILE)"
+    die "jaeger did not answer on $QUERY/api/services within ${limit}s (log: $LOG_FILE)"
 }
 
 do_start() {
@@ -88,7 +113,9 @@ do_start() {
     fi
     # setsid: own process group, so a Ctrl-C in the test runner does not
     # race our stop; stdin from /dev/null so it never holds a terminal.
-    setsid "$BIN" --config "$CONFIG" </dev/null >"$LOG_FILE" 2>&1 &
+    local extra=()
+    mapfile -t extra < <(tls_args)
+    setsid "$BIN" --config "$CONFIG" "${extra[@]}" </dev/null >"$LOG_FILE" 2>&1 &
     echo $! >"$PID_FILE"
     do_wait
     echo "jaeger.sh: running (pid $(cat "$PID_FILE")), query http://$QUERY" >&2

@@ -1,6 +1,7 @@
 """A session-scoped pytest fixture running the real Jaeger (docs/reference/jaeger.md).
 
-Owns: starting a Jaeger of this test session's own through
+Owns: starting a Jaeger of this test session's own (or, through
+running_jaeger, one with TLS or mutual TLS on its listeners) through
 tests/harness/jaeger.sh (which builds it once into ~/.cache/mstrace/jaeger/),
 on loopback ports picked free for the session and with a run directory of its
 own, so two test runs on one machine never share (or stop) one instance;
@@ -25,7 +26,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+import contextlib
 import socket
+import ssl
 import tempfile
 
 import pytest
@@ -55,15 +58,17 @@ def _free_loopback_ports(n: int) -> list:
             s.close()
 
 
-def _session_env() -> tuple:
+def _session_env(extra: dict = None) -> tuple:
     """(environment, ours) for this session's Jaeger. Addresses and a run
     directory given by the caller (all of them) name an instance the caller
     manages: it is used, and stopped after only if this session started it.
     Otherwise every listener gets a fresh loopback port and the pid/log files
     a fresh directory: an instance of this session's own (ours=True)."""
     env = dict(os.environ)
-    if all(v in env for v in _ADDRESS_VARS) and "MST_JAEGER_RUN_DIR" in env:
+    env.pop("MST_JAEGER_TLS_DIR", None)
+    if extra is None and all(v in env for v in _ADDRESS_VARS) and "MST_JAEGER_RUN_DIR" in env:
         return env, False
+    env.update(extra or {})
     ports = _free_loopback_ports(len(_ADDRESS_VARS))
     for var, port in zip(_ADDRESS_VARS, ports):
         env[var] = f"127.0.0.1:{port}"
@@ -81,6 +86,7 @@ class Jaeger:
     query_url: str       # http://127.0.0.1:16686
     otlp_http_url: str   # http://127.0.0.1:4318 (POST /v1/traces)
     otlp_grpc_addr: str  # 127.0.0.1:4317
+    ssl_context: ssl.SSLContext = None  # for an https query API
 
     @property
     def traces_endpoint(self) -> str:
@@ -93,7 +99,7 @@ class Jaeger:
         url = self.query_url + path
         if params:
             url += "?" + urllib.parse.urlencode(params)
-        with urllib.request.urlopen(url, timeout=10) as resp:
+        with urllib.request.urlopen(url, timeout=10, context=self.ssl_context) as resp:
             return json.loads(resp.read().decode("utf-8"))
 
     def services(self) -> list:
@@ -152,11 +158,23 @@ class Jaeger:
         return {t["key"]: t["value"] for t in span.get("tags", [])}
 
 
-@pytest.fixture(scope="session")
-def jaeger():
-    """This session's own Jaeger, started (and built on first use) for the
-    session on free loopback ports, and stopped after it."""
-    env, ours = _session_env()
+@contextlib.contextmanager
+def running_jaeger(tls_dir: Path = None, ssl_context: ssl.SSLContext = None):
+    """A Jaeger on free loopback ports (with TLS from `tls_dir` as
+    tests/harness/jaeger.sh describes, its query API then read with
+    `ssl_context`), stopped when the block ends. Without tls_dir, an
+    instance named by the caller's MST_JAEGER_* variables is used instead
+    (see _session_env)."""
+    extra = {"MST_JAEGER_TLS_DIR": str(tls_dir)} if tls_dir else None
+    scheme = "https" if tls_dir else "http"
+    with _started(extra) as env:
+        yield Jaeger(f"{scheme}://{env['MST_JAEGER_QUERY_HTTP']}", f"{scheme}://{env['MST_JAEGER_OTLP_HTTP']}",
+                     env["MST_JAEGER_OTLP_GRPC"], ssl_context)
+
+
+@contextlib.contextmanager
+def _started(extra: dict = None):
+    env, ours = _session_env(extra)
     started = ours or _run("status", 10, env).returncode != 0
     # The first build takes minutes on a small machine.
     res = _run("start", 1800, env) if started else _run("wait", 120, env)
@@ -165,10 +183,17 @@ def jaeger():
             _run("stop", 60, env)
         pytest.fail(f"jaeger.sh start/wait failed:\n{res.stdout}\n{res.stderr}")
     try:
-        yield Jaeger(f"http://{env['MST_JAEGER_QUERY_HTTP']}", f"http://{env['MST_JAEGER_OTLP_HTTP']}",
-                     env["MST_JAEGER_OTLP_GRPC"])
+        yield env
     finally:
         if started:
             _run("stop", 60, env)
         if ours:
             shutil.rmtree(env["MST_JAEGER_RUN_DIR"], ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def jaeger():
+    """This session's own Jaeger, started (and built on first use) for the
+    session on free loopback ports, and stopped after it."""
+    with running_jaeger() as j:
+        yield j

@@ -104,8 +104,8 @@ def test_jaeger_and_file_give_the_same_analysis(jaeger, mstrace_bin, one_run):  
 def test_small_pages_split_the_window_and_read_each_trace_once(jaeger, mstrace_bin, one_run):  # noqa: F811
     tmp = one_run["tmp"]
     analyze(mstrace_bin, *jaeger_args(jaeger, one_run), "--json", tmp / "all.json", "--quiet")
-    analyze(mstrace_bin, *jaeger_args(jaeger, one_run, "--jaeger-limit", "3"), "--json", tmp / "paged.json",
-            "--quiet")
+    analyze(mstrace_bin, *jaeger_args(jaeger, one_run, "--jaeger-limit", "3", "--jaeger-min-window", "1us"),
+            "--json", tmp / "paged.json", "--quiet")
     whole = json.loads((tmp / "all.json").read_text())
     paged = json.loads((tmp / "paged.json").read_text())
     assert paged["data_quality"]["spans"] == whole["data_quality"]["spans"] == one_run["spans"]

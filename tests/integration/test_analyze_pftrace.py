@@ -145,6 +145,20 @@ def test_same_analysis_from_json_and_pftrace(pair):
     assert aj["inputs"][0]["flows"] == ap["inputs"][0]["flows"]
 
 
+def test_step_record_reads_the_same_from_json_and_pftrace(tmp_path):
+    """A KV-full run (queueing, preemptions, chunked phases in every step record): the same
+    requests, preemptions, latency metrics and findings from both formats."""
+    counts, streams = capture_stream("kvfull", seed=3, requests=120)
+    aj = analysis(replay(streams, tmp_path / "kv.json", counts["spans"]))
+    ap = analysis(replay(streams, tmp_path / "kv.pftrace", counts["spans"]))
+    assert aj["requests"]["preemptions"] == ap["requests"]["preemptions"] == counts["preemptions"] > 0
+    assert aj["data_quality"]["steps_with_record"] == ap["data_quality"]["steps_with_record"] == counts["steps"]
+    assert aj["verdict"]["bottleneck"] == ap["verdict"]["bottleneck"] == "capacity"
+    for sec in ("requests", "findings", "stages"):
+        diffs = close(aj[sec], ap[sec], {"rel": 1e-6, "abs": 2e-6})
+        assert not diffs, f"{sec}: {diffs[:10]}"
+
+
 def test_format_is_told_by_content_not_extension(pair, tmp_path):
     renamed = tmp_path / "native_output.json"
     renamed.write_bytes(pair["pftrace"].read_bytes())
@@ -268,6 +282,8 @@ def test_links_lists_and_overlapping_spans_read_the_same(tmp_path):
     assert aj["inputs"][0]["flows"] == ap["inputs"][0]["flows"] == 4   # one link per linked span
     for a in (aj, ap):
         del a["inputs"]
+        for e in a["engines"]:
+            del e["input_name"]  # the file's own name
     diffs = close(aj, ap, {"rel": 1e-9, "abs": 1e-9})
     assert not diffs, diffs[:10]
     names = {n["name"]: n for n in ap["span_names"]}
@@ -297,5 +313,7 @@ def test_interned_names_after_the_writer_restarts_its_interning(tmp_path):
     assert abs(next(x for x in ap["span_names"] if x["name"] == "custom.step.999")["max_ms"] - 0.018999) < 1e-9
     for a in (aj, ap):
         del a["inputs"]
+        for e in a["engines"]:
+            del e["input_name"]  # the file's own name
     diffs = close(aj, ap, {"rel": 1e-9, "abs": 1e-9})
     assert not diffs, diffs[:10]

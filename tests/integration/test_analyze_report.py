@@ -26,8 +26,9 @@ import pytest
 from chromium_page import ChromiumPage, chromium_binary
 from conftest import build_path, make_packet
 
-SECTION_ORDER = ["verdict", "data-quality", "findings", "stages", "step-split", "model-fit", "latency",
-                 "waterfall", "span-names", "profile"]
+SECTION_ORDER = ["verdict", "data-quality", "findings", "stages", "step-split", "engine-lanes", "token-mix",
+                 "scheduler-state", "model-fit", "latency", "waterfall", "span-names", "profile"]
+CDFS = ("queue_ms", "ttft_ms", "tpot_ms", "itl_ms", "prefill_ms", "decode_ms", "e2e_ms")
 
 
 @pytest.fixture(scope="module")
@@ -156,8 +157,8 @@ def test_report_renders_the_analysis(mstrace_bin, daemon_factory, example_bin, t
     assert count(browser, "#model-fit circle[data-tip]") == len(with_x)
     windows = sum(len(r["step_windows"]) for r in analysis["requests"]["slowest"])
     assert count(browser, "#waterfall rect[data-tip]") >= windows
-    for key in ("queue_ms", "ttft_ms", "tpot_ms", "e2e_ms"):
-        assert count(browser, f"#cdf-{key} svg path") == 1
+    for key in CDFS:
+        assert count(browser, f"#cdf-{key} svg path") == (1 if analysis["requests"]["cdf"][key] else 0), key
 
     # Hover: the slowest request's bar shows its values.
     first = analysis["requests"]["slowest"][0]
@@ -183,23 +184,29 @@ def test_report_renders_the_analysis(mstrace_bin, daemon_factory, example_bin, t
     assert browser.errors == []
 
 
-@pytest.mark.parametrize("scenario,stage", [("output", "output"), ("executor", "ipc")])
-def test_planted_bottleneck_report(mstrace_bin, daemon_factory, tmp_path, browser, artifacts, scenario, stage):
-    """A larger vLLM-like run (the analysis tests' generator, three processes,
-    prefill and decode steps; the size and seed the analysis tests use) with a
-    planted bottleneck: the page names it
-    first and every number still equals the JSON."""
+def generated(daemon_factory, tmp_path, scenario, name=None, extra=()):
+    """A run of the analysis tests' generator (three processes, a vLLM-v1-like scheduler, the
+    step record; the size and seed the analysis tests use) through a real daemon."""
     gen = build_path("test_analyze_tracegen")
     if not os.access(gen, os.X_OK):
         pytest.fail(f"trace generator not built at {gen}")
-    d = daemon_factory(output=tmp_path / f"{scenario}.json", log_level="info").start()
+    out = tmp_path / f"{name or scenario}.json"
+    d = daemon_factory(output=out, log_level="info").start()
     p = subprocess.run([str(gen), "--socket", d.socket_name, "--scenario", scenario, "--requests", "300",
-                        "--seed", "1"], capture_output=True, text=True, timeout=300)
+                        "--seed", "1", *extra], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     counts = json.loads(p.stdout.strip().splitlines()[-1])
     d.wait_for_spans(counts["spans"], timeout=120)
     assert d.stop() == 0
-    analysis, html = analyze(mstrace_bin, tmp_path, scenario, tmp_path / f"{scenario}.json")
+    return out
+
+
+@pytest.mark.parametrize("scenario,stage", [("output", "output"), ("executor", "ipc"), ("kvfull", "capacity")])
+def test_planted_bottleneck_report(mstrace_bin, daemon_factory, tmp_path, browser, artifacts, scenario, stage):
+    """A larger vLLM-like run with a planted bottleneck: the page names it first and every
+    number still equals the JSON; the scheduler's charts draw every time bin."""
+    trace = generated(daemon_factory, tmp_path, scenario)
+    analysis, html = analyze(mstrace_bin, tmp_path, scenario, trace)
     assert analysis["verdict"]["bottleneck"] == stage, analysis["verdict"]
     open_report(browser, html, analysis, artifacts, f"planted-{scenario}.png")
     check_numbers(browser, analysis)
@@ -210,6 +217,43 @@ def test_planted_bottleneck_report(mstrace_bin, daemon_factory, tmp_path, browse
                              ".map(function (e) { return e.getAttribute('data-rule'); })")
     assert sorted(shown) == sorted(fired), (shown, fired)  # fired rules shown up front, the rest folded
     assert count(browser, "#model-fit circle[data-tip]") == len(analysis["steps"]["series"])
+    # The scheduler's state and token mix: one mark per time bin of the JSON that has one.
+    bins = analysis["steps"]["timeline"]["bins"]
+    assert count(browser, '#token-mix rect[data-kind="decode"]') == sum(1 for b in bins if (b["decode_tokens"] or 0) > 0)
+    assert count(browser, '#token-mix rect[data-kind="prefill"]') == sum(1 for b in bins if (b["prefill_tokens"] or 0) > 0)
+    dots = browser.evaluate("Array.from(document.querySelectorAll('#scheduler-state circle[data-preemptions]'))"
+                            ".map(function (c) { return +c.getAttribute('data-preemptions'); })")
+    assert sum(dots) == analysis["requests"]["preemptions"] == sum(b["preemptions"] for b in bins)
+    assert (scenario == "kvfull") == (analysis["requests"]["preemptions"] > 0)
+    for key in ("waiting_max", "running_max", "kv_usage_max"):
+        assert count(browser, f'#scheduler-state path[data-series="{key}"]') == 1
+    assert count(browser, "#cdf-itl_ms svg path") == 1
+    shown = check_numbers(browser, analysis)
+    assert ("requests", "preemptions") in shown
+
+
+def test_engines_are_lanes_on_one_time_axis(mstrace_bin, daemon_factory, tmp_path, browser, artifacts):
+    """Four engines in four files, one slower: one lane each, every sampled step in its lane,
+    the engines table equal to the JSON, and the step chart in time order."""
+    traces = [generated(daemon_factory, tmp_path, "balanced", name=f"rank{k}",
+                        extra=["--pid-base", str(41000 + 1000 * k), "--model-scale", "3" if k == 2 else "1"])
+              for k in range(4)]
+    analysis, html = analyze(mstrace_bin, tmp_path, "ranks", *traces)
+    assert len(analysis["engines"]) == 4
+    open_report(browser, html, analysis, artifacts, "engine-lanes.png")
+    shown = check_numbers(browser, analysis)
+    for i in range(4):
+        assert ("engines", i, "wall_p50_ms") in shown and ("engines", i, "pid") in shown
+    lanes = browser.evaluate("Array.from(document.querySelectorAll('#engine-lanes rect[data-lane]'))"
+                             ".map(function (r) { return +r.getAttribute('data-lane'); })")
+    pids = [e["pid"] for e in analysis["engines"]]
+    assert sorted(lanes) == sorted(pids.index(s["pid"]) for s in analysis["steps"]["series"])
+    # The lanes share one axis: every rect lies inside the plot, left to right in time.
+    xs = browser.evaluate("Array.from(document.querySelectorAll('#engine-lanes rect[data-lane]'))"
+                          ".map(function (r) { return +r.getAttribute('x'); })")
+    assert min(xs) >= 190 - 1e-6 and max(xs) <= 1040
+    fired = [f["rule"] for f in analysis["findings"] if f["fired"]]
+    assert "rank_imbalance" in fired
 
 
 def test_compare_view(mstrace_bin, daemon_factory, example_bin, tmp_path, browser, artifacts):

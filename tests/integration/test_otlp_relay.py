@@ -30,7 +30,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import Daemon, frame, tracked_daemons, unique_socket_name  # noqa: E402
-from otlp_test_server import OTLPTestServer  # noqa: E402
+from otlp_test_server import OTLPTestServer, status  # noqa: E402
 
 trace_pb2 = pytest.importorskip("opentelemetry.proto.trace.v1.trace_pb2")
 svc_pb2 = pytest.importorskip("opentelemetry.proto.collector.trace.v1.trace_service_pb2")
@@ -362,3 +362,71 @@ from jaeger_fixture import jaeger  # noqa: E402,F401
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
 def test_reaches_real_jaeger(relay_factory, jaeger_or_skip, protocol):
     _jaeger_roundtrip(relay_factory, jaeger_or_skip, protocol)
+
+
+def test_refused_upstream_is_a_configuration_error_not_retried(relay_factory):
+    """A 404 (wrong endpoint path) fails the payloads at once, with one
+    line naming the variable; no backoff, nothing left queued."""
+    with OTLPTestServer([status(404)] * 50) as srv:
+        d = relay_factory(relay_env(srv.url("/wrong"), "http/protobuf",
+                                    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=srv.url("/wrong")), FAST).start()
+        for i in range(5):
+            send_mindie(d.socket_name, make_request(i))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and sum(r.span_count for r in list(srv.requests)) < 5:
+            time.sleep(0.02)
+        assert d.stop() == 0
+    s = d.summary()
+    assert s["failed"] == 5 and s["forwarded"] == 0 and s["lost_at_exit"] == 0, d.log()
+    assert len(srv.requests) <= 5  # each payload sent once at most (batched), never again
+    lines = [line for line in d.log().splitlines() if "configuration error" in line]
+    assert len(lines) == 1 and "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" in lines[0], d.log()
+    assert "retrying in" not in d.log()
+
+
+STACKED = "Trace data is being stacked"
+FULL = "Trace data queue is full, discarding the oldest data."
+
+
+def _wait_log(d, words, timeout=30.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and words not in d.log():
+        time.sleep(0.02)
+    return d.log()
+
+
+def test_backlog_warning_well_before_loss_in_upstreams_words(relay_factory):
+    """With the collector down and --relay-queue-items 300, upstream's
+    backlog line comes at a tenth of the bound with nothing lost yet; its
+    queue-full line comes at the first drop and says, in the same line,
+    that the newest payloads are the ones dropped here."""
+    port = free_port()
+    env = relay_env(f"http://127.0.0.1:{port}", "http/protobuf", OTEL_EXPORTER_OTLP_TIMEOUT="200")
+    d = relay_factory(env, FAST + ["--relay-queue-items", "300"]).start()
+    for i in range(100):
+        send_mindie(d.socket_name, make_request(i))
+    log = _wait_log(d, STACKED)
+    stacked = [line for line in log.splitlines() if STACKED in line]
+    assert len(stacked) == 1 and f"{STACKED}: 30 payloads" in stacked[0], log[-3000:]
+    assert "at 300 payloads" in stacked[0]
+    assert FULL not in log and "queue is full" not in log
+    for i in range(100, 400):
+        send_mindie(d.socket_name, make_request(i))
+    log = _wait_log(d, FULL)
+    full = [line for line in log.splitlines() if FULL in line]
+    assert full and "NEWEST" in full[0] and "300 payloads" in full[0], log[-3000:]
+    assert log.index(STACKED) < log.index(FULL)
+    assert d.stop() == 0
+    s = d.summary()
+    assert s["received"] == 400 and s["dropped_full"] >= 100
+
+
+def test_explicit_warn_threshold_at_or_over_the_bound_is_lowered(relay_factory):
+    port = free_port()
+    env = relay_env(f"http://127.0.0.1:{port}", "http/protobuf", OTEL_EXPORTER_OTLP_TIMEOUT="200")
+    d = relay_factory(env, FAST + ["--relay-queue-items", "50", "--relay-warn-queued", "50"]).start()
+    for i in range(10):
+        send_mindie(d.socket_name, make_request(i))
+    log = _wait_log(d, STACKED)
+    assert f"{STACKED}: 5 payloads" in log and FULL not in log, log[-3000:]
+    assert d.stop() == 0

@@ -43,7 +43,7 @@ def test_retry_after_http_date(driver):
     assert c["spans_exported"] == N and c["retries"] == 1
 
 
-@pytest.mark.parametrize("code", [502, 503, 504])
+@pytest.mark.parametrize("code", [408, 502, 503, 504])
 def test_retryable_codes_back_off_then_succeed(driver, code):
     with OTLPTestServer([status(code), status(code), ok()]) as srv:
         c = run(driver, srv.url())
@@ -62,6 +62,41 @@ def test_other_codes_not_retried(driver, code):
     assert c["retries"] == 0
     assert c["spans_exported"] == 0 and c["spans_failed"] == N
     assert c["batches_failed"] == 1 and c["status"] == "remote end rejected the data"
+
+
+@pytest.mark.parametrize("code,words", [
+    (400, ["HTTP 400", "check OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]),
+    (401, ["HTTP 401", "credentials", "OTEL_EXPORTER_OTLP_[TRACES_]HEADERS"]),
+    (403, ["HTTP 403", "OTEL_EXPORTER_OTLP_[TRACES_]HEADERS"]),
+    (404, ["HTTP 404", "no OTLP trace receiver", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]),
+])
+def test_4xx_is_a_configuration_error_logged_once(driver, code, words):
+    """Three batches each refused at once: one line says what to fix."""
+    with OTLPTestServer([status(code)] * 3) as srv:
+        c = run(driver, srv.url(), batches=3)
+        n = len(srv.requests)
+    assert n == 3 and c["retries"] == 0  # one request per batch, none again
+    assert c["batches_failed"] == 3 and c["spans_failed"] == N
+    lines = [line for line in c["stderr"].splitlines() if "configuration error" in line]
+    assert len(lines) == 1, c["stderr"]
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+def test_5xx_is_not_a_configuration_error(driver):
+    with OTLPTestServer([status(500)]) as srv:
+        c = run(driver, srv.url())
+    assert c["spans_failed"] == N and c["retries"] == 0
+    assert "configuration error" not in c["stderr"] and "HTTP 500" in c["stderr"]
+
+
+def test_unreachable_collector_is_an_outage_not_configuration(driver):
+    """Connection refused keeps the bounded backoff (several attempts)."""
+    with OTLPTestServer([]) as srv:
+        url = srv.url()
+    c = run(driver, url, timeout_ms=2000)
+    assert c["spans_failed"] == N and c["retries"] >= 1
+    assert "configuration error" not in c["stderr"]
 
 
 def test_retries_give_up_inside_timeout(driver):

@@ -189,10 +189,17 @@ def test_env_unset_uses_default():
 
 def test_env_missing_file_gets_default_copy(tmp_path):
     target = tmp_path / "sub" / "dir" / "my_symbols.yml"
-    res = load_symbols(env={"PROFILING_SYMBOLS_PATH": str(target)}, detect_version=False)
+    old_umask = os.umask(0o022)  # the common umask, which leaves 0750 as it is
+    try:
+        res = load_symbols(env={"PROFILING_SYMBOLS_PATH": str(target)}, detect_version=False)
+    finally:
+        os.umask(old_umask)
     assert target.is_file()
     assert target.read_bytes() == open(symbols.DEFAULT_SYMBOLS_PATH, "rb").read()
     assert (target.stat().st_mode & 0o777) == 0o640
+    # every directory made for it, the intermediate one too, is 0750
+    assert (tmp_path / "sub").stat().st_mode & 0o777 == 0o750
+    assert (tmp_path / "sub" / "dir").stat().st_mode & 0o777 == 0o750
     assert res.source == str(target) and res.errors == []
     assert len(res.entries) > 5
 

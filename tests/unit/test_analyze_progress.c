@@ -59,7 +59,23 @@ static void line_with_unknown_size(void) {
     free(tty);
 }
 
+/* A query read page by page: requests, spans, traces and the window. */
+static void line_of_a_paged_query(void) {
+    char *s = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&s, &n);
+    if (!f) abort();
+    mst_an_progress_print_query(f, "http://j:16686 service=vllm", 1200, 3456, 789, 1764525600000000LL, false);
+    mst_an_progress_print_query(f, "q", 1, 0, 0, 5, true);
+    fclose(f);
+    CHECK_EQ_STR(s, "mstrace analyze: reading http://j:16686 service=vllm: 1200 requests, 3456 spans of 789 "
+                    "traces, window at 1764525600000000 us\n"
+                    "\rmstrace analyze: reading q: 1 requests, 0 spans of 0 traces, window at 5 us");
+    free(s);
+}
+
 static const mst_test_case TESTS[] = {
+    {"line_of_a_paged_query", line_of_a_paged_query},
     {"due_only_after_a_second_then_spaced", due_only_after_a_second_then_spaced},
     {"line_with_known_size", line_with_known_size},
     {"line_with_unknown_size", line_with_unknown_size},

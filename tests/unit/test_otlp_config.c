@@ -1,19 +1,23 @@
 /*
- * test_otlp_config.c — mst_otlp_config_from_env (src/export/otlp_config.c):
+ * test_otlp_config.c — mst_otlp_config_from_env (src/otlp/otlp_config.c):
  * endpoint rules (TRACES as-is, base + /v1/traces, gRPC as-is), protocol
  * default grpc, TRACES_ over generic, headers parsing and percent-decoding,
- * timeout/compression values, and clear errors for bad values.
+ * timeout/compression values, the TLS files (each TRACES_ variable over its
+ * generic one, checked readable, a key only with its certificate), INSECURE
+ * values, and clear errors for bad values.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "export/otlp_config.h"
-#include "export/otlp_transport.h"
+#include "otlp/otlp_config.h"
+#include "otlp/otlp_transport.h"
 #include "testlib.h"
 
 static void clear_env(void) {
     static const char *const what[] = {"ENDPOINT", "PROTOCOL", "HEADERS", "TIMEOUT",
-                                       "COMPRESSION", "INSECURE"};
+                                       "COMPRESSION", "INSECURE", "CERTIFICATE",
+                                       "CLIENT_CERTIFICATE", "CLIENT_KEY"};
     char name[96];
     for (size_t i = 0; i < sizeof what / sizeof what[0]; i++) {
         snprintf(name, sizeof name, "OTEL_EXPORTER_OTLP_%s", what[i]);
@@ -221,7 +225,71 @@ static void test_exporter_create_checks(void) {
     exp->ops->destroy(exp);
 }
 
+static void test_tls_files(void) {
+    clear_env();
+    mst_otlp_config cfg;
+    char err[512];
+    char readable[] = "/tmp/mstrace-test-tls-XXXXXX"; /* a readable file of the test's own */
+    int fd = mkstemp(readable);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    close(fd);
+    setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4317", 1);
+    CHECK_EQ_INT(load(&cfg, err, sizeof err), MST_OK);
+    CHECK_EQ_STR(cfg.tls.ca_file, "");
+    CHECK_EQ_STR(cfg.tls.ca_from, "OTEL_EXPORTER_OTLP_CERTIFICATE"); /* named even when unset */
+    CHECK_EQ_STR(cfg.tls.cert_from, "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE");
+    CHECK_EQ_STR(cfg.endpoint_from, "OTEL_EXPORTER_OTLP_ENDPOINT");
+    /* generic set, TRACES_ wins, each variable on its own */
+    setenv("OTEL_EXPORTER_OTLP_CERTIFICATE", "/nonexistent/generic.pem", 1);
+    setenv("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", readable, 1);
+    setenv("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", readable, 1);
+    setenv("OTEL_EXPORTER_OTLP_CLIENT_KEY", readable, 1);
+    CHECK_EQ_INT(load(&cfg, err, sizeof err), MST_OK);
+    CHECK_EQ_STR(cfg.tls.ca_file, readable);
+    CHECK_EQ_STR(cfg.tls.ca_from, "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE");
+    CHECK_EQ_STR(cfg.tls.cert_from, "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE");
+    CHECK_EQ_STR(cfg.tls.key_file, readable);
+    /* an unreadable file fails at load, naming the variable */
+    setenv("OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "/nonexistent/key.pem", 1);
+    CHECK_EQ_INT(load(&cfg, err, sizeof err), MST_ERR_PARSE);
+    CHECK(strstr(err, "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY=\"/nonexistent/key.pem\"") != NULL);
+    /* a directory is not a file */
+    setenv("OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "/", 1);
+    CHECK_EQ_INT(load(&cfg, err, sizeof err), MST_ERR_PARSE);
+    /* a key without its certificate */
+    unsetenv("OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY");
+    unsetenv("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE");
+    CHECK_EQ_INT(load(&cfg, err, sizeof err), MST_ERR_PARSE);
+    CHECK(strstr(err, "OTEL_EXPORTER_OTLP_CLIENT_KEY is set but OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE") != NULL);
+    /* a certificate without a key is fine (the PEM may hold both) */
+    unsetenv("OTEL_EXPORTER_OTLP_CLIENT_KEY");
+    setenv("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", readable, 1);
+    CHECK_EQ_INT(load(&cfg, err, sizeof err), MST_OK);
+    clear_env();
+    unlink(readable);
+}
+
+static void test_insecure_values(void) {
+    clear_env();
+    mst_otlp_config cfg;
+    char err[512];
+    setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317", 1);
+    setenv("OTEL_EXPORTER_OTLP_INSECURE", "false", 1);
+    CHECK_EQ_INT(load(&cfg, err, sizeof err), MST_OK);
+    CHECK_EQ_STR(cfg.endpoint, "https://collector:4317");
+    setenv("OTEL_EXPORTER_OTLP_TRACES_INSECURE", "yes", 1); /* TRACES_ read first */
+    CHECK_EQ_INT(load(&cfg, err, sizeof err), MST_ERR_PARSE);
+    CHECK(strstr(err, "OTEL_EXPORTER_OTLP_TRACES_INSECURE=\"yes\": expected true or false") != NULL);
+    setenv("OTEL_EXPORTER_OTLP_TRACES_INSECURE", "True", 1);
+    CHECK_EQ_INT(load(&cfg, err, sizeof err), MST_OK);
+    CHECK_EQ_STR(cfg.endpoint, "http://collector:4317");
+    clear_env();
+}
+
 static const mst_test_case tests[] = {
+    {"tls_files", test_tls_files},
+    {"insecure_values", test_insecure_values},
     {"no_endpoint", test_no_endpoint},
     {"defaults_grpc", test_defaults_grpc},
     {"traces_endpoint_as_is", test_traces_endpoint_as_is},

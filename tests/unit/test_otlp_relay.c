@@ -1,5 +1,5 @@
 /*
- * test_otlp_relay.c — unit tests of the OTLP relay (forward/otlp_relay.h)
+ * test_otlp_relay.c — unit tests of the OTLP relay (relay/otlp_relay.h)
  * without a daemon: the environment rules of mst_otlp_relay_config_from_env
  * (docs/relay.md: both variables required, http(s) with an explicit port, base URL
  * gets /v1/traces, a full /v1/traces URL and the TRACES endpoint are kept
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "forward/otlp_relay.h"
+#include "relay/otlp_relay.h"
 #include "testlib.h"
 
 static void clear_env(void) {

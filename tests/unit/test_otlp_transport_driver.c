@@ -1,6 +1,6 @@
 /*
  * test_otlp_transport_driver.c — two programs in one, for the OTLP transport
- * and exporter (src/export/otlp_*.c):
+ * and exporter (src/otlp/otlp_*.c):
  *
  *   - no arguments (ctest): self-contained checks against a tiny HTTP/1.1
  *     responder thread it starts on loopback: 503 then 200 is retried once;
@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #include "core/span.h"
-#include "export/otlp_transport.h"
+#include "otlp/otlp_transport.h"
 #include "testlib.h"
 
 /* ------------------------------------------------------ tiny responder */

@@ -6,7 +6,9 @@
  * offset once the file can grow again, and dropped (file cut back to its
  * last valid state) beyond the retain bound. While writes keep failing the
  * file is valid at every moment (a failed partial write is undone at once),
- * for the JSON layout and for a layout without a tail.
+ * for the JSON layout and for a layout without a tail. Room for part of the
+ * backlog takes that part, in whole elements (to within a page), and a
+ * stalled writer retries on its own timer, without new data or a flush.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -15,6 +17,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "forward/out_queue.h"
@@ -47,8 +50,9 @@ static char *read_all(size_t *len) {
     return s;
 }
 
-/* Valid JSON array whose elements are the integers 0..n-1 in order. */
-static bool file_holds_0_to(long n) {
+/* k when the file is a valid JSON array of the integers 0..k-1 in
+ * order, else -1. */
+static long file_count_0_to(void) {
     size_t len;
     char *s = read_all(&len);
     bool ok = s && mst_json_validate(s, len, 4, NULL, NULL) && s[0] == '[' && s[len - 1] == ']';
@@ -60,10 +64,15 @@ static bool file_holds_0_to(long n) {
         while (*end == ' ') end++;
         p = *end == ',' ? end + 1 : end;
     }
-    if (ok && want != n) ok = false;
-    if (!ok) fprintf(stderr, "  file does not hold 0..%ld (%zu bytes)\n", n - 1, len);
     free(s);
-    return ok;
+    return ok ? want : -1;
+}
+
+/* Valid JSON array whose elements are the integers 0..n-1 in order. */
+static bool file_holds_0_to(long n) {
+    long k = file_count_0_to();
+    if (k != n) fprintf(stderr, "  file does not hold 0..%ld (holds %ld)\n", n - 1, k);
+    return k == n;
 }
 
 /* Appends ",<i>" padded with spaces to `width` bytes. */
@@ -273,7 +282,84 @@ static void test_layout_without_tail(void) {
     remove_file(fd);
 }
 
+/* Waits for the writer thread (no call into the queue that would retry)
+ * until `n` spans are written; bounded by polls, not asserting a time. */
+static bool wait_written(mst_outq *q, uint64_t n) {
+    struct timespec ms10 = {0, 10 * 1000 * 1000};
+    mst_outq_stats st;
+    for (int i = 0; i < 6000; i++) { /* the writer retries every 200 ms */
+        mst_outq_get_stats(q, &st);
+        if (st.spans_written >= n) return true;
+        nanosleep(&ms10, NULL);
+    }
+    fprintf(stderr, "  only %llu of %llu spans written\n", (unsigned long long)st.spans_written,
+            (unsigned long long)n);
+    return false;
+}
+
+/* A file limit with room for half of a 100 kB backlog: the failing write
+ * still takes about half (whole elements, the file valid), the rest waits;
+ * once the limit is gone the writer's own timer writes it, with no new
+ * data and no flush. */
+static void test_backlog_written_in_pieces_then_on_timer(void) {
+    struct rlimit saved = fsize_limit_saved();
+    int fd;
+    mst_outq *q = start_array_queue(&fd);
+    long n = 0;
+    add_elements(q, &n, 10, 100);
+    CHECK_EQ_INT(mst_outq_flush(q), MST_OK);
+    set_fsize_limit(1002 + 50000);
+    add_elements(q, &n, 1000, 100);
+    CHECK_EQ_INT(mst_outq_flush(q), MST_ERR_IO);
+    /* Cut back to an element boundary at most a page (+ an element) short;
+     * the writer's own retry may add a piece meanwhile, so the file is
+     * read between two looks at the counter. */
+    mst_outq_stats st, st2;
+    mst_outq_get_stats(q, &st);
+    long in_file = file_count_0_to();
+    mst_outq_get_stats(q, &st2);
+    CHECK(st.spans_written >= 10 + (50000 - 4096 - 100) / 100);
+    CHECK(st2.spans_written < (uint64_t)n);
+    CHECK(in_file >= (long)st.spans_written && in_file <= (long)st2.spans_written);
+    setrlimit(RLIMIT_FSIZE, &saved);
+    CHECK(wait_written(q, (uint64_t)n));
+    CHECK(file_holds_0_to(n));
+    CHECK_EQ_INT(mst_outq_stop(q, &st), MST_OK);
+    CHECK_EQ_INT(st.spans_written, n);
+    CHECK_EQ_INT(st.spans_dropped, 0);
+    CHECK(st.write_errors >= 1);
+    remove_file(fd);
+}
+
+/* Stopping with a backlog of which only part fits: that part is written,
+ * the rest dropped, and written + dropped is every span. */
+static void test_stop_writes_what_fits(void) {
+    struct rlimit saved = fsize_limit_saved();
+    snprintf(g_path, sizeof g_path, "/tmp/mst_outq_test_XXXXXX");
+    int fd = mkstemp(g_path);
+    CHECK(fd >= 0);
+    static const mst_outq_layout records = {.tail = "", .tail_len = 0, .first_skip = 0};
+    mst_outq *q;
+    CHECK_EQ_INT(mst_outq_start_layout(fd, &records, 0, 0, &q), MST_OK);
+    char rec[101];
+    memset(rec, 'r', 100);
+    rec[100] = '\0';
+    set_fsize_limit(30000);
+    add_records(q, 800, rec); /* 80 kB, 30 kB of room */
+    mst_outq_stats st;
+    CHECK_EQ_INT(mst_outq_stop(q, &st), MST_ERR_IO);
+    setrlimit(RLIMIT_FSIZE, &saved);
+    CHECK(st.spans_written >= (30000 - 4096 - 100) / 100);
+    CHECK(st.spans_written <= 300);
+    CHECK_EQ_INT(st.spans_written + st.spans_dropped, 800);
+    struct stat sb;
+    CHECK(fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == st.spans_written * 100);
+    remove_file(fd);
+}
+
 static const mst_test_case TESTS[] = {
+    {"backlog_written_in_pieces_then_on_timer", test_backlog_written_in_pieces_then_on_timer},
+    {"stop_writes_what_fits", test_stop_writes_what_fits},
     {"file_valid_while_writes_fail", test_file_valid_while_writes_fail},
     {"layout_without_tail", test_layout_without_tail},
     {"many_chunks_in_order", test_many_chunks_in_order},

@@ -119,11 +119,44 @@ static void test_defaults_and_normalisation(void) {
     done(&d);
 
     decode_json(&d, "{\"trace_id\":\"" T32 "\",\"span_id\":\"" S16 "\",\"parent_span_id\":\"ABCDEF0123456789\","
-                    "\"start_time_ns\":-5,\"end_time_ns\":9223372036854775807}");
+                    "\"start_time_ns\":5,\"end_time_ns\":9223372036854775807}");
     CHECK_EQ_INT(d.st, MST_OK);
     CHECK_EQ_STR(d.span.parent_span_id, "abcdef0123456789");
-    CHECK_EQ_INT(d.span.start_ns, -5);
+    CHECK_EQ_INT(d.span.start_ns, 5);
     CHECK(d.span.end_ns == INT64_MAX);
+    done(&d);
+}
+
+/* Values that one of the two output encodings could not hold as they are
+ * (a .pftrace timestamp is unsigned, a pid/tid an int32) are refused with
+ * the value in the reason, by the fast path and the general decoder alike;
+ * the edges of each range are accepted. */
+static void test_value_ranges(void) {
+    static const struct { const char *member, *err; } bad[] = {
+        {"\"start_time_ns\":-9223372036854775808",
+         "field 'start_time_ns' is negative (-9223372036854775808); times are ns since the Unix epoch"},
+        {"\"end_time_ns\":-1", "field 'end_time_ns' is negative (-1); times are ns since the Unix epoch"},
+        {"\"attributes\":{\"process.pid\":1099511627776}",
+         "attribute 'process.pid' is out of range (1099511627776; allowed 0..2147483647)"},
+        {"\"attributes\":{\"process.pid\":-1}", "attribute 'process.pid' is out of range (-1; allowed 0..2147483647)"},
+        {"\"attributes\":{\"thread.id\":2147483648}",
+         "attribute 'thread.id' is out of range (2147483648; allowed 0..2147483647)"},
+    };
+    char json[512];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(json, sizeof json, "{\"trace_id\":\"" T32 "\",\"span_id\":\"" S16 "\",%s}", bad[i].member);
+        decoded d;
+        decode_json(&d, json);
+        CHECK_EQ_INT(d.st, MST_ERR_PARSE);
+        CHECK_EQ_STR(d.err, bad[i].err);
+        done(&d);
+    }
+    decoded d;
+    decode_json(&d, "{\"trace_id\":\"" T32 "\",\"span_id\":\"" S16 "\",\"start_time_ns\":0,"
+                    "\"end_time_ns\":9223372036854775807,\"attributes\":{\"process.pid\":2147483647,"
+                    "\"thread.id\":0}}");
+    CHECK_EQ_INT(d.st, MST_OK);
+    CHECK(d.span.has_pid && d.span.pid == INT32_MAX && d.span.has_tid && d.span.tid == 0);
     done(&d);
 }
 
@@ -209,15 +242,16 @@ static void test_limits(void) {
     char *buf = malloc(cap);
     for (int extra = 0; extra <= 1; extra++) {
         size_t n = (size_t)snprintf(buf, cap, "{\"trace_id\":\"" T32 "\",\"span_id\":\"" S16 "\",\"attributes\":{");
-        /* process.pid/thread.id do not count against the limit. */
+        /* process.pid/thread.id count against the limit like every key. */
         n += (size_t)snprintf(buf + n, cap - n, "\"process.pid\":1,\"thread.id\":2");
-        for (int i = 0; i < MST_PF_MAX_ATTRS + extra; i++)
+        for (int i = 0; i < MST_PF_MAX_ATTRS - 2 + extra; i++)
             n += (size_t)snprintf(buf + n, cap - n, ",\"k%d\":%d", i, i);
         snprintf(buf + n, cap - n, "}}");
         decoded d;
         decode_json(&d, buf);
         CHECK_EQ_INT(d.st, extra ? MST_ERR_TOO_LARGE : MST_OK);
-        if (!extra) CHECK_EQ_INT(d.span.n_attrs, MST_PF_MAX_ATTRS);
+        if (!extra) CHECK_EQ_INT(d.span.n_attrs, MST_PF_MAX_ATTRS - 2);
+        if (extra) CHECK_EQ_STR(d.err, "more than 1024 entries in 'attributes'");
         done(&d);
     }
     free(buf);
@@ -269,6 +303,7 @@ static const mst_test_case TESTS[] = {
     {"type_errors_name_the_field", test_type_errors_name_the_field},
     {"duplicate_keys_rejected", test_duplicate_keys_rejected},
     {"limits", test_limits},
+    {"value_ranges", test_value_ranges},
     {"truncated_packets_fail_cleanly", test_truncated_packets_fail_cleanly},
 };
 

@@ -324,13 +324,17 @@ static void test_ids(void) {
 }
 
 static void test_numbers(void) {
-    expect_fast("{" IDS ",\"start_time_ns\":-9223372036854775808,\"end_time_ns\":9223372036854775807,"
-                "\"kind\":-0,\"status\":0}");
+    expect_fast("{" IDS ",\"start_time_ns\":0,\"end_time_ns\":9223372036854775807,"
+                "\"kind\":-9223372036854775808,\"status\":-0}");
+    expect_error("{" IDS ",\"start_time_ns\":-9223372036854775808,\"end_time_ns\":9223372036854775807}",
+                 MST_ERR_PARSE, "field 'start_time_ns' is negative (-9223372036854775808)");
     expect_fast("{" IDS ",\"start_time_ns\":12345678,\"end_time_ns\":123456789,\"kind\":1234567890123456}");
     expect_fast("{" IDS ",\"attributes\":{\"a\":-1.5e+10,\"b\":0.0,\"c\":1E-2,\"d\":-0,"
                 "\"e\":123456789012345678901234567890,\"f\":0e0}}");
     /* pid/tid: taken only when an int64 integer. */
-    expect_fast("{" IDS ",\"attributes\":{\"process.pid\":-7,\"thread.id\":0}}");
+    expect_fast("{" IDS ",\"attributes\":{\"process.pid\":7,\"thread.id\":0}}");
+    expect_error("{" IDS ",\"attributes\":{\"process.pid\":-7,\"thread.id\":0}}", MST_ERR_PARSE,
+                 "attribute 'process.pid' is out of range (-7; allowed 0..2147483647)");
     {
         tri t;
         const char *j = "{" IDS ",\"attributes\":{\"process.pid\":9223372036854775808,"
@@ -372,13 +376,23 @@ static void test_numbers(void) {
             errno = 0;
             long long want = strtoll(num, NULL, 10);
             bool fits = errno == 0;
-            snprintf(json, sizeof json, "{\"start_time_ns\":%s,\"end_time_ns\":%s," IDS
-                     ",\"attributes\":{\"process.pid\":%s,\"x\":\"%s\"}}", num, num, num, num);
+            /* kind/status: any int64; times and the pid: in their ranges
+             * (mst_pf_span_check_ranges), else refused by both paths. */
+            bool in_range = fits && want >= 0 && want <= INT32_MAX;
+            snprintf(json, sizeof json, "{\"kind\":%s,\"status\":%s," IDS
+                     ",\"attributes\":{\"y\":%s,\"x\":\"%s\"}}", num, num, num, num);
             tri t;
             tri_run(&t, json, strlen(json));
             CHECK(t.fast == fits);
             CHECK_EQ_INT(t.st_public, fits ? MST_OK : MST_ERR_PARSE);
-            if (fits) {
+            if (fits) CHECK(t.fast_span.kind == want && t.fast_span.status == want);
+            tri_done(&t);
+            snprintf(json, sizeof json, "{\"start_time_ns\":%s,\"end_time_ns\":%s," IDS
+                     ",\"attributes\":{\"process.pid\":%s,\"x\":\"%s\"}}", num, num, num, num);
+            tri_run(&t, json, strlen(json));
+            CHECK(t.fast == in_range);
+            CHECK_EQ_INT(t.st_public, in_range ? MST_OK : MST_ERR_PARSE);
+            if (in_range) {
                 CHECK(t.fast_span.start_ns == want && t.fast_span.end_ns == want);
                 CHECK(t.fast_span.has_pid && t.fast_span.pid == want);
             }
@@ -475,12 +489,13 @@ static void test_nesting_and_limits(void) {
             else expect_error(json, MST_ERR_PARSE, "nesting too deep");
         }
     }
-    /* MST_PF_MAX_ATTRS entries pass, one more is TOO_LARGE; likewise links. */
+    /* MST_PF_MAX_ATTRS entries pass, one more is TOO_LARGE (process.pid
+     * counts like any key); likewise links. */
     size_t cap = 256 * 1024;
     char *big = malloc(cap);
     for (int extra = 0; extra <= 1; extra++) {
         int n = snprintf(big, cap, "{" IDS ",\"attributes\":{");
-        for (int i = 0; i < MST_PF_MAX_ATTRS + extra; i++)
+        for (int i = 0; i < MST_PF_MAX_ATTRS - 1 + extra; i++)
             n += snprintf(big + n, cap - (size_t)n, "%s\"k%d\":%d", i ? "," : "", i, i);
         snprintf(big + n, cap - (size_t)n, ",\"process.pid\":1}}");
         if (!extra) expect_fast(big);

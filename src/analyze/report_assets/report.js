@@ -11,8 +11,11 @@
   "use strict";
 
   var STAGES = ["schedule", "model", "ipc", "output", "waiting"];
+  /* The parts of a step's wall time (they sum to it); output runs beside them. */
+  var PARTS = ["schedule", "model", "ipc", "waiting"];
   var STAGE_LABEL = { schedule: "schedule", model: "model (forward)", ipc: "IPC / sync",
-                      output: "output", waiting: "waiting (host bubble)", queue: "queued" };
+                      output: "output (API server, concurrent)", waiting: "waiting (host bubble)", queue: "queued",
+                      capacity: "capacity (KV cache / max_num_seqs)" };
   var SVGNS = "http://www.w3.org/2000/svg";
   var D = null;
 
@@ -343,30 +346,36 @@
     var present = STAGES.filter(function (s) { return st[s]; });
     if (!present.length) return card("stages", "Stages", null, [empty("No engine steps were found.")]);
     var anyShare = present.some(function (s) { return isNum(st[s].share) && st[s].share > 0; });
-    var bar = !anyShare ? null : el("div", { cls: "stagebar" }, present.map(function (s) {
+    var parts = present.filter(function (s) { return PARTS.indexOf(s) >= 0; });
+    var bar = !anyShare ? null : el("div", { cls: "stagebar" }, parts.map(function (s) {
       var share = isNum(st[s].share) ? st[s].share : 0;
       return el("div", { style: "width:" + (share * 100) + "%;background:" + stageColor(s),
                          "data-tip": (STAGE_LABEL[s] || s) + ": " + fmt(share, "%") + " of step time, " +
                                      fmtMs(st[s].total_ms) + " total" });
     }));
+    var outShare = st.output && isNum(st.output.share) ? st.output.share : null;
     var rows = present.map(function (s) {
       var b = ["stages", s];
       return [el("span", null, [swatch(s), STAGE_LABEL[s] || s]), num(b.concat("total_ms"), "ms"),
               num(b.concat("share"), "%"), num(b.concat("mean_ms"), "ms"), num(b.concat("p50_ms"), "ms"),
               num(b.concat("p90_ms"), "ms"), num(b.concat("p99_ms"), "ms"), num(b.concat("count"), "int")];
     });
-    return card("stages", "Stages", "Where engine-step time went, summed over every step.", [
-      bar, anyShare ? legend(present) : null,
+    return card("stages", "Stages", "Where engine-step time went, summed over every busy step: schedule, model, ipc " +
+                "and waiting split each step's wall time and sum to 100 % (the bar). Output processing runs in the " +
+                "API server beside the engine: its share is the part of the engine's busy time in which it was busy" +
+                (outShare !== null ? " (" + fmt(outShare, "%") + ")" : "") + ", never added to the others.", [
+      bar, anyShare ? legend(parts) : null,
       table(["stage", "total", "share", "mean", "p50", "p90", "p99", "steps"], ["l"], rows)]);
   }
 
   function stepSplitSection() {
-    var series = arr(get(D, ["steps", "series"]));
+    /* In time order (several engines interleave), so the axis never goes back. */
+    var series = arr(get(D, ["steps", "series"])).slice().sort(function (a, b) { return a.start_ns - b.start_ns; });
     if (!series.length) return card("step-split", "Stage split per step", null, [empty("No engine steps.")]);
     var n = series.length;
     var tops = series.map(function (s) {
       var t = 0;
-      STAGES.forEach(function (k) { t += isNum(s[k + "_ms"]) ? s[k + "_ms"] : 0; });
+      PARTS.forEach(function (k) { t += isNum(s[k + "_ms"]) ? s[k + "_ms"] : 0; });
       return t;
     });
     /* One very slow step would flatten every other: the axis stops near the
@@ -389,7 +398,7 @@
                     xlabel: "engine steps in time order (time since the first step)", ylabel: "ms per step" });
     var base = new Array(n).fill(0);
     var bw = (f.x(1) - f.x(0));
-    STAGES.forEach(function (k) {
+    PARTS.forEach(function (k) {
       var d = "";
       for (var i = 0; i < n; i++) {
         var v = isNum(series[i][k + "_ms"]) ? series[i][k + "_ms"] : 0;
@@ -425,16 +434,18 @@
       var lines = ["step " + s.index + " (pid " + s.pid + ", " + (s.kind || "?") + ")",
                    since(s.start_ns) + " (" + ((s.start_ns - t0) / 1e9).toFixed(6) + " s)",
                    "batch " + s.batch_size + " req, " + s.scheduled_tokens + " tokens"];
-      STAGES.forEach(function (k) { lines.push((STAGE_LABEL[k] || k) + ": " + fmtMs(s[k + "_ms"])); });
+      PARTS.forEach(function (k) { lines.push((STAGE_LABEL[k] || k) + ": " + fmtMs(s[k + "_ms"])); });
       lines.push("total: " + fmtMs(tops[i]));
+      lines.push("output (API server, concurrent): " + fmtMs(s.output_ms));
       showTip(lines.join("\n"), evt);
     });
     f.svg.addEventListener("mouseleave", function () { guide.setAttribute("visibility", "hidden"); hideTip(); });
-    var cap = "Each column is one engine step (schedule \u2192 executor \u2192 worker \u2192 output), stacked by stage. " +
+    var cap = "Each column is one engine step (schedule \u2192 executor \u2192 worker \u2192 host gap), stacked by the " +
+              "parts of its wall time, in time order (output processing, concurrent, is in the tooltip). " +
               (get(D, ["steps", "count"]) > n ? n + " of " + D.steps.count + " steps, evenly sampled." : n + " steps.") +
               (cut ? " The axis stops at " + fmtMs(ymax) + ": " + cut + (cut > 1 ? " steps go" : " step goes") +
                      " above it (red marks; hover for the values; the slowest is " + fmtMs(top) + ")." : "");
-    return card("step-split", "Stage split per step over time", cap, [legend(STAGES), f.svg]);
+    return card("step-split", "Stage split per step over time", cap, [legend(PARTS), f.svg]);
   }
 
   function modelFitSection() {
@@ -516,13 +527,159 @@
     return box;
   }
 
+  /* Time since the first step, for axes over the whole run. */
+  function runClock(t0, t1) {
+    var span = t1 - t0;
+    return function (ns) {
+      var d = ns - t0;
+      if (span < 2e9) return "+" + (d / 1e6).toFixed(span < 2e7 ? 1 : 0) + " ms";
+      return "+" + (d / 1e9).toFixed(span > 1e10 ? 0 : 1) + " s";
+    };
+  }
+  function timeTicks(t0, t1) {
+    var label = runClock(t0, t1);
+    return ticks(0, t1 - t0, 8).map(function (d) { return [t0 + d, label(t0 + d)]; });
+  }
+
+  /* Engines as lanes on one real time axis: each sampled step where and
+   * how long it ran, coloured by the part that took most of it. */
+  function engineLanesSection() {
+    var engines = arr(D.engines), series = arr(get(D, ["steps", "series"]));
+    if (!engines.length || !series.length) return card("engine-lanes", "Engines over time", null, [empty("No engine steps.")]);
+    var t0 = Infinity, t1 = -Infinity;
+    series.forEach(function (s) {
+      t0 = Math.min(t0, s.start_ns);
+      t1 = Math.max(t1, s.start_ns + (isNum(s.wall_ms) ? s.wall_ms * 1e6 : 0));
+    });
+    if (!(t1 > t0)) t1 = t0 + 1;
+    var laneH = 26, W = 1040, L = 190, R = 16, T = 6, B = 34, H = T + B + laneH * engines.length;
+    var g = sv("svg", { viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": "engines over time" });
+    var x = lin(t0, t1, L, W - R), axis = sv("g", { cls: "axis" }), grid = sv("g", { cls: "grid" });
+    timeTicks(t0, t1).forEach(function (t) {
+      grid.appendChild(sv("line", { x1: x(t[0]), x2: x(t[0]), y1: T, y2: H - B }));
+      axis.appendChild(sv("text", { x: x(t[0]), y: H - B + 15, "text-anchor": "middle", text: t[1] }));
+    });
+    axis.appendChild(sv("text", { x: (L + W - R) / 2, y: H - 3, "text-anchor": "middle", text: "time since the first step" }));
+    g.appendChild(grid); g.appendChild(axis);
+    var lane = {};
+    engines.forEach(function (e, i) {
+      lane[e.pid + ":" + e.input] = i;
+      g.appendChild(sv("text", { x: L - 8, y: T + i * laneH + laneH / 2 + 4, "text-anchor": "end",
+                                 text: "pid " + e.pid + (engines.length > 1 ? " (input " + e.input + ")" : "") }));
+    });
+    var byPid = {};
+    engines.forEach(function (e, i) { if (byPid[e.pid] === undefined) byPid[e.pid] = i; });
+    series.forEach(function (s) {
+      var li = byPid[s.pid];
+      if (li === undefined) return;
+      var best = "schedule";
+      PARTS.forEach(function (k) { if ((s[k + "_ms"] || 0) > (s[best + "_ms"] || 0)) best = k; });
+      var a = x(s.start_ns), b = x(s.start_ns + (s.wall_ms || 0) * 1e6);
+      g.appendChild(sv("rect", { x: a.toFixed(2), y: T + li * laneH + 4, width: Math.max(0.8, b - a).toFixed(2),
+                                 height: laneH - 8, fill: stageColor(best), "data-lane": li,
+                                 "data-tip": "step " + s.index + " (pid " + s.pid + ")\nwall " + fmtMs(s.wall_ms) +
+                                             ", mostly " + (STAGE_LABEL[best] || best) + "\nbatch " + s.batch_size +
+                                             " req, " + s.scheduled_tokens + " tokens" }));
+    });
+    var rows = engines.map(function (e, i) {
+      var b = ["engines", i];
+      return [num(b.concat("pid"), "int"), el("code", { text: String(e.input_name || "") }), num(b.concat("busy_steps"), "int"),
+              num(b.concat("wall_p50_ms"), "ms"), num(b.concat("wall_p90_ms"), "ms"),
+              num(b.concat("stage_p50_ms", "model"), "ms"), num(b.concat("stage_p50_ms", "schedule"), "ms")];
+    });
+    return card("engine-lanes", "Engines over time", "One lane per engine process on one time axis; each sampled " +
+                "step is drawn where and as long as it ran, coloured by the part of its wall time that was largest.",
+                [legend(PARTS), g, table(["pid", "input", "busy steps", "step p50", "step p90", "model p50",
+                                          "schedule p50"], ["l", "l"], rows)]);
+  }
+
+  function timelineFrame(bins, ymax, label, ylabel, height) {
+    var binNs = get(D, ["steps", "timeline", "bin_ns"]) || 1;
+    var t0 = bins[0].start_ns, t1 = bins[bins.length - 1].start_ns + binNs;
+    return { f: frame({ x0: t0, x1: t1, y0: 0, y1: ymax, height: height || 220, xticks: timeTicks(t0, t1),
+                        label: label, xlabel: "time since the first step", ylabel: ylabel }), binNs: binNs };
+  }
+
+  /* Prefill and decode tokens scheduled, per time bin. */
+  function tokenMixSection() {
+    var bins = arr(get(D, ["steps", "timeline", "bins"]));
+    var known = bins.filter(function (b) { return isNum(b.prefill_tokens) || isNum(b.decode_tokens); });
+    if (!known.length) return card("token-mix", "Prefill and decode tokens", null,
+                                   [empty("The steps carry no step record (step.tokens, step.phase).")]);
+    var ymax = niceMax(Math.max.apply(null, bins.map(function (b) { return (b.prefill_tokens || 0) + (b.decode_tokens || 0); })));
+    var tf = timelineFrame(bins, ymax, "prefill and decode tokens per time bin", "tokens"), f = tf.f;
+    bins.forEach(function (b, i) {
+      var x0 = f.x(b.start_ns), w = Math.max(0.6, f.x(b.start_ns + tf.binNs) - x0);
+      var dec = b.decode_tokens || 0, pre = b.prefill_tokens || 0;
+      var tip = "bin " + i + ": " + b.steps + " steps\nprefill " + pre + " tokens\ndecode " + dec + " tokens";
+      if (dec > 0) f.svg.appendChild(sv("rect", { x: x0.toFixed(2), y: f.y(dec).toFixed(2), width: w.toFixed(2),
+                                                  height: (f.y(0) - f.y(dec)).toFixed(2), fill: "var(--model)",
+                                                  "data-bin": i, "data-kind": "decode", "data-tip": tip }));
+      if (pre > 0) f.svg.appendChild(sv("rect", { x: x0.toFixed(2), y: f.y(dec + pre).toFixed(2), width: w.toFixed(2),
+                                                  height: (f.y(dec) - f.y(dec + pre)).toFixed(2), fill: "var(--schedule)",
+                                                  "data-bin": i, "data-kind": "prefill", "data-tip": tip }));
+    });
+    return card("token-mix", "Prefill and decode tokens", "Tokens the scheduler gave to prefill (chunks p and P) and to " +
+                "decode (d) in each of " + bins.length + " equal time bins, from the step records.",
+                [el("div", { cls: "legend" }, [el("span", null, [el("span", { cls: "swatch", style: "background:var(--schedule)" }), "prefill"]),
+                                               el("span", null, [el("span", { cls: "swatch", style: "background:var(--model)" }), "decode"])]),
+                 f.svg]);
+  }
+
+  /* Waiting and running requests, KV-cache usage and preemptions over time. */
+  function schedulerStateSection() {
+    var bins = arr(get(D, ["steps", "timeline", "bins"]));
+    var known = bins.filter(function (b) { return isNum(b.waiting_max) || isNum(b.running_max); });
+    if (!known.length) return card("scheduler-state", "Scheduler state", null,
+                                   [empty("No step carries scheduler.waiting / scheduler.running.")]);
+    var ymax = niceMax(Math.max.apply(null, bins.map(function (b) { return Math.max(b.waiting_max || 0, b.running_max || 0); })));
+    var tf = timelineFrame(bins, ymax, "waiting and running requests", "requests (max per bin)"), f = tf.f;
+    function line(key, color) {
+      var d = "";
+      bins.forEach(function (b) {
+        if (!isNum(b[key])) return;
+        d += (d ? "L" : "M") + f.x(b.start_ns + tf.binNs / 2).toFixed(1) + " " + f.y(b[key]).toFixed(1);
+      });
+      f.svg.appendChild(sv("path", { d: d, fill: "none", stroke: color, "stroke-width": 2, "data-series": key }));
+    }
+    line("waiting_max", "var(--crit)");
+    line("running_max", "var(--model)");
+    var kf = timelineFrame(bins, 1, "KV-cache usage and preemptions", "KV usage (max per bin)", 180), k = kf.f;
+    var d = "";
+    bins.forEach(function (b) {
+      if (!isNum(b.kv_usage_max)) return;
+      d += (d ? "L" : "M") + k.x(b.start_ns + kf.binNs / 2).toFixed(1) + " " + k.y(Math.min(1, b.kv_usage_max)).toFixed(1);
+    });
+    k.svg.appendChild(sv("path", { d: d, fill: "none", stroke: "var(--ipc)", "stroke-width": 2, "data-series": "kv_usage_max" }));
+    bins.forEach(function (b, i) {
+      if (!(b.preemptions > 0)) return;
+      var cx = k.x(b.start_ns + kf.binNs / 2);
+      k.svg.appendChild(sv("circle", { cx: cx.toFixed(1), cy: k.y(1).toFixed(1), r: 3 + Math.min(6, b.preemptions),
+                                       fill: "var(--crit)", "data-preemptions": b.preemptions,
+                                       "data-tip": "bin " + i + ": " + b.preemptions + " preemptions, KV usage up to " +
+                                                   fmt(b.kv_usage_max, "%") }));
+    });
+    var r = D.requests || {};
+    return card("scheduler-state", "Scheduler state over time", null, [
+      el("div", { cls: "caption" }, ["The most requests waiting and running in each time bin, the KV cache's usage and the " +
+        "preemptions (red dots, sized by count): ", num(["requests", "preemptions"], "int"), " preemptions in all, ",
+        num(["requests", "recomputed_tokens"], "int"), " tokens computed again."]),
+      el("div", { cls: "legend" }, [el("span", null, [el("span", { cls: "swatch", style: "background:var(--crit)" }), "waiting"]),
+                                    el("span", null, [el("span", { cls: "swatch", style: "background:var(--model)" }), "running"]),
+                                    el("span", null, [el("span", { cls: "swatch", style: "background:var(--ipc)" }), "KV-cache usage"])]),
+      f.svg, k.svg]);
+  }
+
   function latencySection() {
     var r = D.requests || {};
     return card("latency", "Request latency", "Cumulative distributions over " + (isNum(r.joined) ? r.joined : "the") +
-                " joined requests: queue (arrival \u2192 first scheduled), time to first token, time per output " +
-                "token, end to end.", [el("div", { cls: "grid2" }, [
+                " joined requests, with vLLM's definitions: queue (the engine received it \u2192 first scheduled), " +
+                "time to first token, time per output token, every inter-token gap, prefill, decode, end to end.",
+                [el("div", { cls: "grid2" }, [
       cdfChart("queue_ms", "Queue time"), cdfChart("ttft_ms", "Time to first token"),
-      cdfChart("tpot_ms", "Time per output token"), cdfChart("e2e_ms", "End to end")])]);
+      cdfChart("tpot_ms", "Time per output token"), cdfChart("itl_ms", "Inter-token latency (every gap)"),
+      cdfChart("prefill_ms", "Prefill"), cdfChart("decode_ms", "Decode"),
+      cdfChart("e2e_ms", "End to end")])]);
   }
 
   function waterfallSection() {
@@ -630,7 +787,10 @@
               num(b.concat("p_value"), "p"), m.significant ? el("b", { text: "yes" }) : "no"];
     });
     return card("compare", "Run against run", "Before: " + (c.before || "?") + " \u2192 after: " + (c.after || "?") +
-                ". Change of the median; significance from the test named in the sentence (p < 0.05).",
+                ". Change of the median, p90 and p99; a metric is significant when the test named in its sentence " +
+                "gives p < " + (isNum(c.alpha) ? c.alpha : "?") + " and the quantile it tests moved by at least " +
+                (isNum(c.min_change_pct) ? c.min_change_pct : "?") + " %. Before: " + arr(c.before_inputs).join(", ") +
+                "; after: " + arr(c.after_inputs).join(", ") + ".",
                 [el("div", { cls: "banner " + (ms.some(function (m) { return m.significant; }) ? "lossy" : "clean") },
                     el("b", { text: c.verdict || "" })),
                  table(["metric", "p50 before", "p50 after", "p90 before", "p90 after", "p99 before", "p99 after",
@@ -641,7 +801,8 @@
   function render() {
     var root = el("main");
     [headerSection(), verdictSection(), dataQualitySection(), compareSection(), findingsSection(), stagesSection(),
-     stepSplitSection(), modelFitSection(), latencySection(), waterfallSection(), spanNamesSection(),
+     stepSplitSection(), engineLanesSection(), tokenMixSection(), schedulerStateSection(), modelFitSection(),
+     latencySection(), waterfallSection(), spanNamesSection(),
      profileSection(),
      el("footer", { text: "Self-contained report: this file fetches nothing. Every number comes from the analysis " +
                           "JSON embedded below (the same as mstrace analyze --json)." })]

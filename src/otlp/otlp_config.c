@@ -8,12 +8,17 @@
  *     gets "/v1/traces" appended for HTTP protocols and is used as-is for
  *     gRPC (gRPC posts to a fixed method path on the same authority);
  *   - protocol: TRACES_PROTOCOL, then PROTOCOL, default grpc (vLLM's);
- *   - the TRACES_ variant of headers/timeout/compression wins when set;
- *   - an empty variable counts as unset.
+ *   - the TRACES_ variant of headers/timeout/compression/insecure and of the
+ *     TLS files (CERTIFICATE, CLIENT_CERTIFICATE, CLIENT_KEY) wins when set,
+ *     each variable on its own (the spec's precedence);
+ *   - an empty variable counts as unset;
+ *   - the TLS files are checked here (readable, a key only with its
+ *     certificate), so a typo fails at start, naming the variable, instead
+ *     of at the first export.
  * Every bad value is an error with a message naming the variable: silently
  * exporting somewhere else than vLLM's own spans would split the traces.
  */
-#include "export/otlp_config.h"
+#include "otlp/otlp_config.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -24,6 +29,7 @@
 #include <strings.h>
 
 #include "core/err_text.h"
+#include "otlp/otlp_curl.h"
 
 #define ENV_PREFIX "OTEL_EXPORTER_OTLP_"
 #define OTLP_MAX_TIMEOUT_MS (3600u * 1000u) /* an hour: anything above is a typo */
@@ -178,6 +184,10 @@ static mst_status grpc_endpoint(const char *raw, const char *var, char *out, siz
     const char *rest = sep ? sep + 3 : raw;
     char used[96];
     const char *insecure = env_pair("INSECURE", used, sizeof used);
+    if (insecure && strcasecmp(insecure, "true") != 0 && strcasecmp(insecure, "false") != 0) {
+        mst_err_set(err, err_size, "%s=\"%s\": expected true or false", used, insecure);
+        return MST_ERR_PARSE;
+    }
     bool plain = insecure && strcasecmp(insecure, "true") == 0;
     int n = snprintf(out, out_size, "%s://%s", plain ? "http" : "https", rest);
     if (n < 0 || (size_t)n >= out_size) goto too_long;
@@ -218,6 +228,7 @@ static mst_status read_endpoint(mst_otlp_config *cfg, char *err, size_t err_size
         st = MST_OK;
     }
     if (st != MST_OK) return st;
+    snprintf(cfg->endpoint_from, sizeof cfg->endpoint_from, "%s", var);
     return check_url(cfg->endpoint, var, err, err_size);
 }
 
@@ -280,6 +291,35 @@ static mst_status read_compression(mst_otlp_config *cfg, char *err, size_t err_s
     return MST_OK;
 }
 
+/* One TLS file variable: its value (a path) into `path`, the name read
+ * into `from` (the generic name when neither is set, for messages). */
+static mst_status read_tls_file(const char *what, char *path, size_t path_size, char *from,
+                                size_t from_size, char *err, size_t err_size) {
+    const char *v = env_pair(what, from, from_size);
+    if (!v) {
+        snprintf(from, from_size, ENV_PREFIX "%s", what);
+        return MST_OK;
+    }
+    if (strlen(v) >= path_size) {
+        mst_err_set(err, err_size, "%s is longer than %zu bytes", from, path_size - 1);
+        return MST_ERR_TOO_LARGE;
+    }
+    snprintf(path, path_size, "%s", v);
+    return MST_OK;
+}
+
+static mst_status read_tls(mst_otlp_tls *tls, char *err, size_t err_size) {
+    mst_status st = read_tls_file("CERTIFICATE", tls->ca_file, sizeof tls->ca_file, tls->ca_from,
+                                  sizeof tls->ca_from, err, err_size);
+    if (st == MST_OK)
+        st = read_tls_file("CLIENT_CERTIFICATE", tls->cert_file, sizeof tls->cert_file, tls->cert_from,
+                           sizeof tls->cert_from, err, err_size);
+    if (st == MST_OK)
+        st = read_tls_file("CLIENT_KEY", tls->key_file, sizeof tls->key_file, tls->key_from,
+                           sizeof tls->key_from, err, err_size);
+    return st == MST_OK ? mst_otlp_tls_check(tls, err, err_size) : st;
+}
+
 mst_status mst_otlp_config_from_env(mst_otlp_config *cfg, char *err, size_t err_size) {
     if (!cfg) return MST_ERR_INVALID_ARG;
     memset(cfg, 0, sizeof *cfg);
@@ -291,5 +331,6 @@ mst_status mst_otlp_config_from_env(mst_otlp_config *cfg, char *err, size_t err_
     if ((st = read_endpoint(cfg, err, err_size)) != MST_OK) return st;
     if ((st = read_headers(cfg, err, err_size)) != MST_OK) return st;
     if ((st = read_timeout(cfg, err, err_size)) != MST_OK) return st;
+    if ((st = read_tls(&cfg->tls, err, err_size)) != MST_OK) return st;
     return read_compression(cfg, err, err_size);
 }

@@ -19,6 +19,14 @@
  *   - Cancel (optional, for stop bounds): the progress callback and the
  *     sliced backoff sleep poll a caller-owned atomic flag, so a stop can
  *     abort a request in flight instead of waiting out the export timeout.
+ *   - Permanent vs transient failures: what retrying cannot fix (the TLS
+ *     set-up, an HTTP 4xx other than 408/429, a gRPC status saying the
+ *     endpoint or the credentials are wrong, a URL libcurl cannot use) is
+ *     a configuration error: the send returns MST_ERR_REJECTED at once
+ *     with res->config_error set, and its line (what is wrong, which
+ *     variable to fix) is logged once per transport until the cause
+ *     changes, however many batches hit it. Outages (connection refused,
+ *     429/502/503/504, retryable gRPC codes) keep the bounded backoff.
  *   - After fork() the child must not run curl_easy_cleanup on the inherited
  *     handle: cleanup would write a TLS close_notify or an HTTP/2 GOAWAY onto
  *     the socket the parent still uses. The child instead closes its own copy
@@ -26,7 +34,7 @@
  *     connection is untouched) and deliberately leaks the handle's memory
  *     (kept reachable in g_fork_orphans), then makes a fresh handle lazily.
  */
-#include "export/otlp_transport.h"
+#include "otlp/otlp_transport.h"
 
 #include <curl/curl.h>
 #include <pthread.h>
@@ -41,7 +49,8 @@
 #include <zlib.h>
 
 #include "core/log.h"
-#include "export/otlp_config.h"
+#include "otlp/otlp_config.h"
+#include "otlp/otlp_curl.h"
 #include "wire/buf.h"
 #include "wire/otlp_response.h"
 
@@ -57,7 +66,9 @@
 enum {
     GRPC_OK = 0, GRPC_CANCELLED = 1, GRPC_DEADLINE_EXCEEDED = 4,
     GRPC_RESOURCE_EXHAUSTED = 8, GRPC_ABORTED = 10, GRPC_OUT_OF_RANGE = 11,
-    GRPC_UNAVAILABLE = 14, GRPC_DATA_LOSS = 15
+    GRPC_UNAVAILABLE = 14, GRPC_DATA_LOSS = 15,
+    /* what no retry fixes: the address or the credentials are wrong */
+    GRPC_NOT_FOUND = 5, GRPC_PERMISSION_DENIED = 7, GRPC_UNIMPLEMENTED = 12, GRPC_UNAUTHENTICATED = 16
 };
 
 typedef struct warn_limiter {
@@ -84,6 +95,7 @@ struct mst_otlp_transport {
     warn_limiter warn_partial;    /* partial successes (separate: both show) */
     const atomic_bool *cancel;    /* optional, see set_cancel               */
     CURLcode last_rc;             /* of the last attempt, for messages      */
+    char config_error[512];       /* the configuration error last logged    */
     char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -92,8 +104,6 @@ struct mst_otlp_transport {
 static _Atomic(double) g_backoff_scale = 1.0;
 static _Atomic(uint32_t) g_backoff_overrun_ms = 0; /* tests only, see the .h */
 static CURL *g_fork_orphans[FORK_ORPHANS_MAX];
-static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
-static CURLcode g_curl_init_rc = CURLE_FAILED_INIT;
 
 void mst_otlp_transport_set_backoff_scale(double scale) {
     atomic_store(&g_backoff_scale, scale < 0 ? 0 : scale);
@@ -102,8 +112,6 @@ void mst_otlp_transport_set_backoff_scale(double scale) {
 void mst_otlp_transport_set_backoff_overrun_ms(uint32_t ms) {
     atomic_store(&g_backoff_overrun_ms, ms);
 }
-
-static void curl_init_once(void) { g_curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
 
 static uint64_t mono_ns(void) {
     struct timespec ts;
@@ -302,9 +310,9 @@ mst_status mst_otlp_transport_create(const mst_otlp_config *cfg, mst_otlp_transp
     if (memchr(cfg->endpoint, '\0', sizeof cfg->endpoint) == NULL ||
         memchr(cfg->headers, '\0', sizeof cfg->headers) == NULL)
         return MST_ERR_INVALID_ARG;
-    pthread_once(&g_curl_once, curl_init_once);
-    if (g_curl_init_rc != CURLE_OK) {
-        MST_ERROR("libcurl global init failed: %s", curl_easy_strerror(g_curl_init_rc));
+    char err[256];
+    if (mst_otlp_curl_init(err, sizeof err) != MST_OK) {
+        MST_ERROR("OTLP exporter: %s", err);
         return MST_ERR_INTERNAL;
     }
     mst_otlp_transport *t = calloc(1, sizeof *t);
@@ -363,6 +371,7 @@ static mst_status make_handle(mst_otlp_transport *t) {
     SETOPT(CURLOPT_NOPROGRESS, 0L); /* the progress callback checks cancel */
     if (t->grpc && !h2_reuse_ok) SETOPT(CURLOPT_FORBID_REUSE, 1L);
 #undef SETOPT
+    if (rc == CURLE_OK) rc = mst_otlp_curl_set_tls(c, &t->cfg.tls);
     if (rc != CURLE_OK) {
         MST_ERROR("OTLP exporter: libcurl option rejected: %s", curl_easy_strerror(rc));
         curl_easy_cleanup(c);
@@ -413,16 +422,11 @@ typedef struct attempt_outcome {
     long delay_hint_ms;      /* server-given delay, -1 none */
 } attempt_outcome;
 
-static bool curl_error_retryable(CURLcode rc) {
-    switch (rc) {
-    case CURLE_UNSUPPORTED_PROTOCOL: case CURLE_URL_MALFORMAT: case CURLE_OUT_OF_MEMORY:
-    case CURLE_PEER_FAILED_VERIFICATION: case CURLE_SSL_CACERT_BADFILE:
-    case CURLE_SSL_CERTPROBLEM: case CURLE_SSL_CIPHER: case CURLE_NOT_BUILT_IN:
-    case CURLE_BAD_FUNCTION_ARGUMENT: case CURLE_OPERATION_TIMEDOUT:
-        return false;
-    default:
-        return true; /* connection refused/reset, DNS, HTTP/2 stream errors ... */
-    }
+/* libcurl failures that are the configuration's, not the collector's
+ * (TLS ones are read by mst_otlp_curl_tls_problem). */
+static bool curl_error_is_config(CURLcode rc) {
+    return rc == CURLE_UNSUPPORTED_PROTOCOL || rc == CURLE_URL_MALFORMAT || rc == CURLE_SSL_CIPHER ||
+           rc == CURLE_NOT_BUILT_IN || rc == CURLE_BAD_FUNCTION_ARGUMENT;
 }
 
 /* The collector accepted the export (gRPC OK or HTTP 2xx): records a partial
@@ -439,17 +443,56 @@ static attempt_outcome accepted(mst_otlp_transport *t, const mst_otlp_partial *p
     return o;
 }
 
+/* The endpoint's variable for messages ("the OTLP endpoint" when the
+ * program set it). */
+static const char *endpoint_var(const mst_otlp_transport *t) {
+    return t->cfg.endpoint_from[0] ? t->cfg.endpoint_from : "the OTLP endpoint";
+}
+
+/* A failure retrying cannot fix: logged once until the cause changes (the
+ * message differs), then only counted; the batch fails at once. */
+static attempt_outcome config_error(mst_otlp_transport *t, mst_otlp_send_result *r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static attempt_outcome config_error(mst_otlp_transport *t, mst_otlp_send_result *r, const char *fmt, ...) {
+    char msg[sizeof t->config_error];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    r->config_error = true;
+    if (strcmp(msg, t->config_error) != 0) {
+        MST_ERROR("OTLP export to %s: configuration error, not retried: %s", t->url, msg);
+        snprintf(t->config_error, sizeof t->config_error, "%s", msg);
+    }
+    attempt_outcome o = {ATTEMPT_FAIL, MST_ERR_REJECTED, -1};
+    return o;
+}
+
+/* An HTTP 4xx that is not 408/429: what the status says to fix. */
+static attempt_outcome http_4xx(mst_otlp_transport *t, long http, mst_otlp_send_result *r) {
+    if (http == 401 || http == 403)
+        return config_error(t, r, "HTTP %ld: the collector refused the credentials; check "
+                            "OTEL_EXPORTER_OTLP_[TRACES_]HEADERS", http);
+    if (http == 404 || http == 405)
+        return config_error(t, r, "HTTP %ld: no OTLP trace receiver at this URL; check %s (HTTP "
+                            "receivers listen on /v1/traces, usually port 4318; gRPC on 4317)", http,
+                            endpoint_var(t));
+    return config_error(t, r, "HTTP %ld: the collector refused the request; check %s and the "
+                        "collector's OTLP receiver", http, endpoint_var(t));
+}
+
 static attempt_outcome classify_grpc(mst_otlp_transport *t, long http, mst_otlp_send_result *r) {
     attempt_outcome o = {ATTEMPT_FAIL, MST_ERR_REJECTED, -1};
     int gs = t->grpc_status;
     r->grpc_status = gs;
     if (gs < 0) {
         /* no grpc-status: an HTTP-level failure (proxy, wrong port ...) */
-        if (http == 429 || http == 502 || http == 503 || http == 504) {
+        if (http == 408 || http == 429 || http == 502 || http == 503 || http == 504) {
             o.kind = ATTEMPT_RETRY;
             o.status = MST_ERR_UNAVAILABLE;
             return o;
         }
+        if (http >= 400 && http < 500) return http_4xx(t, http, r);
         warn_limited(&t->warn_fail, "OTLP gRPC export to %s: HTTP %ld without grpc-status", t->url, http);
         return o;
     }
@@ -469,6 +512,13 @@ static attempt_outcome classify_grpc(mst_otlp_transport *t, long http, mst_otlp_
         o.delay_hint_ms = t->grpc_retry_ms;
         return o;
     }
+    if (gs == GRPC_UNAUTHENTICATED || gs == GRPC_PERMISSION_DENIED)
+        return config_error(t, r, "grpc-status %d %s: the collector refused the credentials; check "
+                            "OTEL_EXPORTER_OTLP_[TRACES_]HEADERS", gs, t->grpc_message);
+    if (gs == GRPC_UNIMPLEMENTED || gs == GRPC_NOT_FOUND)
+        return config_error(t, r, "grpc-status %d %s: no OTLP trace service at this address; check %s "
+                            "(gRPC receivers usually listen on port 4317)", gs, t->grpc_message,
+                            endpoint_var(t));
     warn_limited(&t->warn_fail, "OTLP gRPC export to %s rejected: grpc-status %d %s", t->url, gs,
                  t->grpc_message);
     return o;
@@ -484,12 +534,13 @@ static attempt_outcome classify_http(mst_otlp_transport *t, long http, mst_otlp_
             mst_otlp_response_parse_proto(t->resp.data, t->resp.len, &pi);
         return accepted(t, &pi, r);
     }
-    if (http == 429 || http == 502 || http == 503 || http == 504) {
+    if (http == 408 || http == 429 || http == 502 || http == 503 || http == 504) {
         o.kind = ATTEMPT_RETRY;
         o.status = MST_ERR_UNAVAILABLE;
         o.delay_hint_ms = t->retry_after_ms;
         return o;
     }
+    if (http >= 400 && http < 500) return http_4xx(t, http, r);
     warn_limited(&t->warn_fail, "OTLP export to %s rejected with HTTP %ld (not retried)", t->url, http);
     return o;
 }
@@ -514,17 +565,23 @@ static attempt_outcome attempt(mst_otlp_transport *t, const uint8_t *p, size_t n
     t->last_rc = rc;
     if (rc != CURLE_OK) {
         const char *why = t->errbuf[0] ? t->errbuf : curl_easy_strerror(rc);
+        char tls_msg[sizeof t->config_error];
         if (rc == CURLE_ABORTED_BY_CALLBACK) {
             o.status = MST_ERR_CLOSED; /* only on_progress aborts: cancelled */
         } else if (rc == CURLE_OPERATION_TIMEDOUT) {
             o.status = MST_ERR_TIMEOUT;
             warn_limited(&t->warn_fail, "OTLP export to %s timed out: %s", t->url, why);
-        } else if (curl_error_retryable(rc)) {
-            o.kind = ATTEMPT_RETRY;
-            o.status = MST_ERR_UNAVAILABLE;
-        } else {
-            o.status = rc == CURLE_OUT_OF_MEMORY ? MST_ERR_NOMEM : MST_ERR_UNAVAILABLE;
+        } else if (mst_otlp_curl_tls_problem(rc, why, t->url, &t->cfg.tls, (long)(remaining_ms ? remaining_ms : 1),
+                                             tls_msg, sizeof tls_msg)) {
+            return config_error(t, r, "%s", tls_msg);
+        } else if (curl_error_is_config(rc)) {
+            return config_error(t, r, "%s; check %s", why, endpoint_var(t));
+        } else if (rc == CURLE_OUT_OF_MEMORY) {
+            o.status = MST_ERR_NOMEM;
             warn_limited(&t->warn_fail, "OTLP export to %s failed: %s", t->url, why);
+        } else {
+            o.kind = ATTEMPT_RETRY; /* connection refused/reset, DNS, HTTP/2 stream errors ... */
+            o.status = MST_ERR_UNAVAILABLE;
         }
         return o;
     }
@@ -606,6 +663,10 @@ void mst_otlp_transport_after_fork_child(mst_otlp_transport *t) {
     t->curl = NULL;
     t->warn_fail.last_ns = t->warn_partial.last_ns = 0;
     t->rng ^= (uint64_t)getpid() << 17;
+}
+
+void mst_otlp_transport_adopt_log_state(mst_otlp_transport *t, const mst_otlp_transport *from) {
+    if (t && from) snprintf(t->config_error, sizeof t->config_error, "%s", from->config_error);
 }
 
 void mst_otlp_transport_set_cancel(mst_otlp_transport *t, const atomic_bool *flag) {

@@ -39,7 +39,7 @@
 #include "core/log.h"
 #include "core/resource.h"
 #include "core/tracer.h"
-#include "export/otlp_transport.h"
+#include "otlp/otlp_transport.h"
 #include "wire/buf.h"
 #include "wire/otlp.h"
 

@@ -12,8 +12,8 @@
  * Threading: a transport is used by one thread at a time (the pipeline's
  * exporter thread or the relay's sender); it keeps no locks of its own.
  */
-#ifndef MST_EXPORT_OTLP_TRANSPORT_H
-#define MST_EXPORT_OTLP_TRANSPORT_H
+#ifndef MST_OTLP_TRANSPORT_H
+#define MST_OTLP_TRANSPORT_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -31,6 +31,8 @@ typedef struct mst_otlp_send_result {
     int grpc_status;          /* last grpc-status, -1 when none              */
     int64_t rejected_spans;   /* partial_success.rejected_spans, 0 if none   */
     bool partial_success;     /* the response carried a partial_success      */
+    bool config_error;        /* a failure no retry fixes (TLS, 4xx, URL):   */
+                              /* logged by the transport, MST_ERR_REJECTED   */
 } mst_otlp_send_result;
 
 /* Copies `cfg`, checks it and builds the header list; the CURL handle is
@@ -40,7 +42,8 @@ mst_status mst_otlp_transport_create(const mst_otlp_config *cfg, mst_otlp_transp
 /* Sends `body` (an ExportTraceServiceRequest encoded for cfg->protocol:
  * protobuf for grpc and http/protobuf, OTLP/JSON for http/json).
  * Returns MST_OK (also for a partial success: see res->rejected_spans),
- * MST_ERR_REJECTED (a non-retryable status), MST_ERR_UNAVAILABLE (retryable
+ * MST_ERR_REJECTED (a non-retryable status, or a configuration error with
+ * res->config_error set: see the .c), MST_ERR_UNAVAILABLE (retryable
  * failures until the budget ran out), MST_ERR_TIMEOUT (the export timeout
  * expired during a request), MST_ERR_CLOSED (the cancel flag was set: the
  * request in flight, if any, was aborted; the collector may or may not have
@@ -53,6 +56,11 @@ mst_status mst_otlp_transport_send(mst_otlp_transport *t, const uint8_t *body, s
 void mst_otlp_transport_after_fork_child(mst_otlp_transport *t);
 
 void mst_otlp_transport_destroy(mst_otlp_transport *t);
+
+/* `t` takes over what `from` has already logged (the configuration error),
+ * so a second transport to the same collector (the relay's stop-time one)
+ * does not log the same cause again. */
+void mst_otlp_transport_adopt_log_state(mst_otlp_transport *t, const mst_otlp_transport *from);
 
 /* Optional cancel flag (NULL: none), owned by the caller and read from the
  * sending thread while it sends: once another thread stores true, the send
@@ -73,4 +81,4 @@ void mst_otlp_transport_set_backoff_scale(double scale);
  * backoff deterministically. Process-wide. */
 void mst_otlp_transport_set_backoff_overrun_ms(uint32_t ms);
 
-#endif /* MST_EXPORT_OTLP_TRANSPORT_H */
+#endif /* MST_OTLP_TRANSPORT_H */

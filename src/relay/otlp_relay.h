@@ -3,7 +3,7 @@
  * the MindIE Motor path): each frame on \0OTLP_SOCKET is one serialized
  * ExportTraceServiceRequest; the relay validates it (strict decoder), queues
  * it and forwards it upstream (OTEL_EXPORTER_OTLP_ENDPOINT, http/protobuf or
- * grpc) through the shared libcurl transport (export/otlp_transport.h).
+ * grpc) through the shared libcurl transport (otlp/otlp_transport.h).
  *
  * Why a sender thread and a bounded queue: the epoll thread must never wait
  * for the collector. Payloads go into a byte- and item-bounded FIFO; a
@@ -12,15 +12,20 @@
  * concatenated are one valid request) and posts the batch. When the queue is
  * full the NEWEST payload is dropped (as the OpenTelemetry SDK's batch
  * processor does): the in-flight batch at the head is never disturbed and
- * every drop is counted exactly. While the collector is down the sender keeps
+ * every drop is counted exactly. The log lines an alert may match are
+ * upstream's: "Trace data is being stacked" when the backlog passes a tenth
+ * of a bound (well before loss) and "Trace data queue is full, discarding
+ * the oldest data." at the first drop and in the periodic drop summary,
+ * each line saying in the same breath that the newest are the ones
+ * dropped here. While the collector is down the sender keeps
  * the batch and retries with capped exponential backoff; delivery resumes on
  * its own when the collector comes back.
  *
  * Accounting (exact, in messages): received = rejected + forwarded +
  * dropped_full + failed + lost_at_exit + queued.
  */
-#ifndef MST_FORWARD_OTLP_RELAY_H
-#define MST_FORWARD_OTLP_RELAY_H
+#ifndef MST_RELAY_OTLP_RELAY_H
+#define MST_RELAY_OTLP_RELAY_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -28,14 +33,19 @@
 #include "forward/daemon.h"
 #include "mstrace_otlp.h"
 
-#define MST_RELAY_DEFAULT_QUEUE_BYTES (64u * 1024u * 1024u)
-#define MST_RELAY_DEFAULT_QUEUE_ITEMS 100000u
+/* The default bound (docs/relay.md, "Why these bounds"): upstream's loss
+ * point in payloads, and a byte bound that a typical MindIE span (a few
+ * hundred bytes) does not reach first, so memory stays under ~0.5 GiB. */
+#define MST_RELAY_DEFAULT_QUEUE_BYTES (512u * 1024u * 1024u)
+#define MST_RELAY_DEFAULT_QUEUE_ITEMS 1000000u
 #define MST_RELAY_DEFAULT_BATCH_ITEMS 512u
 #define MST_RELAY_DEFAULT_BATCH_BYTES (4u * 1024u * 1024u)
 #define MST_RELAY_DEFAULT_BACKOFF_MIN_MS 1000u
 #define MST_RELAY_DEFAULT_BACKOFF_MAX_MS 30000u
 #define MST_RELAY_DEFAULT_FLUSH_MS 5000u
-#define MST_RELAY_DEFAULT_WARN_ITEMS 100000u /* upstream's warning threshold */
+/* The backlog warning comes at a tenth of each bound: 100,000 payloads by
+ * default, upstream's own warning threshold. */
+#define MST_RELAY_WARN_FRACTION 10u
 
 /* Tuning; 0 in any field means its default above. */
 typedef struct mst_otlp_relay_options {
@@ -46,7 +56,8 @@ typedef struct mst_otlp_relay_options {
     uint32_t backoff_min_ms;    /* first wait after a failed batch */
     uint32_t backoff_max_ms;    /* cap of the doubling */
     uint32_t flush_timeout_ms;  /* at stop: time allowed to flush the queue */
-    uint32_t warn_queued_items; /* warn once when the queue reaches this */
+    uint32_t warn_queued_items; /* warn once when the queue reaches this;  */
+                                /* 0 or not below queue_max_items: a tenth */
 } mst_otlp_relay_options;
 
 typedef struct mst_otlp_relay_stats {
@@ -96,4 +107,4 @@ void mst_otlp_relay_get_stats(mst_otlp_relay *relay, mst_otlp_relay_stats *out);
 /* Frees the relay (close it first through the service). NULL is fine. */
 void mst_otlp_relay_destroy(mst_otlp_relay *relay);
 
-#endif /* MST_FORWARD_OTLP_RELAY_H */
+#endif /* MST_RELAY_OTLP_RELAY_H */

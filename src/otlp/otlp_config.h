@@ -4,8 +4,8 @@
  * headers with it) and the URL check (the exporter's config and the OTLP
  * relay's). mst_otlp_config_from_env itself is public (mstrace_otlp.h).
  */
-#ifndef MST_EXPORT_OTLP_CONFIG_H
-#define MST_EXPORT_OTLP_CONFIG_H
+#ifndef MST_OTLP_CONFIG_H
+#define MST_OTLP_CONFIG_H
 
 #include <stddef.h>
 
@@ -24,4 +24,4 @@ mst_status mst_otlp_headers_parse(const char *spec, mst_otlp_header_cb cb, void 
  * failure writes `<var>="<url>": <why>` into err and returns MST_ERR_PARSE. */
 mst_status mst_otlp_url_check_basic(const char *url, const char *var, char *err, size_t err_size);
 
-#endif /* MST_EXPORT_OTLP_CONFIG_H */
+#endif /* MST_OTLP_CONFIG_H */

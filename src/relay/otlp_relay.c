@@ -21,7 +21,7 @@
  * gRPC over plain http on libcurl < 8 (h2c reuse bug curl#10634) needs no
  * care here: the transport itself opens one connection per request there.
  */
-#include "forward/otlp_relay.h"
+#include "relay/otlp_relay.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -33,8 +33,8 @@
 
 #include "core/err_text.h"
 #include "core/log.h"
-#include "export/otlp_config.h"
-#include "export/otlp_transport.h"
+#include "otlp/otlp_config.h"
+#include "otlp/otlp_transport.h"
 #include "wire/buf.h"
 #include "wire/otlp_decode.h"
 
@@ -221,8 +221,10 @@ static void apply_defaults(mst_otlp_relay_options *o) {
     if (!o->backoff_max_ms) o->backoff_max_ms = MST_RELAY_DEFAULT_BACKOFF_MAX_MS;
     if (o->backoff_max_ms < o->backoff_min_ms) o->backoff_max_ms = o->backoff_min_ms;
     if (!o->flush_timeout_ms) o->flush_timeout_ms = MST_RELAY_DEFAULT_FLUSH_MS;
-    if (!o->warn_queued_items) o->warn_queued_items = MST_RELAY_DEFAULT_WARN_ITEMS;
-    if (o->warn_queued_items > o->queue_max_items) o->warn_queued_items = o->queue_max_items;
+    /* Well before the bound, or the warning and the first drop come together. */
+    if (!o->warn_queued_items || o->warn_queued_items >= o->queue_max_items)
+        o->warn_queued_items = o->queue_max_items / MST_RELAY_WARN_FRACTION;
+    if (!o->warn_queued_items) o->warn_queued_items = 1;
 }
 
 mst_status mst_otlp_relay_create(const mst_otlp_config *cfg, const mst_otlp_relay_options *opts,
@@ -281,9 +283,10 @@ static void count_drop(mst_otlp_relay *r, uint64_t spans) {
     r->dropped_full++;
     r->spans_dropped_full += spans;
     if (r->dropped_full == 1) {
-        MST_WARN("OTLP relay queue is full (%u items / %llu bytes max): dropping new payloads "
-                 "until the collector catches up; drops are counted", r->opt.queue_max_items,
-                 (unsigned long long)r->opt.queue_max_bytes);
+        MST_WARN("Trace data queue is full, discarding the oldest data. (upstream's words; this relay "
+                 "keeps the oldest, which are being delivered, and discards the NEWEST payloads until "
+                 "the collector catches up) OTLP relay queue: %u payloads / %llu bytes max; every "
+                 "drop is counted", r->opt.queue_max_items, (unsigned long long)r->opt.queue_max_bytes);
         r->drops_logged = 1;
         r->last_drop_warn_ms = now_ms();
     }
@@ -325,15 +328,18 @@ void mst_otlp_relay_on_frame(void *self, const uint8_t *payload, size_t len, uin
     r->tail = it;
     r->q_items++;
     r->q_bytes += cost;
-    uint64_t items = r->q_items;
+    uint64_t items = r->q_items, bytes = r->q_bytes;
     pthread_cond_signal(&r->cv_work);
     pthread_mutex_unlock(&r->mu);
-    if (items >= r->opt.warn_queued_items && !r->warned_queue) {
+    bool backlog = items >= r->opt.warn_queued_items ||
+                   bytes >= r->opt.queue_max_bytes / MST_RELAY_WARN_FRACTION;
+    if (backlog && !r->warned_queue) {
         r->warned_queue = true;
         r->last_queue_warn_ms = now_ms();
-        MST_WARN("OTLP relay: %llu payloads queued for the collector at %s (is it down or slow?); "
-                 "past %u items new payloads are dropped", (unsigned long long)items,
-                 r->cfg.endpoint, r->opt.queue_max_items);
+        MST_WARN("Trace data is being stacked: %llu payloads (%llu bytes) queued for the collector at "
+                 "%s (is it down or slow?); at %u payloads or %llu bytes the newest are dropped",
+                 (unsigned long long)items, (unsigned long long)bytes, r->cfg.endpoint,
+                 r->opt.queue_max_items, (unsigned long long)r->opt.queue_max_bytes);
     }
 }
 
@@ -386,6 +392,7 @@ static mst_otlp_transport *pick_transport(mst_otlp_relay *r, bool stopping, uint
         c.timeout_ms = (uint32_t)left;
         if (mst_otlp_transport_create(&c, &r->drain) != MST_OK) return NULL;
         mst_otlp_transport_set_cancel(r->drain, &r->cancel);
+        mst_otlp_transport_adopt_log_state(r->drain, r->transport); /* a cause is logged once */
         r->drain_timeout_ms = c.timeout_ms;
     }
     return r->drain;
@@ -478,12 +485,13 @@ static relay_item *settle(mst_otlp_relay *r, uint32_t n, uint64_t spans, mst_sta
         if (r->stopping) *give_up = true;
         return NULL;
     }
-    /* A non-retryable answer (4xx, bad config): retrying would fail again. */
+    /* A non-retryable answer (4xx, bad config): retrying would fail again.
+     * A configuration error was logged by the transport, once. */
     pop_items(r, n, &freed);
     r->failed += n;
     r->spans_failed += spans;
     r->send_errors++;
-    if (mst_log_this_count(r->failed))
+    if (!res->config_error && mst_log_this_count(r->failed))
         MST_WARN("OTLP relay: the collector at %s refused %u payload(s) (%s, HTTP %ld, "
                  "grpc-status %d); not retried (%llu failed so far)", r->cfg.endpoint, n,
                  mst_strerror(st), res->http_status, res->grpc_status,
@@ -575,7 +583,8 @@ static mst_status svc_open(void *self, char *err, size_t err_size) {
 static int svc_after_batch(void *self, uint64_t now) {
     mst_otlp_relay *r = self;
     if (r->dropped_full > r->drops_logged && now - r->last_drop_warn_ms >= DROP_WARN_INTERVAL_MS) {
-        MST_WARN("OTLP relay: %llu payloads (%llu spans) dropped so far because the queue was full",
+        MST_WARN("Trace data queue is full, discarding the oldest data. (upstream's words; the newest "
+                 "are discarded here) OTLP relay: %llu payloads (%llu spans) dropped so far",
                  (unsigned long long)r->dropped_full, (unsigned long long)r->spans_dropped_full);
         r->drops_logged = r->dropped_full;
         r->last_drop_warn_ms = now;
