@@ -163,13 +163,15 @@ static size_t stripped_len(const char *id, size_t len) {
     return len - 9;
 }
 
-/* The entry for `id`, or for `id` without its "-<8 hex>" suffix; NULL when
- * neither is tracked (or the table was never set up). */
+/* g_recent's slot for an id buffer's address. */
 static size_t recent_slot(const char *id) {
     uint64_t x = (uint64_t)(uintptr_t)id;
     x = (x ^ (x >> 29)) * 0x9E3779B97F4A7C15ull;
     return (size_t)(x >> 52) & (REQ_RECENT_SLOTS - 1);
 }
+
+/* The entry for `id`, or for `id` without its "-<8 hex>" suffix; NULL when
+ * neither is tracked (or the table was never set up). */
 
 static req_entry *lookup(const char *id, size_t len) {
     if (!g_pool || g_stats.tracked == 0)
