@@ -155,6 +155,7 @@ _after_fork_registered = [False]
 def _exit_flush():
     try:
         from mstrace import _native
+        _native.end_stories()  # the requests still open end their last phase here
         _native.flush(timeout_ms=EXIT_FLUSH_TIMEOUT_MS)
     except Exception:  # pragma: no cover - never in the way of an exit
         pass

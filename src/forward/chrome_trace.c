@@ -266,8 +266,24 @@ static bool emit_resource_kv(mst_chrome_writer *w, const mst_pf_kv *kv, size_t n
     return true;
 }
 
+/* ,"bind_id":"0x<16 hex>","flow_in"|"flow_out":true — a flow (version 2
+ * of the format: ids on the slices themselves) joining a step slice to a
+ * span's slice. Why not an s/f pair: a reader counting "f" events counts
+ * the span links (mstrace analyze's `flows`); and the span's end of it
+ * must be written with the span, before its step may be known. */
+static void bind_flow(mst_buf *b, uint64_t id, bool out) {
+    static const char hx[] = "0123456789abcdef";
+    char text[2 + 16] = {'0', 'x'};
+    for (int i = 17; i >= 2; i--, id >>= 4) text[i] = hx[id & 15];
+    LIT(b, ",\"bind_id\":");
+    put_str(b, text, sizeof text);
+    if (out) LIT(b, ",\"flow_out\":true");
+    else LIT(b, ",\"flow_in\":true");
+}
+
+/* `bind`: the flow joining the span to its engine step (0: none). */
 static void emit_span(mst_chrome_writer *w, const mst_pf_span *s, int64_t pid, int64_t tid,
-                      const mst_json_slice *service) {
+                      const mst_json_slice *service, uint64_t bind) {
     mst_buf *b = w->buf;
     size_t need = span_need(s, service);
     if (!mst_buf_reserve(b, need)) return;
@@ -319,60 +335,154 @@ static void emit_span(mst_chrome_writer *w, const mst_pf_span *s, int64_t pid, i
         if (any_resource_prefixed && mst_span_attr_shadows(s, &kv->key)) continue;
         if (!emit_resource_kv(w, kv, need)) return;
     }
-    RLIT(b, "}}");
+    RLIT(b, "}");
+    if (bind) bind_flow(b, bind, false);
+    LIT(b, "}");
     w->buffered_spans++;
 }
 
-/* ---- timeline events (timeline.h): request tracks as async b/e events
- * keyed by the request id, counters as C events. Added alongside the X/M/
- * s/f events, which stay as they were. ---- */
+/* ---- timeline events (timeline.h): each request on a thread of its own
+ * (REQUEST_TID + its lane) holding its vllm.request X event and its phases
+ * as B/E events nested inside, markers as thread-scoped instants; each
+ * engine step a "step N" B/E slice on the engine's STEPS_TID thread, with
+ * flows to the worker's forward and the step's output processing;
+ * counters as C events. B/E/i events are what `mstrace analyze` skips:
+ * they derive from the spans, which stay X events. ---- */
 
-static void async_event(mst_buf *b, char ph, const char *name, const mst_tl_request *r,
-                        int64_t ts, bool with_args) {
+#define STEPS_TID MST_TL_STEPS_TID
+
+static int64_t request_tid(uint32_t lane) { return mst_tl_request_tid(lane); }
+
+/* A B, E or instant event `name` on (pid, tid). */
+static void thread_event(mst_buf *b, char ph, const char *name, size_t name_len, const char *cat,
+                         int64_t pid, int64_t tid, int64_t ts) {
     LIT(b, ",{\"name\":");
-    put_str(b, name, strlen(name));
-    LIT(b, ",\"cat\":\"request\",\"ph\":\"");
+    put_str(b, name, name_len);
+    LIT(b, ",\"cat\":");
+    put_str(b, cat, strlen(cat));
+    LIT(b, ",\"ph\":\"");
     mst_buf_append_byte(b, (uint8_t)ph);
     LIT(b, "\",\"ts\":");
     if (mst_buf_reserve(b, EV_NUM)) raw_ts(b, ts);
     LIT(b, ",");
-    append_int_member(b, "pid", r->pid);
-    LIT(b, ",\"tid\":0,\"id\":");
-    put_str(b, r->id, r->id_len);
-    if (with_args) {
+    append_int_member(b, "pid", pid);
+    LIT(b, ",");
+    append_int_member(b, "tid", tid);
+    if (ph == 'i') LIT(b, ",\"s\":\"t\"");
+}
+
+/* thread_name (text escaped here) and thread_sort_index M events. */
+static void name_thread(mst_buf *b, int64_t pid, int64_t tid, const char *name, size_t n,
+                        int64_t sort_index) {
+    LIT(b, ",{\"name\":\"thread_name\",\"ph\":\"M\",\"ts\":0,");
+    append_int_member(b, "pid", pid);
+    LIT(b, ",");
+    append_int_member(b, "tid", tid);
+    LIT(b, ",\"args\":{\"name\":");
+    put_str(b, name, n);
+    LIT(b, "}},{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"ts\":0,");
+    append_int_member(b, "pid", pid);
+    LIT(b, ",");
+    append_int_member(b, "tid", tid);
+    LIT(b, ",\"args\":{\"sort_index\":");
+    put_i64(b, sort_index);
+    LIT(b, "}}");
+}
+
+#define REQUEST_CAT "mstrace.request"
+#define STEP_CAT "mstrace.step"
+
+static void tl_request(void *self, const mst_tl_request *r) {
+    mst_chrome_writer *w = self;
+    mst_buf *b = w->buf;
+    int64_t tid = request_tid(r->lane);
+    int64_t rank = mst_timeline_arrival_rank(w->tl, r->start_ns);
+    name_thread(b, r->pid, tid, r->id, r->id_len, rank);
+    if (!r->has_request_span) {
+        /* no vllm.request span: an outer slice stands for the request */
+        thread_event(b, 'B', "request", 7, REQUEST_CAT, r->pid, tid, r->start_ns);
         LIT(b, ",\"args\":{");
         append_str_member(b, "request.id", r->id, r->id_len);
-        LIT(b, ",");
+        LIT(b, "}}");
+    }
+    for (unsigned i = 0; i < r->n_phases; i++) {
+        const mst_tl_phase *ph = &r->phases[i];
+        size_t n = strlen(ph->name);
+        if (ph->start_ns == ph->end_ns &&
+            (strcmp(ph->name, "preemption") == 0 || strcmp(ph->name, "resume") == 0)) {
+            thread_event(b, 'i', ph->name, n, REQUEST_CAT, r->pid, tid, ph->start_ns);
+            LIT(b, "}");
+            continue;
+        }
+        thread_event(b, 'B', ph->name, n, REQUEST_CAT, r->pid, tid, ph->start_ns);
+        LIT(b, "}");
+        thread_event(b, 'E', ph->name, n, REQUEST_CAT, r->pid, tid, ph->end_ns);
+        LIT(b, "}");
+    }
+    if (!r->has_request_span) {
+        thread_event(b, 'E', "request", 7, REQUEST_CAT, r->pid, tid, r->end_ns);
+        LIT(b, ",\"args\":{");
         append_int_member(b, "request.steps", r->steps);
         if (r->preemptions) {
             LIT(b, ",");
             append_int_member(b, "request.preemptions", r->preemptions);
         }
-        LIT(b, "}");
+        LIT(b, "}}");
     }
-    LIT(b, "}");
 }
 
-static void tl_request(void *self, const mst_tl_request *r) {
+static void tl_step(void *self, const mst_tl_step *st) {
     mst_chrome_writer *w = self;
-    async_event(w->buf, 'b', "request", r, r->start_ns, true);
-    for (unsigned i = 0; i < r->n_phases; i++) {
-        async_event(w->buf, 'b', r->phases[i].name, r, r->phases[i].start_ns, false);
-        async_event(w->buf, 'e', r->phases[i].name, r, r->phases[i].end_ns, false);
+    mst_buf *b = w->buf;
+    uint8_t key[24] = {0};
+    key[0] = 3;
+    memcpy(key + 8, &st->pid, 8);
+    if (!mst_track_table_find(&w->names, key)) {
+        bool ev;
+        mst_track_table_insert(&w->names, key, &ev);
+        name_thread(b, st->pid, STEPS_TID, "engine steps", 12, -1);
     }
-    async_event(w->buf, 'e', "request", r, r->end_ns, false);
+    char name[32];
+    int n = snprintf(name, sizeof name, "step %lld", (long long)st->index);
+    thread_event(b, 'B', name, (size_t)n, STEP_CAT, st->pid, STEPS_TID, st->start_ns);
+    LIT(b, ",\"args\":{");
+    append_int_member(b, "step.index", st->index);
+    if (st->requests >= 0) {
+        LIT(b, ",");
+        append_int_member(b, "batch.request_count", st->requests);
+    }
+    if (st->tokens >= 0) {
+        LIT(b, ",");
+        append_int_member(b, "batch.scheduled_tokens", st->tokens);
+    }
+    LIT(b, "}");
+    bind_flow(b, st->worker_flow, true); /* to its worker forward */
+    LIT(b, "}");
+    /* its outputs, handed to the API server at its end: a zero-length
+     * slice inside it (one flow per slice in this format) */
+    thread_event(b, 'B', "outputs", 7, STEP_CAT, st->pid, STEPS_TID, st->end_ns);
+    bind_flow(b, st->output_flow, true);
+    LIT(b, "}");
+    thread_event(b, 'E', "outputs", 7, STEP_CAT, st->pid, STEPS_TID, st->end_ns);
+    LIT(b, "}");
+    thread_event(b, 'E', name, (size_t)n, STEP_CAT, st->pid, STEPS_TID, st->end_ns);
+    LIT(b, "}");
+    w->buffered_flows += st->n_joined;
 }
 
 static void tl_counter(void *self, const mst_tl_counter *c) {
     mst_chrome_writer *w = self;
     mst_buf *b = w->buf;
     LIT(b, ",{\"name\":");
-    put_str(b, c->name, strlen(c->name));
+    const char *name = c->json_name ? c->json_name : c->name, *key = c->json_key ? c->json_key : "value";
+    put_str(b, name, strlen(name));
     LIT(b, ",\"ph\":\"C\",\"ts\":");
     if (mst_buf_reserve(b, EV_NUM)) raw_ts(b, c->ts_ns);
     LIT(b, ",");
     append_int_member(b, "pid", c->pid);
-    LIT(b, ",\"tid\":0,\"args\":{\"value\":");
+    LIT(b, ",\"tid\":0,\"args\":{");
+    put_str(b, key, strlen(key));
+    LIT(b, ":");
     if (c->raw_len) mst_buf_append(b, c->raw, c->raw_len); /* validated JSON number text */
     else if (c->is_double) mst_buf_append_double(b, c->d);
     else put_i64(b, c->i);
@@ -380,11 +490,18 @@ static void tl_counter(void *self, const mst_tl_counter *c) {
 }
 
 static mst_tl_sink tl_sink(mst_chrome_writer *w) {
-    return (mst_tl_sink){w, tl_request, tl_counter};
+    return (mst_tl_sink){w, tl_request, tl_counter, tl_step};
 }
 
 mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s) {
     if (!w || !s) return MST_ERR_INVALID_ARG;
+    if (mst_tl_is_story_span(s)) {
+        /* A request's story for Jaeger: its phases are drawn from the step
+         * record instead. Counted as written (handled, nothing to add). */
+        if (!mst_outq_buf(w->out)) return MST_ERR_NOMEM;
+        mst_outq_added(w->out, 1, 0);
+        return MST_OK;
+    }
     if (mst_outq_unwritten(w->out) >= MAX_UNWRITTEN_BYTES &&
         !mst_outq_wait_room(w->out, MAX_UNWRITTEN_BYTES)) {
         w->full_dropped++; /* before any table change: as if never received */
@@ -415,9 +532,25 @@ mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s
         mst_track_table_prefetch(&w->pend.groups, link_keys[l]);
     }
 
+    mst_tl_sink sink = tl_sink(w);
+    /* A vllm.request span goes on its request's own thread (tl_request),
+     * never beside the concurrent ones on the API server's thread. */
+    uint32_t lane = mst_timeline_request_lane(w->tl, s, pid, &w->arena, &sink);
+    if (lane) tid = request_tid(lane);
     maybe_name_process(w, pid, s, service);
-    maybe_name(w, pid, tid, true, mst_span_find_kv(s->attrs, s->n_attrs, "thread.name"));
-    emit_span(w, s, pid, tid, service);
+    if (!lane) {
+        /* Threads are named by the span's thread.name, else by the role. */
+        const mst_json_slice *tn = mst_span_find_kv(s->attrs, s->n_attrs, "thread.name");
+        maybe_name(w, pid, tid, true,
+                   is_string(tn) ? tn : mst_span_find_kv(s->attrs, s->n_attrs, "process.role"));
+    }
+    /* A worker forward or output processing ends its step's flow: the id
+     * the step took or will take (mst_tl_step.worker_flow / output_flow). */
+    mst_tl_pos at = {pid, tid, s->start_ns, mst_tl_span_flow_id(s->trace_id, s->span_id)}, step;
+    uint64_t bind = mst_timeline_join_step(w->tl, s, &at, &step) ? step.flow
+                    : mst_timeline_joins_step(s)                  ? at.flow
+                                                                  : 0;
+    emit_span(w, s, pid, tid, service, bind);
 
     bool ev;
     uint32_t i = mst_track_table_find(&w->pos, key);
@@ -462,7 +595,6 @@ mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s
     }
     w->st.flows_pending = w->pend.count;
 
-    mst_tl_sink sink = tl_sink(w);
     mst_timeline_add_span(w->tl, s, pid, &w->arena, &sink);
     mst_arena_reset_keep(&w->arena, 16u * 1024u);
 

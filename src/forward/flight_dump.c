@@ -281,7 +281,7 @@ static mst_status write_records(const mst_output_sink *o, const mst_output_sink 
     mst_arena arena;
     mst_arena_init(&arena);
     mst_timeline *scratch = mst_timeline_new(2);
-    mst_tl_sink sink = {(void *)o, NULL, counter_to_output};
+    mst_tl_sink sink = {(void *)o, NULL, counter_to_output, NULL};
     mst_status st = scratch ? add_trigger_span(o, plan, lo, hi, n) : MST_ERR_NOMEM;
     for (mst_flight_rec *r = mst_flight_ring_first(ring); r && st == MST_OK;
          r = mst_flight_ring_next(ring, r)) {

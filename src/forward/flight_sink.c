@@ -198,7 +198,7 @@ static void tl_counter(void *self, const mst_tl_counter *c) {
     if (!f->in_span) mst_flight_ring_add_counter(f->ring, c, f->now_ms);
 }
 
-static mst_tl_sink tl_sink(flight_sink *f) { return (mst_tl_sink){f, tl_request, tl_counter}; }
+static mst_tl_sink tl_sink(flight_sink *f) { return (mst_tl_sink){f, tl_request, tl_counter, NULL}; }
 
 /* An ERROR span: its requests are flagged (they fire when they complete);
  * one that names none fires for its own trace. */
@@ -290,7 +290,7 @@ static size_t own_samples(const flight_sink *f, mst_tl_counter *out) {
                        f->c.dump_bytes};
     size_t n = sizeof vals / sizeof vals[0];
     for (size_t i = 0; i < n; i++)
-        out[i] = (mst_tl_counter){names[i], (int64_t)getpid(), 0, false, (int64_t)vals[i], 0, NULL, 0};
+        out[i] = (mst_tl_counter){names[i], (int64_t)getpid(), 0, false, (int64_t)vals[i], 0, NULL, 0, NULL, NULL};
     return n;
 }
 

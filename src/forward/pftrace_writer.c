@@ -506,7 +506,7 @@ static uint64_t ensure_thread(mst_pftrace_writer *w, int64_t pid, int64_t tid,
     bool has_name = tn && json_string_text(w, tn, &name, &n);
     int seen = track_seen(w, uuid, has_name);
     if (seen == 2 || (seen == 1 && !has_name)) return uuid;
-    mst_pft_thread_track(w->buf, uuid, (int32_t)pid, (int32_t)tid, name, n);
+    mst_pft_thread_track(w->buf, uuid, (int32_t)pid, (int32_t)tid, name, n, 0);
     return uuid;
 }
 
@@ -753,7 +753,11 @@ static uint64_t name_iid(mst_pftrace_writer *w, const char *s, size_t n) {
 /* The span's slice begin and end on its thread track (or overlap lane):
  * the thread and lane descriptors, when due, go out after the attribute
  * loop (which finds thread.name on the way) and before the slice. */
-static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, int64_t pid, int64_t tid) {
+/* Writes span s as a slice: on `track` when given (a request's own track),
+ * else on its thread track or a lane of it; `step_flow` (0: none) joins it
+ * to its engine step. */
+static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, int64_t pid, int64_t tid,
+                      uint64_t track, uint64_t step_flow) {
     size_t need = 2 + 2 * (s->n_attrs + s->n_resource) + FIXED_ANNOTATIONS + 1;
     intern_room(w, need);
     mst_buf_reset(&w->ann);
@@ -853,15 +857,24 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, int64_t pid, 
     w->flows[0] = mst_tl_span_flow_id(s->trace_id, s->span_id);
     for (size_t l = 0; l < s->n_links; l++)
         w->flows[1 + l] = mst_tl_span_flow_id(s->links[l].trace_id, s->links[l].span_id);
+    size_t n_flows = 1 + s->n_links;
 
     int64_t end = s->end_ns > s->start_ns ? s->end_ns : s->start_ns;
-    uint64_t track = pick_lane(w, ensure_thread(w, pid, tid, thread_name), s->start_ns, end);
+    /* Threads are named by the span's thread.name, else by the role. */
+    uint64_t thread = ensure_thread(w, pid, tid,
+                                    thread_name ? thread_name
+                                                : mst_span_find_kv(s->attrs, s->n_attrs, "process.role"));
+    if (!track) track = pick_lane(w, thread, s->start_ns, end);
     sl.ts_ns = (uint64_t)s->start_ns;
     sl.seq_flags = packet_flags(w, true);
     sl.track_uuid = track;
     take_parts(w, &sl);
     sl.flow_ids = w->flows;
-    sl.n_flows = 1 + s->n_links;
+    sl.n_flows = n_flows;
+    /* The step this span joins ends its flow here: a terminating id, so a
+     * reader counting flow_ids as links (mstrace analyze) counts none. */
+    sl.terminating_flow_ids = &step_flow;
+    sl.n_terminating = step_flow ? 1 : 0;
     mst_pft_slice_begin(w->buf, &sl);
     mst_pft_slice_end(w->buf, (uint64_t)end, track);
     w->buffered_spans++;
@@ -907,6 +920,9 @@ static void sink_request(void *self, const mst_tl_request *r) {
     track_seen(w, track, true);
     /* Written with its request (a request completes once). */
     mst_pft_named_track(w->buf, track, parent, r->id, r->id_len, 0);
+    /* The outer slice carries the request's step counts; its vllm.request
+     * span, when there is one, is on the request's own thread
+     * (request_span_track), which `mstrace analyze` reads. */
     named_slice(w, track, "request", r->start_ns, r);
     for (unsigned i = 0; i < r->n_phases; i++) {
         named_slice(w, track, r->phases[i].name, r->phases[i].start_ns, NULL);
@@ -924,8 +940,61 @@ static void sink_counter(void *self, const mst_tl_counter *c) {
     else mst_pft_counter_int(w->buf, (uint64_t)c->ts_ns, uuid, c->i);
 }
 
+/* The own track of the vllm.request span of lane `req_lane`: a thread of
+ * its own in the request's process (the same (pid, tid) as in the JSON,
+ * mst_tl_request_tid), named by the request id and ranked by arrival. It
+ * is what `mstrace analyze` reads as a thread's spans; the phases are on the
+ * request's track under "Requests" (sink_request), which it skips. */
+static uint64_t request_span_track(mst_pftrace_writer *w, const mst_pf_span *s, int64_t pid,
+                                   uint32_t req_lane) {
+    int64_t tid = mst_tl_request_tid(req_lane);
+    uint64_t track = thread_uuid(pid, tid);
+    const char *id = NULL;
+    size_t n = 0;
+    if (!track_seen(w, track, true) &&
+        json_string_text(w, mst_span_find_kv(s->attrs, s->n_attrs, "request.id"), &id, &n))
+        mst_pft_thread_track(w->buf, track, (int32_t)pid, (int32_t)tid, id, n,
+                             mst_timeline_arrival_rank(w->tl, s->start_ns));
+    return track;
+}
+
+/* An engine step: "step N" on the engine's "engine steps" track (a child
+ * of its process track, beside its threads), with the flows joining it to
+ * its worker forward and output processing. */
+static void sink_step(void *self, const mst_tl_step *st) {
+    mst_pftrace_writer *w = self;
+    uint64_t track = mix64(process_uuid(st->pid) ^ 0x7374657073ull);
+    if (!track_seen(w, track, true))
+        mst_pft_named_track(w->buf, track, process_uuid(st->pid), "engine steps", 12, -1);
+    char name[32];
+    int n = snprintf(name, sizeof name, "step %lld", (long long)st->index);
+    intern_room(w, 4);
+    mst_buf_reset(&w->ann);
+    mst_pft_slice sl;
+    memset(&sl, 0, sizeof sl);
+    sl.name_iid = intern(w, MST_PFT_INTERN_EVENT_NAME, name, (size_t)n);
+    mst_pft_annotation_int(&w->ann, intern(w, MST_PFT_INTERN_ANNOTATION_NAME, "step.index", 10), st->index);
+    if (st->requests >= 0)
+        mst_pft_annotation_int(&w->ann, intern(w, MST_PFT_INTERN_ANNOTATION_NAME, "batch.request_count", 19),
+                               st->requests);
+    if (st->tokens >= 0)
+        mst_pft_annotation_int(&w->ann, intern(w, MST_PFT_INTERN_ANNOTATION_NAME, "batch.scheduled_tokens", 22),
+                               st->tokens);
+    uint64_t flows[2] = {st->worker_flow, st->output_flow};
+    size_t nf = 2;
+    sl.ts_ns = (uint64_t)st->start_ns;
+    sl.seq_flags = packet_flags(w, true);
+    sl.track_uuid = track;
+    take_parts(w, &sl);
+    sl.flow_ids = flows;
+    sl.n_flows = nf;
+    mst_pft_slice_begin(w->buf, &sl);
+    mst_pft_slice_end(w->buf, (uint64_t)st->end_ns, track);
+    w->buffered_flows += st->n_joined;
+}
+
 static mst_tl_sink make_sink(mst_pftrace_writer *w) {
-    return (mst_tl_sink){w, sink_request, sink_counter};
+    return (mst_tl_sink){w, sink_request, sink_counter, sink_step};
 }
 
 /* ------------------------------------------------------------ API */
@@ -957,6 +1026,13 @@ static mst_status end_add(mst_pftrace_writer *w, size_t mark) {
 
 mst_status mst_pftrace_writer_add_span(mst_pftrace_writer *w, const mst_pf_span *s) {
     if (!w || !s) return MST_ERR_INVALID_ARG;
+    if (mst_tl_is_story_span(s)) {
+        /* A request's story for Jaeger: its phases are drawn from the step
+         * record instead. Counted as written (handled, nothing to add). */
+        if (!mst_outq_buf(w->out)) return MST_ERR_NOMEM;
+        mst_outq_added(w->out, 1, 0);
+        return MST_OK;
+    }
     if (mst_outq_unwritten(w->out) >= MAX_UNWRITTEN_BYTES &&
         !mst_outq_wait_room(w->out, MAX_UNWRITTEN_BYTES)) {
         w->full_dropped++;
@@ -970,8 +1046,12 @@ mst_status mst_pftrace_writer_add_span(mst_pftrace_writer *w, const mst_pf_span 
     int64_t pid = s->has_pid ? s->pid : w->default_pid;
     int64_t tid = s->has_tid ? s->tid : 0;
     ensure_process(w, pid, s);
-    emit_span(w, s, pid, tid);
     mst_tl_sink sink = make_sink(w);
+    uint32_t req_lane = mst_timeline_request_lane(w->tl, s, pid, &w->arena, &sink);
+    uint64_t track = req_lane ? request_span_track(w, s, pid, req_lane) : 0;
+    if (req_lane) tid = mst_tl_request_tid(req_lane);
+    mst_tl_pos at = {pid, tid, s->start_ns, mst_tl_span_flow_id(s->trace_id, s->span_id)}, step;
+    emit_span(w, s, pid, tid, track, mst_timeline_join_step(w->tl, s, &at, &step) ? step.flow : 0);
     mst_timeline_add_span(w->tl, s, pid, &w->arena, &sink);
     return end_add(w, mark);
 }
@@ -1120,6 +1200,7 @@ mst_status mst_pftrace_writer_open(const char *path, int64_t default_pid,
     mst_buf *b = mst_outq_buf(w->out);
     if (b) {
         mst_pft_clock_snapshot(b, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
+        mst_pft_thread_ordering_explicit(b); /* request threads by arrival */
         mst_outq_added(w->out, 0, 0);
     }
     if (!b || b->failed || mst_outq_flush(w->out) != MST_OK) {

@@ -26,6 +26,13 @@
 const char *const mst_tl_counter_names[] = {"batch.request_count", "batch.scheduled_tokens",
                                             "scheduler.waiting", "scheduler.running",
                                             "kv_cache.usage", NULL};
+const char *const mst_tl_counter_labels[] = {"batch size (requests)", "scheduled tokens (tokens)",
+                                             "waiting (requests)", "running (requests)",
+                                             "KV cache usage (%)", NULL};
+const char *const mst_tl_counter_json_names[] = {"batch size", "scheduled tokens", "waiting",
+                                                 "running", "KV cache usage", NULL};
+const char *const mst_tl_counter_json_keys[] = {"(requests)", "(tokens)", "(requests)",
+                                                "(requests)", "(%)", NULL};
 
 /* What a step record did to a request (its phases are built from these). */
 enum { SEG_PREFILL = 1, SEG_DECODE, SEG_PREEMPTED, SEG_MARK_PREEMPTION, SEG_MARK_RESUME };
@@ -59,10 +66,38 @@ typedef struct req_entry {
     int64_t queued_ns;       /* step.queued_ns (0: unknown) */
     int64_t new_ns;          /* start of the step naming it in step.new_ids (-1) */
     uint32_t preemptions;
+    uint32_t lane;           /* mst_tl_request.lane */
 } req_entry;
 
 /* Preemptions so far per engine process (the MST_TL_PREEMPTIONS counter). */
 #define TL_PREEMPT_PIDS 16
+/* Engines whose open step is followed (like TL_PREEMPT_PIDS). */
+#define TL_ENGINES 16
+/* Steps handed to the sink and spans waiting for their step, kept to join
+ * the two whichever arrives first (bounded rings, oldest overwritten). The
+ * processes' exporters batch for seconds, so one process's spans run
+ * hundreds of steps ahead of another's (a real vLLM run: the worker's first
+ * ~130 forwards before the engine's first step); each ring is scanned
+ * whole, once per step or per joining span (a few µs). */
+#define TL_DONE_STEPS 1024
+#define TL_WAITING_SPANS 4096
+
+/* The step an engine thread is in (from its schedule span on). */
+typedef struct tl_engine {
+    int64_t pid, tid, index, start_ns, last_end_ns, requests, tokens;
+    bool open;
+} tl_engine;
+
+enum { JOIN_WORKER = 1, JOIN_OUTPUT };
+typedef struct tl_done_step {
+    mst_tl_pos pos;           /* the step slice */
+    int64_t end_ns;
+    bool worker, output;      /* joined already */
+} tl_done_step;
+typedef struct tl_waiting_span {
+    mst_tl_pos pos;
+    uint8_t kind;             /* JOIN_*; 0: free or joined */
+} tl_waiting_span;
 
 struct mst_timeline {
     req_entry *e;
@@ -75,6 +110,17 @@ struct mst_timeline {
     mst_tl_stats st;
     struct { int64_t pid; uint64_t n; } preempt[TL_PREEMPT_PIDS];
     unsigned n_preempt;
+    uint32_t next_lane;
+    tl_engine eng[TL_ENGINES];
+    unsigned n_eng;
+    tl_done_step done[TL_DONE_STEPS];
+    unsigned done_next;
+    tl_waiting_span waiting[TL_WAITING_SPANS];
+    unsigned waiting_next;
+    uint64_t fwd_last_received, fwd_last_written, fwd_last_dropped; /* last forwarder sample */
+    bool fwd_sampled;
+    int64_t rank_base_ns;    /* mst_timeline_arrival_rank */
+    bool have_rank_base;
 };
 
 mst_timeline *mst_timeline_new(uint32_t max_requests) {
@@ -226,6 +272,7 @@ static void req_emit(mst_timeline *tl, req_entry *x, const mst_tl_sink *sink) {
     int64_t second = strong ? x->sched2_ns : x->wsched2_ns;
     r.steps = strong ? x->steps : x->wsteps;
     r.preemptions = x->preemptions;
+    r.lane = x->lane;
     if (x->n_segs) {
         step_phases(x, &r);
     } else if (first >= 0) {
@@ -276,6 +323,8 @@ static req_entry *req_get(mst_timeline *tl, const char *id, size_t n, int64_t pi
     x->sched1_ns = x->sched2_ns = x->wsched1_ns = x->wsched2_ns = -1;
     x->new_ns = -1;
     x->last_seen_ms = tl->now_ms;
+    if (!++tl->next_lane) tl->next_lane = 1;
+    x->lane = tl->next_lane;
     tl->open++;
     x->chain = tl->buckets[h & tl->mask];
     tl->buckets[h & tl->mask] = i;
@@ -366,13 +415,24 @@ bool mst_tl_json_number_text(const mst_json_slice *v, bool *is_double, int64_t *
     return *end == 0 && errno != ERANGE;
 }
 
+/* Index of each counter in mst_tl_counter_names (same order). */
+enum { TL_BATCH_REQUESTS, TL_SCHEDULED_TOKENS, TL_WAITING, TL_RUNNING, TL_KV_USAGE };
+
 /* Hands the counter sample of attribute `a` (counter `which` of
  * mst_tl_counter_names) to the sink when its value is a number. */
 static void emit_counter(mst_timeline *tl, const mst_pf_span *s, int64_t pid, size_t a,
                          unsigned which, const mst_tl_sink *sink) {
     const mst_json_slice *v = &s->attrs[a].value;
-    mst_tl_counter c = {mst_tl_counter_names[which], pid, s->end_ns, false, 0, 0, v->ptr, v->len};
+    mst_tl_counter c = {mst_tl_counter_labels[which], pid, s->end_ns, false, 0, 0, v->ptr, v->len,
+                        mst_tl_counter_json_names[which], mst_tl_counter_json_keys[which]};
     if (mst_tl_json_number(v, &c.is_double, &c.i, &c.d)) {
+        if (which == TL_KV_USAGE) {
+            /* a fraction, drawn in percent */
+            c.d = (c.is_double ? c.d : (double)c.i) * 100.0;
+            c.is_double = true;
+            c.raw = NULL;
+            c.raw_len = 0;
+        }
         tl->st.counters_emitted++;
         if (sink && sink->counter) sink->counter(sink->self, &c);
     }
@@ -511,7 +571,8 @@ static void note_preemptions(mst_timeline *tl, int64_t pid, int64_t ts, uint64_t
     }
     if (!first && !n) return;
     tl->preempt[i].n += n;
-    mst_tl_counter c = {MST_TL_PREEMPTIONS, pid, ts, false, (int64_t)tl->preempt[i].n, 0, NULL, 0};
+    mst_tl_counter c = {MST_TL_PREEMPTIONS, pid, ts, false, (int64_t)tl->preempt[i].n, 0, NULL, 0,
+                        "preemptions", "(total)"};
     tl->st.counters_emitted++;
     if (sink && sink->counter) sink->counter(sink->self, &c);
 }
@@ -540,8 +601,165 @@ static bool note_request_ids(mst_timeline *tl, const mst_pf_span *s, int64_t pid
     return ok;
 }
 
-/* Index of each counter in mst_tl_counter_names (same order). */
-enum { TL_BATCH_REQUESTS, TL_SCHEDULED_TOKENS, TL_WAITING, TL_RUNNING, TL_KV_USAGE };
+/* ---- engine steps ---- */
+
+#define TL_SCHEDULE_SPAN "vllm.scheduler.schedule"
+#define TL_UPDATE_SPAN "vllm.scheduler.update_from_output"
+#define TL_WORKER_SPAN "vllm.worker.execute_model"
+#define TL_OUTPUT_SPAN "vllm.output.process"
+
+static bool name_is(const mst_pf_span *s, const char *lit) {
+    size_t n = strlen(lit);
+    return s->name.len == n && memcmp(s->name.ptr, lit, n) == 0;
+}
+
+/* The step slice's own flow id: from the engine and the step number (a
+ * different kind of key than a span's, so never one of theirs but by chance). */
+static uint64_t step_flow(int64_t pid, int64_t index) {
+    return mst_tl_flow_mix((uint64_t)pid ^ 0x5354455053ull, (uint64_t)index, 0x73746570ull);
+}
+
+/* The flow id a span of `kind` joined to a written step carries. */
+static uint64_t join_flow(uint64_t step, uint8_t kind) {
+    return mst_tl_flow_mix(step, kind, 0x6a6f696eull);
+}
+
+/* Joins the waiting span of `kind` that belongs to the step [start, end]
+ * to it: a worker forward that started within it, or the earliest output
+ * processing that started after it ended. */
+static bool join_waiting(mst_timeline *tl, uint8_t kind, int64_t start, int64_t end,
+                         mst_tl_step *st) {
+    tl_waiting_span *best = NULL;
+    for (unsigned i = 0; i < TL_WAITING_SPANS; i++) {
+        tl_waiting_span *w = &tl->waiting[i];
+        if (w->kind != kind) continue;
+        int64_t t = w->pos.ts_ns;
+        bool in = kind == JOIN_WORKER ? t >= start && t <= end : t >= end;
+        if (in && (!best || t < best->pos.ts_ns)) best = w;
+    }
+    if (!best) return false;
+    st->joined[st->n_joined++] = best->pos;
+    best->kind = 0;
+    return true;
+}
+
+/* Hands the open step of engine e to the sink, ending at end_ns. */
+static void step_close(mst_timeline *tl, tl_engine *e, int64_t end_ns, const mst_tl_sink *sink) {
+    e->open = false;
+    mst_tl_step st;
+    memset(&st, 0, sizeof st);
+    st.pid = e->pid;
+    st.tid = e->tid;
+    st.index = e->index;
+    st.start_ns = e->start_ns;
+    st.end_ns = end_ns > e->start_ns ? end_ns : e->start_ns;
+    st.requests = e->requests;
+    st.tokens = e->tokens;
+    st.flow = step_flow(e->pid, e->index);
+    tl_done_step *d = &tl->done[tl->done_next++ % TL_DONE_STEPS];
+    d->pos = (mst_tl_pos){st.pid, st.tid, st.start_ns, st.flow};
+    d->end_ns = st.end_ns;
+    d->worker = join_waiting(tl, JOIN_WORKER, st.start_ns, st.end_ns, &st);
+    st.worker_flow = d->worker ? st.joined[st.n_joined - 1].flow : join_flow(st.flow, JOIN_WORKER);
+    d->output = join_waiting(tl, JOIN_OUTPUT, st.start_ns, st.end_ns, &st);
+    st.output_flow = d->output ? st.joined[st.n_joined - 1].flow : join_flow(st.flow, JOIN_OUTPUT);
+    if (!d->worker) st.later[st.n_later++] = st.worker_flow;
+    if (!d->output) st.later[st.n_later++] = st.output_flow;
+    if (sink && sink->step) sink->step(sink->self, &st);
+}
+
+/* Follows the engine's steps: a schedule span with step.index opens one
+ * (closing the previous), the update_from_output on the same thread closes
+ * it, other spans of that thread extend it. */
+static void note_engine_step(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
+                             const mst_json_slice *index, int64_t requests, int64_t tokens,
+                             const mst_tl_sink *sink) {
+    unsigned i = 0;
+    while (i < tl->n_eng && tl->eng[i].pid != pid) i++;
+    bool is_d;
+    int64_t idx = 0;
+    double dv;
+    bool opens = index && name_is(s, TL_SCHEDULE_SPAN) && mst_tl_json_number(index, &is_d, &idx, &dv) &&
+                 !is_d && idx >= 0;
+    if (i == tl->n_eng) {
+        if (!opens || i == TL_ENGINES) return;
+        tl->n_eng++;
+        tl->eng[i].open = false;
+    }
+    tl_engine *e = &tl->eng[i];
+    int64_t tid = s->has_tid ? s->tid : 0;
+    if (opens) {
+        if (e->open) step_close(tl, e, e->last_end_ns, sink);
+        *e = (tl_engine){pid, tid, idx, s->start_ns, s->end_ns, requests, tokens, true};
+        return;
+    }
+    if (!e->open || tid != e->tid) return;
+    if (s->end_ns > e->last_end_ns) e->last_end_ns = s->end_ns;
+    if (name_is(s, TL_UPDATE_SPAN)) step_close(tl, e, e->last_end_ns, sink);
+}
+
+static uint8_t join_kind(const mst_pf_span *s) {
+    return name_is(s, TL_WORKER_SPAN) ? JOIN_WORKER : name_is(s, TL_OUTPUT_SPAN) ? JOIN_OUTPUT : 0;
+}
+
+bool mst_timeline_joins_step(const mst_pf_span *s) { return join_kind(s) != 0; }
+
+bool mst_timeline_join_step(mst_timeline *tl, const mst_pf_span *s, const mst_tl_pos *at,
+                            mst_tl_pos *step) {
+    uint8_t kind = join_kind(s);
+    if (!tl || !kind) return false;
+    tl_done_step *best = NULL;
+    for (unsigned i = 0; i < TL_DONE_STEPS; i++) {
+        tl_done_step *d = &tl->done[i];
+        if (!d->pos.flow) continue;
+        if (kind == JOIN_WORKER) {
+            if (!d->worker && at->ts_ns >= d->pos.ts_ns && at->ts_ns <= d->end_ns) best = d;
+        } else if (d->end_ns <= at->ts_ns && (!best || d->end_ns > best->end_ns)) {
+            best = d;
+        }
+    }
+    if (best && kind == JOIN_OUTPUT && best->output) best = NULL; /* its output was joined */
+    if (best) {
+        if (kind == JOIN_WORKER) best->worker = true;
+        else best->output = true;
+        *step = best->pos;
+        step->flow = join_flow(best->pos.flow, kind);
+        return true;
+    }
+    tl->waiting[tl->waiting_next++ % TL_WAITING_SPANS] = (tl_waiting_span){*at, kind};
+    return false;
+}
+
+/* The request.id of a vllm.request span, unescaped into arena. */
+static bool request_span_id(const mst_pf_span *s, mst_arena *arena, mst_str *id) {
+    if (!name_is(s, MST_TL_REQUEST_SPAN)) return false;
+    const mst_json_slice *rid = NULL;
+    for (size_t a = 0; a < s->n_attrs && !rid; a++)
+        if (s->attrs[a].key.len == 10 && memcmp(s->attrs[a].key.ptr, "request.id", 10) == 0)
+            rid = &s->attrs[a].value;
+    if (!rid || rid->len < 2 || rid->ptr[0] != '"') return false;
+    mst_json_reader r;
+    mst_json_reader_init(&r, rid->ptr, rid->len, 1);
+    return mst_json_read_str_slice(&r, arena, id);
+}
+
+int32_t mst_timeline_arrival_rank(mst_timeline *tl, int64_t start_ns) {
+    if (!tl->have_rank_base) {
+        tl->have_rank_base = true;
+        tl->rank_base_ns = start_ns - 60ll * 1000000000ll;
+    }
+    int64_t ms = (start_ns - tl->rank_base_ns) / 1000000;
+    return (int32_t)(ms < 0 ? 1 : ms > INT32_MAX - 1 ? INT32_MAX : ms + 1);
+}
+
+uint32_t mst_timeline_request_lane(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
+                                   mst_arena *arena, const mst_tl_sink *sink) {
+    mst_str id;
+    if (!tl || !request_span_id(s, arena, &id)) return 0;
+    req_entry *x = req_get(tl, id.ptr, id.len, pid, sink);
+    return x ? x->lane : 0;
+}
+
 
 static inline bool key_is(const mst_str *k, const char *lit, size_t n) {
     return k->len == n && memcmp(k->ptr, lit, n) == 0;
@@ -557,7 +775,10 @@ bool mst_timeline_add_span(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
     /* the step record's lists */
     const mst_json_slice *phase = NULL, *new_ids = NULL, *queued = NULL, *resumed = NULL,
                          *preempted = NULL;
+    if (!tl->have_rank_base) (void)mst_timeline_arrival_rank(tl, s->start_ns);
+    const mst_json_slice *step_index = NULL, *batch_count = NULL, *batch_tokens = NULL;
     bool sched_step = false, batch_step = false;
+    size_t ctr_at[TL_KV_USAGE + 1] = {0}; /* counter attributes, index + 1 */
     for (size_t a = 0; a < s->n_attrs; a++) {
         const mst_str *k = &s->attrs[a].key;
         const mst_json_slice *v = &s->attrs[a].value;
@@ -565,6 +786,7 @@ bool mst_timeline_add_span(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
         case 10:
             if (!rid && KEY_IS(k, "request.id")) rid = v;
             else if (!phase && KEY_IS(k, "step.phase")) phase = v;
+            else if (!step_index && KEY_IS(k, "step.index")) step_index = v;
             break;
         case 11:
             if (!ids && KEY_IS(k, "request.ids")) ids = v;
@@ -573,7 +795,7 @@ bool mst_timeline_add_span(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
             if (!new_ids && KEY_IS(k, "step.new_ids")) new_ids = v;
             break;
         case 14:
-            if (KEY_IS(k, "kv_cache.usage")) emit_counter(tl, s, pid, a, TL_KV_USAGE, sink);
+            if (KEY_IS(k, "kv_cache.usage")) ctr_at[TL_KV_USAGE] = a + 1;
             else if (!queued && KEY_IS(k, "step.queued_ns")) queued = v;
             break;
         case 16:
@@ -586,26 +808,42 @@ bool mst_timeline_add_span(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
             /* Set only by the schedule adapter: a scheduling step. */
             if (KEY_IS(k, "scheduler.waiting")) {
                 sched_step = true;
-                emit_counter(tl, s, pid, a, TL_WAITING, sink);
+                ctr_at[TL_WAITING] = a + 1;
             } else if (KEY_IS(k, "scheduler.running")) {
                 sched_step = true;
-                emit_counter(tl, s, pid, a, TL_RUNNING, sink);
+                ctr_at[TL_RUNNING] = a + 1;
             }
             break;
         case 19:
-            if (KEY_IS(k, "batch.request_count"))
-                emit_counter(tl, s, pid, a, TL_BATCH_REQUESTS, sink);
+            if (KEY_IS(k, "batch.request_count")) {
+                batch_count = v;
+                ctr_at[TL_BATCH_REQUESTS] = a + 1;
+            }
             break;
         case 22:
             /* Also set by the model adapter: a batch step. */
             if (KEY_IS(k, "batch.scheduled_tokens")) {
                 batch_step = true;
-                emit_counter(tl, s, pid, a, TL_SCHEDULED_TOKENS, sink);
+                batch_tokens = v;
+                ctr_at[TL_SCHEDULED_TOKENS] = a + 1;
             }
             break;
         default:
             break;
         }
+    }
+    /* Counters once per engine: from its scheduling steps only (the batch
+     * attributes of the model and output spans say the same again). */
+    if (sched_step)
+        for (unsigned k = 0; k <= TL_KV_USAGE; k++)
+            if (ctr_at[k]) emit_counter(tl, s, pid, ctr_at[k] - 1, k, sink);
+    {
+        bool is_d;
+        double dv;
+        int64_t nreq = -1, ntok = -1;
+        if (batch_count && (!mst_tl_json_number(batch_count, &is_d, &nreq, &dv) || is_d)) nreq = -1;
+        if (batch_tokens && (!mst_tl_json_number(batch_tokens, &is_d, &ntok, &dv) || is_d)) ntok = -1;
+        note_engine_step(tl, s, pid, step_index, nreq, ntok, sink);
     }
     bool is_request_span = s->name.len == sizeof MST_TL_REQUEST_SPAN - 1 &&
                            memcmp(s->name.ptr, MST_TL_REQUEST_SPAN, s->name.len) == 0;
@@ -654,6 +892,8 @@ bool mst_timeline_add_span(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
 }
 
 void mst_timeline_finish_all(mst_timeline *tl, const mst_tl_sink *sink) {
+    for (unsigned k = 0; k < tl->n_eng; k++)
+        if (tl->eng[k].open) step_close(tl, &tl->eng[k], tl->eng[k].last_end_ns, sink);
     for (uint32_t i = tl->oldest; i; i = tl->e[i - 1].newer) {
         req_entry *x = &tl->e[i - 1];
         if (!x->done) req_emit(tl, x, sink);
@@ -685,10 +925,21 @@ void mst_timeline_tick(mst_timeline *tl, uint64_t now_ms, const mst_tl_sink *sin
 void mst_timeline_forwarder_counters(mst_timeline *tl, int64_t pid, int64_t ts_ns,
                                      uint64_t received, uint64_t written, uint64_t dropped,
                                      const mst_tl_sink *sink) {
+    /* Sampled only while something changes: a forwarder idling before
+     * and after the traced work would stretch the file's time span (the
+     * viewer's default zoom) far beyond it. */
+    if (!received && !written && !dropped) return;
+    if (tl->fwd_sampled && received == tl->fwd_last_received && written == tl->fwd_last_written &&
+        dropped == tl->fwd_last_dropped)
+        return;
+    tl->fwd_sampled = true;
+    tl->fwd_last_received = received;
+    tl->fwd_last_written = written;
+    tl->fwd_last_dropped = dropped;
     const char *names[3] = {MST_TL_FWD_RECEIVED, MST_TL_FWD_WRITTEN, MST_TL_FWD_DROPPED};
     uint64_t vals[3] = {received, written, dropped};
     for (int k = 0; k < 3; k++) {
-        mst_tl_counter c = {names[k], pid, ts_ns, false, (int64_t)vals[k], 0, NULL, 0};
+        mst_tl_counter c = {names[k], pid, ts_ns, false, (int64_t)vals[k], 0, NULL, 0, NULL, NULL};
         tl->st.counters_emitted++;
         if (sink && sink->counter) sink->counter(sink->self, &c);
     }

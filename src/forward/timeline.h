@@ -33,6 +33,10 @@
  *     waiting/running, KV-cache usage), at the span's end; the preemptions
  *     so far per engine (MST_TL_PREEMPTIONS, from step.preempted_ids); and
  *     the forwarder's own spans received / written / dropped.
+ *   - engine steps: one per schedule span with step.index, from its start
+ *     to the end of the update_from_output that follows on the engine
+ *     thread, joined by flows to the worker's forward and the step's output
+ *     processing (mst_tl_step).
  *   - flow ids: a 64-bit id per (trace_id, span_id); a span carries its own
  *     id and the ids of the spans it links to, so a link is visible whatever
  *     order the two spans arrive in (no pending table in the native writer).
@@ -46,6 +50,7 @@
 #include <float.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/arena.h"
 #include "wire/hex8.h"
@@ -68,7 +73,7 @@
 /* A request track's phases: queued, then the recorded ones. */
 #define MST_TL_MAX_PHASES (1 + MST_TL_MAX_STEP_PHASES)
 /* The counter of preemptions so far, per engine process. */
-#define MST_TL_PREEMPTIONS "scheduler.preemptions"
+#define MST_TL_PREEMPTIONS "preemptions (total)"
 
 /* One phase slice of a request track (start == end: a marker). */
 typedef struct mst_tl_phase {
@@ -89,10 +94,46 @@ typedef struct mst_tl_request {
     uint32_t preemptions;    /* step records that preempted it */
     mst_tl_phase phases[MST_TL_MAX_PHASES]; /* in time order, nested in the request */
     unsigned n_phases;
+    uint32_t lane;           /* this request's number, from 1 in order first seen (its track) */
 } mst_tl_request;
 
+/* Where a slice was written, and its own flow id (a flow joining it). */
+typedef struct mst_tl_pos {
+    int64_t pid, tid, ts_ns;
+    uint64_t flow;
+} mst_tl_pos;
+
+/* One engine step (docs/architecture.md "1a"): from the start of the
+ * schedule span carrying step.index to the end of the update_from_output
+ * span that follows it on the same engine thread (else the last span of the
+ * engine before the next schedule). `joined`: the worker's forward
+ * (vllm.worker.execute_model within the step) and the output processing of
+ * the step (the first vllm.output.process starting after the step ends),
+ * when their slices were already written; one written later is joined to
+ * the step by mst_timeline_join_step. */
+#define MST_TL_STEP_JOINS 2
+typedef struct mst_tl_step {
+    int64_t pid, tid;        /* the engine thread */
+    int64_t index;           /* step.index */
+    int64_t start_ns, end_ns;
+    int64_t requests, tokens; /* batch.request_count, batch.scheduled_tokens; -1: unknown */
+    uint64_t flow;           /* the step slice's own flow id */
+    mst_tl_pos joined[MST_TL_STEP_JOINS];
+    unsigned n_joined;
+    /* Flow ids a span joined later carries (the position
+     * mst_timeline_join_step returns has it), one per kind not yet joined:
+     * a writer whose flows are ids on both ends puts them on the step. */
+    uint64_t later[MST_TL_STEP_JOINS];
+    unsigned n_later;
+    /* The flow id joining the step to its worker forward and to its output
+     * processing: the span's own id when it was joined already, else the
+     * one it will carry (in `later`). */
+    uint64_t worker_flow, output_flow;
+} mst_tl_step;
+
 typedef struct mst_tl_counter {
-    const char *name;        /* static string (see mst_tl_counter_names) */
+    const char *name;        /* static string with its unit: "KV cache usage (%)"
+                                (mst_tl_counter_labels), or the forwarder's own */
     int64_t pid;             /* the process the counter track belongs to */
     int64_t ts_ns;
     bool is_double;
@@ -102,6 +143,10 @@ typedef struct mst_tl_counter {
      * forwarder's own counters): the JSON writer copies it as is. */
     const char *raw;
     size_t raw_len;
+    /* The JSON's parts (a viewer names a counter "<event name> <arg key>"):
+     * "KV cache usage" and "(%)"; NULL: `name` and "value" (the forwarder's
+     * own). Last, so that initializers without them keep that meaning. */
+    const char *json_name, *json_key;
 } mst_tl_counter;
 
 /* What a writer does with the model's output. */
@@ -109,6 +154,7 @@ typedef struct mst_tl_sink {
     void *self;
     void (*request)(void *self, const mst_tl_request *r);
     void (*counter)(void *self, const mst_tl_counter *c);
+    void (*step)(void *self, const mst_tl_step *st); /* may be NULL */
 } mst_tl_sink;
 
 typedef struct mst_tl_stats {
@@ -120,8 +166,14 @@ typedef struct mst_tl_stats {
 
 typedef struct mst_timeline mst_timeline;
 
-/* Span attributes plotted as per-process counters, NULL-terminated. */
+/* Span attributes plotted as per-engine counters (from the scheduling
+ * steps: the schedule spans), NULL-terminated; their track names with the
+ * unit (same order), and the two parts of each. kv_cache.usage (0..1) is
+ * drawn in percent. */
 extern const char *const mst_tl_counter_names[];
+extern const char *const mst_tl_counter_labels[];
+extern const char *const mst_tl_counter_json_names[];
+extern const char *const mst_tl_counter_json_keys[];
 /* Names of the forwarder's own counter tracks. */
 #define MST_TL_FWD_RECEIVED "forwarder.spans_received"
 #define MST_TL_FWD_WRITTEN "forwarder.spans_written"
@@ -154,6 +206,50 @@ void mst_timeline_forwarder_counters(mst_timeline *tl, int64_t pid, int64_t ts_n
                                      const mst_tl_sink *sink);
 
 void mst_timeline_get_stats(const mst_timeline *tl, mst_tl_stats *out);
+
+/* The lane (mst_tl_request.lane) of the request a `vllm.request` span
+ * stands for, creating its entry; 0 when s is not one (or out of memory).
+ * A writer calls it before writing the span, to put it on its request's
+ * own track. */
+uint32_t mst_timeline_request_lane(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
+                                   mst_arena *arena, const mst_tl_sink *sink);
+
+/* The scope (category) of the spans the plugin's EngineCore writes for a
+ * request's own trace (its phases and steps in Jaeger): the writers draw the
+ * same phases from the step record, so they skip these. */
+#define MST_TL_STORY_SCOPE "mstrace.request_story"
+static inline bool mst_tl_is_story_span(const mst_pf_span *s) {
+    return s->category.len == sizeof MST_TL_STORY_SCOPE - 1 &&
+           memcmp(s->category.ptr, MST_TL_STORY_SCOPE, s->category.len) == 0;
+}
+
+/* Thread ids of the tracks the writers add inside a traced process (the
+ * same in both files): above every real Linux tid (at most 2^22), below
+ * 2^31. A request's own thread, by its lane; an engine's step track. */
+#define MST_TL_REQUEST_TID 0x40000000ll
+#define MST_TL_REQUEST_LANES 0x3fff0000u
+#define MST_TL_STEPS_TID 0x7fff0000ll
+static inline int64_t mst_tl_request_tid(uint32_t lane) {
+    return MST_TL_REQUEST_TID + (int64_t)(lane % MST_TL_REQUEST_LANES);
+}
+
+/* The rank of a request arriving at start_ns among this file's requests
+ * (its thread's sort index): milliseconds since a minute before the first
+ * span seen, from 1 (0 and below are the real threads'), within int32. */
+int32_t mst_timeline_arrival_rank(mst_timeline *tl, int64_t start_ns);
+
+/* Whether s is a span an engine step is joined to (a worker forward or an
+ * output processing). */
+bool mst_timeline_joins_step(const mst_pf_span *s);
+
+/* Called by a writer before writing span s at `at` (its pid, tid, start and
+ * own flow id): when s is a worker forward or an output processing whose
+ * engine step was already handed to the sink, true with *step the step
+ * slice's position (the writer joins the two with a flow). Otherwise s is
+ * remembered (a bounded ring) and joined when its step completes. The
+ * returned position's flow is the one of mst_tl_step.later for s. */
+bool mst_timeline_join_step(mst_timeline *tl, const mst_pf_span *s, const mst_tl_pos *at,
+                            mst_tl_pos *step);
 
 /* A validated JSON number (raw text) as int64 (integer syntax) or double;
  * false when the value is not a number or does not fit. The out-of-line

@@ -56,13 +56,20 @@ void mst_pft_process_track(mst_buf *b, uint64_t uuid, int32_t pid, const char *n
 }
 
 void mst_pft_thread_track(mst_buf *b, uint64_t uuid, int32_t pid, int32_t tid, const char *name,
-                          size_t n) {
+                          size_t n, int32_t rank) {
     mst_pb_mark p, td = track_open(b, &p, uuid);
+    if (rank) mst_pb_field_varint(b, TD_SIBLING_ORDER_RANK, (uint64_t)(int64_t)rank);
     mst_pb_mark thd = mst_pb_begin(b, TD_THREAD, HINT_SMALL);
     mst_pb_field_varint(b, THD_PID, (uint64_t)(int64_t)pid);
     mst_pb_field_varint(b, THD_TID, (uint64_t)(int64_t)tid);
     if (n) mst_pb_field_string(b, THD_THREAD_NAME, name, n);
     mst_pb_end(b, thd);
+    track_close(b, p, td);
+}
+
+void mst_pft_thread_ordering_explicit(mst_buf *b) {
+    mst_pb_mark p, td = track_open(b, &p, 0);
+    mst_pb_field_varint(b, TD_THREAD_ORDERING, THREAD_ORDERING_EXPLICIT);
     track_close(b, p, td);
 }
 
@@ -167,7 +174,7 @@ static inline uint8_t *put_te_head(uint8_t *p, size_t te_body, unsigned type, ui
 void mst_pft_slice_begin(mst_buf *b, const mst_pft_slice *s) {
     size_t te_body = te_head_size(s->track_uuid) + (s->name_iid ? 1 + vsz(s->name_iid) : 0) +
                      (s->category_iid ? 1 + vsz(s->category_iid) : 0) + s->annotations_len +
-                     s->n_flows * (2 + 8); /* flow_ids: a 2-byte tag + fixed64 */
+                     (s->n_flows + s->n_terminating) * (2 + 8); /* a 2-byte tag + fixed64 each */
     size_t pkt_body = packet_head_size(s->ts_ns, s->seq_flags) +
                       (s->interned_len ? 1 + vsz(s->interned_len) + s->interned_len : 0) + 1 +
                       vsz(te_body) + te_body;
@@ -194,6 +201,10 @@ void mst_pft_slice_begin(mst_buf *b, const mst_pft_slice *s) {
     for (size_t i = 0; i < s->n_flows; i++) {
         p = put_v(p, TAG(TE_FLOW_IDS, MST_PB_WT_FIXED64));
         p = put_fixed64(p, s->flow_ids[i]);
+    }
+    for (size_t i = 0; i < s->n_terminating; i++) {
+        p = put_v(p, TAG(TE_TERMINATING_FLOW_IDS, MST_PB_WT_FIXED64));
+        p = put_fixed64(p, s->terminating_flow_ids[i]);
     }
     b->len = (size_t)(p - b->data);
 }

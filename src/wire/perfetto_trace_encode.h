@@ -57,8 +57,12 @@ void mst_pft_clock_snapshot(mst_buf *b, uint64_t ts_ns);
 
 /* TrackDescriptor packets. Names are UTF-8 (invalid bytes are replaced). */
 void mst_pft_process_track(mst_buf *b, uint64_t uuid, int32_t pid, const char *name, size_t n);
+/* `rank`: the thread's sibling_order_rank (0: none). */
 void mst_pft_thread_track(mst_buf *b, uint64_t uuid, int32_t pid, int32_t tid, const char *name,
-                          size_t n);
+                          size_t n, int32_t rank);
+/* The root descriptor (uuid 0) asking the UI to order the threads of a
+ * process by their sibling_order_rank. */
+void mst_pft_thread_ordering_explicit(mst_buf *b);
 /* A plain named track; parent_uuid 0 = top level. `rank` is this track's
  * sibling_order_rank; with rank 0 the track instead asks the UI to order
  * its own children chronologically (the Requests track: by arrival). */
@@ -190,7 +194,7 @@ MST_PFT_INLINE void mst_pft_interned_entry(mst_buf *b, unsigned kind, uint64_t i
 /* A SLICE_BEGIN event packet: InternedData (when `interned_len`) holding
  * the entries encoded at `interned`, then the TrackEvent: type, track, name
  * and category ids (0: field left out), the annotations encoded at
- * `annotations`, then the flow ids. */
+ * `annotations`, then the flow ids and the terminating flow ids. */
 typedef struct mst_pft_slice {
     uint64_t ts_ns;
     uint32_t seq_flags;
@@ -202,6 +206,8 @@ typedef struct mst_pft_slice {
     size_t annotations_len;
     const uint64_t *flow_ids;
     size_t n_flows;
+    const uint64_t *terminating_flow_ids; /* flows that end at this slice */
+    size_t n_terminating;
 } mst_pft_slice;
 
 void mst_pft_slice_begin(mst_buf *b, const mst_pft_slice *s);

@@ -55,6 +55,8 @@
 #define TD_CHILD_ORDERING 11              /* TrackDescriptor.child_ordering */
 #define TD_SIBLING_ORDER_RANK 12          /* TrackDescriptor.sibling_order_rank */
 #define CHILD_ORDERING_CHRONOLOGICAL 2    /* TrackDescriptor.ChildTracksOrdering.CHRONOLOGICAL */
+#define TD_THREAD_ORDERING 20             /* TrackDescriptor.thread_ordering */
+#define THREAD_ORDERING_EXPLICIT 1        /* TrackDescriptor.ThreadOrdering.THREAD_ORDERING_EXPLICIT */
 
 /* ProcessDescriptor / ThreadDescriptor */
 #define PD_PID 1                          /* ProcessDescriptor.pid */
@@ -74,6 +76,7 @@
 #define TE_FLOW_IDS_OLD 36                /* TrackEvent.flow_ids_old */
 #define TE_DOUBLE_COUNTER_VALUE 44        /* TrackEvent.double_counter_value */
 #define TE_FLOW_IDS 47                    /* TrackEvent.flow_ids */
+#define TE_TERMINATING_FLOW_IDS 48        /* TrackEvent.terminating_flow_ids */
 #define TYPE_SLICE_BEGIN 1                /* TrackEvent.Type.TYPE_SLICE_BEGIN */
 #define TYPE_SLICE_END 2                  /* TrackEvent.Type.TYPE_SLICE_END */
 #define TYPE_INSTANT 3                    /* TrackEvent.Type.TYPE_INSTANT */

@@ -29,6 +29,8 @@ class Model:
     requests: list = field(default_factory=list)       # (request id, name, start, end, parent)
     counters: list = field(default_factory=list)       # (pid, name, ts, value)
     dangling_flows: list = field(default_factory=list)
+    steps: list = field(default_factory=list)          # dicts: pid name ts dur args ("step N" slices)
+    step_flows: int = 0                                # flows joining a step to a span
 
 
 def iter_packets(data: bytes, whole: bool = False):
@@ -73,6 +75,7 @@ def read_pftrace(path, strict=True) -> Model:
     interned = {}
     tracks = {}
     events = []   # (ts, order, track_uuid, type, name, cat, args, flow_ids, counter)
+    ending = set()  # terminating flow ids
     saw_clock = False
     for order, (_, p) in enumerate(iter_packets(data)):
         if p.HasField("clock_snapshot"):
@@ -106,6 +109,7 @@ def read_pftrace(path, strict=True) -> Model:
                        else te.counter_value)
         events.append((p.timestamp, order, te.track_uuid, te.type, name, cats, args,
                        list(te.flow_ids), counter))
+        ending.update(te.terminating_flow_ids)  # a step's flow ending at a span (none are links)
     assert saw_clock or not strict, "no clock snapshot"
 
     for td in tracks.values():
@@ -121,6 +125,7 @@ def read_pftrace(path, strict=True) -> Model:
         return td
 
     stacks = {}
+    step_ids = set()
     self_ids = {}
     pending_links = []
     for ts, _, uuid, typ, name, cats, args, flows, counter in sorted(events, key=lambda e: (e[0], e[1])):
@@ -147,6 +152,10 @@ def read_pftrace(path, strict=True) -> Model:
             if flows:
                 self_ids[flows[0]] = args.get("span_id")
                 pending_links.extend((f, args.get("span_id")) for f in flows[1:])
+        elif parent is not None and parent.HasField("process"):
+            # an engine's "engine steps" track
+            m.steps.append(dict(pid=parent.process.pid, name=name, ts=start, dur=ts - start, args=args))
+            step_ids.update(flows)
         else:
             parent = tracks.get(td.parent_uuid)
             pname = parent.name if parent is not None else None
@@ -154,6 +163,9 @@ def read_pftrace(path, strict=True) -> Model:
             m.requests.append((td.name, name, start, ts, pname, depth))
     for uuid, st in stacks.items():
         assert not st or not strict, f"unclosed slices on track {uuid}"
+    for f in step_ids:
+        if f in self_ids or f in ending:
+            m.step_flows += 1
     for f, dest in pending_links:
         if f in self_ids:
             m.links.add((self_ids[f], dest))
@@ -171,12 +183,14 @@ def read_chrome_json(path) -> Model:
     m = Model()
     flows = {}
     asyncs = {}
+    phases = {}
+    steps_open = {}
     for e in events:
         ph = e["ph"]
         if ph == "M":
             if e["name"] == "process_name":
                 m.processes[e["pid"]] = e["args"]["name"]
-            else:
+            elif e["name"] == "thread_name":
                 m.threads[(e["pid"], e["tid"])] = e["args"]["name"]
         elif ph == "X":
             m.slices.append(dict(pid=e["pid"], tid=e["tid"], name=e["name"], cat=e["cat"],
@@ -184,7 +198,11 @@ def read_chrome_json(path) -> Model:
         elif ph in ("s", "f"):
             flows.setdefault(e["id"], []).append(e)
         elif ph == "C":
-            m.counters.append((e["pid"], e["name"], _ns(e["ts"]), e["args"]["value"]))
+            # a viewer names it "<name> <arg key>": the key is the unit, or
+            # "value" (the forwarder's own, named as in the .pftrace)
+            (key, value), = e["args"].items()
+            m.counters.append((e["pid"], e["name"] if key == "value" else e["name"] + " " + key,
+                               _ns(e["ts"]), value))
         elif ph == "b":
             asyncs.setdefault(e["id"], []).append((e["name"], _ns(e["ts"])))
         elif ph == "e":
@@ -192,6 +210,42 @@ def read_chrome_json(path) -> Model:
             name, start = st.pop()
             assert name == e["name"], f"async e {e['name']} closes {name}"
             m.requests.append((e["id"], name, start, _ns(e["ts"]), "Requests", len(st)))
+        elif ph in ("B", "E", "i") and e.get("cat") == "mstrace.request":
+            # a request's phases on its own thread (named by its id)
+            key = (e["pid"], e["tid"])
+            if ph == "i":
+                m.requests.append((key, e["name"], _ns(e["ts"]), _ns(e["ts"]), "Requests", len(phases.get(key, []))))
+            elif ph == "B":
+                phases.setdefault(key, []).append((e["name"], _ns(e["ts"])))
+            else:
+                name, start = phases[key].pop()
+                assert name == e["name"], f"E {e['name']} closes {name}"
+                m.requests.append((key, name, start, _ns(e["ts"]), "Requests", len(phases[key])))
+        elif ph in ("B", "E") and e.get("cat") == "mstrace.step":
+            key = (e["pid"], e["tid"])
+            if ph == "B":
+                steps_open.setdefault(key, []).append((e["name"], _ns(e["ts"]), e.get("args", {})))
+            else:
+                name, start, args = steps_open[key].pop()
+                m.steps.append(dict(pid=e["pid"], name=name, ts=start, dur=_ns(e["ts"]) - start, args=args))
+    # Threads the forwarder adds (tid >= 2^30): a request's holds its
+    # vllm.request span (a thread in both files) and its phases; one that
+    # holds phases only is a track under "Requests" in the .pftrace.
+    names = dict(m.threads)
+    with_spans = {(sl["pid"], sl["tid"]) for sl in m.slices}
+    m.threads = {k: v for k, v in m.threads.items() if k[1] < 0x40000000 or k in with_spans}
+    # In the JSON a request's vllm.request X event is its track's outer
+    # slice (the .pftrace has a "request" slice there): as one.
+    spans = {(sl["pid"], sl["tid"]): sl for sl in m.slices if sl["name"] == "vllm.request"}
+    for key, sl in spans.items():
+        if key in names:
+            m.requests.append((key, "request", sl["ts"], sl["ts"] + sl["dur"], "Requests", -1))
+    m.requests = [(names.get(r[0], r[0]) if isinstance(r[0], tuple) else r[0],) + tuple(r[1:-1]) +
+                  (r[-1] + 1 if isinstance(r[0], tuple) and r[0] in spans else r[-1],)
+                  for r in m.requests]
+    # a step's flows: its slices' bind_id (flow_out) ending on a span's X event (flow_in)
+    outs = {e["bind_id"] for e in events if e.get("flow_out") and e.get("cat") == "mstrace.step"}
+    m.step_flows = sum(1 for e in events if e.get("ph") == "X" and e.get("flow_in") and e.get("bind_id") in outs)
     for fid, pair in flows.items():
         assert sorted(x["ph"] for x in pair) == ["f", "s"], f"flow {fid} lacks an end"
         src_trace, src_span, dest_span = pair[0]["args"]["link"].split(":")

@@ -96,7 +96,7 @@ def test_only_the_slow_request_triggers_with_every_step_that_carried_it(
     trig = [s for s in m.slices if s["name"] == "mstrace.flight_recorder.trigger"]
     assert len(trig) == 1 and trig[0]["args"]["flight.request_ids"] == [slow.rid]
     names = {c[1] for c in m.counters}
-    assert {"scheduler.running", "kv_cache.usage", "flight.spans_seen", "flight.dumps_written"} <= names
+    assert {"running (requests)", "KV cache usage (%)", "flight.spans_seen", "flight.dumps_written"} <= names
     # The request's own track, from its vllm.request span.
     assert any(r[0] == slow.rid and r[1] == "request" for r in m.requests)
     stats = d.stats()

@@ -93,7 +93,10 @@ def test_seed_scenario_proto(daemon_factory, tmp_path):
     assert m.processes[300] == "engine_core (vllm)"
     assert m.processes[100] == "api_server (vllm)"
     assert m.threads[(300, 301)] == "EngineCore"
-    # request tracks: req-A from its request span, req-B from steps only
+    # request tracks: req-A from its request span (on its own thread, named
+    # by its id; its phases on its track under Requests), req-B from steps only
+    req = [s for s in m.slices if s["name"] == "vllm.request"][0]
+    assert req["pid"] == 100 and req["tid"] >= 1 << 30 and m.threads[(100, req["tid"])] == "req-A"
     a = sorted(r for r in m.requests if r[0] == "req-A")
     assert ("req-A", "request", 1_000_000, 7_000_000, "Requests", 0) in a
     assert ("req-A", "queued", 1_000_000, 2_000_000, "Requests", 1) in a
@@ -104,12 +107,12 @@ def test_seed_scenario_proto(daemon_factory, tmp_path):
     assert ("req-B", "prefill", 2_000_000, 5_000_000, "Requests", 1) in b
     # counters carry the values sent, on the engine's process
     c = {(pid, n, ts): v for pid, n, ts, v in m.counters}
-    assert c[(300, "batch.request_count", 3_000_000)] == 2
-    assert c[(300, "batch.scheduled_tokens", 3_000_000)] == 37
-    assert c[(300, "scheduler.waiting", 3_000_000)] == 3
-    assert c[(300, "scheduler.running", 3_000_000)] == 2
-    assert c[(300, "kv_cache.usage", 3_000_000)] == 0.4375
-    assert c[(300, "kv_cache.usage", 5_600_000)] == 0.5
+    assert c[(300, "batch size (requests)", 3_000_000)] == 2
+    assert c[(300, "scheduled tokens (tokens)", 3_000_000)] == 37
+    assert c[(300, "waiting (requests)", 3_000_000)] == 3
+    assert c[(300, "running (requests)", 3_000_000)] == 2
+    assert c[(300, "KV cache usage (%)", 3_000_000)] == 43.75  # kv_cache.usage 0.4375
+    assert c[(300, "KV cache usage (%)", 5_600_000)] == 50
     own = [x for x in m.counters if x[1].startswith("forwarder.")]
     assert own and own[-1][0] == d.proc.pid
     last = {n: v for _, n, _, v in own}

@@ -184,7 +184,7 @@ static void test_seed_cross_trace_flow_late_source(void) {
     }
     CHECK_EQ_INT(nx, 2);
     CHECK_EQ_INT(nf, 2);
-    CHECK_EQ_INT(nm, 1); /* process_name for pid 100, once */
+    CHECK_EQ_INT(nm, 3); /* process_name for pid 100, once; the request thread's name and sort index */
     if (nx == 2 && nf == 2) {
         CHECK_EQ_STR(x[0]->name, "vllm.scheduler.schedule");
         CHECK_EQ_STR(x[1]->name, "vllm.request");

@@ -192,7 +192,7 @@ static void test_ring_evicts_by_space_and_age(void) {
         snprintf(attrs, sizeof attrs, "\"request.id\":\"r%d\",\"pad\":\"%.*s\"", i, i % 2900, big);
         mst_pf_span s = decode(json, i, "s", 1000 * i, 1, attrs);
         mst_flight_ring_add_span(r, &s, s.pid, now);
-        mst_tl_counter c = {"scheduler.running", 5, 1000 * i, false, i, 0, NULL, 0};
+        mst_tl_counter c = {"scheduler.running", 5, 1000 * i, false, i, 0, NULL, 0, NULL, NULL};
         mst_flight_ring_add_counter(r, &c, now);
         mst_arena_reset_keep(&g_arena, 1 << 16);
         if (i % 97 == 0) check_ring_counts(r);

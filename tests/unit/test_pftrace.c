@@ -335,7 +335,7 @@ static mst_status add(mst_pftrace_writer *w, const char *name, int i, const char
                      "{\"name\":\"%s\",\"category\":\"c\",\"trace_id\":\"%032x\",\"span_id\":\"%016x\","
                      "\"parent_span_id\":\"\",\"start_time_ns\":%d,\"end_time_ns\":%d,\"kind\":1,"
                      "\"status\":1,\"attributes\":{\"process.pid\":5,\"thread.id\":%d,"
-                     "\"model\":\"m\",\"kv_cache.usage\":0.5%s},"
+                     "\"model\":\"m\",\"kv_cache.usage\":0.5,\"scheduler.waiting\":1%s},"
                      "\"resource_attributes\":{\"service.name\":\"vllm\"},\"links\":[]}",
                      name, 1, i + 1, 1000 + i, 2000 + i, i % 3, extra);
     mst_arena a;
@@ -368,7 +368,7 @@ static void test_file_walks_clean(void) {
     CHECK(wk.first_is_clock);
     CHECK_EQ_INT(wk.begins, 102); /* 101 spans + the request slice */
     CHECK_EQ_INT(wk.ends, wk.begins);
-    CHECK_EQ_INT(wk.counters, 101 + 3); /* kv_cache.usage per span + own counters */
+    CHECK_EQ_INT(wk.counters, 101 * 2 + 3); /* KV usage and waiting per span + own counters */
     CHECK_EQ_INT(wk.restarts, 1);
     free(data);
     unlink(path);

@@ -21,6 +21,8 @@ typedef struct got {
     size_t n_req;
     mst_tl_counter ctr[32];
     size_t n_ctr;
+    mst_tl_step steps[8];
+    size_t n_steps;
 } got;
 
 static void on_request(void *self, const mst_tl_request *r) {
@@ -35,6 +37,11 @@ static void on_request(void *self, const mst_tl_request *r) {
 static void on_counter(void *self, const mst_tl_counter *c) {
     got *g = self;
     if (g->n_ctr < 32) g->ctr[g->n_ctr++] = *c;
+}
+
+static void on_step(void *self, const mst_tl_step *st) {
+    got *g = self;
+    if (g->n_steps < 8) g->steps[g->n_steps++] = *st;
 }
 
 /* Decodes one span from its JSON body and feeds it to the timeline. */
@@ -54,7 +61,7 @@ static void feed(mst_timeline *tl, got *g, const char *name, const char *span_id
     char err[200];
     CHECK_EQ_INT(mst_perfetto_packet_decode((const uint8_t *)json, strlen(json), &a, &s, err,
                                             sizeof err), MST_OK);
-    mst_tl_sink sink = {g, on_request, on_counter};
+    mst_tl_sink sink = {g, on_request, on_counter, NULL};
     CHECK(mst_timeline_add_span(tl, &s, s.pid, &a, &sink));
     mst_arena_release(&a);
 }
@@ -66,7 +73,7 @@ static const mst_tl_request *find_req(const got *g, const char *id) {
 }
 
 static void tick(mst_timeline *tl, got *g, uint64_t now_ms) {
-    mst_timeline_tick(tl, now_ms, &(mst_tl_sink){g, on_request, on_counter});
+    mst_timeline_tick(tl, now_ms, &(mst_tl_sink){g, on_request, on_counter, NULL});
 }
 
 static void test_request_span_gives_track_and_phases(void) {
@@ -104,7 +111,7 @@ static void test_request_span_gives_track_and_phases(void) {
     CHECK_EQ_INT(r->phases[2].end_ns, 600);
     /* a span naming it after its track was written: no second track */
     feed(tl, &g, "vllm.output", "0000000000000006", 650, 660, "\"request.ids\":[\"r1\"]");
-    mst_timeline_finish_all(tl, &(mst_tl_sink){&g, on_request, on_counter});
+    mst_timeline_finish_all(tl, &(mst_tl_sink){&g, on_request, on_counter, NULL});
     CHECK_EQ_INT(g.n_req, 1);
     mst_timeline_free(tl);
 }
@@ -130,7 +137,7 @@ static void test_steps_only_request_completes_at_the_end(void) {
          "\"request.ids\":[\"a\",\"b\"],\"batch.scheduled_tokens\":2");
     feed(tl, &g, "s", "0000000000000001", 200, 250,
          "\"request.ids\":[\"a\"],\"batch.scheduled_tokens\":9");
-    mst_timeline_finish_all(tl, &(mst_tl_sink){&g, on_request, on_counter});
+    mst_timeline_finish_all(tl, &(mst_tl_sink){&g, on_request, on_counter, NULL});
     CHECK_EQ_INT(g.n_req, 2);
     const mst_tl_request *a = find_req(&g, "a"), *b = find_req(&g, "b");
     CHECK(a && b && !a->has_request_span);
@@ -153,7 +160,7 @@ static void test_schedule_steps_win_over_model_steps(void) {
     feed(tl, &g, "schedule", "0000000000000004", 400, 410, sched);
     feed(tl, &g, "model", "0000000000000005", 410, 490, model);
     feed(tl, &g, "vllm.request", "0000000000000001", 100, 600, "\"request.id\":\"m\"");
-    mst_timeline_finish_all(tl, &(mst_tl_sink){&g, on_request, on_counter});
+    mst_timeline_finish_all(tl, &(mst_tl_sink){&g, on_request, on_counter, NULL});
     const mst_tl_request *r = find_req(&g, "m");
     CHECK(r != NULL);
     CHECK_EQ_INT(r->steps, 2);
@@ -186,13 +193,24 @@ static void test_counters_from_attributes(void) {
          "\"batch.request_count\":3,\"batch.scheduled_tokens\":-5,\"scheduler.waiting\":0,"
          "\"scheduler.running\":\"x\",\"kv_cache.usage\":0.25,\"other\":1");
     CHECK_EQ_INT(g.n_ctr, 4); /* the string is not a number */
-    CHECK_EQ_STR(g.ctr[0].name, "batch.request_count");
+    CHECK_EQ_STR(g.ctr[0].name, "batch size (requests)"); /* named with the unit */
+    CHECK_EQ_STR(g.ctr[0].json_name, "batch size");
+    CHECK_EQ_STR(g.ctr[0].json_key, "(requests)");
     CHECK_EQ_INT(g.ctr[0].i, 3);
     CHECK_EQ_INT(g.ctr[0].ts_ns, 200);
     CHECK_EQ_INT(g.ctr[0].pid, 7);
     CHECK_EQ_INT(g.ctr[1].i, -5);
-    CHECK(g.ctr[3].is_double && g.ctr[3].d == 0.25);
-    mst_timeline_forwarder_counters(tl, 99, 1000, 10, 8, 2, &(mst_tl_sink){&g, on_request, on_counter});
+    CHECK(g.ctr[3].is_double && g.ctr[3].d == 25.0); /* KV cache usage in % */
+    CHECK_EQ_STR(g.ctr[3].name, "KV cache usage (%)");
+    CHECK(g.ctr[3].raw == NULL);
+    /* the same attributes on a span that is no scheduling step (a model or
+     * output span): no second sample */
+    feed(tl, &g, "m", "0000000000000002", 100, 210, "\"batch.request_count\":3,\"batch.scheduled_tokens\":4");
+    CHECK_EQ_INT(g.n_ctr, 4);
+    mst_timeline_forwarder_counters(tl, 99, 1000, 10, 8, 2, &(mst_tl_sink){&g, on_request, on_counter, NULL});
+    CHECK_EQ_INT(g.n_ctr, 7);
+    /* unchanged: no sample (an idle forwarder does not stretch the file) */
+    mst_timeline_forwarder_counters(tl, 99, 2000, 10, 8, 2, &(mst_tl_sink){&g, on_request, on_counter, NULL});
     CHECK_EQ_INT(g.n_ctr, 7);
     CHECK_EQ_STR(g.ctr[4].name, MST_TL_FWD_RECEIVED);
     CHECK_EQ_INT(g.ctr[6].i, 2);
@@ -298,7 +316,7 @@ static void test_step_record_phases(void) {
     feed(tl, &g, "vllm.scheduler.schedule", "0000000000000008", 1000, 1010,
          SCHED("\"request.ids\":[\"r1\"],\"step.phase\":\"d\""));
 #undef SCHED
-    mst_timeline_finish_all(tl, &(mst_tl_sink){&g, on_request, on_counter});
+    mst_timeline_finish_all(tl, &(mst_tl_sink){&g, on_request, on_counter, NULL});
     const mst_tl_request *r = find_req(&g, "r1");
     CHECK(r != NULL);
     if (!r) {
@@ -353,7 +371,7 @@ static void test_step_record_phases_are_bounded(void) {
     }
     feed(tl, &g, "vllm.scheduler.schedule", "00000000000000ff", 2000, 2005,
          "\"scheduler.running\":1,\"request.ids\":[\"long\"],\"step.phase\":\"d\"");
-    mst_timeline_finish_all(tl, &(mst_tl_sink){&g, on_request, on_counter});
+    mst_timeline_finish_all(tl, &(mst_tl_sink){&g, on_request, on_counter, NULL});
     const mst_tl_request *r = find_req(&g, "long");
     CHECK(r && r->n_phases == MST_TL_MAX_STEP_PHASES - 4 + 1);
     if (r) {
@@ -367,7 +385,112 @@ static void test_step_record_phases_are_bounded(void) {
     mst_timeline_free(tl);
 }
 
+/* Feeds a span as a writer does: first asks which written step it joins
+ * (its position: ts = start, flow = its span's own id), then adds it.
+ * Returns whether it joined one, with the step's position in *step. */
+static bool feed_joining(mst_timeline *tl, got *g, const char *name, const char *span_id,
+                         long long start, long long end, const char *attrs, mst_tl_pos *step) {
+    char json[2048];
+    snprintf(json, sizeof json,
+             MST_PERFETTO_MAGIC
+             "{\"name\":\"%s\",\"category\":\"c\",\"trace_id\":\"%032d\",\"span_id\":\"%s\","
+             "\"parent_span_id\":\"\",\"start_time_ns\":%lld,\"end_time_ns\":%lld,\"kind\":1,"
+             "\"status\":1,\"attributes\":{\"process.pid\":7,\"thread.id\":70%s%s},"
+             "\"resource_attributes\":{},\"links\":[]}",
+             name, 1, span_id, start, end, attrs[0] ? "," : "", attrs);
+    mst_arena a;
+    mst_arena_init(&a);
+    mst_pf_span s;
+    char err[200];
+    CHECK_EQ_INT(mst_perfetto_packet_decode((const uint8_t *)json, strlen(json), &a, &s, err,
+                                            sizeof err), MST_OK);
+    mst_tl_sink sink = {g, on_request, on_counter, on_step};
+    mst_tl_pos at = {s.pid, s.tid, s.start_ns, mst_tl_span_flow_id(s.trace_id, s.span_id)};
+    bool joined = mst_timeline_join_step(tl, &s, &at, step);
+    CHECK(mst_timeline_add_span(tl, &s, s.pid, &a, &sink));
+    mst_arena_release(&a);
+    return joined;
+}
+
+/* Engine steps: schedule (step.index) -> update_from_output on the engine
+ * thread, joined to the worker forward within it and to the next output
+ * processing, whichever arrives first; a step without its update ends at
+ * the next schedule (or at the end). */
+static void test_engine_steps_and_their_flows(void) {
+    mst_timeline *tl = mst_timeline_new(16);
+    got g = {0};
+    mst_tl_pos step;
+    const char *sched0 = "\"step.index\":0,\"scheduler.running\":1,\"batch.request_count\":2,"
+                         "\"batch.scheduled_tokens\":5";
+    /* the worker's forward arrives before its step (another process) */
+    CHECK(!feed_joining(tl, &g, "vllm.worker.execute_model", "00000000000000a1", 120, 150, "", &step));
+    CHECK(!feed_joining(tl, &g, "vllm.scheduler.schedule", "0000000000000001", 100, 110, sched0, &step));
+    CHECK(!feed_joining(tl, &g, "vllm.model.execute", "0000000000000002", 111, 155, "", &step));
+    CHECK_EQ_INT(g.n_steps, 0);
+    CHECK(!feed_joining(tl, &g, "vllm.scheduler.update_from_output", "0000000000000003", 160, 170, "",
+                        &step));
+    CHECK_EQ_INT(g.n_steps, 1);
+    const mst_tl_step *s0 = &g.steps[0];
+    CHECK_EQ_INT(s0->index, 0);
+    CHECK_EQ_INT(s0->start_ns, 100);
+    CHECK_EQ_INT(s0->end_ns, 170);
+    CHECK_EQ_INT(s0->requests, 2);
+    CHECK_EQ_INT(s0->tokens, 5);
+    CHECK_EQ_INT(s0->tid, 70);
+    CHECK_EQ_INT(s0->n_joined, 1);
+    CHECK_EQ_INT(s0->joined[0].ts_ns, 120);
+    CHECK_EQ_INT(s0->joined[0].flow, mst_tl_flow_id("00000000000000000000000000000001", "00000000000000a1"));
+    CHECK_EQ_INT(s0->n_later, 1); /* its output processing is still to come */
+    /* the output processing after it joins the written step */
+    CHECK(feed_joining(tl, &g, "vllm.output.process", "0000000000000004", 180, 190, "", &step));
+    CHECK_EQ_INT(step.ts_ns, 100);
+    CHECK_EQ_INT(step.flow, s0->later[0]);
+    /* ... once: a second one does not */
+    CHECK(!feed_joining(tl, &g, "vllm.output.process", "0000000000000005", 185, 195, "", &step));
+    /* a step without its update ends where the engine's last span ended */
+    CHECK(!feed_joining(tl, &g, "vllm.scheduler.schedule", "0000000000000006", 200, 210,
+                        "\"step.index\":1,\"scheduler.running\":1", &step));
+    CHECK(!feed_joining(tl, &g, "vllm.scheduler.schedule", "0000000000000007", 300, 310,
+                        "\"step.index\":2,\"scheduler.running\":1", &step));
+    CHECK_EQ_INT(g.n_steps, 2);
+    CHECK_EQ_INT(g.steps[1].index, 1);
+    CHECK_EQ_INT(g.steps[1].end_ns, 210);
+    CHECK_EQ_INT(g.steps[1].requests, -1);
+    /* the waiting second output (185) was joined to step 1 (it ends at 210: no) */
+    CHECK_EQ_INT(g.steps[1].n_joined, 0);
+    /* a worker forward inside step 1, arriving late, joins it */
+    CHECK(feed_joining(tl, &g, "vllm.worker.execute_model", "00000000000000a2", 205, 209, "", &step));
+    CHECK_EQ_INT(step.ts_ns, 200);
+    mst_timeline_finish_all(tl, &(mst_tl_sink){&g, on_request, on_counter, on_step});
+    CHECK_EQ_INT(g.n_steps, 3);
+    CHECK_EQ_INT(g.steps[2].index, 2);
+    CHECK_EQ_INT(g.steps[2].end_ns, 310);
+    CHECK(g.steps[0].flow != g.steps[1].flow);
+    mst_timeline_free(tl);
+}
+
+/* A request span's lane is its entry's: the same for later spans naming
+ * it, another for each request. */
+static void test_request_lanes(void) {
+    mst_timeline *tl = mst_timeline_new(16);
+    got g = {0};
+    mst_tl_pos step;
+    feed(tl, &g, "vllm.scheduler.schedule", "0000000000000001", 100, 110,
+         "\"scheduler.running\":1,\"request.ids\":[\"b\"]");
+    (void)feed_joining(tl, &g, "vllm.request", "0000000000000002", 50, 500, "\"request.id\":\"a\"", &step);
+    (void)feed_joining(tl, &g, "vllm.request", "0000000000000003", 60, 600, "\"request.id\":\"b\"", &step);
+    mst_timeline_finish_all(tl, &(mst_tl_sink){&g, on_request, on_counter, NULL});
+    const mst_tl_request *a = find_req(&g, "a"), *b = find_req(&g, "b");
+    CHECK(a && b && a->lane && b->lane && a->lane != b->lane);
+    CHECK(b && b->lane == 1); /* first seen */
+    CHECK(mst_timeline_arrival_rank(tl, 50000000) < mst_timeline_arrival_rank(tl, 60000000)); /* ms */
+    CHECK(mst_timeline_arrival_rank(tl, 60) >= 1);
+    mst_timeline_free(tl);
+}
+
 static const mst_test_case TESTS[] = {
+    {"engine_steps_and_their_flows", test_engine_steps_and_their_flows},
+    {"request_lanes", test_request_lanes},
     {"request_span_gives_track_and_phases", test_request_span_gives_track_and_phases},
     {"steps_only_request_completes_at_the_end", test_steps_only_request_completes_at_the_end},
     {"steps_only_request_completes_when_idle", test_steps_only_request_completes_when_idle},

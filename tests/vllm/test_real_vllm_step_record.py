@@ -29,6 +29,7 @@ import threading
 import time
 import urllib.request
 import uuid
+from decimal import Decimal
 
 import pytest
 
@@ -36,6 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.append(os.path.join(HERE, "..", "integration"))  # pftrace_model (after tests/python's conftest)
 import conftest as pyconf  # noqa: E402
 from test_real_vllm_symbols import _vllm_python  # noqa: E402
 
@@ -93,7 +95,15 @@ def _stop(proc, timeout):
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def jaeger():
+    """A real Jaeger on loopback ports of its own (tests/integration/jaeger_fixture.py)."""
+    from jaeger_fixture import running_jaeger
+    with running_jaeger() as j:
+        yield j
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, jaeger):
     python, why = _vllm_python()
     if python is None:
         pytest.skip(why)
@@ -106,7 +116,9 @@ def run(tmp_path_factory):
                    capture_output=True, timeout=600)
     sock = "mst_step_" + uuid.uuid4().hex[:8]
     out_json = tmp / "trace.json"
-    fwd = subprocess.Popen([build.binary, "forward", "--socket-name", sock, "--perfetto-output", str(out_json)],
+    out_pf = tmp / "trace.pftrace"
+    fwd = subprocess.Popen([build.binary, "forward", "--socket-name", sock, "--perfetto-output", str(out_json),
+                            "--perfetto-output", str(out_pf)],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     port = _free_port()
     env = dict(os.environ, MS_TRACE_ENABLE="1", MS_PROFILER_AUTO_TRACE="1", MSTRACE_PERFETTO_SOCKET=sock,
@@ -115,6 +127,9 @@ def run(tmp_path_factory):
     for key in list(env):
         if key.startswith(("OTEL_", "PROFILING_SYMBOLS", "VLLM_PLUGINS", "MS_PROFILER_SAMPLE")):
             del env[key]
+    # the hook spans also go to Jaeger (mstrace's own OTLP exporter; vLLM's tracing stays off)
+    env.update(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=jaeger.traces_endpoint,
+               OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/protobuf", OTEL_SERVICE_NAME="mst-steprec")
     log = open(tmp / "vllm.log", "w")
     server = subprocess.Popen(
         [python, os.path.join(REPO, "tests", "e2e", "vllm_cli.py"), "serve", MODEL_DIR,
@@ -148,13 +163,14 @@ def run(tmp_path_factory):
     keep = os.environ.get("MSTRACE_TEST_KEEP")  # a directory to keep the trace and the server log in
     if keep:
         os.makedirs(keep, exist_ok=True)
-        for f in ("trace.json", "vllm.log"):
+        for f in ("trace.json", "trace.pftrace", "vllm.log"):
             if (tmp / f).exists():
                 open(os.path.join(keep, f), "wb").write((tmp / f).read_bytes())
     assert len(answers) == REQUESTS, open(tmp / "vllm.log").read()[-4000:]
     events = json.loads(out_json.read_text())
     spans = [e for e in events if e.get("ph") == "X"]
-    return {"answers": answers, "preemptions": after - before, "spans": spans, "events": events}
+    return {"answers": answers, "preemptions": after - before, "spans": spans, "events": events,
+            "json": out_json, "pftrace": out_pf, "binary": build.binary, "jaeger": jaeger}
 
 
 def _steps(spans):
@@ -256,21 +272,274 @@ def test_output_spans_name_finished_requests_with_their_reason(run):
 
 
 def test_perfetto_request_tracks_show_the_preemptions(run):
-    """The forwarder's request tracks (async events in the JSON) draw the step
-    record: each preempted request has a preempted slice and its markers, and
-    the engine's preemptions counter ends at vLLM's count."""
+    """The forwarder's request tracks (a thread per request in the JSON, named
+    by its id, with its phases as B/E events and markers as instants) draw the
+    step record: each preempted request has a preempted slice and its markers,
+    and the engine's preemptions counter ends at vLLM's count."""
     steps = _steps(run["spans"])
     preempted = {i for a in steps for i in a.get("step.preempted_ids", [])}
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in run["events"]
+             if e.get("ph") == "M" and e["name"] == "thread_name"}
     phases = {}
     for e in run["events"]:
-        if e.get("cat") == "request" and e.get("ph") == "b":
-            phases.setdefault(e["id"], []).append(e["name"])
+        if e.get("cat") == "mstrace.request" and e.get("ph") in ("B", "i"):
+            phases.setdefault(names[(e["pid"], e["tid"])], []).append(e["name"])
     assert len(phases) == REQUESTS
-    for i, names in phases.items():
-        assert names[0] == "request" and "decode" in names and any(n.startswith("prefill chunk") for n in names)
+    for i, got in phases.items():
+        assert got[0] == "queued" and "decode" in got and any(n.startswith("prefill chunk") for n in got)
         if i in preempted:
-            assert {"preempted", "preemption", "resume"} <= set(names), (i, names)
+            assert {"preempted", "preemption", "resume"} <= set(got), (i, got)
         else:
-            assert "preempted" not in names, (i, names)
-    counter = [e for e in run["events"] if e.get("ph") == "C" and e.get("name") == "scheduler.preemptions"]
-    assert counter and max(e["args"]["value"] for e in counter) == run["preemptions"]
+            assert "preempted" not in got, (i, got)
+    counter = [e for e in run["events"] if e.get("ph") == "C" and e.get("name") == "preemptions"]
+    assert counter and max(e["args"]["(total)"] for e in counter) == run["preemptions"]
+
+
+# ---- the trace at a glance (docs/forwarder.md "Reading the trace") ----
+
+FORWARDER_TID = 1 << 30  # tids from here on are tracks the forwarder adds
+
+
+def _names(events):
+    procs = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "process_name"}
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+               if e.get("ph") == "M" and e["name"] == "thread_name"}
+    return procs, threads
+
+
+def _ns(us):
+    return int(Decimal(us) * 1000)  # µs with 3 decimals: exact ns
+
+
+def _exact(run):
+    """The JSON's events with exact times (Decimal: a double holds µs since
+    1970 only to ~0.2 µs)."""
+    if "exact" not in run:
+        run["exact"] = json.loads(run["json"].read_text(), parse_float=Decimal)
+    return run["exact"]
+
+
+def test_no_two_complete_events_on_one_thread_overlap_without_nesting(run):
+    by_thread = {}
+    for e in _exact(run):
+        if e.get("ph") == "X":
+            by_thread.setdefault((e["pid"], e["tid"]), []).append((_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"]), e["name"]))
+    assert by_thread
+    for key, evs in by_thread.items():
+        evs.sort(key=lambda x: (x[0], -x[1]))
+        stack = []
+        for start, end, name in evs:
+            while stack and stack[-1][1] <= start:
+                stack.pop()
+            assert not stack or end <= stack[-1][1], (key, name, start, end, stack[-1])
+            stack.append((start, end, name))
+
+
+def test_every_request_has_one_track_with_its_phases(run):
+    """One thread per request, named by its id, holding its vllm.request span
+    with its phases nested in it; threads ordered by arrival."""
+    procs, threads = _names(_exact(run))
+    requests = {i for a in _steps([e for e in _exact(run) if e.get("ph") == "X"]) for i in a.get("step.new_ids", [])}
+    assert len(requests) == REQUESTS
+    by_name = {}
+    for key, name in threads.items():
+        if key[1] >= FORWARDER_TID and name != "engine steps":
+            by_name.setdefault(name, []).append(key)
+    assert sorted(by_name) == sorted(requests) and all(len(v) == 1 for v in by_name.values())
+    sort = {(e["pid"], e["tid"]): e["args"]["sort_index"] for e in _exact(run)
+            if e.get("ph") == "M" and e["name"] == "thread_sort_index"}
+    spans = {}
+    for e in _exact(run):
+        if e.get("ph") == "X" and e["name"] == "vllm.request":
+            spans[(e["pid"], e["tid"])] = e
+    arrival = []
+    for rid, (key,) in by_name.items():
+        req = spans[key]  # its vllm.request span is on it, not on the API server's thread
+        assert req["args"]["request.id"] == rid
+        s, e = _ns(req["ts"]), _ns(req["ts"]) + _ns(req["dur"])
+        phases = [x for x in _exact(run) if (x.get("pid"), x.get("tid")) == key and x.get("cat") == "mstrace.request"]
+        assert {x["name"] for x in phases} >= {"queued", "decode"}
+        assert all(s <= _ns(x["ts"]) <= e for x in phases)
+        arrival.append((s, sort[key]))
+    # sort indexes follow arrival
+    ranks = [r for _, r in sorted(arrival)]
+    assert ranks == sorted(ranks)
+
+
+def test_every_step_has_one_step_slice_and_one_flow_to_its_worker_forward(run):
+    events = _exact(run)
+    procs, threads = _names(events)
+    sched = {e["args"]["step.index"]: e for e in [e for e in _exact(run) if e.get("ph") == "X"] if e["name"] == "vllm.scheduler.schedule"}
+    steps = {}
+    for e in events:
+        if e.get("ph") == "B" and e.get("cat") == "mstrace.step" and e["name"] != "outputs":
+            assert e["name"] == "step %d" % e["args"]["step.index"]
+            steps.setdefault(e["args"]["step.index"], []).append(e)
+    assert sorted(steps) == sorted(sched) and all(len(v) == 1 for v in steps.values())
+    for i, (b,) in steps.items():
+        assert threads[(b["pid"], b["tid"])] == "engine steps" and b["pid"] == sched[i]["pid"]
+        assert b["ts"] == sched[i]["ts"]  # from the schedule span's start
+    ends = {}
+    for e in events:
+        if e.get("ph") == "E" and e.get("cat") == "mstrace.step" and e["name"] != "outputs":
+            ends[(e["pid"], e["name"])] = _ns(e["ts"])
+    updates = sorted((_ns(e["ts"]) + _ns(e["dur"])) for e in [e for e in _exact(run) if e.get("ph") == "X"]
+                     if e["name"] == "vllm.scheduler.update_from_output")
+    assert sorted(ends.values()) == updates  # ... to the end of its update_from_output
+    # flows (bind ids on the slices): from each step to the worker forward inside it, and from its
+    # "outputs" marker to an output processing
+    xs = [e for e in events if e.get("ph") == "X"]
+    workers = {e["bind_id"]: e for e in xs if e["name"] == "vllm.worker.execute_model" and e.get("flow_in")}
+    outputs = {e["bind_id"]: e for e in xs if e["name"] == "vllm.output.process" and e.get("flow_in")}
+    to_worker = {i: workers[b["bind_id"]] for i, (b,) in steps.items() if b.get("bind_id") in workers}
+    marks = [e for e in events if e.get("ph") == "B" and e["name"] == "outputs" and e.get("cat") == "mstrace.step"]
+    assert len(marks) == len(steps) and all(e.get("flow_out") for e in marks)
+    n_output = sum(1 for e in marks if e["bind_id"] in outputs)
+    # every step that ran a batch (an empty one runs no forward) reaches one forward, within the step
+    busy = {i for i, e in sched.items() if e["args"].get("batch.request_count", 0) > 0}
+    assert busy and busy <= set(to_worker)
+    assert len({id(w) for w in to_worker.values()}) == len(to_worker)  # one step per forward
+    for i, w in to_worker.items():
+        assert _ns(steps[i][0]["ts"]) <= _ns(w["ts"]) <= ends[(steps[i][0]["pid"], steps[i][0]["name"])]
+    assert n_output > len(steps) // 2
+
+
+def test_every_thread_and_process_has_a_role_name(run):
+    procs, threads = _names(_exact(run))
+    for e in [e for e in _exact(run) if e.get("ph") == "X"]:
+        role = e["args"]["process.role"]
+        assert procs[e["pid"]].startswith(role + " ("), (procs[e["pid"]], role)
+        name = threads[(e["pid"], e["tid"])]
+        assert name == role or e["tid"] >= FORWARDER_TID, (name, role)
+
+
+def test_counters_carry_units_once_per_engine(run):
+    counters = [e for e in _exact(run) if e.get("ph") == "C" and not e["name"].startswith("forwarder.")]
+    assert counters
+    engine = {e["pid"] for e in [e for e in _exact(run) if e.get("ph") == "X"] if e["name"] == "vllm.scheduler.schedule"}
+    for c in counters:
+        (key, value), = c["args"].items()
+        assert key.startswith("(") and key.endswith(")"), c  # "KV cache usage" "(%)"
+        assert c["pid"] in engine
+    kv = [c["args"]["(%)"] for c in counters if c["name"] == "KV cache usage"]
+    assert kv and max(kv) > 1 and all(0 <= v <= 100 for v in kv)  # percent, not a fraction
+    n_steps = len([e for e in [e for e in _exact(run) if e.get("ph") == "X"] if e["name"] == "vllm.scheduler.schedule"])
+    assert len([c for c in counters if c["name"] == "batch size"]) == n_steps  # once per step
+
+
+def test_pftrace_says_the_same(run):
+    """The .pftrace of the same run: each vllm.request on its own thread track
+    named by its id, one step slice per step joined to its worker forward,
+    named threads, counters with units; `mstrace analyze` reads both files
+    alike and counts none of the forwarder's own slices as spans."""
+    from pftrace_model import read_pftrace
+    m = read_pftrace(run["pftrace"])
+    reqs = [s for s in m.slices if s["name"] == "vllm.request"]
+    assert len(reqs) == REQUESTS
+    assert {m.threads[(s["pid"], s["tid"])] for s in reqs} == {s["args"]["request.id"] for s in reqs}
+    sched = [e for e in [e for e in _exact(run) if e.get("ph") == "X"] if e["name"] == "vllm.scheduler.schedule"]
+    assert sorted(s["args"]["step.index"] for s in m.steps) == sorted(e["args"]["step.index"] for e in sched)
+    assert m.step_flows >= len([e for e in sched if e["args"].get("batch.request_count", 0) > 0])
+    for s in m.slices:
+        if s["tid"] < FORWARDER_TID:
+            assert m.threads[(s["pid"], s["tid"])] == s["args"]["process.role"]
+    names = {n for pid, n, ts, v in m.counters if not n.startswith("forwarder.")}
+    assert "KV cache usage (%)" in names and all(n.endswith(")") for n in names)
+    views = []
+    for path in (run["json"], run["pftrace"]):
+        out = subprocess.run([run["binary"], "analyze", str(path), "--json", "-", "--quiet"], capture_output=True,
+                             text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        views.append(json.loads(out.stdout))
+    # the story spans EngineCore writes for Jaeger are not drawn (the phases come from the step record)
+    assert not any(s["name"].startswith("vllm.request.") for s in m.slices)
+    assert not any(e.get("name", "").startswith("vllm.request.") for e in _exact(run) if e.get("ph") == "X")
+    for v in views:
+        names = {n["name"] for n in v["span_names"]}
+        assert "vllm.request" in names and not any(n.startswith("step ") or n in ("queued", "decode")
+                                                   for n in names), names
+    assert [n["count"] for n in views[0]["span_names"]] == [n["count"] for n in views[1]["span_names"]]
+
+
+# ---- a request's story in Jaeger ----
+
+def _jaeger_trace(run, trace_id, want):
+    """The trace from Jaeger's query API once it holds `want` spans (the
+    processes export at exit; Jaeger stores asynchronously)."""
+    deadline = time.monotonic() + 60
+    while True:
+        t = run["jaeger"].trace(trace_id)
+        if t and len(t["spans"]) >= want or time.monotonic() > deadline:
+            return t
+        time.sleep(0.5)
+
+
+def _stories(run):
+    """request id -> (its vllm.request span, the steps naming it, the
+    preemptions) from the JSON (the same spans went to Jaeger)."""
+    spans = [e for e in _exact(run) if e.get("ph") == "X"]
+    req = {e["args"]["request.id"]: e for e in spans if e["name"] == "vllm.request"}
+    steps = {}
+    for e in spans:
+        if e["name"] == "vllm.scheduler.schedule":
+            for i in e["args"].get("request.ids", []):
+                steps.setdefault(i, []).append(e)
+    return req, steps
+
+
+def test_jaeger_request_that_shared_a_batch_has_its_phases_and_steps_in_its_own_trace(run):
+    req, steps = _stories(run)
+    sched = _steps(run["spans"])
+    preempted = {i for a in sched for i in a.get("step.preempted_ids", [])}
+    shared = [i for i, st in steps.items() if any(e["args"]["batch.request_count"] > 1 for e in st)]
+    assert len(shared) >= REQUESTS - 1
+    checked_preempted = 0
+    for rid in shared:
+        r = req[rid]
+        t = _jaeger_trace(run, r["args"]["trace_id"], 4)
+        assert t, rid
+        by_id = {s["spanID"]: s for s in t["spans"]}
+        assert r["args"]["span_id"] in by_id  # the API server's vllm.request
+        phases = [s for s in t["spans"] if s["operationName"].startswith("vllm.request.")]
+        names = [s["operationName"] for s in sorted(phases, key=lambda s: s["startTime"])]
+        assert names[0] == "vllm.request.queued" and "vllm.request.prefill" in names, (rid, names)
+        assert names[-1] == "vllm.request.decode", (rid, names)
+        for s in phases:  # children of the request's span, in its trace
+            assert [(x["refType"], x["spanID"]) for x in s["references"]] == [("CHILD_OF", r["args"]["span_id"])]
+            assert run["jaeger"].tags(s)["request.id"] == rid
+        # one step event per engine step it was in, naming that step
+        logs = [l for s in phases for l in s.get("logs", [])
+                if {f["key"]: f["value"] for f in l["fields"]}.get("event") == "step"]
+        got = sorted({f["key"]: f["value"] for f in l["fields"]}["step.index"] for l in logs)
+        assert got == sorted(e["args"]["step.index"] for e in steps[rid]), rid
+        for l in logs:
+            f = {x["key"]: x["value"] for x in l["fields"]}
+            (step,) = [e for e in steps[rid] if e["args"]["step.index"] == f["step.index"]]
+            assert f["step.span_id"] == step["args"]["span_id"] and f["step.trace_id"] == step["args"]["trace_id"]
+            assert f["batch.request_count"] == step["args"]["batch.request_count"]
+            k = step["args"]["request.ids"].index(rid)
+            assert f["step.tokens"] == int(step["args"]["step.tokens"][k])
+        events = [{f["key"]: f["value"] for f in l["fields"]}.get("event") for s in phases for l in s.get("logs", [])]
+        if rid in preempted:
+            assert "preempted" in events and "resumed" in events, (rid, events)
+            checked_preempted += 1
+        else:
+            assert "preempted" not in events
+    assert checked_preempted > 0
+
+
+def test_jaeger_step_links_resolve_to_every_request_it_carried(run):
+    req, steps = _stories(run)
+    span_of = {r["args"]["span_id"]: rid for rid, r in req.items()}
+    busy = [e for e in run["spans"] if e["name"] == "vllm.scheduler.schedule" and e["args"].get("request.ids")]
+    shared = [e for e in busy if e["args"]["batch.request_count"] > 1]
+    assert shared
+    for e in shared[:40]:
+        t = _jaeger_trace(run, e["args"]["trace_id"], 1)
+        (s,) = [x for x in t["spans"] if x["spanID"] == e["args"]["span_id"]]
+        linked = [x for x in s["references"] if x["refType"] == "FOLLOWS_FROM"]
+        got = sorted(span_of[x["spanID"]] for x in linked)
+        assert got == sorted(e["args"]["request.ids"]), e["args"]["step.index"]
+        for x in linked:  # each resolves: the request's span is in Jaeger, in its trace
+            rt = _jaeger_trace(run, x["traceID"], 1)
+            assert any(y["spanID"] == x["spanID"] and y["operationName"] == "vllm.request" for y in rt["spans"])

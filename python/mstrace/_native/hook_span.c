@@ -9,6 +9,7 @@
 #include "hook_span.h"
 #include "hook_capture.h"
 #include "context.h"
+#include "request_story.h"
 
 #include <string.h>
 
@@ -140,4 +141,9 @@ void mstn_hook_span_finish(MstnHook *r, mstn_span_run *sr, const mstn_batch *b, 
     mst_span_end(span, t1);
     mstn_g.inflight--;
     sr->span = NULL;
+    /* the requests' own stories (EngineCore: the schedule adapter's batch) */
+    if (b && b->step)
+        mstn_story_step(b, &sr->ctx, sr->t0, t1);
+    else if (!b && strcmp(r->name, "vllm.scheduler.update_from_output") == 0)
+        mstn_story_update_end(t1);
 }

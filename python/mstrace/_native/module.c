@@ -18,6 +18,8 @@
 #include "trace_helpers.h"
 #include "tracer_life.h"
 
+#include "request_story.h"
+
 #include <pthread.h>
 #include <unistd.h>
 
@@ -30,6 +32,8 @@ static PyMethodDef methods[] = {
     {"flush", (PyCFunction)(void (*)(void))mstn_py_flush, METH_VARARGS | METH_KEYWORDS,
      "flush(timeout_ms=5000) -> bool: export everything queued"},
     {"shutdown", mstn_py_shutdown, METH_NOARGS, "shutdown(): flush and stop the tracer"},
+    {"end_stories", mstn_py_end_stories, METH_NOARGS,
+     "end_stories(): end the open request stories (their last phase spans), before the exit flush"},
     {"stats", mstn_py_stats, METH_NOARGS, "stats() -> dict of tracer, exporter and request counters"},
     {"current_context", mstn_py_current_context, METH_NOARGS,
      "current_context() -> (trace_id_hex, span_id_hex) | None"},

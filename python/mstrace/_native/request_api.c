@@ -7,6 +7,7 @@
  */
 #include "request_api.h"
 #include "context.h"
+#include "request_story.h"
 #include "log.h"
 #include "pyattr.h"
 #include "queued_times.h"
@@ -99,6 +100,7 @@ PyObject *mstn_py_lookup_request(PyObject *m, PyObject *rid) {
 
 PyObject *mstn_py_reset_requests(PyObject *m, PyObject *unused) {
     mstn_req_clear();
+    mstn_story_clear();
     mstn_queued_clear();
     mstn_step_forget_all();
     mstn_g.auto_counter = 0;

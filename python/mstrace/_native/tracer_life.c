@@ -15,6 +15,7 @@
 #include "context.h"
 #include "exporters.h"
 #include "flush.h"
+#include "request_story.h"
 #include "pyattr.h"
 #include "reqtable.h"
 #include "request_api.h"
@@ -29,6 +30,7 @@ static bool g_atexit_registered;
 static mst_tracer *g_retired;       /* shut down with spans still in flight */
 
 static void at_exit(void) {
+    mstn_story_end_all(); /* open stories end with the process */
     if (mstn_g.tracer) {
         mst_tracer *t = mstn_g.tracer;
         mstn_g.tracer = NULL;
@@ -43,6 +45,7 @@ static void at_exit(void) {
 void mstn_at_fork_child(void) {
     mstn_flush_after_fork_child();
     mstn_after_fork_child();
+    mstn_story_clear(); /* the parent's requests are not this process's */
 }
 
 static PyObject *set_item_str(PyObject *d, const char *k, const char *v) {
@@ -120,6 +123,7 @@ PyObject *mstn_py_flush(PyObject *m, PyObject *args, PyObject *kw) {
 }
 
 PyObject *mstn_py_shutdown(PyObject *m, PyObject *unused) {
+    mstn_story_end_all();
     mst_tracer *t = mstn_g.tracer;
     if (!t)
         Py_RETURN_NONE;
