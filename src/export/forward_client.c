@@ -213,6 +213,9 @@ static bool try_connect(fwd_exporter *x) {
         mark_unreachable(x, "cannot create a socket", errno);
         return false;
     }
+    int sndbuf = (int)MST_FORWARD_SNDBUF_BYTES;
+    if (setsockopt(x->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf) != 0)
+        MST_DEBUG("perfetto forwarder client: SO_SNDBUF %d not set: %s", sndbuf, strerror(errno));
     int r = connect(x->fd, (const struct sockaddr *)&x->addr, x->addr_len);
     if (r < 0 && (errno == EINPROGRESS || errno == EINTR)) r = finish_connect(x) ? 0 : -1;
     if (r < 0) {

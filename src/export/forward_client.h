@@ -25,6 +25,12 @@
  * budgets even when it trickles; a tracer shutdown cancels a wait. */
 #define MST_FORWARD_SEND_BUDGET_MS 5000u
 #define MST_FORWARD_BATCH_LIMIT_FACTOR 6u
+/* The connection's send buffer (SO_SNDBUF; the kernel caps it at
+ * net.core.wmem_max). The default (about 208 KiB) let a busy forwarder
+ * take at most ~150 KiB per wake-up, so a burst of large engine-step spans
+ * waited on scheduling round trips while the tracer's queue overflowed.
+ * Kernel memory, per connection. */
+#define MST_FORWARD_SNDBUF_BYTES (4u << 20)
 /* Frames are gathered into chunks of about this size before a send(). */
 #define MST_FORWARD_CHUNK_BYTES (256u * 1024u)
 
