@@ -26,8 +26,12 @@
  * hit both alike, and a RATIO line compares their medians (file size,
  * spans/s, daemon CPU per span, peak RSS).
  *
+ * With -F SIZE the daemon is a flight recorder (--flight-recorder SIZE):
+ * spans go into its ring and no file is written; the peak RSS then shows
+ * the ring plus the daemon's fixed overhead under the offered load.
+ *
  * usage: bench_forward [-n SPANS] [-t THREADS] [-r RUNS] [-f json|proto|both]
- *                      [-b PATH/TO/mstrace]
+ *                      [-b PATH/TO/mstrace] [-F RING_SIZE]
  *        (default 2000000 spans, 8 threads, 3 runs, both formats, mstrace next
  *        to this binary or $MSTRACE_BIN)
  */
@@ -246,6 +250,9 @@ typedef struct result {
     long hwm_kb, maxrss_kb;
 } result;
 
+/* -F SIZE: the daemon runs as a flight recorder of SIZE (nothing written). */
+static const char *g_flight;
+
 static int run_once(const char *bin, const char *ext, uint64_t total, int threads,
                     result *res) {
     char sock[64], out[128], log_path[128];
@@ -256,8 +263,12 @@ static int run_once(const char *bin, const char *ext, uint64_t total, int thread
     if (pid == 0) {
         int lfd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (lfd >= 0) dup2(lfd, 2);
-        execl(bin, bin, "forward", "--log-level", "debug", "--perfetto-output", out,
-              "--socket-name", sock, (char *)NULL);
+        if (g_flight)
+            execl(bin, bin, "forward", "--log-level", "debug", "--perfetto-output", out,
+                  "--socket-name", sock, "--flight-recorder", g_flight, (char *)NULL);
+        else
+            execl(bin, bin, "forward", "--log-level", "debug", "--perfetto-output", out,
+                  "--socket-name", sock, (char *)NULL);
         _exit(127);
     }
     for (int i = 0; i < 3000; i++) { /* wait up to 30 s for the socket */
@@ -370,16 +381,17 @@ int main(int argc, char **argv) {
     char bin[PATH_MAX] = "";
     const char *formats = "both";
     int opt;
-    while ((opt = getopt(argc, argv, "n:t:r:b:f:")) != -1) {
+    while ((opt = getopt(argc, argv, "n:t:r:b:f:F:")) != -1) {
         switch (opt) {
         case 'n': total = strtoull(optarg, NULL, 10); break;
         case 't': threads = atoi(optarg); break;
         case 'r': runs = atoi(optarg); break;
         case 'b': snprintf(bin, sizeof bin, "%s", optarg); break;
         case 'f': formats = optarg; break;
+        case 'F': g_flight = optarg; break;
         default:
             fprintf(stderr, "usage: %s [-n SPANS] [-t THREADS] [-r RUNS] [-f json|proto|both] "
-                            "[-b mstrace]\n", argv[0]);
+                            "[-b mstrace] [-F RING_SIZE]\n", argv[0]);
             return 2;
         }
     }

@@ -101,6 +101,8 @@ fuzz_runs() {
     fuzz_jaeger_answer) echo $((200000 * scale)) ;;
     # .pftrace reader + model + rules + JSON per input: ~3-6 ms a run under ASan
     fuzz_analyze_pftrace) echo $((20000 * scale)) ;;
+    # a parsed trigger also runs 150 rule checks (percentile estimates): ~0.2 ms a run
+    fuzz_flight_trigger) echo $((300000 * scale)) ;;
     # one escaping pass over a short string per input
     fuzz_term_text) echo $((500000 * scale)) ;;
     *) echo $((2000000 * scale)) ;;

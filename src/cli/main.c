@@ -5,6 +5,7 @@
  *                   [--socket-name NAME]
  *                   [--relay-* tuning flags, OTLP relay mode only]
  *   mstrace analyze ... (cli/analyze_cmd.c, docs/analyze.md)
+ *   mstrace trigger [--socket-name NAME] (cli/flight_cmd.c: a flight-recorder dump now)
  *   mstrace doctor ...  (execs `python3 -m mstrace.doctor ...`, see cmd_doctor)
  *   mstrace --help | --version
  *
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "cli/analyze_cmd.h"
+#include "cli/flight_cmd.h"
 #include "core/log.h"
 #include "forward/daemon.h"
 #include "forward/frame_server.h"
@@ -43,6 +45,7 @@ typedef struct forward_args {
     const char *frame_stall_timeout_ms; /* NULL: MST_FRAME_DEFAULT_STALL_MS */
     /* OTLP relay tuning (strings until validated; NULL: default) */
     const char *relay[8];
+    mst_flight_cli flight;         /* --flight-recorder and its flags (cli/flight_cmd.h) */
 } forward_args;
 
 /* The --relay-* flags, in the order of forward_args.relay. */
@@ -64,6 +67,7 @@ static void print_main_usage(FILE *f) {
             "              to a collector\n"
             "  analyze     explain a trace: where each request's time went, the bottleneck,\n"
             "              the long tail, run against run (docs/analyze.md)\n"
+            "  trigger     ask a running `forward --flight-recorder` for a dump now\n"
             "  doctor      check this environment for tracing: the vLLM version, each hook\n"
             "              of the symbols YAML, the settings as the plugin reads them, the\n"
             "              forwarder socket, the OTLP endpoint; exit 1 when a part is missing.\n"
@@ -74,8 +78,8 @@ static void print_main_usage(FILE *f) {
             "  -h, --help     show this help and exit\n"
             "  -V, --version  show the version and exit\n"
             "\n"
-            "Run 'mstrace forward --help', 'mstrace analyze --help' or 'mstrace doctor --help'\n"
-            "for a command's options.\n");
+            "Run 'mstrace forward --help', 'mstrace analyze --help', 'mstrace trigger --help'\n"
+            "or 'mstrace doctor --help' for a command's options.\n");
 }
 
 static void print_forward_usage(FILE *f) {
@@ -84,6 +88,7 @@ static void print_forward_usage(FILE *f) {
             "                       [--perfetto-output PATH] [--format {json,proto}]\n"
             "                       [--socket-name NAME]\n"
             "                       [--frame-buffer-limit BYTES] [--frame-stall-timeout-ms MS]\n"
+            "                       [--flight-recorder SIZE|DURATION [--trigger EXPR ...]]\n"
             "\n"
             "Receive spans from traced processes over a local abstract Unix socket.\n"
             "Only processes of the same user (uid and gid) and namespaces may connect.\n"
@@ -147,6 +152,7 @@ static void print_forward_usage(FILE *f) {
             MST_RELAY_DEFAULT_BATCH_BYTES, MST_RELAY_DEFAULT_BACKOFF_MIN_MS,
             MST_RELAY_DEFAULT_BACKOFF_MAX_MS, MST_RELAY_DEFAULT_FLUSH_MS,
             MST_RELAY_DEFAULT_QUEUE_ITEMS / MST_RELAY_WARN_FRACTION);
+    mst_flight_cli_usage(f);
 }
 
 /* Matches "--opt VALUE" or "--opt=VALUE"; advances *i past a separate value.
@@ -203,6 +209,9 @@ static int parse_forward_args(int argc, char **argv, forward_args *fa) {
             if (matched < 0)
                 return usage_error("argument %s: expected one argument", RELAY_FLAGS[k]);
         }
+        const char *flag = NULL;
+        if (!matched && (matched = mst_flight_cli_take(argc, argv, &i, &fa->flight, &flag)) < 0)
+            return usage_error("argument %s: expected one argument", flag);
         if (!matched) return usage_error("unrecognized argument: %s", argv[i]);
     }
     return -1;
@@ -249,12 +258,34 @@ static int run_perfetto(const forward_args *fa, const mst_daemon_options *frame_
         return usage_error("argument --perfetto-output: a second output must have the other format "
                            "(one .json, one .pftrace): %s", fa->perfetto_output2);
     }
+    mst_flight_options flight;
+    if (mst_flight_cli_given(&fa->flight)) {
+        char err[400];
+        bool ok = mst_flight_cli_options(&fa->flight, &flight, err, sizeof err);
+        if (ok && fa->perfetto_output2) {
+            snprintf(err, sizeof err, "argument --flight-recorder: with one --perfetto-output only");
+            ok = false;
+        }
+        if (!ok) {
+            mst_perfetto_sink_destroy(sink);
+            return usage_error("%s", err);
+        }
+        mst_perfetto_sink_set_flight(sink, &flight);
+    }
+    mst_output_sink collector;
+    char err[512];
+    if (!mst_flight_cli_start_export(&fa->flight, &flight, &collector, err, sizeof err)) {
+        MST_ERROR("Start Perfetto forwarder failed: %s", err);
+        mst_perfetto_sink_destroy(sink);
+        return 1;
+    }
     mst_daemon_service svc;
     mst_perfetto_sink_service(sink, &svc);
     mst_daemon_options dopts = *frame_opts;
     dopts.socket_name = fa->socket_name ? fa->socket_name : MST_PERFETTO_SOCKET_NAME;
     int rc = mst_daemon_run(&dopts, &svc);
     mst_perfetto_sink_destroy(sink);
+    mst_flight_cli_stop_export(&flight, &collector);
     return rc;
 }
 
@@ -346,6 +377,9 @@ static int cmd_forward(int argc, char **argv) {
                 return usage_error("argument %s: only for the OTLP relay (without "
                                    "--perfetto-output)", RELAY_FLAGS[k]);
     }
+    if (mst_flight_cli_given(&fa.flight) && !fa.perfetto_output)
+        return usage_error("argument %s: only with --perfetto-output (the dumps' name and format)",
+                           "--flight-recorder");
     warn_if_root();
     if (fa.perfetto_output) return run_perfetto(&fa, &frame_opts);
     return run_otlp_relay(&fa, &ro, &frame_opts);
@@ -391,6 +425,7 @@ int main(int argc, char **argv) {
     }
     if (strcmp(cmd, "forward") == 0) return cmd_forward(argc - 2, argv + 2);
     if (strcmp(cmd, "analyze") == 0) return mst_analyze_main(argc - 2, argv + 2);
+    if (strcmp(cmd, "trigger") == 0) return mst_trigger_main(argc - 2, argv + 2);
     if (strcmp(cmd, "doctor") == 0) return cmd_doctor(argc - 2, argv + 2);
     print_main_usage(stderr);
     fprintf(stderr, "mstrace: error: unknown command '%s'\n", cmd);

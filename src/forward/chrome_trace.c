@@ -527,6 +527,18 @@ void mst_chrome_writer_add_forwarder_counters(mst_chrome_writer *w, int64_t ts_n
     add_timeline_events(w, false, (int64_t)getpid(), ts_ns, own);
 }
 
+void mst_chrome_writer_add_counter(mst_chrome_writer *w, const mst_tl_counter *c) {
+    if (!w || !c || !(w->buf = mst_outq_buf(w->out))) return;
+    size_t mark = w->buf->len;
+    tl_counter(w, c);
+    if (w->buf->failed) {
+        w->buf->len = mark;
+        w->buf->failed = false;
+        return;
+    }
+    mst_outq_added(w->out, 0, 0);
+}
+
 mst_status mst_chrome_writer_flush_final(mst_chrome_writer *w) {
     if (!w) return MST_ERR_INVALID_ARG;
     add_timeline_events(w, true, 0, 0, NULL);

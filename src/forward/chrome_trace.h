@@ -67,6 +67,9 @@ mst_status mst_chrome_writer_flush_final(mst_chrome_writer *w);
 void mst_chrome_writer_add_forwarder_counters(mst_chrome_writer *w, int64_t ts_ns,
                                               uint64_t received, uint64_t written,
                                               uint64_t dropped);
+struct mst_tl_counter;
+/* One counter sample as a C event (c->name a static string). */
+void mst_chrome_writer_add_counter(mst_chrome_writer *w, const struct mst_tl_counter *c);
 struct mst_outq_stats;
 /* Copies the output queue's counters (written, write errors, drops, waits)
  * into *out; spans_dropped also counts `full_dropped`, the spans the writer

@@ -24,6 +24,7 @@
 typedef struct loop_state {
     bool stop;
     bool stats_requested;  /* SIGUSR1: print a stats line now */
+    bool demand_requested; /* SIGUSR2: the service's snapshot on demand */
     int signo;
 } loop_state;
 
@@ -37,12 +38,16 @@ static void on_signal_fd(void *ctx, int fd) {
             ls->stats_requested = true;
             continue;
         }
+        if (si.ssi_signo == SIGUSR2) {
+            ls->demand_requested = true;
+            continue;
+        }
         ls->stop = true;
         ls->signo = (int)si.ssi_signo;
     }
 }
 
-/* Blocks SIGINT/SIGTERM/SIGUSR1 (they are read from the returned
+/* Blocks SIGINT/SIGTERM/SIGUSR1/SIGUSR2 (they are read from the returned
  * signalfd) and ignores SIGPIPE. Returns -1 on failure. */
 static int setup_signals(sigset_t *old_mask) {
     signal(SIGPIPE, SIG_IGN);
@@ -51,6 +56,7 @@ static int setup_signals(sigset_t *old_mask) {
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGUSR1);
+    sigaddset(&mask, SIGUSR2);
     if (sigprocmask(SIG_BLOCK, &mask, old_mask) != 0) return -1;
     return signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 }
@@ -98,6 +104,14 @@ static bool check_accounting(const mst_daemon_service *svc, mst_frame_server *sr
                  "tracer queue was full); the output counts them in forwarder.spans_dropped",
                  svc->name, (unsigned long long)(c.upstream_failed + c.upstream_dropped),
                  (unsigned long long)c.upstream_failed, (unsigned long long)c.upstream_dropped);
+    if (c.identity[0]) {
+        if (c.identity_ok) {
+            MST_INFO("%s accounting: %s", svc->name, c.identity);
+        } else {
+            MST_ERROR("%s accounting does not add up: %s", svc->name, c.identity);
+            return false;
+        }
+    }
     if (c.received == c.written + c.rejected + c.dropped) {
         MST_INFO("%s accounting: received=%llu = written=%llu + rejected=%llu + dropped=%llu "
                  "(%s); not payloads: truncated=%llu stalled=%llu memory_closed=%llu "
@@ -151,6 +165,15 @@ static bool serve(const mst_daemon_options *opts, const mst_daemon_service *svc,
         if (now >= next_stats) {
             log_stats(svc, srv, "periodic");
             next_stats = now + interval;
+        }
+        if (ls->demand_requested) {
+            ls->demand_requested = false;
+            if (svc->on_demand) {
+                MST_INFO("Received SIGUSR2: dump on demand");
+                svc->on_demand(svc->self);
+            } else {
+                MST_INFO("Received SIGUSR2: this mode has nothing to dump; ignored");
+            }
         }
         if (ls->stats_requested) {
             ls->stats_requested = false;

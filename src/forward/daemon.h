@@ -6,7 +6,7 @@
  * the sink — the Perfetto sink (docs/forwarder.md, perfetto_sink.h) and the OTLP relay
  * (docs/relay.md, added separately). A mode fills an mst_daemon_service and calls
  * mst_daemon_run(); the loop owns the socket (frame_server.h), the signals
- * (SIGINT/SIGTERM through a signalfd, SIGPIPE ignored), the flush timer and
+ * (SIGINT/SIGTERM/SIGUSR1/SIGUSR2 through a signalfd, SIGPIPE ignored), the flush timer and
  * the periodic debug statistics.
  *
  * Start: bind the socket name (a busy name fails before the output is
@@ -41,7 +41,9 @@ typedef struct mst_daemon_counts {
      * them (loss reports, wire/loss_report.h): not in `received`. */
     uint64_t upstream_failed;  /* their exporter could not deliver them */
     uint64_t upstream_dropped; /* their tracer's queue was full */
-    char extra[256];     /* service-specific details, "" if none */
+    char extra[640];     /* service-specific details, "" if none */
+    char identity[256];  /* a further identity of the service's, "" if none ... */
+    bool identity_ok;    /* ... and whether it adds up */
 } mst_daemon_counts;
 
 typedef struct mst_daemon_service {
@@ -58,6 +60,9 @@ typedef struct mst_daemon_service {
     /* Flush and release everything; called once, also after errors. Counts
      * read after it are final (get_counts must still work). */
     mst_status (*close)(void *self);
+    /* SIGUSR2 (`mstrace trigger`): a snapshot on demand, on the loop's
+     * thread. NULL: the signal is logged and ignored. */
+    void (*on_demand)(void *self);
 } mst_daemon_service;
 
 typedef struct mst_daemon_options {

@@ -327,3 +327,10 @@ mst_status mst_output_path_open(const char *path, int *fd_out, char *err, size_t
     *fd_out = fd;
     return MST_OK;
 }
+
+mst_status mst_output_path_absolute(const char *path, char *abs, char *err, size_t err_size) {
+    if (err && err_size) err[0] = '\0';
+    if (!path || !abs) return path_err(err, err_size, MST_ERR_INVALID_ARG, "NULL argument");
+    mst_status st = check_syntax(path, err, err_size);
+    return st == MST_OK ? mst_output_abs_path(path, "--perfetto-output", abs, err, err_size) : st;
+}

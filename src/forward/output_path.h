@@ -45,4 +45,9 @@ mst_status mst_output_check_leaf(int dirfd, const char *leaf, const char *abs, c
 int mst_output_open_dir(const char *path, const char *what, mst_status *st, char *err,
                         size_t err_size);
 
+/* The absolute, lexically normalised form of `path` (PATH_MAX bytes in
+ * abs; '~/' expanded), after the syntax rule (a .json or .pftrace name).
+ * The other rules are checked when the file is opened. */
+mst_status mst_output_path_absolute(const char *path, char *abs, char *err, size_t err_size);
+
 #endif /* MST_FORWARD_OUTPUT_PATH_H */

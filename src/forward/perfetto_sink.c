@@ -28,11 +28,10 @@
 #include <unistd.h>
 
 #include "core/log.h"
-#include "forward/chrome_trace.h"
 #include "forward/format_stage.h"
 #include "forward/out_queue.h"
-#include "forward/pftrace_writer.h"
 #include "forward/timeline.h"
+#include "forward/writer_sinks.h"
 #include "wire/loss_report.h"
 #include "wire/perfetto_packet.h"
 
@@ -41,18 +40,19 @@
 #define HANDOFF_RETRY_MS 2
 /* How often the forwarder's own counters are sampled onto the timeline. */
 #define OWN_COUNTERS_EVERY_MS 1000
+/* The primary output and at most one more (the other file format). */
+#define MAX_OUTPUTS 2
 
 struct mst_perfetto_sink {
-    char *path;
-    mst_perfetto_format format;    /* JSON or PROTO (AUTO resolved at create) */
-    mst_chrome_writer *writer;     /* JSON */
-    mst_pftrace_writer *pwriter;   /* PROTO */
-    /* A second output of the other format (mst_perfetto_sink_add_output):
-     * the same spans written both ways from one run. The first output is the
-     * primary: the stats line and the own counters are its. */
-    char *path2;
-    mst_chrome_writer *writer2;
-    mst_pftrace_writer *pwriter2;
+    /* outputs[0] is the primary: the stats line and the own counters are
+     * its; the others' failures are only logged. Each is one
+     * implementation of output_sink.h, opened by svc_open. */
+    char *paths[MAX_OUTPUTS];
+    mst_perfetto_format formats[MAX_OUTPUTS]; /* AUTO resolved at create/add */
+    size_t n_paths;
+    mst_output_sink outputs[MAX_OUTPUTS];
+    size_t n_outputs;
+    const mst_flight_options *flight; /* set: outputs[0] is the flight recorder */
     mst_format_stage *stage;    /* the formatting thread, from open to close */
     /* Written by the event loop, read by both threads. */
     _Atomic uint64_t received;
@@ -60,6 +60,7 @@ struct mst_perfetto_sink {
     /* Loss the traced processes reported (loss reports, not spans). */
     _Atomic uint64_t upstream_failed;
     _Atomic uint64_t upstream_dropped;
+    _Atomic bool demand;        /* a dump on demand was asked for (SIGUSR2) */
     /* Written by both threads, read by both. */
     _Atomic uint64_t add_errors; /* out of memory: decoding, or the writer refused */
     /* Formatting thread only (the loop after close). */
@@ -67,58 +68,60 @@ struct mst_perfetto_sink {
     uint64_t last_counters_ms;
     uint64_t full_drops;        /* decoded but dropped: writes failing, output at its cap */
     uint64_t unflushed;         /* spans added since the last hand-off */
-    /* The primary writer's statistics as of the last batch formatted, for
+    /* The primary output's statistics as of the last batch formatted, for
      * the loop's periodic stats line while the formatting thread runs. */
     pthread_mutex_t stats_mu;
     mst_chrome_stats stats_snapshot;
+    char details_snapshot[384];
+    char identity_snapshot[256];
+    bool identity_ok;
     uint64_t snapshot_full_drops; /* full_drops as of stats_snapshot */
     mst_chrome_stats final_stats; /* kept at close for the final stats line */
 };
 
-/* First few, then one line per 1000 (the line carries the count). */
-static bool ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcasecmp(s + n - k, suffix) == 0;
-}
+/* ---- every output, through its table ---- */
 
-mst_perfetto_format mst_perfetto_format_for_path(const char *path) {
-    if (path && ends_with(path, ".pftrace")) return MST_PERFETTO_FORMAT_PROTO;
-    return MST_PERFETTO_FORMAT_JSON;
-}
-
-/* ---- the writer of the chosen format ---- */
-
-/* The second output's failures are only counted and logged: the primary's
+/* The other outputs' failures are only counted and logged: the primary's
  * status is what the frame callback reports. */
-static void w_add_second(mst_perfetto_sink *s, const mst_pf_span *span) {
-    mst_status st = MST_OK;
-    if (s->pwriter2) st = mst_pftrace_writer_add_span(s->pwriter2, span);
-    else if (s->writer2) st = mst_chrome_writer_add_span(s->writer2, span);
-    if (st != MST_OK && mst_log_this_count(++s->second_errors))
-        MST_WARN("second output %s: span not written: %s (%llu so far)", s->path2,
-                 mst_strerror(st), (unsigned long long)s->second_errors);
-}
-
 static mst_status w_add(mst_perfetto_sink *s, const mst_pf_span *span) {
-    w_add_second(s, span);
-    return s->pwriter ? mst_pftrace_writer_add_span(s->pwriter, span)
-                      : mst_chrome_writer_add_span(s->writer, span);
+    for (size_t i = 1; i < s->n_outputs; i++) {
+        const mst_output_sink *o = &s->outputs[i];
+        mst_status st = o->ops->add_span(o->self, span);
+        if (st != MST_OK && mst_log_this_count(++s->second_errors))
+            MST_WARN("second output %s: span not written: %s (%llu so far)", s->paths[i],
+                     mst_strerror(st), (unsigned long long)s->second_errors);
+    }
+    return s->outputs[0].ops->add_span(s->outputs[0].self, span);
 }
 
 static int w_handoff(mst_perfetto_sink *s) {
     int busy = 0;
-    if (s->pwriter2) busy |= mst_pftrace_writer_handoff(s->pwriter2);
-    if (s->writer2) busy |= mst_chrome_writer_handoff(s->writer2);
-    return busy | (s->pwriter ? mst_pftrace_writer_handoff(s->pwriter)
-                              : mst_chrome_writer_handoff(s->writer));
+    for (size_t i = 0; i < s->n_outputs; i++) busy |= s->outputs[i].ops->handoff(s->outputs[i].self);
+    return busy;
+}
+
+static int w_tick(mst_perfetto_sink *s, uint64_t now_ms) {
+    int open = 0;
+    for (size_t i = 0; i < s->n_outputs; i++) open |= s->outputs[i].ops->tick(s->outputs[i].self, now_ms);
+    return open;
 }
 
 static void w_stats(const mst_perfetto_sink *s, mst_chrome_stats *cs) {
-    if (s->pwriter) mst_pftrace_writer_get_stats(s->pwriter, cs);
-    else if (s->writer) mst_chrome_writer_get_stats(s->writer, cs);
+    if (s->n_outputs) s->outputs[0].ops->get_stats(s->outputs[0].self, cs);
 }
 
-static bool w_open(const mst_perfetto_sink *s) { return s->writer || s->pwriter; }
+/* The primary's details and identity into the snapshot (stats_mu held). */
+static void w_details(mst_perfetto_sink *s) {
+    s->details_snapshot[0] = 0;
+    s->identity_snapshot[0] = 0;
+    if (!s->n_outputs) return;
+    const mst_output_sink *o = &s->outputs[0];
+    o->ops->describe(o->self, s->details_snapshot, sizeof s->details_snapshot);
+    s->identity_ok = !o->ops->identity ||
+                     o->ops->identity(o->self, s->identity_snapshot, sizeof s->identity_snapshot);
+}
+
+static bool w_open(const mst_perfetto_sink *s) { return s->n_outputs > 0; }
 
 static uint64_t load(_Atomic uint64_t *v) { return atomic_load_explicit(v, memory_order_relaxed); }
 /* Adds one; returns the new count (for the rate-limited warnings). */
@@ -147,43 +150,42 @@ static void add_own_counters(mst_perfetto_sink *s) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-    mst_pftrace_writer *pws[2] = {s->pwriter, s->pwriter2};
-    mst_chrome_writer *jws[2] = {s->writer, s->writer2};
-    for (int i = 0; i < 2; i++) {
-        if (pws[i])
-            mst_pftrace_writer_add_forwarder_counters(pws[i], now, received, cs.spans_written,
-                                                      dropped);
-        if (jws[i])
-            mst_chrome_writer_add_forwarder_counters(jws[i], now, received, cs.spans_written,
-                                                     dropped);
-    }
+    for (size_t i = 0; i < s->n_outputs; i++)
+        s->outputs[i].ops->add_forwarder_counters(s->outputs[i].self, now, received,
+                                                  cs.spans_written, dropped);
 }
 
 mst_status mst_perfetto_sink_create(const char *output_path, mst_perfetto_format format,
                                     mst_perfetto_sink **out) {
     if (!output_path || !out) return MST_ERR_INVALID_ARG;
     mst_perfetto_sink *s = calloc(1, sizeof *s);
-    if (!s || !(s->path = strdup(output_path))) {
+    if (!s || !(s->paths[0] = strdup(output_path))) {
         free(s);
         return MST_ERR_NOMEM;
     }
-    s->format = format == MST_PERFETTO_FORMAT_AUTO ? mst_perfetto_format_for_path(output_path)
-                                                   : format;
+    s->n_paths = 1;
+    s->formats[0] = format == MST_PERFETTO_FORMAT_AUTO ? mst_perfetto_format_for_path(output_path)
+                                                       : format;
     pthread_mutex_init(&s->stats_mu, NULL);
     *out = s;
     return MST_OK;
 }
 
+void mst_perfetto_sink_set_flight(mst_perfetto_sink *s, const mst_flight_options *opts) {
+    if (s) s->flight = opts;
+}
+
+static void close_outputs(mst_perfetto_sink *s) {
+    for (size_t i = 0; i < s->n_outputs; i++) s->outputs[i].ops->close(s->outputs[i].self, NULL);
+    s->n_outputs = 0;
+}
+
 void mst_perfetto_sink_destroy(mst_perfetto_sink *s) {
     if (!s) return;
     mst_format_stage_stop(s->stage);
-    if (s->writer) mst_chrome_writer_close(s->writer);
-    if (s->pwriter) mst_pftrace_writer_close(s->pwriter);
-    if (s->writer2) mst_chrome_writer_close(s->writer2);
-    if (s->pwriter2) mst_pftrace_writer_close(s->pwriter2);
+    close_outputs(s);
     pthread_mutex_destroy(&s->stats_mu);
-    free(s->path);
-    free(s->path2);
+    for (size_t i = 0; i < s->n_paths; i++) free(s->paths[i]);
     free(s);
 }
 
@@ -212,8 +214,6 @@ static void stage_consume(void *self, const mst_span_batch *batch) {
     for (size_t i = 0; i < n; i++) add_span(s, mst_span_batch_span(batch, i));
 }
 
-/* Event loop: decode into the batch being filled; a full batch goes to the
- * formatting thread at once, the rest at the end of the epoll batch. */
 /* Event loop: a loss report (not a span) adds to the reported losses;
  * false when the payload is none. A malformed one is received and rejected
  * like any bad packet. */
@@ -237,6 +237,8 @@ static bool take_loss_report(mst_perfetto_sink *s, const uint8_t *payload, size_
     return true;
 }
 
+/* Event loop: decode into the batch being filled; a full batch goes to the
+ * formatting thread at once, the rest at the end of the epoll batch. */
 void mst_perfetto_sink_on_frame(void *self, const uint8_t *payload, size_t len, uint64_t conn_id) {
     mst_perfetto_sink *s = self;
     if (take_loss_report(s, payload, len, conn_id)) return;
@@ -265,19 +267,28 @@ void mst_perfetto_sink_on_frame(void *self, const uint8_t *payload, size_t len, 
 
 static int stage_after(void *self, uint64_t now_ms);
 
+/* A dump on demand asked for since the last look: to every output that
+ * has one (formatting thread, or the loop's after the stage stopped). */
+static void take_demand(mst_perfetto_sink *s) {
+    if (atomic_exchange_explicit(&s->demand, false, memory_order_relaxed))
+        for (size_t i = 0; i < s->n_outputs; i++)
+            if (s->outputs[i].ops->on_demand) s->outputs[i].ops->on_demand(s->outputs[i].self);
+}
+
 static mst_status svc_open(void *self, char *err, size_t err_size) {
     mst_perfetto_sink *s = self;
-    mst_status st = s->format == MST_PERFETTO_FORMAT_PROTO
-                        ? mst_pftrace_writer_open(s->path, (int64_t)getpid(), &s->pwriter, err, err_size)
-                        : mst_chrome_writer_open(s->path, (int64_t)getpid(), &s->writer, err, err_size);
-    /* The second output has the other format (checked when it was added). */
-    if (st == MST_OK && s->path2)
-        st = s->format == MST_PERFETTO_FORMAT_PROTO
-                 ? mst_chrome_writer_open(s->path2, (int64_t)getpid(), &s->writer2, err, err_size)
-                 : mst_pftrace_writer_open(s->path2, (int64_t)getpid(), &s->pwriter2, err, err_size);
-    if (st != MST_OK) return st;
+    for (size_t i = 0; i < s->n_paths; i++) {
+        mst_output_sink *o = &s->outputs[s->n_outputs];
+        mst_status st = i == 0 && s->flight
+                            ? mst_flight_sink_open(s->paths[0], s->formats[0], s->flight, o, err,
+                                                   err_size)
+                            : mst_writer_sink_open(s->paths[i], s->formats[i], (int64_t)getpid(), o,
+                                                   err, err_size);
+        if (st != MST_OK) return st;
+        s->n_outputs++;
+    }
     mst_format_stage_ops ops = {.self = s, .consume = stage_consume, .after = stage_after};
-    st = mst_format_stage_start(&ops, &s->stage);
+    mst_status st = mst_format_stage_start(&ops, &s->stage);
     if (st != MST_OK) snprintf(err, err_size, "cannot start the formatting thread: %s", mst_strerror(st));
     return st;
 }
@@ -293,11 +304,8 @@ static int stage_after(void *self, uint64_t now_ms) {
     /* Request tracks complete on the forwarder's clock (timeline.h): tick
      * every output, and come back while requests are open even without
      * traffic. A tick that wrote events needs a hand-off like spans do. */
-    int open = 0;
-    if (s->writer) open |= mst_chrome_writer_tick(s->writer, now_ms);
-    if (s->pwriter) open |= mst_pftrace_writer_tick(s->pwriter, now_ms);
-    if (s->writer2) open |= mst_chrome_writer_tick(s->writer2, now_ms);
-    if (s->pwriter2) open |= mst_pftrace_writer_tick(s->pwriter2, now_ms);
+    take_demand(s);
+    int open = w_tick(s, now_ms);
     if (open) s->unflushed++;
     int next = -1;
     if (s->unflushed) {
@@ -314,6 +322,7 @@ static int stage_after(void *self, uint64_t now_ms) {
     }
     pthread_mutex_lock(&s->stats_mu);
     w_stats(s, &s->stats_snapshot);
+    w_details(s);
     s->snapshot_full_drops = s->full_drops;
     pthread_mutex_unlock(&s->stats_mu);
     return next;
@@ -331,21 +340,22 @@ static int svc_after_batch(void *self, uint64_t now_ms) {
 static void svc_get_counts(void *self, mst_daemon_counts *out) {
     mst_perfetto_sink *s = self;
     mst_chrome_stats cs = s->final_stats;
-    if (s->stage) { /* running: the formatting thread's last snapshot */
-        pthread_mutex_lock(&s->stats_mu);
+    char details[sizeof s->details_snapshot];
+    pthread_mutex_lock(&s->stats_mu);
+    if (s->stage) { /* running: the formatting thread's last snapshot ... */
         cs = s->stats_snapshot;
-        uint64_t full_drops = s->snapshot_full_drops;
-        pthread_mutex_unlock(&s->stats_mu);
         /* ... with the file's counters as of now: the snapshot is taken when
          * a batch is handed to the writer thread, before it is written. */
         mst_outq_stats os;
-        if (s->pwriter) mst_pftrace_writer_get_disk_stats(s->pwriter, &os);
-        else mst_chrome_writer_get_disk_stats(s->writer, &os);
-        mst_chrome_stats_add_outq(&cs, &os, full_drops);
-    } else {
-        w_stats(s, &cs);
+        const mst_output_sink *o = &s->outputs[0];
+        if (o->ops && o->ops->get_disk_stats && o->ops->get_disk_stats(o->self, &os))
+            mst_chrome_stats_add_outq(&cs, &os, s->snapshot_full_drops);
     }
+    memcpy(details, s->details_snapshot, sizeof details);
     memset(out, 0, sizeof *out);
+    memcpy(out->identity, s->identity_snapshot, sizeof out->identity);
+    out->identity_ok = s->identity_ok;
+    pthread_mutex_unlock(&s->stats_mu);
     out->received = load(&s->received);
     out->written = cs.spans_written;
     out->rejected = load(&s->rejected);
@@ -358,51 +368,57 @@ static void svc_get_counts(void *self, mst_daemon_counts *out) {
              (unsigned long long)cs.spans_dropped, (unsigned long long)load(&s->add_errors));
     snprintf(out->extra, sizeof out->extra,
              "flows=%llu pending_links=%llu evicted_positions=%llu evicted_links=%llu "
-             "write_errors=%llu spans_dropped=%llu write_waits=%llu bytes_out=%llu",
+             "write_errors=%llu spans_dropped=%llu write_waits=%llu bytes_out=%llu%s",
              (unsigned long long)cs.flows_written, (unsigned long long)cs.flows_pending,
              (unsigned long long)cs.positions_evicted, (unsigned long long)cs.pending_evicted,
              (unsigned long long)cs.write_errors, (unsigned long long)cs.spans_dropped,
              (unsigned long long)cs.write_waits,
-             (unsigned long long)cs.bytes_written);
+             (unsigned long long)cs.bytes_written, details);
 }
 
 static mst_status svc_close(void *self) {
     mst_perfetto_sink *s = self;
-    /* Every span decoded is formatted before the writers close; from here
-     * on the writers are this thread's. */
+    /* Every span decoded is formatted before the outputs close; from here
+     * on the outputs are this thread's. */
     mst_format_stage_stop(s->stage);
     s->stage = NULL;
     if (!w_open(s)) return MST_OK;
-    /* Complete the open request tracks and take a last own-counter sample
-     * first; the counters kept are taken after the close, which drops (and
-     * counts) whatever still could not be written. */
-    mst_status fst = s->pwriter ? mst_pftrace_writer_flush(s->pwriter, true)
-                                : mst_chrome_writer_flush_final(s->writer);
+    take_demand(s); /* asked for just before the stop */
+    /* Complete what is still open and take a last own-counter sample
+     * first; the counters kept are the primary's after its close, which
+     * drops (and counts) whatever still could not be written. */
+    mst_status fst = s->outputs[0].ops->finish(s->outputs[0].self);
     add_own_counters(s);
-    mst_status st = s->pwriter ? mst_pftrace_writer_close_final(s->pwriter, &s->final_stats)
-                               : mst_chrome_writer_close_final(s->writer, &s->final_stats);
-    if (st == MST_OK) st = fst;
-    s->writer = NULL;
-    s->pwriter = NULL;
-    if (st != MST_OK) MST_ERROR("closing %s failed: %s", s->path, mst_strerror(st));
-    if (s->pwriter2 || s->writer2) {
-        mst_status st2 = s->pwriter2 ? mst_pftrace_writer_flush(s->pwriter2, true)
-                                     : mst_chrome_writer_flush_final(s->writer2);
-        mst_status c2 = s->pwriter2 ? mst_pftrace_writer_close(s->pwriter2)
-                                    : mst_chrome_writer_close(s->writer2);
-        if (st2 == MST_OK) st2 = c2;
-        s->pwriter2 = NULL;
-        s->writer2 = NULL;
-        if (st2 != MST_OK) MST_ERROR("closing %s failed: %s", s->path2, mst_strerror(st2));
-        if (st == MST_OK) st = st2;
+    /* The details as of now (what the flight recorder reports is final
+     * once it finished; the file writers' counters come from the close). */
+    pthread_mutex_lock(&s->stats_mu);
+    w_details(s);
+    pthread_mutex_unlock(&s->stats_mu);
+    mst_status result = MST_OK;
+    for (size_t i = 0; i < s->n_outputs; i++) {
+        const mst_output_sink *o = &s->outputs[i];
+        mst_status f = i == 0 ? fst : o->ops->finish(o->self);
+        mst_status c = o->ops->close(o->self, i == 0 ? &s->final_stats : NULL);
+        if (c == MST_OK) c = f;
+        if (c != MST_OK) MST_ERROR("closing %s failed: %s", s->paths[i], mst_strerror(c));
+        if (result == MST_OK) result = c;
     }
-    return st;
+    s->n_outputs = 0;
+    return result;
 }
 
 mst_status mst_perfetto_sink_add_output(mst_perfetto_sink *s, const char *path) {
-    if (!s || !path || s->path2) return MST_ERR_INVALID_ARG;
-    if (mst_perfetto_format_for_path(path) == s->format) return MST_ERR_INVALID_ARG;
-    return (s->path2 = strdup(path)) ? MST_OK : MST_ERR_NOMEM;
+    if (!s || !path || s->n_paths >= MAX_OUTPUTS || s->flight) return MST_ERR_INVALID_ARG;
+    mst_perfetto_format f = mst_perfetto_format_for_path(path);
+    if (f == s->formats[0]) return MST_ERR_INVALID_ARG;
+    if (!(s->paths[s->n_paths] = strdup(path))) return MST_ERR_NOMEM;
+    s->formats[s->n_paths++] = f;
+    return MST_OK;
+}
+
+static void svc_on_demand(void *self) {
+    mst_perfetto_sink *s = self;
+    atomic_store_explicit(&s->demand, true, memory_order_relaxed);
 }
 
 void mst_perfetto_sink_service(mst_perfetto_sink *s, mst_daemon_service *svc) {
@@ -414,4 +430,7 @@ void mst_perfetto_sink_service(mst_perfetto_sink *s, mst_daemon_service *svc) {
     svc->after_batch = svc_after_batch;
     svc->get_counts = svc_get_counts;
     svc->close = svc_close;
+    /* Only the flight recorder has a snapshot to give (the daemon logs and
+     * ignores SIGUSR2 otherwise). */
+    svc->on_demand = s->flight ? svc_on_demand : NULL;
 }

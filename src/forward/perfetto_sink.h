@@ -1,8 +1,10 @@
 /*
  * perfetto_sink.h — the Perfetto mode of `mstrace forward` (docs/forwarder.md):
  * each frame payload is decoded as one hook span packet and handed to the
- * output writer of the chosen format: Chrome Trace JSON (chrome_trace.h) or
- * native Perfetto protobuf (pftrace_writer.h). Bad packets are counted and
+ * outputs, each an implementation of output_sink.h: a file writer of the
+ * chosen format (Chrome Trace JSON or native Perfetto protobuf, through
+ * writer_sinks.h), optionally a second one of the other format, or the
+ * flight recorder (flight_sink.h). Bad packets are counted and
  * logged (rate-limited); they never close the connection or harm the output.
  * About once a second (and at close) the forwarder's own counters (spans
  * received / written / dropped) are added to the timeline.
@@ -17,17 +19,11 @@
 #define MST_FORWARD_PERFETTO_SINK_H
 
 #include "forward/daemon.h"
+#include "forward/flight_sink.h"
+#include "forward/output_sink.h"
+#include "forward/writer_sinks.h"
 
 typedef struct mst_perfetto_sink mst_perfetto_sink;
-
-typedef enum mst_perfetto_format {
-    MST_PERFETTO_FORMAT_AUTO = 0,  /* from the extension: .pftrace = proto, else JSON */
-    MST_PERFETTO_FORMAT_JSON,
-    MST_PERFETTO_FORMAT_PROTO
-} mst_perfetto_format;
-
-/* The format AUTO stands for with `path`. */
-mst_perfetto_format mst_perfetto_format_for_path(const char *path);
 
 /* Allocates a sink for `output_path`; the file is opened by the service's
  * open() (after the socket is bound). */
@@ -39,7 +35,14 @@ mst_status mst_perfetto_sink_create(const char *output_path, mst_perfetto_format
  * MST_ERR_INVALID_ARG when one was added already or the formats match. */
 mst_status mst_perfetto_sink_add_output(mst_perfetto_sink *sink, const char *path);
 
-/* Fills `svc` with the sink's callbacks (svc->self = sink). */
+/* Flight-recorder mode (docs/forwarder.md "Flight recorder"): the output
+ * path becomes the template of the dumps' names and nothing is written
+ * until a trigger fires. `opts` must outlive the sink. Not with a second
+ * output. */
+void mst_perfetto_sink_set_flight(mst_perfetto_sink *sink, const mst_flight_options *opts);
+
+/* Fills `svc` with the sink's callbacks (svc->self = sink); call it after
+ * mst_perfetto_sink_set_flight (on_demand is set only in that mode). */
 void mst_perfetto_sink_service(mst_perfetto_sink *sink, mst_daemon_service *svc);
 
 /* The frame callback (also usable directly, e.g. by fuzz targets). */

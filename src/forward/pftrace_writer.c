@@ -988,6 +988,14 @@ void mst_pftrace_writer_add_forwarder_counters(mst_pftrace_writer *w, int64_t ts
     (void)end_add(w, mark);
 }
 
+void mst_pftrace_writer_add_counter(mst_pftrace_writer *w, const mst_tl_counter *c) {
+    if (!w || !c || !begin_add(w)) return;
+    size_t mark = w->buf->len;
+    ensure_process(w, c->pid, NULL);
+    sink_counter(w, c);
+    (void)end_add(w, mark);
+}
+
 int mst_pftrace_writer_tick(mst_pftrace_writer *w, uint64_t now_ms) {
     if (!w || !begin_add(w)) return 0;
     size_t mark = w->buf->len;

@@ -39,6 +39,8 @@ mst_status mst_pftrace_writer_add_span(mst_pftrace_writer *w, const mst_pf_span 
 void mst_pftrace_writer_add_forwarder_counters(mst_pftrace_writer *w, int64_t ts_ns,
                                                uint64_t received, uint64_t written,
                                                uint64_t dropped);
+/* One counter sample on its process's counter track (c->name static). */
+void mst_pftrace_writer_add_counter(mst_pftrace_writer *w, const struct mst_tl_counter *c);
 /* As mst_chrome_writer_tick: request tracks that became complete. */
 int mst_pftrace_writer_tick(mst_pftrace_writer *w, uint64_t now_ms);
 /* As mst_chrome_writer_handoff / _flush. Flush also completes every open
