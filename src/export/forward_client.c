@@ -12,7 +12,9 @@
  *     MST_FORWARD_SEND_BUDGET_MS (5 s) without progress, and a few budgets in
  *     all, before the rest of the batch is counted as failed.
  *   - Frames of a batch are gathered into one chunk buffer and written with
- *     as few send() calls as the kernel allows.
+ *     as few send() calls as the kernel allows, into a socket whose send
+ *     buffer is MST_FORWARD_SNDBUF_BYTES (4 MiB asked), so a burst of large
+ *     spans goes to a busy forwarder in few wake-ups.
  *   - When the forwarder is absent or the connection breaks, spans are
  *     counted as failed (never queued up here). A connection that was up
  *     and broke (or that the client cut) is reconnected at the next batch;
