@@ -170,6 +170,36 @@ def step_of(n):
     return StepScheduler, ids
 
 
+def step_schedulers(n, size):
+    """(plain, hooked) scheduler of a step of `size` requests, every request
+    registered with a sampled context (a link each)."""
+    n._reset_requests()
+    cls, ids = step_of(size)
+    for i, rid in enumerate(ids):
+        n.register_request(rid, {"traceparent": "00-%032x-%016x-01" % (i + 1, i + 1)})
+    hooked_cls = type("HookedStepScheduler", (cls,), {"schedule": n.Hook(
+        cls.schedule, name="vllm.scheduler.schedule", domain="Schedule", adapter="schedule")})
+    return cls(), hooked_cls()
+
+
+def count_steps(n, size, calls):
+    """Only `calls` hooked steps of `size` requests after a warm-up, no
+    timing: the workload bench/hook_instructions.sh counts under callgrind
+    (collection toggled on the Hook's call entry, so setup, the warm-up's
+    first-call costs and the exporter thread are not counted)."""
+    n.init(null_exporter=True, otlp=False, perfetto=False)
+    plain, hs = step_schedulers(n, size)
+    for _ in range(50):
+        hs.schedule()
+    n.flush(10000)
+    for i in range(calls):
+        hs.schedule()
+        if i % 256 == 255:
+            n.flush(10000)
+    n.flush(10000)
+    n.shutdown()
+
+
 def bench_steps(n, sizes, calls, rounds):
     """Calling-thread CPU added by the schedule adapter per step, at each
     batch size, every request with a known context (a link each)."""
@@ -178,14 +208,7 @@ def bench_steps(n, sizes, calls, rounds):
           "(median of %d rounds x %d calls, calling-thread CPU)" % (rounds, calls))
     print("%-10s %12s %12s %14s" % ("requests", "plain ns", "mstrace ns", "added us"))
     for size in sizes:
-        n._reset_requests()
-        cls, ids = step_of(size)
-        for i, rid in enumerate(ids):
-            n.register_request(rid, {"traceparent": "00-%032x-%016x-01" % (i + 1, i + 1)})
-        plain = cls()
-        hooked_cls = type("HookedStepScheduler", (cls,), {"schedule": n.Hook(
-            cls.schedule, name="vllm.scheduler.schedule", domain="Schedule", adapter="schedule")})
-        hs = hooked_cls()
+        plain, hs = step_schedulers(n, size)
         p = per_call_ns(plain.schedule, calls, rounds)[1]
         m = per_call_ns(hs.schedule, calls, rounds)[1]
         print("%-10d %12.0f %12.0f %14.2f" % (size, p, m, (m - p) / 1000))
@@ -203,10 +226,15 @@ def main():
     ap.add_argument("--calls", type=int, default=20000)
     ap.add_argument("--steps", default="", metavar="N,N,...",
                     help="only the schedule adapter per step at these batch sizes (e.g. 1,8,64,256)")
+    ap.add_argument("--count-steps", type=int, default=0, metavar="N",
+                    help="with one --steps size: run N hooked steps, no timing (for callgrind)")
     a = ap.parse_args()
     os.environ.setdefault("OTEL_BSP_MAX_QUEUE_SIZE", "65536")
     os.environ.setdefault("OTEL_BSP_SCHEDULE_DELAY", "200")
     n = load_native(a.build)
+    if a.count_steps:
+        count_steps(n, int(a.steps), a.count_steps)
+        return
     if a.steps:
         bench_steps(n, [int(x) for x in a.steps.split(",")], max(a.calls // 20, 500), a.rounds)
         return

@@ -16,8 +16,13 @@
 #include <string.h>
 
 /* A chunk is at least this big so a span with many links/events makes few
- * mallocs; bigger requests get a chunk of their own size. */
+ * mallocs; bigger requests get a chunk of their own size. Each new chunk is
+ * twice the newest one, up to MST_ARENA_CHUNK_GROW_MAX: a step span of 256
+ * requests (~50 KB of ids, counts and links) then takes a handful of
+ * mallocs instead of one per 4 KB, while a span that needs little never
+ * holds more than twice what it used. */
 #define MST_ARENA_CHUNK_MIN 4096
+#define MST_ARENA_CHUNK_GROW_MAX (64 * 1024)
 
 void mst_arena_init(mst_arena *arena) {
     arena->inline_used = 0;
@@ -33,7 +38,10 @@ static void *chunk_alloc(mst_arena *arena, size_t n) {
         c->used += n;
         return p;
     }
-    size_t cap = n > MST_ARENA_CHUNK_MIN ? n : MST_ARENA_CHUNK_MIN;
+    size_t cap = MST_ARENA_CHUNK_MIN;
+    if (c) cap = c->cap >= MST_ARENA_CHUNK_GROW_MAX / 2 ? MST_ARENA_CHUNK_GROW_MAX : c->cap * 2;
+    if (cap < MST_ARENA_CHUNK_MIN) cap = MST_ARENA_CHUNK_MIN;
+    if (n > cap) cap = n;
     c = malloc(sizeof(*c) + cap);
     if (!c) return NULL;
     c->cap = cap;

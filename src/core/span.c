@@ -64,6 +64,35 @@ static bool str_replace(mst_arena *a, mst_str *dst, const char *s, size_t len, s
     return str_copy(a, dst, s, len, max);
 }
 
+/* Copies a string list (count >= 1 items, each cut to MST_MAX_VALUE_LEN)
+ * into the arena as one block: the item array, then every item's bytes and
+ * NUL back to back. Why one block: a step's lists hold hundreds of request
+ * ids, and one arena allocation per item was most of their cost. Lengths
+ * are measured first (stored in the items, whose pointers still name the
+ * source), then the bytes are copied in one pass. */
+static mst_str *list_copy(mst_arena *a, const char *const *src, size_t count) {
+    mst_str *items = mst_arena_alloc(a, sizeof(mst_str) * count);
+    if (!items) return NULL;
+    size_t total = 0;
+    for (size_t i = 0; i < count; i++) {
+        const char *s = src[i] ? src[i] : k_empty;
+        size_t n = mst_utf8_cut(s, strlen(s), MST_MAX_VALUE_LEN);
+        items[i].ptr = s;
+        items[i].len = (uint32_t)n;
+        total += n + 1;
+    }
+    char *p = mst_arena_alloc(a, total);
+    if (!p) return NULL;
+    for (size_t i = 0; i < count; i++) {
+        size_t n = items[i].len;
+        memcpy(p, items[i].ptr, n);
+        p[n] = '\0';
+        items[i].ptr = p;
+        p += n + 1;
+    }
+    return items;
+}
+
 /* ---------------------------------------------------------- attributes */
 
 typedef struct attr_table {
@@ -71,9 +100,22 @@ typedef struct attr_table {
     uint32_t *n;
     uint32_t cap;
     uint32_t *dropped;
+    uint64_t *key_lens; /* one bit per key held, or NULL: see key_bit */
 } attr_table;
 
+/* A span sets its ~20 attributes one by one, each a search of those already
+ * set (a replaced key keeps its slot). Most keys are new, so one bit per key
+ * held — of its length and its middle and last bytes, which tell apart keys
+ * of one length such as `step.tokens` and `request.ids` — lets the search be
+ * skipped. klen >= 1 (empty keys are refused before). */
+static uint64_t key_bit(const char *key, size_t klen) {
+    size_t h = klen ^ ((size_t)(unsigned char)key[klen - 1] * 5u) ^
+               ((size_t)(unsigned char)key[klen / 2] * 11u);
+    return (uint64_t)1 << (h & 63u);
+}
+
 static mst_attr *attr_find(const attr_table *t, const char *key, size_t klen) {
+    if (t->key_lens && !(*t->key_lens & key_bit(key, klen))) return NULL;
     for (uint32_t i = 0; i < *t->n; i++) {
         mst_attr *a = &t->arr[i];
         if (a->key.len == klen && memcmp(a->key.ptr, key, klen) == 0) return a;
@@ -100,12 +142,8 @@ static bool attr_store(mst_arena *ar, mst_attr *a, bool is_new, const mst_attr_i
         if (!in->v.list.items) count = 0;
         if (count > MST_MAX_LIST_ITEMS) count = MST_MAX_LIST_ITEMS;
         if (!is_new && arena_bytes(ar) > SPAN_REPLACE_BUDGET) return false;
-        mst_str *items = count ? mst_arena_alloc(ar, sizeof(mst_str) * count) : NULL;
-        if (count && !items) return false;
-        for (size_t i = 0; i < count; i++) {
-            const char *s = in->v.list.items[i] ? in->v.list.items[i] : k_empty;
-            if (!str_copy(ar, &items[i], s, strlen(s), MST_MAX_VALUE_LEN)) return false;
-        }
+        mst_str *items = NULL;
+        if (count && !(items = list_copy(ar, in->v.list.items, count))) return false;
         a->v.list.items = items;
         a->v.list.count = (uint32_t)count;
         break;
@@ -138,26 +176,89 @@ static void attr_set(mst_arena *ar, const attr_table *t, const mst_attr_in *in, 
         (*t->dropped)++;
         return;
     }
-    if (is_new) (*t->n)++;
+    if (is_new) {
+        (*t->n)++;
+        if (t->key_lens) *t->key_lens |= key_bit(in->key, klen);
+    }
 }
 
 static size_t in_strlen(const mst_attr_in *in) {
     return (in->type == MST_ATTR_STRING && in->v.s) ? strlen(in->v.s) : 0;
 }
 
-/* Copies borrowed attributes into a fresh arena table of at most 32. */
+/* One attribute that is not a list, in one arena block (the attribute, then
+ * its key unless `prev_key` has the same bytes and is shared, then a string
+ * value). Why: a step span links up to 128 requests, each link with one
+ * `request.id` attribute; three allocations and a copy of the same key per
+ * link were most of a link's cost. Keys and values of a link are never
+ * replaced, so sharing the previous link's key copy is safe. False (nothing
+ * allocated) when this is not the simple case (an empty key, a list, an
+ * unknown type): the caller takes the general path. */
+static bool attr_copy_one(mst_arena *ar, const mst_attr_in *in, const mst_str *prev_key,
+                          mst_attr **out) {
+    if (!in->key || !in->key[0]) return false;
+    if (in->type != MST_ATTR_STRING && in->type != MST_ATTR_INT && in->type != MST_ATTR_DOUBLE &&
+        in->type != MST_ATTR_BOOL)
+        return false;
+    /* the previous link's key, byte for byte and no longer: shared, no strlen */
+    bool share = prev_key && strncmp(prev_key->ptr, in->key, prev_key->len) == 0 &&
+                 in->key[prev_key->len] == '\0';
+    size_t klen = share ? prev_key->len : mst_utf8_cut(in->key, strlen(in->key), MST_MAX_KEY_LEN);
+    const char *v = NULL;
+    size_t vlen = 0;
+    if (in->type == MST_ATTR_STRING) {
+        v = in->v.s ? in->v.s : k_empty;
+        vlen = mst_utf8_cut(v, strlen(v), MST_MAX_VALUE_LEN);
+    }
+    size_t bytes = sizeof(mst_attr) + (share ? 0 : klen + 1) + (v ? vlen + 1 : 0);
+    mst_attr *a = mst_arena_alloc(ar, bytes);
+    if (!a) return false;
+    char *p = (char *)(a + 1);
+    if (share) {
+        a->key = *prev_key;
+    } else {
+        memcpy(p, in->key, klen);
+        p[klen] = '\0';
+        a->key.ptr = p;
+        a->key.len = (uint32_t)klen;
+        p += klen + 1;
+    }
+    a->type = in->type;
+    switch (in->type) {
+    case MST_ATTR_STRING:
+        memcpy(p, v, vlen);
+        p[vlen] = '\0';
+        a->v.s.ptr = p;
+        a->v.s.len = (uint32_t)vlen;
+        break;
+    case MST_ATTR_INT: a->v.i = in->v.i; break;
+    case MST_ATTR_DOUBLE: a->v.d = in->v.d; break;
+    default: a->v.b = in->v.b; break; /* MST_ATTR_BOOL */
+    }
+    *out = a;
+    return true;
+}
+
+/* Copies borrowed attributes into a fresh arena table of at most 32.
+ * `prev` (or NULL): the attributes of the previous link/event, whose first
+ * key a lone attribute may share. */
 static mst_attr *attrs_copy(mst_arena *ar, const mst_attr_in *attrs, size_t n, uint32_t *n_out,
-                            uint32_t *dropped) {
+                            uint32_t *dropped, const mst_attr *prev, uint32_t n_prev) {
     *n_out = 0;
     *dropped = 0;
     if (!attrs || n == 0) return NULL;
+    mst_attr *one;
+    if (n == 1 && attr_copy_one(ar, attrs, n_prev ? &prev[0].key : NULL, &one)) {
+        *n_out = 1;
+        return one;
+    }
     uint32_t cap = n > MST_MAX_ATTRIBUTES ? MST_MAX_ATTRIBUTES : (uint32_t)n;
     mst_attr *arr = mst_arena_alloc(ar, sizeof(mst_attr) * cap);
     if (!arr) {
         *dropped = (uint32_t)n;
         return NULL;
     }
-    attr_table t = {arr, n_out, cap, dropped};
+    attr_table t = {arr, n_out, cap, dropped, NULL};
     for (size_t i = 0; i < n; i++) attr_set(ar, &t, &attrs[i], in_strlen(&attrs[i]));
     return arr;
 }
@@ -223,6 +324,7 @@ static mst_span *span_begin(mst_tracer *tracer, const mst_scope *scope, const ch
     s->status_message.len = 0;
     s->n_attrs = 0;
     s->dropped_attrs = 0;
+    s->attr_key_lens = 0;
     s->links = NULL;
     s->n_links = s->link_cap = s->dropped_links = 0;
     s->events = NULL;
@@ -247,7 +349,7 @@ mst_span *mst_span_start_with_ids(mst_tracer *tracer, const mst_scope *scope, co
 /* -------------------------------------------------------------- setters */
 
 static void span_set(mst_span *s, const mst_attr_in *in, size_t slen) {
-    attr_table t = {s->attrs, &s->n_attrs, MST_MAX_ATTRIBUTES, &s->dropped_attrs};
+    attr_table t = {s->attrs, &s->n_attrs, MST_MAX_ATTRIBUTES, &s->dropped_attrs, &s->attr_key_lens};
     attr_set(&s->arena, &t, in, slen);
 }
 
@@ -330,7 +432,9 @@ void mst_span_add_link(mst_span *span, const mst_span_context *linked, const mst
     if (linked->trace_state_len)
         str_copy(&span->arena, &l->trace_state, linked->trace_state,
                  strnlen(linked->trace_state, linked->trace_state_len), MST_TRACESTATE_MAX);
-    l->attrs = attrs_copy(&span->arena, attrs, n_attrs, &l->n_attrs, &l->dropped_attrs);
+    const mst_link *prev = span->n_links ? &links[span->n_links - 1] : NULL;
+    l->attrs = attrs_copy(&span->arena, attrs, n_attrs, &l->n_attrs, &l->dropped_attrs,
+                          prev ? prev->attrs : NULL, prev ? prev->n_attrs : 0);
     span->n_links++;
 }
 
@@ -353,7 +457,9 @@ void mst_span_add_event(mst_span *span, const char *name, uint64_t time_ns, cons
     e->name.len = 0;
     if (name) str_copy(&span->arena, &e->name, name, strlen(name), MST_MAX_VALUE_LEN);
     e->time_ns = time_ns ? time_ns : mst_clock_now_ns();
-    e->attrs = attrs_copy(&span->arena, attrs, n_attrs, &e->n_attrs, &e->dropped_attrs);
+    const mst_event *prev = span->n_events ? &events[span->n_events - 1] : NULL;
+    e->attrs = attrs_copy(&span->arena, attrs, n_attrs, &e->n_attrs, &e->dropped_attrs,
+                          prev ? prev->attrs : NULL, prev ? prev->n_attrs : 0);
     span->n_events++;
 }
 

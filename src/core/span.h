@@ -41,6 +41,7 @@ struct mst_span {
     mst_str status_message;
     uint32_t n_attrs;
     uint32_t dropped_attrs;
+    uint64_t attr_key_lens;       /* span.c key_bit: one bit per attribute key set */
     mst_attr attrs[MST_MAX_ATTRIBUTES];
     mst_link *links;              /* arena array with link_cap slots */
     uint32_t n_links;

@@ -27,7 +27,7 @@ DOCS = os.path.join(REPO, "docs")
 ZH = os.path.join(DOCS, "zh")
 
 # Pages that must have a Chinese counterpart.
-REQUIRED_PAGES = ("user-guide.md", "configuration.md", "forwarder.md")
+REQUIRED_PAGES = ("user-guide.md", "configuration.md", "forwarder.md", "performance.md")
 
 # First part of the environment variables users set or read about.
 ENV_PREFIXES = ("MS", "MSTRACE", "MST", "OTEL", "PROFILING", "VLLM", "HF", "TRANSFORMERS", "ASCEND")

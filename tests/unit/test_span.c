@@ -237,6 +237,65 @@ static void test_links_events_status(void) {
     teardown();
 }
 
+/* Lists are copied as one block and a link's lone attribute may share the
+ * previous link's key: every item and key must still be its own exact,
+ * NUL-terminated string (a key that only starts like the previous one is
+ * not shared; empty and NULL items are ""; an item over the limit is cut on
+ * a UTF-8 boundary). */
+static void inspect_shared_copies(const mst_span *s) {
+    const char *want_keys[] = {"request.id", "request.id", "request.idx", "request", "request.id"};
+    CHECK_EQ_INT(s->n_links, 5);
+    for (uint32_t i = 0; i < s->n_links && i < 5; i++) {
+        CHECK_EQ_INT(s->links[i].n_attrs, 1);
+        CHECK_EQ_STR(s->links[i].attrs[0].key.ptr, want_keys[i]);
+        CHECK_EQ_INT(s->links[i].attrs[0].key.len, strlen(want_keys[i]));
+    }
+    CHECK_EQ_INT(s->links[3].attrs[0].type, MST_ATTR_INT);
+    CHECK_EQ_INT(s->links[3].attrs[0].v.i, 7);
+    CHECK_EQ_STR(s->links[4].attrs[0].v.s.ptr, "id-4");
+    const mst_attr *a = find(s, "ids");
+    CHECK(a && a->v.list.count == 4);
+    if (!a || a->v.list.count != 4) return;
+    CHECK_EQ_STR(a->v.list.items[0].ptr, "first");
+    CHECK_EQ_INT(a->v.list.items[1].len, 0);
+    CHECK_EQ_STR(a->v.list.items[1].ptr, "");
+    CHECK_EQ_STR(a->v.list.items[2].ptr, "");
+    CHECK_EQ_INT(a->v.list.items[3].len, MST_MAX_VALUE_LEN - 1); /* before the 2-byte character */
+    CHECK_EQ_INT(a->v.list.items[3].ptr[a->v.list.items[3].len], '\0');
+}
+
+static void test_shared_copies(void) {
+    setup();
+    g_inspect = inspect_shared_copies;
+    mst_span *s = mst_span_start(g_t, NULL, "shared", MST_SPAN_KIND_INTERNAL, NULL, 0);
+    const char *keys[] = {"request.id", "request.id", "request.idx", "request", "request.id"};
+    for (int i = 0; i < 5; i++) {
+        mst_span_context c;
+        memset(&c, 0, sizeof c);
+        c.trace_id = mst_trace_id_random();
+        c.span_id = mst_span_id_random();
+        char v[16];
+        sprintf(v, "id-%d", i);
+        mst_attr_in at = {.key = keys[i], .type = MST_ATTR_STRING, .v.s = v};
+        if (i == 3) {
+            at.type = MST_ATTR_INT;
+            at.v.i = 7;
+        }
+        mst_span_add_link(s, &c, &at, 1);
+    }
+    static char big[1100];
+    memset(big, 'y', sizeof big);
+    big[MST_MAX_VALUE_LEN - 1] = (char)0xc3; /* é straddles the limit */
+    big[MST_MAX_VALUE_LEN] = (char)0xa9;
+    big[sizeof big - 1] = '\0';
+    const char *items[] = {"first", "", NULL, big};
+    mst_span_set_str_list(s, "ids", items, 4);
+    mst_span_end(s, 0);
+    CHECK_EQ_INT(mst_tracer_flush(g_t, 5000), MST_OK);
+    CHECK_EQ_INT(g_e->seen, 1);
+    teardown();
+}
+
 static void test_status_ok_is_final(void) {
     setup();
     mst_span *s = mst_span_start(g_t, NULL, "st", MST_SPAN_KIND_INTERNAL, NULL, 0);
@@ -310,6 +369,7 @@ static const mst_test_case tests[] = {
     {"attribute_limits", test_attribute_limits},
     {"long_key_truncated", test_long_key_truncated},
     {"links_events_status", test_links_events_status},
+    {"shared_copies", test_shared_copies},
     {"status_ok_is_final", test_status_ok_is_final},
     {"null_span_is_noop", test_null_span_is_noop},
     {"discard_and_replace_budget", test_discard_and_replace_budget},

@@ -5,7 +5,8 @@
  * over a fixed pool of entries threaded on a FIFO list, so put, get, drop
  * and eviction are all O(1). Entries come from a pool allocated on first use
  * and never freed (1.3 MB), so the hot path does not malloc except for ids
- * longer than the inline key.
+ * longer than the inline key. A lookup first tries the entry the same id
+ * buffer found last time (g_recent), which is what a batch's ids hit.
  *
  * Id join (docs/reference/vllm-internals.md "Request ids"): vLLM's internal ids are "<external>-<8 hex>"; a lookup
  * tries the exact id, then the id with such a suffix stripped, so a context
@@ -41,6 +42,17 @@ typedef struct req_entry {
     mst_span *span;                     /* open vllm.request span or NULL */
     char inline_key[REQ_INLINE_KEY];
 } req_entry;
+
+/* The entry each id buffer last found, direct-mapped by the buffer's
+ * address. Why: a batch adapter looks up every scheduled request each step,
+ * and its id is the same str object every step (vLLM keys the step's dicts by
+ * Request.request_id), so the UTF-8 buffer PyUnicode_AsUTF8AndSize hands
+ * out is at the same address too. A hit costs one compare of the key's bytes
+ * instead of hashing them and walking a bucket; the compare (and a live
+ * entry's non-NULL key) makes a stale or colliding slot a plain miss, so the
+ * cache never needs clearing. Only exact matches are kept. */
+#define REQ_RECENT_SLOTS 4096u
+static req_entry *g_recent[REQ_RECENT_SLOTS];
 
 static req_entry *g_pool;
 static req_entry *g_buckets[REQ_BUCKETS];
@@ -151,13 +163,27 @@ static size_t stripped_len(const char *id, size_t len) {
     return len - 9;
 }
 
+/* g_recent's slot for an id buffer's address. */
+static size_t recent_slot(const char *id) {
+    uint64_t x = (uint64_t)(uintptr_t)id;
+    x = (x ^ (x >> 29)) * 0x9E3779B97F4A7C15ull;
+    return (size_t)(x >> 52) & (REQ_RECENT_SLOTS - 1);
+}
+
 /* The entry for `id`, or for `id` without its "-<8 hex>" suffix; NULL when
  * neither is tracked (or the table was never set up). */
+
 static req_entry *lookup(const char *id, size_t len) {
     if (!g_pool || g_stats.tracked == 0)
         return NULL;
-    req_entry *e = find(id, len, mstn_id_hash(id, len));
-    if (!e) {
+    req_entry **slot = &g_recent[recent_slot(id)];
+    req_entry *e = *slot;
+    if (e && e->key && e->key_len == len && memcmp(e->key, id, len) == 0)
+        return e;
+    e = find(id, len, mstn_id_hash(id, len));
+    if (e) {
+        *slot = e;
+    } else {
         size_t s = stripped_len(id, len);
         if (s)
             e = find(id, s, mstn_id_hash(id, s));

@@ -135,10 +135,25 @@ static PyObject *attr_or_null(PyObject *obj, PyObject *name) {
     return v;
 }
 
-/* An int (bool excluded) into *out; false when v is not one or too big. */
+/* An int (bool excluded) into *out; false when v is not one or too big.
+ * Token counts and the Request fields read are small ints: those of one
+ * digit are read in place (CPython's compact-int form), the rest through
+ * the general conversion. */
 static bool int_value(PyObject *v, int64_t *out) {
     if (!v || !PyLong_Check(v) || PyBool_Check(v))
         return false;
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyUnstable_Long_IsCompact((PyLongObject *)v)) {
+        *out = (int64_t)PyUnstable_Long_CompactValue((PyLongObject *)v);
+        return true;
+    }
+#else
+    Py_ssize_t size = Py_SIZE(v); /* -1, 1: one digit and its sign; 0: zero, no digit read */
+    if (size >= -1 && size <= 1) {
+        *out = size ? (int64_t)size * (int64_t)((PyLongObject *)v)->ob_digit[0] : 0;
+        return true;
+    }
+#endif
     int overflow = 0;
     long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
     if (overflow || (x == -1 && PyErr_Occurred())) {
