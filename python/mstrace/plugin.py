@@ -152,11 +152,37 @@ _FORK_TOKEN = _ForkToken()
 _after_fork_registered = [False]
 
 
+def exit_accounting(stats):
+    """The one line a process logs about its spans as it exits, and whether any was lost.
+
+    Every span the tracer started is exported, dropped (its queue was full), failed (an
+    exporter could not deliver it), filtered or still queued; each exporter says what it
+    delivered, failed or skipped. Lost = dropped + failed (+ an exporter's failures).
+    """
+    parts = ["started=%d" % stats.get("spans_started", 0)]
+    for key in ("exported", "dropped", "failed", "filtered"):
+        parts.append("%s=%d" % (key, stats.get("spans_" + key, 0)))
+    # spans_queued counts every ended span kept for export, exported or not.
+    waiting = stats.get("spans_queued", 0) - stats.get("spans_exported", 0) - stats.get("spans_failed", 0)
+    parts.append("not_exported_yet=%d" % max(waiting, 0))
+    lost = stats.get("spans_dropped", 0) + stats.get("spans_failed", 0)
+    for name, ex in sorted((stats.get("exporters") or {}).items()):
+        parts.append("%s: exported=%d failed=%d skipped=%d" % (
+            name, ex.get("spans_exported", 0), ex.get("spans_failed", 0), ex.get("spans_skipped", 0)))
+        lost = max(lost, stats.get("spans_dropped", 0) + ex.get("spans_failed", 0))
+    return "spans at exit: " + " ".join(parts), lost
+
+
 def _exit_flush():
     try:
         from mstrace import _native
         _native.end_stories()  # the requests still open end their last phase here
         _native.flush(timeout_ms=EXIT_FLUSH_TIMEOUT_MS)
+        line, lost = exit_accounting(_native.stats())
+        if lost:
+            logger.warning("mstrace: %s; %d span(s) lost in this process", line, lost)
+        else:
+            logger.info("mstrace: %s", line)
     except Exception:  # pragma: no cover - never in the way of an exit
         pass
 

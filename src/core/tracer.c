@@ -327,6 +327,14 @@ const mst_resource *mst_span_resource(const mst_span *span) {
     return mst_resource_untraced();
 }
 
+uint64_t mst_span_tracer_dropped(const mst_span *span) {
+    if (!span || !span->tracer) return 0;
+    uint64_t dropped = 0;
+    for (int i = 0; i < MST_TRACER_SHARDS; i++)
+        dropped += atomic_load_explicit(&span->tracer->shards[i].dropped, memory_order_relaxed);
+    return dropped;
+}
+
 /* --------------------------------------------------------------- scopes */
 
 const mst_scope *mst_tracer_scope(mst_tracer *t, const char *name, const char *version) {

@@ -76,6 +76,11 @@ const mst_resource *mst_tracer_resource(const struct mst_tracer *tracer);
  * cannot be built. */
 MST_SHARED_INTERNAL const mst_resource *mst_span_resource(const mst_span *span);
 
+/* Spans the tracer that recorded `span` dropped so far (queue full, or
+ * ended after shutdown); 0 for a span no tracer recorded. For an exporter
+ * that reports its process's loss downstream (forward_client.c). */
+uint64_t mst_span_tracer_dropped(const mst_span *span);
+
 /* The calling thread's counter shard. */
 mst_tracer_shard *mst_tracer_my_shard(mst_tracer *t);
 

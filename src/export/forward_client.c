@@ -9,14 +9,24 @@
  *   - It runs only on the pipeline's exporter thread, so span producers never
  *     wait on it; still, that thread must not stall either, so the socket is
  *     non-blocking and one batch may wait for a full socket at most
- *     MST_FORWARD_SEND_BUDGET_MS (1 s) without progress, and a few budgets in
+ *     MST_FORWARD_SEND_BUDGET_MS (5 s) without progress, and a few budgets in
  *     all, before the rest of the batch is counted as failed.
  *   - Frames of a batch are gathered into one chunk buffer and written with
- *     as few send() calls as the kernel allows.
+ *     as few send() calls as the kernel allows, into a socket whose send
+ *     buffer is MST_FORWARD_SNDBUF_BYTES (4 MiB asked), so a burst of large
+ *     spans goes to a busy forwarder in few wake-ups.
  *   - When the forwarder is absent or the connection breaks, spans are
- *     counted as failed (never queued up here) and a new connect is tried at
- *     most every 5 s (upstream behaviour), so a forwarder that (re)appears is
- *     picked up. Unreachable / reachable-again are logged once per episode.
+ *     counted as failed (never queued up here). A connection that was up
+ *     and broke (or that the client cut) is reconnected at the next batch;
+ *     after a failed connect, a new one is tried at most every 5 s
+ *     (upstream behaviour), so a forwarder that (re)appears is picked up.
+ *     Unreachable / reachable-again are logged once per episode.
+ *   - Loss is reported downstream (wire/loss_report.h): the first chunk of
+ *     a batch starts with a loss report frame when this client failed spans
+ *     or its tracer dropped some since the last report that went out whole,
+ *     and a batch that lost spans tries one at once; the forwarder adds them
+ *     to its output's forwarder.spans_dropped counter. Reports carry
+ *     deltas, so a report that never arrives is included in the next one.
  *   - An optional client (the vLLM plugin's default: a Jaeger-only run never
  *     asked for Perfetto) that has not reached a forwarder yet in this
  *     process says so once at INFO and counts the spans as skipped, so such
@@ -57,6 +67,7 @@
 #include "core/tracer.h"
 #include "wire/buf.h"
 #include "wire/frame.h"
+#include "wire/loss_report.h"
 #include "wire/perfetto_packet.h"
 
 #define FRAME_HEADER_BYTES 4u
@@ -77,6 +88,13 @@ typedef struct fwd_exporter {
     bool optional;                  /* see mst_forward_exporter_set_optional */
     bool ever_connected;            /* a connect succeeded in this process  */
     bool slow_logged;               /* logged a send-budget overrun         */
+    /* A connection that was up broke (or was cut): the next batch connects
+     * at once, whatever the retry interval says. */
+    bool reconnect_now;
+    /* Loss already reported to a forwarder (loss_report.h): the client's
+     * spans_failed and its tracer's dropped spans as of the last report
+     * that went out whole. */
+    uint64_t reported_failed, reported_dropped;
     bool cancel_logged;             /* logged the cancel of a send          */
     /* Set by fwd_cancel (another thread), read by the exporter thread. */
     atomic_bool cancelled;
@@ -115,8 +133,15 @@ static int poll_cancellable(fwd_exporter *x, short events, uint64_t ms) {
     }
 }
 
+/* Closing a connection that was up allows one reconnect right away: the
+ * retry interval spaces out attempts at a forwarder that is not there, not
+ * the one reconnect after a break (which, within the interval after the
+ * last connect, would otherwise lose every batch until it passed). */
 static void close_fd(fwd_exporter *x) {
-    if (x->fd >= 0) close(x->fd);
+    if (x->fd >= 0) {
+        close(x->fd);
+        x->reconnect_now = true;
+    }
     x->fd = -1;
 }
 
@@ -190,10 +215,14 @@ static bool try_connect(fwd_exporter *x) {
         mark_unreachable(x, "cannot create a socket", errno);
         return false;
     }
+    int sndbuf = (int)MST_FORWARD_SNDBUF_BYTES;
+    if (setsockopt(x->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf) != 0)
+        MST_DEBUG("perfetto forwarder client: SO_SNDBUF %d not set: %s", sndbuf, strerror(errno));
     int r = connect(x->fd, (const struct sockaddr *)&x->addr, x->addr_len);
     if (r < 0 && (errno == EINPROGRESS || errno == EINTR)) r = finish_connect(x) ? 0 : -1;
     if (r < 0) {
         mark_unreachable(x, "is not reachable", errno);
+        x->reconnect_now = false; /* never connected: the retry interval applies */
         return false;
     }
     mark_connected(x);
@@ -208,7 +237,9 @@ static bool ensure_connected(fwd_exporter *x) {
         mark_unreachable(x, "closed the connection", 0);
     }
     uint64_t now = mst_clock_monotonic_ms();
-    if (x->attempted && now - x->last_attempt_ms < x->retry_interval_ms) return false;
+    bool now_allowed = x->reconnect_now;
+    x->reconnect_now = false;
+    if (x->attempted && !now_allowed && now - x->last_attempt_ms < x->retry_interval_ms) return false;
     if (x->attempted && !not_there_yet(x)) mst_counter_add(&x->counters.retries, 1);
     x->attempted = true;
     x->last_attempt_ms = now;
@@ -286,16 +317,65 @@ static bool append_frame(fwd_exporter *x, const mst_span *s, const mst_resource 
     return true;
 }
 
+/* The loss not yet reported (loss_report.h): this client's failed spans
+ * and its tracer's dropped ones since the last report that went out whole.
+ * False when there is none. */
+static bool unreported_loss(fwd_exporter *x, const mst_span *any, mst_loss_report *r) {
+    mst_exporter_stats st;
+    mst_exporter_counters_read(&x->counters, &st);
+    uint64_t dropped = mst_span_tracer_dropped(any);
+    r->spans_failed = st.spans_failed - x->reported_failed;
+    r->spans_dropped = dropped >= x->reported_dropped ? dropped - x->reported_dropped : 0;
+    return r->spans_failed || r->spans_dropped;
+}
+
+/* Appends a loss report frame to the chunk (it goes before the spans). */
+static void append_report(fwd_exporter *x, const mst_loss_report *r) {
+    uint8_t frame[FRAME_HEADER_BYTES + MST_LOSS_REPORT_BYTES] = {0, 0, 0, MST_LOSS_REPORT_BYTES};
+    mst_loss_report_encode(r, frame + FRAME_HEADER_BYTES);
+    mst_buf_append(&x->chunk, frame, sizeof frame);
+}
+
+static void note_reported(fwd_exporter *x, const mst_loss_report *r) {
+    x->reported_failed += r->spans_failed;
+    x->reported_dropped += r->spans_dropped;
+}
+
 /* Frames whose last byte went out count as exported, the others failed
- * (returned). A frame cut in the middle leaves the stream unusable: close it. */
-static size_t settle_chunk(fwd_exporter *x, size_t nframes, size_t written) {
+ * (returned). The chunk's first `base` bytes are a loss report (0: none).
+ * A frame cut in the middle leaves the stream unusable: close it. */
+static size_t settle_chunk(fwd_exporter *x, size_t base, size_t nframes, size_t written) {
     size_t done = 0;
     while (done < nframes && x->frame_ends[done] <= written) done++;
     mst_counter_add(&x->counters.spans_exported, done);
     mst_counter_add(&x->counters.spans_failed, nframes - done);
-    size_t prev_end = done ? x->frame_ends[done - 1] : 0;
-    if (done < nframes && written > prev_end) close_fd(x);
+    size_t prev_end = done ? x->frame_ends[done - 1] : base;
+    bool cut = (written > 0 && written < base) || (done < nframes && written > prev_end);
+    if (cut) close_fd(x);
     return nframes - done;
+}
+
+/* After a batch that lost spans, while the connection is still up (the
+ * budget ran out between two frames): one non-blocking try to tell the
+ * forwarder now rather than with the next batch, which may never come (the
+ * process exits). A report the socket cannot take whole goes with the next
+ * batch; one cut in the middle is finished within the send budget. */
+static void report_now(fwd_exporter *x, const mst_span *any) {
+    mst_loss_report r;
+    if (x->fd < 0 || is_cancelled(x) || !unreported_loss(x, any, &r)) return;
+    mst_buf_reset(&x->chunk);
+    append_report(x, &r);
+    if (x->chunk.failed) return;
+    ssize_t n = send(x->fd, x->chunk.data, x->chunk.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    size_t written = n > 0 ? (size_t)n : 0;
+    if (written > 0 && written < x->chunk.len) {
+        size_t more = 0;
+        uint64_t deadline = mst_clock_monotonic_ms() + x->send_budget_ms;
+        send_all(x, x->chunk.data + written, x->chunk.len - written, deadline, &more);
+        written += more;
+        if (written < x->chunk.len) close_fd(x);
+    }
+    if (written == x->chunk.len) note_reported(x, &r);
 }
 
 /* A batch that reaches no forwarder: skipped while an optional client has
@@ -330,9 +410,15 @@ static mst_status fwd_export_batch(mst_exporter *self, const mst_span *const *sp
     /* The tracer's resource, through the spans (one tracer per batch). */
     const mst_resource *res = mst_span_resource(spans[0]);
     size_t i = 0;
+    /* Loss since the last report goes first, in the first chunk. */
+    mst_loss_report loss;
+    bool report = unreported_loss(x, spans[0], &loss);
     while (i < n) {
         mst_buf_reset(&x->chunk);
-        size_t nframes = 0, bad = 0;
+        size_t nframes = 0, bad = 0, base = 0;
+        if (report) append_report(x, &loss);
+        if (report && !x->chunk.failed) base = x->chunk.len;
+        else mst_buf_reset(&x->chunk);
         for (; i < n && x->chunk.len < MST_FORWARD_CHUNK_BYTES; i++) {
             if (append_frame(x, spans[i], res)) x->frame_ends[nframes++] = x->chunk.len;
             else bad++;
@@ -342,10 +428,12 @@ static mst_status fwd_export_batch(mst_exporter *self, const mst_span *const *sp
             result = MST_ERR_TOO_LARGE;
             MST_DEBUG("perfetto forwarder client: %zu span(s) could not be encoded", bad);
         }
-        if (nframes == 0) continue;
+        if (nframes == 0 && base == 0) continue;
         size_t written = 0;
         mst_status st = send_all(x, x->chunk.data, x->chunk.len, deadline, &written);
-        size_t unsent = settle_chunk(x, nframes, written);
+        size_t unsent = settle_chunk(x, base, nframes, written);
+        if (base && written >= base) note_reported(x, &loss);
+        report = false;
         if (st != MST_OK) {
             mst_counter_add(&x->counters.spans_failed, n - i);
             if (st == MST_ERR_CLOSED && !x->cancel_logged) {
@@ -366,6 +454,7 @@ static mst_status fwd_export_batch(mst_exporter *self, const mst_span *const *sp
     }
     if (result == MST_OK) x->slow_logged = false;
     mst_counter_add(result == MST_OK ? &x->counters.batches_ok : &x->counters.batches_failed, 1);
+    if (result != MST_OK) report_now(x, spans[0]);
     return result;
 }
 
@@ -388,6 +477,8 @@ static void fwd_after_fork_child(mst_exporter *self) {
     x->ever_connected = false; /* per process: the child has not connected */
     x->slow_logged = false;
     x->cancel_logged = false;
+    x->reconnect_now = false;
+    x->reported_failed = x->reported_dropped = 0; /* the counters restart below */
     atomic_store(&x->cancelled, false); /* a shutdown in the parent is not the child's */
     mst_buf_reset(&x->chunk);
     mst_exporter_counters_reset(&x->counters);

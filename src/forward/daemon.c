@@ -74,7 +74,8 @@ static void log_stats(const mst_daemon_service *svc, mst_frame_server *srv, cons
               "connections: active=%llu accepted=%llu refused=%llu closed=%llu mid_frame=%llu "
               "frames: oversize=%llu truncated=%llu stalled=%llu memory_closed=%llu "
               "partial_bytes=%llu partial_peak=%llu bytes_in=%llu bytes_discarded=%llu "
-              "read_errors=%llu accept_errors=%llu shed=%llu %s",
+              "read_errors=%llu accept_errors=%llu shed=%llu upstream_failed=%llu "
+              "upstream_dropped=%llu %s",
               when, (unsigned long long)c.received, (unsigned long long)c.written,
               (unsigned long long)c.rejected, (unsigned long long)c.dropped,
               (unsigned long long)fs.conns_active, (unsigned long long)fs.conns_accepted,
@@ -84,7 +85,8 @@ static void log_stats(const mst_daemon_service *svc, mst_frame_server *srv, cons
               (unsigned long long)fs.partial_bytes, (unsigned long long)fs.partial_peak,
               (unsigned long long)fs.bytes_received, (unsigned long long)fs.bytes_discarded,
               (unsigned long long)fs.read_errors, (unsigned long long)fs.accept_errors,
-              (unsigned long long)fs.conns_shed, c.extra);
+              (unsigned long long)fs.conns_shed, (unsigned long long)c.upstream_failed,
+              (unsigned long long)c.upstream_dropped, c.extra);
 }
 
 /* After the stop: every payload read is written, rejected or dropped (the
@@ -96,6 +98,12 @@ static bool check_accounting(const mst_daemon_service *svc, mst_frame_server *sr
     svc->get_counts(svc->self, &c);
     mst_frame_server_stats fs;
     mst_frame_server_get_stats(srv, &fs);
+    if (c.upstream_failed || c.upstream_dropped)
+        MST_WARN("%s: the traced processes reported %llu span(s) lost before they reached this "
+                 "forwarder: failed=%llu (their sends did not get through) dropped=%llu (their "
+                 "tracer queue was full); the output counts them in forwarder.spans_dropped",
+                 svc->name, (unsigned long long)(c.upstream_failed + c.upstream_dropped),
+                 (unsigned long long)c.upstream_failed, (unsigned long long)c.upstream_dropped);
     if (c.identity[0]) {
         if (c.identity_ok) {
             MST_INFO("%s accounting: %s", svc->name, c.identity);

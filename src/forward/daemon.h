@@ -37,6 +37,10 @@ typedef struct mst_daemon_counts {
     uint64_t dropped;    /* payloads accepted but lost afterwards (write failures,
                           * full queue, out of memory), counted in payloads */
     char dropped_why[128]; /* `dropped` by reason, "name=N ..." ("" if none) */
+    /* Spans lost before they were sent, as the traced processes reported
+     * them (loss reports, wire/loss_report.h): not in `received`. */
+    uint64_t upstream_failed;  /* their exporter could not deliver them */
+    uint64_t upstream_dropped; /* their tracer's queue was full */
     char extra[640];     /* service-specific details, "" if none */
     char identity[256];  /* a further identity of the service's, "" if none ... */
     bool identity_ok;    /* ... and whether it adds up */

@@ -32,6 +32,7 @@
 #include "forward/out_queue.h"
 #include "forward/timeline.h"
 #include "forward/writer_sinks.h"
+#include "wire/loss_report.h"
 #include "wire/perfetto_packet.h"
 
 /* While events wait for a busy writer thread, the loop wakes this often to
@@ -56,6 +57,9 @@ struct mst_perfetto_sink {
     /* Written by the event loop, read by both threads. */
     _Atomic uint64_t received;
     _Atomic uint64_t rejected;
+    /* Loss the traced processes reported (loss reports, not spans). */
+    _Atomic uint64_t upstream_failed;
+    _Atomic uint64_t upstream_dropped;
     _Atomic bool demand;        /* a dump on demand was asked for (SIGUSR2) */
     /* Written by both threads, read by both. */
     _Atomic uint64_t add_errors; /* out of memory: decoding, or the writer refused */
@@ -140,6 +144,9 @@ static void add_own_counters(mst_perfetto_sink *s) {
     w_stats(s, &cs);
     uint64_t dropped;
     own_counts(s, &cs, &dropped);
+    /* On the timeline, every span lost on its way to this file: the traced
+     * processes' reported losses too (mstrace analyze reads this counter). */
+    dropped += load(&s->upstream_failed) + load(&s->upstream_dropped);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
@@ -207,10 +214,34 @@ static void stage_consume(void *self, const mst_span_batch *batch) {
     for (size_t i = 0; i < n; i++) add_span(s, mst_span_batch_span(batch, i));
 }
 
+/* Event loop: a loss report (not a span) adds to the reported losses;
+ * false when the payload is none. A malformed one is received and rejected
+ * like any bad packet. */
+static bool take_loss_report(mst_perfetto_sink *s, const uint8_t *payload, size_t len, uint64_t conn_id) {
+    if (!mst_loss_report_is(payload, len)) return false;
+    mst_loss_report r;
+    if (!mst_loss_report_decode(payload, len, &r)) {
+        bump(&s->received);
+        uint64_t n = bump(&s->rejected);
+        if (mst_log_this_count(n))
+            MST_WARN("rejected a %zu-byte loss report from connection %llu: a report is %u bytes "
+                     "(%llu rejected so far)", len, (unsigned long long)conn_id,
+                     (unsigned)MST_LOSS_REPORT_BYTES, (unsigned long long)n);
+        return true;
+    }
+    atomic_fetch_add_explicit(&s->upstream_failed, r.spans_failed, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->upstream_dropped, r.spans_dropped, memory_order_relaxed);
+    MST_DEBUG("connection %llu reported %llu span(s) it failed to send and %llu its tracer dropped",
+              (unsigned long long)conn_id, (unsigned long long)r.spans_failed,
+              (unsigned long long)r.spans_dropped);
+    return true;
+}
+
 /* Event loop: decode into the batch being filled; a full batch goes to the
  * formatting thread at once, the rest at the end of the epoll batch. */
 void mst_perfetto_sink_on_frame(void *self, const uint8_t *payload, size_t len, uint64_t conn_id) {
     mst_perfetto_sink *s = self;
+    if (take_loss_report(s, payload, len, conn_id)) return;
     bump(&s->received);
     if (!s->stage) { /* not reached: the daemon exits when open fails */
         bump(&s->add_errors);
@@ -328,6 +359,8 @@ static void svc_get_counts(void *self, mst_daemon_counts *out) {
     out->received = load(&s->received);
     out->written = cs.spans_written;
     out->rejected = load(&s->rejected);
+    out->upstream_failed = load(&s->upstream_failed);
+    out->upstream_dropped = load(&s->upstream_dropped);
     /* Spans, not attempts or links: received = written + rejected + dropped
      * once the writer is closed (spans_dropped includes full_drops). */
     own_counts(s, &cs, &out->dropped);

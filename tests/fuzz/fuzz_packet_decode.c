@@ -16,6 +16,10 @@
  *   - the events the writer appends for it form valid JSON: after each
  *     flush the bytes from the old closing ']' to the end of the file are
  *     re-read and validated as an array;
+ *   - the loss report decoder (wire/loss_report.h) accepts exactly the
+ *     payloads of its size that start with its magic, and what it accepts
+ *     encodes back to the same bytes (tried on the input as is and with
+ *     the report magic prefixed);
  *   - the fast path (perfetto_packet_fast.c) agrees with the general
  *     decoder: whenever it accepts, the general decoder accepts with the
  *     same span (pf_span_compare.h), and the public decoder's status and
@@ -31,6 +35,7 @@
 
 #include "forward/chrome_trace.h"
 #include "wire/json_reader.h"
+#include "wire/loss_report.h"
 #include "wire/frame.h"
 #include "wire/perfetto_packet.h"
 #include "wire/perfetto_packet_fast.h"
@@ -187,6 +192,16 @@ static void decode_one(const uint8_t *data, size_t len) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+static void decode_loss_report(const uint8_t *p, size_t n) {
+    mst_loss_report r;
+    bool ok = mst_loss_report_decode(p, n, &r);
+    REQUIRE(ok == (n == MST_LOSS_REPORT_BYTES && mst_loss_report_is(p, n)));
+    if (!ok) return;
+    uint8_t again[MST_LOSS_REPORT_BYTES];
+    mst_loss_report_encode(&r, again);
+    REQUIRE(memcmp(again, p, n) == 0);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size > MST_FRAME_MAX_BYTES) return 0;
     /* The reader on its own, on the raw bytes. */
@@ -196,6 +211,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!a) return 0;
     memcpy(a, data, size);
     decode_one(a, size);
+    decode_loss_report(a, size);
     free(a);
     uint8_t *b = malloc(MST_PERFETTO_MAGIC_LEN + size);
     if (!b) return 0;
@@ -203,5 +219,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memcpy(b + MST_PERFETTO_MAGIC_LEN, data, size);
     decode_one(b, MST_PERFETTO_MAGIC_LEN + size);
     free(b);
+    uint8_t *c = malloc(MST_LOSS_REPORT_MAGIC_LEN + size);
+    if (!c) return 0;
+    memcpy(c, MST_LOSS_REPORT_MAGIC, MST_LOSS_REPORT_MAGIC_LEN);
+    memcpy(c + MST_LOSS_REPORT_MAGIC_LEN, data, size);
+    decode_loss_report(c, MST_LOSS_REPORT_MAGIC_LEN + size);
+    free(c);
     return 0;
 }

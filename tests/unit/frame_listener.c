@@ -13,9 +13,17 @@
 #include <unistd.h>
 
 #include "core/arena.h"
+#include "wire/loss_report.h"
 #include "wire/perfetto_packet.h"
 
 static void handle_frame(listener *l, const uint8_t *p, size_t len) {
+    mst_loss_report r;
+    if (mst_loss_report_decode(p, len, &r)) {
+        atomic_fetch_add(&l->reports, 1);
+        atomic_fetch_add(&l->reported_failed, r.spans_failed);
+        atomic_fetch_add(&l->reported_dropped, r.spans_dropped);
+        return;
+    }
     mst_arena arena;
     mst_arena_init(&arena);
     mst_pf_span s;

@@ -2,7 +2,8 @@
  * frame_listener.h — for the C tests: a Perfetto forwarder stand-in on an
  * abstract Unix socket (frame_listener.c). A thread accepts connections and
  * reads the client's length-prefixed frames, decoding each with the real
- * packet decoder: `frames` counts those that decode, `bad` the others, a
+ * packet decoder: `frames` counts those that decode, `bad` the others
+ * (loss reports, wire/loss_report.h, are summed apart: `reports`), a
  * frame cut at EOF is dropped (as the forwarder does). `paused` accepts but
  * reads nothing, so the client's sends back up; `closed` counts connections
  * the client ended (EOF read).
@@ -33,6 +34,8 @@ typedef struct listener {
     atomic_bool paused;       /* accept, but do not read */
     atomic_int frames;        /* complete frames that decoded */
     atomic_int bad;           /* frames that did not decode */
+    atomic_int reports;       /* loss reports */
+    _Atomic uint64_t reported_failed, reported_dropped; /* their sums */
     atomic_int accepted;      /* connections accepted */
     atomic_int closed;        /* connections read to EOF (or a read error) */
     pthread_mutex_t mu;

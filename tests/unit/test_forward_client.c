@@ -301,12 +301,12 @@ static void test_stalled_reader_costs_the_budget_and_frames_stay_whole(void) {
     mst_exporter *e = make_exporter(name);
     mst_forward_exporter_set_send_budget_ms(e, 20);
     mst_forward_exporter_set_retry_interval_ms(e, 0);
-    span_set set = make_spans(4000, "stall"); /* ~1 MB: more than a socket buffer */
+    span_set set = make_spans(40000, "stall"); /* ~10 MB: more than a socket buffer (4 MiB asked) */
     mst_status st = export(e, &set);
     CHECK_EQ_INT(st, MST_ERR_TIMEOUT);
     mst_exporter_stats s = stats(e);
     CHECK(s.spans_failed > 0);
-    CHECK_EQ_INT(s.spans_exported + s.spans_failed, 4000);
+    CHECK_EQ_INT(s.spans_exported + s.spans_failed, 40000);
     CHECK_EQ_INT(s.batches_failed, 1);
     atomic_store(&l.paused, false);
     /* Every frame counted as exported arrives whole; a cut one is dropped. */
@@ -349,7 +349,7 @@ static void test_cancel_stops_a_send_to_a_reader_that_never_reads(void) {
     CHECK(e->ops->cancel != NULL);
     if (!e->ops->cancel) { e->ops->destroy(e); listener_stop(&l); return; }
     mst_forward_exporter_set_send_budget_ms(e, 600000);
-    span_set set = make_spans(4000, "cancelled"); /* ~1 MB: more than a socket buffer */
+    span_set set = make_spans(40000, "cancelled"); /* ~10 MB: more than a socket buffer (4 MiB asked) */
     export_job job = {e, &set, MST_OK};
     pthread_t th;
     CHECK(pthread_create(&th, NULL, export_in_thread, &job) == 0);
@@ -362,12 +362,12 @@ static void test_cancel_stops_a_send_to_a_reader_that_never_reads(void) {
     CHECK_EQ_INT(job.st, MST_ERR_CLOSED);
     mst_exporter_stats s = stats(e);
     CHECK(s.spans_failed > 0);
-    CHECK_EQ_INT(s.spans_exported + s.spans_failed, 4000);
+    CHECK_EQ_INT(s.spans_exported + s.spans_failed, 40000);
     CHECK_EQ_INT(s.batches_failed, 1);
     /* Later batches fail at once, counted; no connect, no send. */
     CHECK_EQ_INT(export(e, &set), MST_ERR_CLOSED);
     s = stats(e);
-    CHECK_EQ_INT(s.spans_exported + s.spans_failed, 8000);
+    CHECK_EQ_INT(s.spans_exported + s.spans_failed, 80000);
     CHECK_EQ_INT(s.batches_failed, 2);
     /* Every frame counted as exported arrives whole, none other. */
     atomic_store(&l.paused, false);

@@ -67,6 +67,12 @@ def _scrape(port):
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
+    return serve_and_analyze(tmp_path_factory.mktemp("analyze_vllm"), INPUT, OUTPUT)
+
+
+def serve_and_analyze(tmp, input_len, output_len):
+    """The traced serve, one bench load of `input_len`/`output_len` tokens between two scrapes,
+    and the analysis of its trace (also used by test_real_vllm_long_load.py)."""
     python, why = _vllm_python()
     if python is None:
         pytest.skip(why)
@@ -74,7 +80,6 @@ def run(tmp_path_factory):
     build = pyconf.build_native()
     if build.native is None or build.binary is None:
         pytest.skip("mstrace._native or the mstrace binary unavailable: %s" % build.reason)
-    tmp = tmp_path_factory.mktemp("analyze_vllm")
     subprocess.run([python, os.path.join(REPO, "tests", "e2e", "make_tiny_model.py"), MODEL_DIR], check=True,
                    capture_output=True, timeout=600)
     sock = "mst_anv_" + uuid.uuid4().hex[:8]
@@ -98,7 +103,7 @@ def run(tmp_path_factory):
     bench_cmd = [python, os.path.join(REPO, "tests", "e2e", "vllm_cli.py"), "bench", "serve", "--backend", "vllm",
                  "--host", "127.0.0.1", "--port", str(port), "--endpoint", "/v1/completions",
                  "--model", "tiny-llama", "--tokenizer", MODEL_DIR, "--dataset-name", "random",
-                 "--random-input-len", str(INPUT), "--random-output-len", str(OUTPUT),
+                 "--random-input-len", str(input_len), "--random-output-len", str(output_len),
                  "--num-prompts", str(PROMPTS), "--max-concurrency", str(CONCURRENCY), "--ignore-eos",
                  "--seed", "1", "--num-warmups", "0", "--save-result", "--result-dir", str(tmp),
                  "--result-filename", "bench.json"]
@@ -135,7 +140,7 @@ def run(tmp_path_factory):
     # engine's tracer lost spans before the forwarder (a loss the analysis reports, not one
     # it can undo).
     assert analysis["data_quality"]["missing_steps"] == 0, analysis["data_quality"]["warnings"]
-    return {"analysis": analysis, "text": p.stdout, "vllm": vllm,
+    return {"analysis": analysis, "text": p.stdout, "vllm": vllm, "log": (tmp / "vllm.log").read_text(),
             "preemptions": after["preemptions"] - before["preemptions"],
             "bench": json.loads((tmp / "bench.json").read_text())}
 
