@@ -5,6 +5,10 @@
  * text summary (report_text.h), the JSON (report_json.h, which the HTML
  * page embeds) and the CSVs (report_csv.h) only print it, so no number is
  * computed twice or differently per output.
+ *
+ * A flight-recorder dump's triggers (the view's `triggers`) are joined
+ * here to the requests they name, so every output points at the same
+ * request rows.
  */
 #ifndef MST_ANALYZE_ANALYSIS_H
 #define MST_ANALYZE_ANALYSIS_H
@@ -13,9 +17,16 @@
 #include "analyze/model.h"
 #include "analyze/rules.h"
 
+/* Per trigger, per kept id: the index of that request in view.requests,
+ * UINT32_MAX when the dump has no such request. */
+typedef struct mst_an_flight {
+    uint32_t request[MST_AN_TRIGGERS_KEPT][MST_AN_TRIGGER_IDS_KEPT];
+} mst_an_flight;
+
 typedef struct mst_an_analysis {
     const mst_an_model *model;
     mst_an_view view;
+    mst_an_flight flight;   /* meaningful for view.n_triggers triggers */
     mst_an_result result;
     bool has_before;
     mst_an_view before_view;

@@ -20,6 +20,8 @@ const char *const mst_an_stage_names[MST_AN_STAGES] = {"schedule", "model", "ipc
 
 #define MAX_NAMES 1024
 #define MAX_TRACES (4u << 20)
+#define MAX_ID_BYTES 4096     /* a request id is kept up to this many bytes */
+#define MAX_REASON_BYTES 4096 /* a trigger's reason too (the forwarder writes < 1 KiB) */
 #define NONE INT64_MIN
 /* Times beyond +-2^62 ns (146 years from the epoch) are not a clock: such
  * spans are counted and left out, so every difference of two times fits. */
@@ -110,6 +112,9 @@ struct mst_an_model {
     vec strings;   /* char: interned request ids */
     vec requests;  /* mst_an_request */
     strmap req_map;
+    mst_an_trigger triggers[MST_AN_TRIGGERS_KEPT];
+    size_t n_triggers;
+    uint64_t triggers_dropped;
     /* trace id -> span count (low 2 bits saturate at 3) */
     uint8_t (*trace_keys)[16];
     uint8_t *trace_counts;
@@ -200,7 +205,7 @@ static void request_init(mst_an_request *r) {
 /* Index of request `id` (interned on first sight); UINT32_MAX on OOM. */
 static uint32_t request_index(mst_an_model *m, const char *id, size_t n) {
     if (!id) id = "", n = 0;
-    if (n > 4096) n = 4096;
+    if (n > MAX_ID_BYTES) n = MAX_ID_BYTES;
     uint64_t h = hash_bytes(id, n);
     size_t slot = 0;
     uint32_t v = map_find(&m->req_map, m, req_eq, h, id, n, &slot);
@@ -224,6 +229,15 @@ static uint32_t request_index(mst_an_model *m, const char *id, size_t n) {
 }
 
 /* names */
+/* A NUL-terminated copy of p[0..n). */
+static char *str_copy(const char *p, size_t n) {
+    char *c = malloc(n + 1);
+    if (!c) return NULL;
+    if (n) memcpy(c, p, n);
+    c[n] = 0;
+    return c;
+}
+
 static bool name_eq(const mst_an_model *mm, uint32_t val, const void *key, size_t n) {
     const mst_an_name_stat *s = (const mst_an_name_stat *)mm->names.p + val;
     return strlen(s->name) == n && memcmp(s->name, key, n) == 0;
@@ -254,15 +268,13 @@ static mst_an_name_stat *name_stat(mst_an_model *m, const char *name, size_t n) 
         map_find(&m->name_map, m, name_eq, h, name, n, &slot);
     }
     mst_an_name_stat s = {0};
-    s.name = malloc(n + 1);
+    s.name = str_copy(name, n);
     s.hist = calloc(1, sizeof *s.hist);
     if (!s.name || !s.hist) {
         free(s.name);
         free(s.hist);
         return NULL;
     }
-    memcpy(s.name, name, n);
-    s.name[n] = 0;
     v = (uint32_t)m->names.n;
     if (!vec_push(&m->names, &s, sizeof s)) {
         free(s.name);
@@ -299,13 +311,7 @@ static uint64_t proc_hash(const mst_an_model *mm, uint32_t val) {
 }
 
 /* A copy of the span's role as a C string; NULL when out of memory. */
-static char *role_copy(const mst_an_span *s) {
-    char *r = malloc(s->role.len + 1);
-    if (!r) return NULL;
-    if (s->role.len) memcpy(r, s->role.ptr, s->role.len);
-    r[s->role.len] = 0;
-    return r;
-}
+static char *role_copy(const mst_an_span *s) { return str_copy(s->role.ptr, s->role.len); }
 
 static uint32_t proc_index(mst_an_model *m, const mst_an_span *s) {
     mst_an_proc *ps = m->procs.p;
@@ -583,6 +589,43 @@ static mst_status add_request_span(mst_an_model *m, const mst_an_span *s, uint32
     return MST_OK;
 }
 
+static bool keep_trigger_id(mst_an_trigger *t, const mst_an_str *id) {
+    size_t n = id->len > MAX_ID_BYTES ? MAX_ID_BYTES : id->len;
+    if (!(t->ids[t->n_ids_kept] = str_copy(id->ptr, n))) return false;
+    t->id_len[t->n_ids_kept++] = (uint32_t)n;
+    return true;
+}
+
+/* Keeps a flight-recorder trigger span (bounded; the rest counted). */
+static mst_status add_trigger_span(mst_an_model *m, const mst_an_span *s) {
+    if (m->n_triggers == MST_AN_TRIGGERS_KEPT) {
+        m->triggers_dropped++;
+        return MST_OK;
+    }
+    mst_an_trigger *t = &m->triggers[m->n_triggers];
+    memset(t, 0, sizeof *t);
+    const mst_an_attr *a = mst_an_span_attr(s, "flight.trigger", 14);
+    bool str = a && a->type == MST_AN_VAL_STR;
+    t->reason = str_copy(str ? a->s.ptr : "", !str ? 0 : a->s.len > MAX_REASON_BYTES ? MAX_REASON_BYTES : a->s.len);
+    if (!t->reason) return MST_ERR_NOMEM;
+    m->n_triggers++; /* from here on freed with the model */
+    a = mst_an_span_attr(s, "flight.request_ids", 18);
+    if (a && a->type == MST_AN_VAL_STR_LIST) {
+        t->n_ids = a->n_items;
+        for (size_t i = 0; i < a->n_items && i < MST_AN_TRIGGER_IDS_KEPT; i++)
+            if (!keep_trigger_id(t, &a->items[i])) return MST_ERR_NOMEM;
+    } else if (a && a->type == MST_AN_VAL_STR) { /* one id, as a reader may give a one-item list */
+        t->n_ids = 1;
+        if (!keep_trigger_id(t, &a->s)) return MST_ERR_NOMEM;
+    }
+    a = mst_an_span_attr(s, "flight.on_demand", 16);
+    t->on_demand = a && (a->type == MST_AN_VAL_BOOL || a->type == MST_AN_VAL_INT) && a->i != 0;
+    t->start_ns = s->start_ns;
+    t->end_ns = s->end_ns;
+    t->pid = s->pid;
+    return MST_OK;
+}
+
 mst_status mst_an_model_add_span(void *model, const mst_an_span *s) {
     mst_an_model *m = model;
     if (!m || !s || m->finished) return MST_ERR_INVALID_ARG;
@@ -607,6 +650,7 @@ mst_status mst_an_model_add_span(void *model, const mst_an_span *s) {
 
     if (NAME_IS(&s->name, "vllm.request") || NAME_IS(&s->name, "llm_request"))
         return add_request_span(m, s, proc);
+    if (NAME_IS(&s->name, "mstrace.flight_recorder.trigger")) return add_trigger_span(m, s);
     int k = kind_of(&s->name);
     if (k < 0) return MST_OK;
     rec r = {s->start_ns, s->start_ns + dur, proc, 0, 0, -1, -1, UINT32_MAX, (uint8_t)k};
@@ -1184,6 +1228,10 @@ void mst_an_model_free(mst_an_model *m) {
     free(m->trace_keys);
     free(m->trace_counts);
     free(m->steps.p);
+    for (size_t i = 0; i < m->n_triggers; i++) {
+        free(m->triggers[i].reason);
+        for (uint32_t k = 0; k < m->triggers[i].n_ids_kept; k++) free(m->triggers[i].ids[k]);
+    }
     free(m);
 }
 
@@ -1224,4 +1272,7 @@ void mst_an_model_view(const mst_an_model *m, mst_an_view *v) {
     v->steps_without_ids = m->steps_without_ids;
     v->n_engines = m->n_engines;
     v->have_worker_spans = m->have_worker;
+    v->triggers = m->triggers;
+    v->n_triggers = m->n_triggers;
+    v->triggers_dropped = m->triggers_dropped;
 }

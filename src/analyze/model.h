@@ -18,7 +18,9 @@
  *            API server's output.process spans, concurrent, never added);
  *   requests from `vllm.request` / `llm_request` spans (request.id,
  *            gen_ai.request.id) and the request.ids of step and output
- *            spans, with vLLM's metrics (request_life.h).
+ *            spans, with vLLM's metrics (request_life.h);
+ *   triggers the `mstrace.flight_recorder.trigger` spans of a flight-
+ *            recorder dump (model_types.h), in no stage.
  * docs/analyze.md explains every definition.
  */
 #ifndef MST_ANALYZE_MODEL_H
@@ -99,6 +101,9 @@ typedef struct mst_an_view {
     uint64_t steps_without_ids;  /* busy steps with no request.ids */
     size_t n_engines;
     bool have_worker_spans;      /* model time is the workers' forward */
+    const mst_an_trigger *triggers; /* flight-recorder trigger spans, in input order */
+    size_t n_triggers;
+    uint64_t triggers_dropped;   /* trigger spans beyond MST_AN_TRIGGERS_KEPT */
 } mst_an_view;
 void mst_an_model_view(const mst_an_model *m, mst_an_view *out);
 

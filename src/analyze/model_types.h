@@ -99,4 +99,20 @@ typedef struct mst_an_itl {
     uint32_t request;
 } mst_an_itl;
 
+/* The `mstrace.flight_recorder.trigger` span a flight-recorder dump of
+ * `mstrace forward` carries: why the dump was written. Kept as read (at
+ * most MST_AN_TRIGGERS_KEPT spans, the rest counted); it is no step and no
+ * request span, so no stage counts it. */
+enum { MST_AN_TRIGGERS_KEPT = 16, MST_AN_TRIGGER_IDS_KEPT = 8 };
+typedef struct mst_an_trigger {
+    char *reason;            /* flight.trigger, malloc'd ("" when absent) */
+    char *ids[MST_AN_TRIGGER_IDS_KEPT]; /* flight.request_ids, malloc'd */
+    uint32_t id_len[MST_AN_TRIGGER_IDS_KEPT]; /* exact lengths (an id may hold a NUL) */
+    uint32_t n_ids_kept;
+    uint64_t n_ids;          /* the ids the span named, kept or not */
+    int64_t start_ns, end_ns;/* the dump's window */
+    int64_t pid;             /* the forwarder */
+    bool on_demand;          /* flight.on_demand: the whole ring */
+} mst_an_trigger;
+
 #endif /* MST_ANALYZE_MODEL_TYPES_H */

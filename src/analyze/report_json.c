@@ -65,6 +65,11 @@ static void ks(jw *w, const char *k, const char *s) {
     if (s) mst_buf_append_json_str(w->b, s, strlen(s));
     else mst_buf_append_cstr(w->b, "null");
 }
+/* A string of exact length (it may hold a NUL, written as \u0000). */
+static void ksn(jw *w, const char *k, const char *s, size_t n) {
+    key(w, k);
+    mst_buf_append_json_str(w->b, s, n);
+}
 static void kb(jw *w, const char *k, bool v) {
     key(w, k);
     mst_buf_append_cstr(w->b, v ? "true" : "false");
@@ -389,6 +394,12 @@ static void metric(jw *w, const char *k, const mst_an_metric_summary *m) {
     close_(w, '}');
 }
 
+/* A request row's metrics (the slowest rows and the requests triggers name). */
+static void request_metrics(jw *w, const mst_an_request *q) {
+    for (int k = 0; k < MST_AN_REQ_METRICS; k++)
+        kn(w, mst_an_request_metric_names[k], mst_an_request_metric(q, k));
+}
+
 static bool requests(jw *w, const mst_an_view *v, const mst_an_result *r, size_t top, size_t max_cdf) {
     ko(w, "requests");
     ki(w, "count", (int64_t)r->included_requests);
@@ -438,8 +449,7 @@ static bool requests(jw *w, const mst_an_view *v, const mst_an_result *r, size_t
         vo(w);
         ks(w, "id", v->strings + q->id_off);
         ki(w, "arrival_ns", q->arrival_ns);
-        for (int k = 0; k < MST_AN_REQ_METRICS; k++)
-            kn(w, mst_an_request_metric_names[k], mst_an_request_metric(q, k));
+        request_metrics(w, q);
         ki(w, "steps", q->n_steps);
         ki(w, "outputs", q->n_outputs);
         ki(w, "tokens", q->n_tokens);
@@ -541,6 +551,47 @@ static void compare(jw *w, const mst_an_analysis *an, const mst_an_json_options 
     close_(w, '}');
 }
 
+/* Why a flight-recorder dump was written (absent from other traces). */
+static void flight_recorder(jw *w, const mst_an_analysis *an) {
+    const mst_an_view *v = &an->view;
+    if (!v->n_triggers) return;
+    ko(w, "flight_recorder");
+    ka(w, "triggers");
+    for (size_t t = 0; t < v->n_triggers; t++) {
+        const mst_an_trigger *tr = &v->triggers[t];
+        vo(w);
+        ks(w, "trigger", tr->reason);
+        kb(w, "on_demand", tr->on_demand);
+        ki(w, "start_ns", tr->start_ns);
+        ki(w, "end_ns", tr->end_ns);
+        kn(w, "window_ms", (double)(tr->end_ns - tr->start_ns) / 1e6);
+        ki(w, "pid", tr->pid);
+        ki(w, "request_ids_total", (int64_t)tr->n_ids);
+        ka(w, "requests");
+        for (uint32_t k = 0; k < tr->n_ids_kept; k++) {
+            uint32_t q = an->flight.request[t][k];
+            vo(w);
+            ksn(w, "id", tr->ids[k], tr->id_len[k]);
+            kb(w, "in_dump", q != UINT32_MAX);
+            if (q != UINT32_MAX) {
+                const mst_an_request *r = &v->requests[q];
+                ki(w, "arrival_ns", r->arrival_ns);
+                request_metrics(w, r);
+                ki(w, "steps", r->n_steps);
+                ki(w, "tokens", r->n_tokens);
+                ki(w, "preemptions", r->preemptions);
+                ki(w, "max_shared", r->max_shared);
+            }
+            close_(w, '}');
+        }
+        close_(w, ']');
+        close_(w, '}');
+    }
+    close_(w, ']');
+    ki(w, "triggers_not_shown", (int64_t)v->triggers_dropped);
+    close_(w, '}');
+}
+
 mst_status mst_an_report_json(const mst_an_analysis *an, const mst_an_json_options *opt_in, mst_buf *out) {
     mst_an_json_options opt = {10, 2000, 200, NULL, NULL};
     if (opt_in) {
@@ -554,6 +605,7 @@ mst_status mst_an_report_json(const mst_an_analysis *an, const mst_an_json_optio
     open_(&w, '{');
     ks(&w, "schema", "mstrace.analyze/2");
     ks(&w, "generated_by", "mstrace " MSTRACE_VERSION_STRING);
+    flight_recorder(&w, an);
     inputs(&w, v);
     data_quality(&w, v, r);
     findings(&w, r);

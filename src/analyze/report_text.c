@@ -36,10 +36,55 @@ static void latency_table(FILE *f, const mst_an_result *r) {
     }
 }
 
+/* "label 1.5 ms", or "label -" when unknown. */
+static void ms_or_dash(FILE *f, const char *label, double v) {
+    if (isfinite(v)) fprintf(f, "%s %.1f ms", label, v);
+    else fprintf(f, "%s -", label);
+}
+
+/* A request a trigger names, with where its time went. */
+static void trigger_request(FILE *f, const mst_an_view *v, const char *id, size_t id_len, uint32_t q) {
+    fputs("flight-recorder request ", f);
+    mst_an_term_write(f, id, id_len);
+    if (q == UINT32_MAX) {
+        fputs(": not in this dump\n", f);
+        return;
+    }
+    const mst_an_request *r = &v->requests[q];
+    ms_or_dash(f, ": e2e", r->e2e_ms);
+    ms_or_dash(f, " (queue", r->queue_ms);
+    ms_or_dash(f, ", prefill", r->prefill_ms);
+    ms_or_dash(f, ", decode", r->decode_ms);
+    fprintf(f, ") over %u step%s, at most %u requests in a step\n", r->n_steps, r->n_steps == 1 ? "" : "s",
+            r->max_shared);
+}
+
+/* First: why a flight-recorder dump was written (the forwarder's own
+ * words, which name the requests), then each named request's split. */
+static void flight_lines(FILE *f, const mst_an_analysis *an) {
+    const mst_an_view *v = &an->view;
+    for (size_t t = 0; t < v->n_triggers; t++) {
+        const mst_an_trigger *tr = &v->triggers[t];
+        fputs("flight-recorder dump: trigger ", f);
+        mst_an_term_puts(f, tr->reason[0] ? tr->reason : "(unnamed)");
+        if (tr->on_demand) fputs(" (the whole ring)", f);
+        fprintf(f, ", window %lld..%lld ns (%.1f ms)\n", (long long)tr->start_ns, (long long)tr->end_ns,
+                (double)(tr->end_ns - tr->start_ns) / 1e6);
+        for (uint32_t k = 0; k < tr->n_ids_kept; k++) trigger_request(f, v, tr->ids[k], tr->id_len[k], an->flight.request[t][k]);
+        if (tr->n_ids > tr->n_ids_kept)
+            fprintf(f, "flight-recorder: %llu more requests named (the first %d are shown)\n",
+                    (unsigned long long)(tr->n_ids - tr->n_ids_kept), MST_AN_TRIGGER_IDS_KEPT);
+    }
+    if (v->triggers_dropped)
+        fprintf(f, "flight-recorder: %llu more trigger spans (the first %d are shown)\n",
+                (unsigned long long)v->triggers_dropped, MST_AN_TRIGGERS_KEPT);
+}
+
 void mst_an_report_text(FILE *f, const mst_an_analysis *an, const char *before_label,
                         const char *after_label) {
     const mst_an_view *v = &an->view;
     const mst_an_result *r = &an->result;
+    flight_lines(f, an);
     fprintf(f,
             "data: %llu spans from %zu input(s), %zu processes, %zu engine(s), %zu engine steps (%zu busy), "
             "%zu requests (%zu joined), %llu preemptions%s\n",

@@ -220,6 +220,34 @@
     ]);
   }
 
+  /* A flight-recorder dump: why it was written, and the requests it names with their split. */
+  function flightSection() {
+    var fr = D.flight_recorder;
+    if (!fr) return null;
+    var kids = arr(fr.triggers).map(function (t, ti) {
+      var base = ["flight_recorder", "triggers", ti];
+      var reqs = arr(t.requests).map(function (q, qi) {
+        var p = base.concat(["requests", qi]);
+        if (!q.in_dump) return el("li", null, ["request ", el("code", { text: q.id }), " (not in this dump)"]);
+        return el("li", null, ["request ", el("code", { text: q.id }), ": e2e ", num(p.concat(["e2e_ms"]), "ms"),
+                               " (queue ", num(p.concat(["queue_ms"]), "ms"),
+                               ", prefill ", num(p.concat(["prefill_ms"]), "ms"),
+                               ", decode ", num(p.concat(["decode_ms"]), "ms"),
+                               ") over ", num(p.concat(["steps"]), "int"), " steps"]);
+      });
+      var more = (t.request_ids_total || 0) - arr(t.requests).length;
+      if (more > 0) reqs.push(el("li", { text: "and " + more + " more requests" }));
+      return el("div", { cls: "banner lossy" }, [
+        el("b", { text: "Flight-recorder dump: " }), "trigger ", el("code", { text: t.trigger || "(unnamed)" }),
+        t.on_demand ? " (the whole ring)" : "",
+        ", window of ", num(base.concat(["window_ms"]), "ms"), " from ", fmtTime(t.start_ns),
+        reqs.length ? el("ul", null, reqs) : null]);
+    });
+    if (fr.triggers_not_shown)
+      kids.push(el("div", { text: fr.triggers_not_shown + " more trigger spans in this dump (not shown)" }));
+    return el("section", { cls: "card", id: "flight-recorder" }, [el("h2", { text: "Why this dump" })].concat(kids));
+  }
+
   function verdictSection() {
     var v = D.verdict || {};
     var b = v.bottleneck;
@@ -800,8 +828,8 @@
 
   function render() {
     var root = el("main");
-    [headerSection(), verdictSection(), dataQualitySection(), compareSection(), findingsSection(), stagesSection(),
-     stepSplitSection(), engineLanesSection(), tokenMixSection(), schedulerStateSection(), modelFitSection(),
+    [headerSection(), flightSection(), verdictSection(), dataQualitySection(), compareSection(), findingsSection(),
+     stagesSection(), stepSplitSection(), engineLanesSection(), tokenMixSection(), schedulerStateSection(), modelFitSection(),
      latencySection(), waterfallSection(), spanNamesSection(),
      profileSection(),
      el("footer", { text: "Self-contained report: this file fetches nothing. Every number comes from the analysis " +
