@@ -12,6 +12,7 @@
 #include "analyze/request_life.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +21,7 @@ const char *const mst_an_stage_names[MST_AN_STAGES] = {"schedule", "model", "ipc
 
 #define MAX_NAMES 1024
 #define MAX_TRACES (4u << 20)
-#define MAX_ID_BYTES 4096     /* a request id is kept up to this many bytes */
+#define MAX_ID_BYTES 4096     /* a request id is kept whole up to this many bytes (cut_long_id) */
 #define MAX_REASON_BYTES 4096 /* a trigger's reason too (the forwarder writes < 1 KiB) */
 #define NONE INT64_MIN
 /* Times beyond +-2^62 ns (146 years from the epoch) are not a clock: such
@@ -203,9 +204,24 @@ static void request_init(mst_an_request *r) {
 }
 
 /* Index of request `id` (interned on first sight); UINT32_MAX on OOM. */
+/* An id longer than MAX_ID_BYTES is kept as its first MAX_ID_BYTES bytes
+ * followed by a marker with its true length and a 64-bit hash of all of it.
+ * The cut form is longer than MAX_ID_BYTES, so it never equals an id that
+ * was kept whole, and two long ids with the same first bytes stay two
+ * requests (unless their whole bytes hash alike). */
+static const char *cut_long_id(const char *id, size_t *n, char *out, size_t out_size) {
+    if (*n <= MAX_ID_BYTES) return id;
+    memcpy(out, id, MAX_ID_BYTES);
+    int k = snprintf(out + MAX_ID_BYTES, out_size - MAX_ID_BYTES, "...[cut: %zu bytes, #%016llx]", *n,
+                     (unsigned long long)hash_bytes(id, *n));
+    *n = MAX_ID_BYTES + (size_t)(k > 0 ? k : 0);
+    return out;
+}
+
 static uint32_t request_index(mst_an_model *m, const char *id, size_t n) {
     if (!id) id = "", n = 0;
-    if (n > MAX_ID_BYTES) n = MAX_ID_BYTES;
+    char cut[MAX_ID_BYTES + 64];
+    id = cut_long_id(id, &n, cut, sizeof cut);
     uint64_t h = hash_bytes(id, n);
     size_t slot = 0;
     uint32_t v = map_find(&m->req_map, m, req_eq, h, id, n, &slot);
@@ -590,8 +606,10 @@ static mst_status add_request_span(mst_an_model *m, const mst_an_span *s, uint32
 }
 
 static bool keep_trigger_id(mst_an_trigger *t, const mst_an_str *id) {
-    size_t n = id->len > MAX_ID_BYTES ? MAX_ID_BYTES : id->len;
-    if (!(t->ids[t->n_ids_kept] = str_copy(id->ptr, n))) return false;
+    size_t n = id->len;
+    char cut[MAX_ID_BYTES + 64];
+    const char *p = cut_long_id(id->ptr, &n, cut, sizeof cut); /* the same key as its request's */
+    if (!(t->ids[t->n_ids_kept] = str_copy(p, n))) return false;
     t->id_len[t->n_ids_kept++] = (uint32_t)n;
     return true;
 }

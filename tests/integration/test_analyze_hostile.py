@@ -67,6 +67,23 @@ def test_csv_cells_cannot_start_a_formula_and_ids_stay_whole(tmp_path):
         assert c[:1] not in ("=", "+", "-", "@", "\t", "\r")
 
 
+def test_long_ids_are_cut_with_a_marker_that_keeps_them_apart(tmp_path):
+    """Two 1 MB ids with the same first 4,096 bytes stay two requests; a cut id never equals a whole one."""
+    prefix = "p" * 4096
+    long_a, long_b = prefix + "a" * (1 << 20), prefix + "b" * (1 << 20)
+    trace = write_trace(tmp_path / "t.json", [long_a, long_b, prefix])
+    r = analyze(trace, "--csv", tmp_path / "csv", "--quiet")
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.reader(io.StringIO((tmp_path / "csv" / "request.csv").read_text(), newline="")))[1:]
+    cells = sorted(row[0] for row in rows)
+    assert len(cells) == 3 and len(set(cells)) == 3
+    assert prefix in cells  # kept whole: at the limit, not beyond it
+    cut = [c for c in cells if c != prefix]
+    for c, whole in zip(sorted(cut), sorted([long_a, long_b])):
+        assert c.startswith(prefix) and len(c) > 4096 and len(c) < 4096 + 64
+        assert f"...[cut: {len(whole)} bytes, #" in c
+
+
 def test_nothing_from_the_trace_reaches_the_terminal_raw(tmp_path):
     trace = write_trace(tmp_path / "t.json", [TERMINAL, "b"])
     r = analyze(trace)
