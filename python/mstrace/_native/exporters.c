@@ -143,9 +143,12 @@ int mstn_build_tracer(const char *forward_socket, bool otlp, bool perfetto, bool
         else if (st != MST_OK)
             mstn_log("warning", "mstrace: Perfetto forwarder client not created: %s", mst_strerror(st));
     }
+    mstn_g.story_wanted = false;
     if (bridge) {
-        if (add_exporter(bridge, "otel"))
+        if (add_exporter(bridge, "otel")) {
             APPEND_NAME("otel");
+            mstn_g.story_wanted = true;
+        }
     } else if (otel) {
         /* no SDK: warned by mstn_otel_bridge_create; spans are not started */
     } else if (otlp && !null_exp) {
@@ -165,6 +168,7 @@ int mstn_build_tracer(const char *forward_socket, bool otlp, bool perfetto, bool
             st = mst_otlp_exporter_create(&cfg, &e);
             if (st == MST_OK && add_exporter(e, "otlp")) {
                 APPEND_NAME("otlp");
+                mstn_g.story_wanted = true;
                 Py_SETREF(endpoint, PyUnicode_FromString(cfg.endpoint));
                 Py_SETREF(protocol, PyUnicode_FromString(protocol_name(cfg.protocol)));
                 if (!endpoint || !protocol)

@@ -24,6 +24,8 @@ typedef struct mstn_globals {
     uint64_t auto_contexts;
     uint64_t auto_unsampled;
     bool async_used;            /* some async hook exists: consult the contextvar */
+    bool story_wanted;          /* an OTLP exporter or the otel bridge is on: write the requests'
+                                   stories (they are for Jaeger; the forwarder draws its own) */
     PyObject *capture;          /* list: test-only span capture, or NULL   */
     PyObject *ctxvar;           /* ContextVar for the current span of async hooks */
     char role[MSTN_ROLE_MAX];   /* process.role on every span; "" = none    */
