@@ -10,6 +10,8 @@
  */
 #include "cli/flight_cmd.h"
 
+#include "cli/cli_args.h"
+
 #include <errno.h>
 #include <stddef.h>
 #include <signal.h>
@@ -23,20 +25,6 @@
 #include "forward/flight_ring.h"
 #include "wire/frame.h"
 
-static int take(int argc, char **argv, int *i, const char *opt, const char **value) {
-    size_t n = strlen(opt);
-    const char *a = argv[*i];
-    if (strncmp(a, opt, n) != 0) return 0;
-    if (a[n] == '=') {
-        *value = a + n + 1;
-        return 1;
-    }
-    if (a[n] != '\0') return 0;
-    if (*i + 1 >= argc) return -1;
-    *value = argv[++*i];
-    return 1;
-}
-
 int mst_flight_cli_take(int argc, char **argv, int *i, mst_flight_cli *fc, const char **flag) {
     if (strcmp(argv[*i], "--flight-otlp") == 0) { /* a switch, no value */
         *flag = "--flight-otlp";
@@ -48,7 +36,7 @@ int mst_flight_cli_take(int argc, char **argv, int *i, mst_flight_cli *fc, const
                                        "--flight-otlp-baseline", "--trigger"};
     const char *value = NULL;
     for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++) {
-        int m = take(argc, argv, i, opts[k], &value);
+        int m = mst_cli_take_value(argc, argv, i, opts[k], &value);
         if (m == 0) continue;
         *flag = opts[k];
         if (m < 0) return -1;
@@ -206,7 +194,7 @@ int mst_trigger_main(int argc, char **argv) {
             trigger_usage(stdout);
             return 0;
         }
-        int m = take(argc, argv, &i, "--socket-name", &name);
+        int m = mst_cli_take_value(argc, argv, &i, "--socket-name", &name);
         if (m == 1 && name[0] && strlen(name) < sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
             continue;
         trigger_usage(stderr);

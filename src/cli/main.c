@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "cli/analyze_cmd.h"
+#include "cli/cli_args.h"
 #include "cli/flight_cmd.h"
 #include "core/log.h"
 #include "forward/daemon.h"
@@ -155,22 +156,6 @@ static void print_forward_usage(FILE *f) {
     mst_flight_cli_usage(f);
 }
 
-/* Matches "--opt VALUE" or "--opt=VALUE"; advances *i past a separate value.
- * Returns 1 matched, 0 not this option, -1 value missing. */
-static int take_value(int argc, char **argv, int *i, const char *opt, const char **value) {
-    size_t n = strlen(opt);
-    const char *a = argv[*i];
-    if (strncmp(a, opt, n) != 0) return 0;
-    if (a[n] == '=') {
-        *value = a + n + 1;
-        return 1;
-    }
-    if (a[n] != '\0') return 0;
-    if (*i + 1 >= argc) return -1;
-    *value = argv[++*i];
-    return 1;
-}
-
 static int usage_error(const char *fmt, const char *what) {
     print_forward_usage(stderr);
     fprintf(stderr, "mstrace forward: error: ");
@@ -195,7 +180,7 @@ static int parse_forward_args(int argc, char **argv, forward_args *fa) {
         /* A second --perfetto-output is kept apart: one run, both formats. */
         const char *prev_output = fa->perfetto_output;
         for (size_t k = 0; k < sizeof opts / sizeof opts[0] && !matched; k++) {
-            matched = take_value(argc, argv, &i, opts[k], slots[k]);
+            matched = mst_cli_take_value(argc, argv, &i, opts[k], slots[k]);
             if (matched > 0 && k == 1 && prev_output) {
                 if (fa->perfetto_output2)
                     return usage_error("argument %s: given more than twice", opts[k]);
@@ -205,7 +190,7 @@ static int parse_forward_args(int argc, char **argv, forward_args *fa) {
             if (matched < 0) return usage_error("argument %s: expected one argument", opts[k]);
         }
         for (size_t k = 0; k < sizeof RELAY_FLAGS / sizeof RELAY_FLAGS[0] && !matched; k++) {
-            matched = take_value(argc, argv, &i, RELAY_FLAGS[k], &fa->relay[k]);
+            matched = mst_cli_take_value(argc, argv, &i, RELAY_FLAGS[k], &fa->relay[k]);
             if (matched < 0)
                 return usage_error("argument %s: expected one argument", RELAY_FLAGS[k]);
         }
