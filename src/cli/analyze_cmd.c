@@ -19,6 +19,7 @@
 #include "cli/analyze_cmd.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,8 +58,11 @@ typedef struct analyze_args {
     /* Inputs named http://... or https://... (and --jaeger URL) are Jaeger
      * query APIs, read over this window (read_jaeger.h). */
     mst_an_jaeger_query jaeger;
-    bool has_start, has_end, has_since;
-    int64_t since_us;
+    bool has_start, has_end;
+    /* The DURATION options (opt_def.duration below), in microseconds; -1:
+     * not given. --jaeger-deadline and --jaeger-min-window go on into
+     * `jaeger` once parsed. */
+    int64_t since_us, jaeger_deadline_us, jaeger_min_window_us;
     /* --window START..END (offsets from the trace's first span, ns) and
      * --skip-warmup, for file inputs. */
     bool has_window, skip_warmup;
@@ -73,42 +77,63 @@ typedef enum opt_id {
     OPT_WINDOW, OPT_SKIP_WARMUP
 } opt_id;
 
+/* A DURATION value (mst_an_jaeger_parse_duration: 90s, 30m, 1h, 2d, 1ms,
+ * 1us): the int64_t field of analyze_args it goes into (microseconds), its
+ * bounds, and the examples its error line gives. */
+typedef struct duration_value {
+    size_t field; /* offsetof(analyze_args, ...) */
+    int64_t min_us, max_us;
+    const char *examples;
+} duration_value;
+
 typedef struct opt_def {
     const char *long_name;
     const char *short_name; /* NULL when none */
     int n_values;           /* values that follow the flag */
     opt_id id;
+    const char *meta;       /* the values' names in --help; NULL when none */
     const char *help;
+    const duration_value *duration; /* DURATION options: parsed by the table (parse_duration_opt) */
 } opt_def;
 
+static const duration_value SINCE = {offsetof(analyze_args, since_us), 0, INT64_MAX, "90s, 30m, 1h or 2d"};
+/* at least 1 ms, and its milliseconds fit the query's deadline_ms */
+static const duration_value JAEGER_DEADLINE = {offsetof(analyze_args, jaeger_deadline_us), 1000,
+                                               INT64_C(0x7fffffff) * 1000 + 999, "90s, 30m or 1h"};
+static const duration_value JAEGER_MIN_WINDOW = {offsetof(analyze_args, jaeger_min_window_us), 1,
+                                                 INT64_MAX, "1ms or 1us"};
+
 static const opt_def OPTIONS[] = {
-    {"--json", NULL, 1, OPT_JSON, "write the whole analysis as JSON to PATH ('-': stdout)"},
-    {"--csv", NULL, 1, OPT_CSV, "write DIR/request.csv and DIR/step.csv"},
-    {"--top", NULL, 1, OPT_TOP, "list the N slowest requests (default 10)"},
-    {"--output", "-o", 1, OPT_OUTPUT, "write the HTML report to PATH"},
-    {"--compare", NULL, 2, OPT_COMPARE,
-     "compare BEFORE with AFTER (each a trace file, or several joined with ',')"},
-    {"--jaeger", NULL, 1, OPT_JAEGER, "read the spans from Jaeger's query API at URL (http://HOST:16686)"},
-    {"--service", NULL, 1, OPT_SERVICE, "the Jaeger service(s) to read (',' between several)"},
-    {"--since", NULL, 1, OPT_SINCE, "Jaeger window: the last DURATION (90s, 30m, 1h, 2d; default 1h)"},
-    {"--start", NULL, 1, OPT_START, "Jaeger window start: RFC 3339 time or Unix seconds"},
-    {"--end", NULL, 1, OPT_END, "Jaeger window end (default: now)"},
-    {"--jaeger-limit", NULL, 1, OPT_JAEGER_LIMIT, "traces per Jaeger request (default 500)"},
-    {"--jaeger-deadline", NULL, 1, OPT_JAEGER_DEADLINE,
-     "stop reading Jaeger after DURATION in all (default 10m; exit 2)"},
-    {"--jaeger-max-requests", NULL, 1, OPT_JAEGER_MAX_REQUESTS,
-     "stop reading Jaeger after N requests (default 100000; exit 2)"},
-    {"--jaeger-min-window", NULL, 1, OPT_JAEGER_MIN_WINDOW,
-     "do not split Jaeger windows below DURATION (default 1ms; 1us = Jaeger's resolution)"},
-    {"--jaeger-ca", NULL, 1, OPT_JAEGER_CA, "https Jaeger: CA file (PEM) that signed its certificate"},
-    {"--jaeger-cert", NULL, 1, OPT_JAEGER_CERT, "https Jaeger, mutual TLS: client certificate (PEM)"},
-    {"--jaeger-key", NULL, 1, OPT_JAEGER_KEY, "https Jaeger, mutual TLS: the client certificate's key (PEM)"},
-    {"--window", NULL, 1, OPT_WINDOW,
-     "analyse only START..END of file inputs, offsets from the trace's start (10s..70s, 2m.., ..90s)"},
-    {"--skip-warmup", NULL, 0, OPT_SKIP_WARMUP,
-     "leave out each engine's first busy step and the requests that arrived before it ended"},
-    {"--quiet", "-q", 0, OPT_QUIET, "no progress line and no text summary"},
-    {"--help", "-h", 0, OPT_HELP, "show this help and exit"},
+    {"--json", NULL, 1, OPT_JSON, "PATH", "write the whole analysis as JSON to PATH ('-': stdout)", NULL},
+    {"--csv", NULL, 1, OPT_CSV, "DIR", "write DIR/request.csv and DIR/step.csv", NULL},
+    {"--top", NULL, 1, OPT_TOP, "N", "list the N slowest requests (default 10)", NULL},
+    {"--output", "-o", 1, OPT_OUTPUT, "PATH", "write the HTML report to PATH", NULL},
+    {"--compare", NULL, 2, OPT_COMPARE, "BEFORE AFTER",
+     "compare BEFORE with AFTER (each a trace file, or several joined with ',')", NULL},
+    {"--jaeger", NULL, 1, OPT_JAEGER, "URL", "read the spans from Jaeger's query API at URL (http://HOST:16686)",
+     NULL},
+    {"--service", NULL, 1, OPT_SERVICE, "NAME", "the Jaeger service(s) to read (',' between several)", NULL},
+    {"--since", NULL, 1, OPT_SINCE, "DURATION", "Jaeger window: the last DURATION (90s, 30m, 1h, 2d; default 1h)",
+     &SINCE},
+    {"--start", NULL, 1, OPT_START, "TIME", "Jaeger window start: RFC 3339 time or Unix seconds", NULL},
+    {"--end", NULL, 1, OPT_END, "TIME", "Jaeger window end (default: now)", NULL},
+    {"--jaeger-limit", NULL, 1, OPT_JAEGER_LIMIT, "N", "traces per Jaeger request (default 500)", NULL},
+    {"--jaeger-deadline", NULL, 1, OPT_JAEGER_DEADLINE, "DURATION",
+     "stop reading Jaeger after DURATION in all (default 10m; exit 2)", &JAEGER_DEADLINE},
+    {"--jaeger-max-requests", NULL, 1, OPT_JAEGER_MAX_REQUESTS, "N",
+     "stop reading Jaeger after N requests (default 100000; exit 2)", NULL},
+    {"--jaeger-min-window", NULL, 1, OPT_JAEGER_MIN_WINDOW, "DURATION",
+     "do not split Jaeger windows below DURATION (default 1ms; 1us = Jaeger's resolution)", &JAEGER_MIN_WINDOW},
+    {"--jaeger-ca", NULL, 1, OPT_JAEGER_CA, "PATH", "https Jaeger: CA file (PEM) that signed its certificate", NULL},
+    {"--jaeger-cert", NULL, 1, OPT_JAEGER_CERT, "PATH", "https Jaeger, mutual TLS: client certificate (PEM)", NULL},
+    {"--jaeger-key", NULL, 1, OPT_JAEGER_KEY, "PATH", "https Jaeger, mutual TLS: the client certificate's key (PEM)",
+     NULL},
+    {"--window", NULL, 1, OPT_WINDOW, "START..END",
+     "analyse only START..END of file inputs, offsets from the trace's start (10s..70s, 2m.., ..90s)", NULL},
+    {"--skip-warmup", NULL, 0, OPT_SKIP_WARMUP, NULL,
+     "leave out each engine's first busy step and the requests that arrived before it ended", NULL},
+    {"--quiet", "-q", 0, OPT_QUIET, NULL, "no progress line and no text summary", NULL},
+    {"--help", "-h", 0, OPT_HELP, NULL, "show this help and exit", NULL},
 };
 #define N_OPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
 
@@ -132,20 +157,8 @@ static void usage(FILE *f) {
     for (size_t i = 0; i < N_OPTIONS; i++) {
         char flag[64];
         const opt_def *o = &OPTIONS[i];
-        const char *meta = o->id == OPT_COMPARE ? " BEFORE AFTER"
-                           : o->id == OPT_CSV   ? " DIR"
-                           : o->id == OPT_TOP || o->id == OPT_JAEGER_LIMIT ||
-                                     o->id == OPT_JAEGER_MAX_REQUESTS ? " N"
-                           : o->id == OPT_JAEGER ? " URL"
-                           : o->id == OPT_SERVICE ? " NAME"
-                           : o->id == OPT_SINCE || o->id == OPT_JAEGER_DEADLINE ||
-                                     o->id == OPT_JAEGER_MIN_WINDOW ? " DURATION"
-                           : o->id == OPT_START || o->id == OPT_END ? " TIME"
-                           : o->id == OPT_WINDOW ? " START..END"
-                           : o->n_values        ? " PATH"
-                                                : "";
-        snprintf(flag, sizeof flag, "%s%s%s%s", o->short_name ? o->short_name : "",
-                 o->short_name ? ", " : "", o->long_name, meta);
+        snprintf(flag, sizeof flag, "%s%s%s%s%s", o->short_name ? o->short_name : "",
+                 o->short_name ? ", " : "", o->long_name, o->meta ? " " : "", o->meta ? o->meta : "");
         fprintf(f, "  %-28s %s\n", flag, o->help);
     }
     fprintf(f, "\nA text summary goes to stdout unless --quiet or --json -. See docs/analyze.md.\n");
@@ -174,6 +187,25 @@ static int parse_int_arg(const char *name, const char *text, long lo, long hi, l
     return -1;
 }
 
+static int64_t *duration_field(analyze_args *a, const duration_value *d) {
+    return (int64_t *)(void *)((char *)a + d->field);
+}
+
+/* The value of DURATION option `o` into its field; -1 when it is one within
+ * the option's bounds, else the usage exit code (after the usage and an
+ * error line). */
+static int parse_duration_opt(const opt_def *o, const char *text, analyze_args *a) {
+    int64_t us;
+    if (!mst_an_jaeger_parse_duration(text, &us) || us < o->duration->min_us || us > o->duration->max_us) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "argument %s: expected a duration such as %s, got '%s'", o->long_name,
+                 o->duration->examples, text);
+        return usage_error("%s", msg);
+    }
+    *duration_field(a, o->duration) = us;
+    return -1;
+}
+
 /* Splits a comma-joined list of paths into out[] (the string is modified). */
 static size_t split_paths(char *s, const char **out, size_t cap) {
     size_t n = 0;
@@ -192,7 +224,7 @@ static int check_jaeger_args(analyze_args *a) {
     for (size_t i = 0; i < a->n_inputs; i++) any |= is_jaeger_input(a->inputs[i]);
     for (size_t i = 0; i < a->n_before; i++) any |= is_jaeger_input(a->before[i]);
     if (!any) {
-        if (a->jaeger.service || a->has_since || a->has_start || a->has_end || a->jaeger.ca_file ||
+        if (a->jaeger.service || a->since_us >= 0 || a->has_start || a->has_end || a->jaeger.ca_file ||
             a->jaeger.cert_file || a->jaeger.key_file)
             return usage_error("%s: --service, --since, --start, --end and --jaeger-ca/-cert/-key need "
                                "--jaeger URL", "argument");
@@ -201,10 +233,10 @@ static int check_jaeger_args(analyze_args *a) {
     if (!a->jaeger.service || !a->jaeger.service[0])
         return usage_error("argument %s: required with --jaeger (the service name the spans were sent with)",
                            "--service");
-    if (a->has_since && a->has_start)
+    if (a->since_us >= 0 && a->has_start)
         return usage_error("argument %s: give either --since or --start", "--since");
     if (!a->has_end) a->jaeger.end_us = (int64_t)time(NULL) * 1000000 + 60000000; /* clock skew */
-    if (!a->has_start) a->jaeger.start_us = a->jaeger.end_us - (a->has_since ? a->since_us : 3600000000LL);
+    if (!a->has_start) a->jaeger.start_us = a->jaeger.end_us - (a->since_us >= 0 ? a->since_us : 3600000000LL);
     if (a->jaeger.end_us < a->jaeger.start_us) return usage_error("argument %s: the window ends before it starts", "--end");
     return -1;
 }
@@ -240,6 +272,8 @@ static bool parse_window(const char *text, analyze_args *a) {
 static int parse_args(int argc, char **argv, analyze_args *a) {
     memset(a, 0, sizeof *a);
     a->top = 10;
+    for (size_t k = 0; k < N_OPTIONS; k++)
+        if (OPTIONS[k].duration) *duration_field(a, OPTIONS[k].duration) = -1; /* not given */
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
         const opt_def *o = NULL;
@@ -257,6 +291,11 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
             return usage_error(o->n_values == 2 ? "argument %s: expected two arguments"
                                                 : "argument %s: expected one argument",
                                o->long_name);
+        if (o->duration) {
+            int rc = parse_duration_opt(o, argv[++i], a);
+            if (rc >= 0) return rc;
+            continue;
+        }
         switch (o->id) {
         case OPT_JSON: a->json_path = argv[++i]; break;
         case OPT_CSV: a->csv_dir = argv[++i]; break;
@@ -270,12 +309,6 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
         case OPT_JAEGER_CA: a->jaeger.ca_file = argv[++i]; break;
         case OPT_JAEGER_CERT: a->jaeger.cert_file = argv[++i]; break;
         case OPT_JAEGER_KEY: a->jaeger.key_file = argv[++i]; break;
-        case OPT_SINCE:
-            if (!mst_an_jaeger_parse_duration(argv[++i], &a->since_us))
-                return usage_error("argument --since: expected a duration such as 90s, 30m, 1h or 2d, got '%s'",
-                                   argv[i]);
-            a->has_since = true;
-            break;
         case OPT_START:
         case OPT_END: {
             int64_t *dst = o->id == OPT_START ? &a->jaeger.start_us : &a->jaeger.end_us;
@@ -292,22 +325,6 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
             a->jaeger.limit = (unsigned)v;
             break;
         }
-        case OPT_JAEGER_DEADLINE: {
-            int64_t us;
-            if (!mst_an_jaeger_parse_duration(argv[++i], &us) || us < 1000 || us / 1000 > 0x7fffffff)
-                return usage_error("argument --jaeger-deadline: expected a duration such as 90s, 30m or 1h, "
-                                   "got '%s'", argv[i]);
-            a->jaeger.deadline_ms = (long)(us / 1000);
-            break;
-        }
-        case OPT_JAEGER_MIN_WINDOW: {
-            int64_t us;
-            if (!mst_an_jaeger_parse_duration(argv[++i], &us) || us < 1)
-                return usage_error("argument --jaeger-min-window: expected a duration such as 1ms or 1us, "
-                                   "got '%s'", argv[i]);
-            a->jaeger.min_window_us = us;
-            break;
-        }
         case OPT_JAEGER_MAX_REQUESTS: {
             long v;
             int rc = parse_int_arg(o->long_name, argv[++i], 1, 100000000, &v);
@@ -321,6 +338,9 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
                                    "..90s, got '%s'", argv[i]);
             break;
         case OPT_SKIP_WARMUP: a->skip_warmup = true; break;
+        case OPT_SINCE:
+        case OPT_JAEGER_DEADLINE:
+        case OPT_JAEGER_MIN_WINDOW: break; /* DURATION options: parsed above, by their table entry */
         case OPT_HELP: usage(stdout); return 0;
         case OPT_TOP: {
             int rc = parse_int_arg(o->long_name, argv[++i], 0, 100000, &a->top);
@@ -343,6 +363,8 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
             if (is_jaeger_input(a->inputs[i]))
                 return usage_error("argument %s: for file inputs (a Jaeger window is --start/--end)",
                                    a->has_window ? "--window" : "--skip-warmup");
+    if (a->jaeger_deadline_us >= 0) a->jaeger.deadline_ms = (long)(a->jaeger_deadline_us / 1000);
+    if (a->jaeger_min_window_us >= 0) a->jaeger.min_window_us = a->jaeger_min_window_us;
     return check_jaeger_args(a);
 }
 
