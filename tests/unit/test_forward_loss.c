@@ -30,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "export/forward_client.h"
@@ -140,10 +139,7 @@ static void test_spans_after_a_stall_arrive_and_the_loss_is_reported(void) {
     check_client(&r);
     /* The client closed its connection at shutdown: everything it counted
      * exported arrived, and the loss report said exactly what it failed. */
-    alarm(HANG_GUARD_S);
-    while (atomic_load(&l.closed) < atomic_load(&l.accepted))
-        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
-    alarm(0);
+    CHECK(wait_all_closed(&l));
     CHECK_EQ_INT(atomic_load(&l.frames), r.obs.final.spans_exported);
     CHECK_EQ_INT(atomic_load(&l.bad), 0);
     CHECK(atomic_load(&l.reports) >= 1);
