@@ -484,33 +484,20 @@ static mst_an_model *load_side(const char *const *paths, size_t n, const analyze
 
 /* ------------------------------------------------------------ outputs */
 
-/* Files go through output_file.h (no link followed, 0640, renamed into
- * place when complete). */
-static bool write_file(const char *path, const void *data, size_t len) {
+/* The analysis JSON (--json), or the HTML report made from exactly that
+ * JSON (-o, report_html.h), into `path` (`flag` names the option in
+ * errors). Files go through output_file.h (no link followed, 0640, renamed
+ * into place when complete). */
+static bool write_output(const char *path, const char *flag, const char *json, size_t len, bool html) {
     mst_an_output o;
     char err[PATH_MAX + 256] = "";
-    if (mst_an_output_open(&o, path, "--json", err, sizeof err) != MST_OK) {
+    if (mst_an_output_open(&o, path, flag, err, sizeof err) != MST_OK) {
         mst_an_term_line(stderr, "mstrace analyze: error: ", err);
         return false;
     }
-    fwrite(data, 1, len, o.f);
-    if (mst_an_output_commit(&o, err, sizeof err) != MST_OK) {
-        mst_an_term_line(stderr, "mstrace analyze: error: ", err);
-        return false;
-    }
-    return true;
-}
-
-/* The HTML report (report_html.h) from exactly the JSON --json writes. */
-static bool write_html(const char *path, const char *json, size_t len) {
-    mst_an_output o;
-    char err[PATH_MAX + 256] = "";
-    if (mst_an_output_open(&o, path, "-o", err, sizeof err) != MST_OK) {
-        mst_an_term_line(stderr, "mstrace analyze: error: ", err);
-        return false;
-    }
-    mst_status st = mst_report_html_write(o.f, json, len, err, sizeof err);
-    if (st != MST_OK) {
+    if (!html) {
+        fwrite(json, 1, len, o.f);
+    } else if (mst_report_html_write(o.f, json, len, err, sizeof err) != MST_OK) {
         mst_an_output_abort(&o);
         fprintf(stderr, "mstrace analyze: error: %s: ", path);
         mst_an_term_line(stderr, "", err[0] ? err : "cannot write");
@@ -563,8 +550,9 @@ int mst_analyze_main(int argc, char **argv) {
         fprintf(stderr, "mstrace analyze: error: out of memory writing the analysis\n");
         rc = EXIT_OUTPUT;
     }
-    if (!rc && a.json_path && !write_file(a.json_path, json.data, json.len)) rc = EXIT_OUTPUT;
-    if (!rc && a.html_path && !write_html(a.html_path, (const char *)json.data, json.len)) rc = EXIT_OUTPUT;
+    const char *text = (const char *)json.data;
+    if (!rc && a.json_path && !write_output(a.json_path, "--json", text, json.len, false)) rc = EXIT_OUTPUT;
+    if (!rc && a.html_path && !write_output(a.html_path, "-o", text, json.len, true)) rc = EXIT_OUTPUT;
     if (!rc && a.csv_dir) {
         char err[512] = "";
         if (mst_an_report_csv(m, a.csv_dir, err, sizeof err) != MST_OK) {
