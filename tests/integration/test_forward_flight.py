@@ -154,13 +154,20 @@ def test_disk_budget_holds_in_a_storm_of_dumps(daemon_factory, tmp_path, mstrace
     assert _dumps(tmp_path)[-1].name.endswith("-000012.pftrace")
 
 
-def test_sigkill_during_a_dump_leaves_no_partial_dump(daemon_factory, tmp_path):
+def _dump_under_way(daemon_factory, tmp_path):
+    """(daemon, traffic): a flight recorder holding a large ring of that
+    traffic, told to dump it (SIGUSR2) and known to have taken the signal."""
     traffic = engine_traffic(200, steps_per_request=60)
     d = _flight(daemon_factory, tmp_path / "run.pftrace")
     _send(d, traffic.packets)
     _wait_received(d, len(traffic.packets))
     d.proc.send_signal(signal.SIGUSR2)
     wait_log(d, "Received SIGUSR2")
+    return d, traffic
+
+
+def test_sigkill_during_a_dump_leaves_no_partial_dump(daemon_factory, tmp_path):
+    d, _ = _dump_under_way(daemon_factory, tmp_path)
     d.proc.kill()
     d.proc.wait()
     from pftrace_model import iter_packets
@@ -173,12 +180,7 @@ def test_sigkill_during_a_dump_leaves_no_partial_dump(daemon_factory, tmp_path):
 
 
 def test_sigterm_during_a_dump_lets_it_finish(daemon_factory, tmp_path):
-    traffic = engine_traffic(200, steps_per_request=60)
-    d = _flight(daemon_factory, tmp_path / "run.pftrace")
-    _send(d, traffic.packets)
-    _wait_received(d, len(traffic.packets))
-    d.proc.send_signal(signal.SIGUSR2)
-    wait_log(d, "Received SIGUSR2")
+    d, traffic = _dump_under_way(daemon_factory, tmp_path)
     assert d.stop(signal.SIGTERM) == 0, d.log()[-3000:]
     from pftrace_model import iter_packets
     dumps = _dumps(tmp_path)
