@@ -74,27 +74,13 @@ static uint64_t client_failed(mst_exporter *fwd) {
 static bool run_scenario(const char *socket_name, void (*stall)(void *), void (*resume)(void *), void *ctx,
                          outcome *out) {
     memset(out, 0, sizeof *out);
-    mst_tracer_options opts = {.max_queue_size = 1u << 16, .max_export_batch_size = 512,
-                               .schedule_delay_ms = 600000};
-    mst_tracer *t;
-    mst_exporter *fwd;
-    if (mst_tracer_create(&opts, &t) != MST_OK) return false;
-    if (mst_forward_exporter_create(socket_name, &fwd) != MST_OK) {
-        mst_tracer_shutdown(t, 1000);
-        return false;
-    }
-    mst_forward_exporter_set_send_budget_ms(fwd, 100);
-    mst_forward_exporter_set_retry_interval_ms(fwd, 600000);
     mst_test_observer *o = &out->obs;
-    mst_test_observer_init(o, fwd, t);
-    if (mst_tracer_add_exporter(t, &o->base) != MST_OK) return false;
+    mst_tracer *t = mst_test_forward_tracer(socket_name, 100, 600000, o);
+    if (!t) return false;
+    mst_exporter *fwd = o->inner;
     alarm(HANG_GUARD_S);
     spans(t, "warmup", WARMUP_SPANS);
-    if (mst_tracer_flush(t, 60000) != MST_OK || atomic_load(&o->last_status) != MST_OK) {
-        fprintf(stderr, "the warm-up spans did not reach the forwarder\n");
-        mst_tracer_shutdown(t, 1000);
-        return false;
-    }
+    if (!mst_test_warmup_reached(t, o)) return false;
     stall(ctx);
     while (client_failed(fwd) == 0 && out->stall_rounds < MAX_STALL_ROUNDS) {
         out->stall_rounds++;
