@@ -1,13 +1,15 @@
-"""What the forwarder's disk-full and flight-recorder tests share: a small
-tmpfs of a size the test picks (the `small_disk` fixture: mounted under
-tmp_path, root only, the test skipped with the reason otherwise; unmounted
-after the test) and waiting for a line in the daemon's log.
+"""What several forwarder tests share: a small tmpfs of a size the test
+picks (the `small_disk` fixture: mounted under tmp_path, root only, the test
+skipped with the reason otherwise; unmounted after the test), waiting for a
+line in the daemon's log, and asking the daemon for its stats (SIGUSR1) until
+they say something.
 
-Why one module: both tests mounted their tmpfs and polled the log with
+Why one module: the disk-full, flight-recorder, memory and values tests had
 copies of the same code.
 """
 
 import os
+import signal
 import subprocess
 import time
 
@@ -48,3 +50,22 @@ def wait_log(daemon, needle, count=1):
             raise AssertionError(daemon.log()[-3000:])
         time.sleep(0.01)
     raise AssertionError(f"{needle!r} never logged {count}x: {daemon.log()[-3000:]}")
+
+
+def requested_stats(daemon, until, what="the condition"):
+    """Asks for a stats line (SIGUSR1) until `until(stats)` holds and returns
+    those stats (Daemon.stats("requested")); bounded by rounds of work, not
+    by a clock; fails naming `what` and the last stats otherwise."""
+    st = {}
+    for _ in range(3000):
+        n = daemon.log().count("stats (requested)")
+        daemon.proc.send_signal(signal.SIGUSR1)
+        while daemon.log().count("stats (requested)") <= n:
+            if daemon.proc.poll() is not None:
+                raise AssertionError(daemon.log()[-3000:])
+            time.sleep(0.005)
+        st = daemon.stats("requested")
+        if until(st):
+            return st
+        time.sleep(0.01)
+    raise AssertionError(f"never reached: {what}: {st}")
