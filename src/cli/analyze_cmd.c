@@ -187,6 +187,7 @@ static int parse_int_arg(const char *name, const char *text, long lo, long hi, l
     return -1;
 }
 
+/* Where DURATION value `d` goes in `a`. */
 static int64_t *duration_field(analyze_args *a, const duration_value *d) {
     return (int64_t *)(void *)((char *)a + d->field);
 }
@@ -197,10 +198,10 @@ static int64_t *duration_field(analyze_args *a, const duration_value *d) {
 static int parse_duration_opt(const opt_def *o, const char *text, analyze_args *a) {
     int64_t us;
     if (!mst_an_jaeger_parse_duration(text, &us) || us < o->duration->min_us || us > o->duration->max_us) {
-        char msg[200];
-        snprintf(msg, sizeof msg, "argument %s: expected a duration such as %s, got '%s'", o->long_name,
-                 o->duration->examples, text);
-        return usage_error("%s", msg);
+        usage(stderr);
+        fprintf(stderr, "mstrace analyze: error: argument %s: expected a duration such as %s, got '%s'\n",
+                o->long_name, o->duration->examples, text);
+        return EXIT_USAGE;
     }
     *duration_field(a, o->duration) = us;
     return -1;
