@@ -61,19 +61,13 @@ def serve_and_analyze(tmp, input_len, output_len):
     and the analysis of its trace (also used by test_real_vllm_long_load.py)."""
     python, binary = vllm_serve.traced_setup()
     trace = tmp / "trace.json"
-    fwd = vllm_serve.Forwarder(binary, ["--perfetto-output", trace], tmp / "forward.log", prefix="mst_anv")
-    try:
-        server = vllm_serve.Server(python, vllm_serve.traced_env(fwd.sock),
-                                   ["--max-model-len", 512, "--block-size", BLOCK_SIZE,
-                                    "--num-gpu-blocks-override", BLOCKS], tmp / "vllm.log")
-        try:
+    with vllm_serve.Forwarder(binary, ["--perfetto-output", trace], tmp / "forward.log", prefix="mst_anv") as fwd:
+        with vllm_serve.Server(python, vllm_serve.traced_env(fwd.sock),
+                               ["--max-model-len", 512, "--block-size", BLOCK_SIZE,
+                                "--num-gpu-blocks-override", BLOCKS], tmp / "vllm.log") as server:
             before = _scrape(server)
             server.bench(input_len, output_len, PROMPTS, CONCURRENCY, tmp)
             after = _scrape(server)
-        finally:
-            server.stop()
-    finally:
-        fwd.stop()
     vllm_serve.keep_files(tmp, ("trace.json", "vllm.log", "bench.json", "forward.log"))
     p = subprocess.run([binary, "analyze", str(trace), "--json", str(tmp / "analysis.json")],
                        capture_output=True, text=True, timeout=600)

@@ -102,9 +102,8 @@ def test_both_plugins_each_symbol_hooked_once_handler_once(msp_target, tmp_path)
     prof_cfg = tmp_path / "prof_config"
     prof_cfg.mkdir()
     out_json = tmp_path / "hook_tracing.json"
-    fwd = vllm_serve.Forwarder(binary, ["--perfetto-output", out_json], tmp_path / "forward.log",
-                               prefix="mst_coexist")
-    try:
+    with vllm_serve.Forwarder(binary, ["--perfetto-output", out_json], tmp_path / "forward.log",
+                              prefix="mst_coexist") as fwd:
         script = E2E_RUN.replace('if __name__ == "__main__":\n    main()',
                                  'if __name__ == "__main__":\n    main()\n' +
                                  "\n".join("    " + line for line in PROBE.strip().splitlines()))
@@ -113,8 +112,6 @@ def test_both_plugins_each_symbol_hooked_once_handler_once(msp_target, tmp_path)
                                     MST_COEXIST_COUNT=str(counts))
         proc = vllm_serve.run_offline(python, tmp_path, script, env)
         log = proc.stdout[-3000:] + proc.stderr[-8000:]
-    finally:
-        fwd.stop(30)
     probe = json.loads(proc.stdout.split("PROBE ", 1)[1].splitlines()[0])
     assert {"mstrace", "msserviceprofiler"} <= set(probe["declared"]), probe
     vllm_log = proc.stdout + proc.stderr  # vLLM's logger writes to stdout

@@ -27,13 +27,11 @@ RUN = vllm_serve.offline_script(4, """
 def test_hook_spans_from_every_vllm_process(tmp_path):
     python, binary = vllm_serve.traced_setup()
     out_json = tmp_path / "hook_tracing.json"
-    fwd = vllm_serve.Forwarder(binary, ["--perfetto-output", out_json], tmp_path / "forward.log", prefix="mst_e2e")
-    try:
+    with vllm_serve.Forwarder(binary, ["--perfetto-output", out_json], tmp_path / "forward.log",
+                              prefix="mst_e2e") as fwd:
         env = vllm_serve.traced_env(fwd.sock, MS_PROFILER_AUTO_TRACE=None)
         proc = vllm_serve.run_offline(python, tmp_path, RUN, env)
         assert proc.stderr.count("mstrace: hook tracing on") >= 3, proc.stderr[-6000:]  # main, EngineCore, worker
-    finally:
-        fwd.stop(30)
     events = json.loads(out_json.read_text())
     spans = [e for e in events if e.get("ph") == "X"]
     pids = {}

@@ -86,16 +86,13 @@ def _run(tmp_path, plant, jaeger=None):
         extra = ["--flight-otlp"]
         fwd_env.update(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=jaeger.traces_endpoint,
                        OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf")
-    fwd = vllm_serve.Forwarder(binary, ["--log-level", "debug", "--perfetto-output", dumps_dir / "slow.json",
-                                        "--flight-recorder", "64MiB", "--trigger", "e2e>4s", "--trigger", "error",
-                                        *extra], tmp_path / "forward.log", prefix="mst_flight", env=fwd_env)
-    try:
+    with vllm_serve.Forwarder(binary, ["--log-level", "debug", "--perfetto-output", dumps_dir / "slow.json",
+                                       "--flight-recorder", "64MiB", "--trigger", "e2e>4s", "--trigger", "error",
+                                       *extra], tmp_path / "forward.log", prefix="mst_flight", env=fwd_env) as fwd:
         env = vllm_serve.traced_env(fwd.sock, [tmp_path / "plant"], PROFILING_SYMBOLS_PATH=str(symbols))
         vllm_serve.run_offline(python, tmp_path, RUN, env)
-    finally:
-        rc = fwd.stop()
     log = fwd.log()
-    assert rc == 0, log[-4000:]
+    assert fwd.returncode == 0, log[-4000:]
     assert "flight recorder: seen=" in log, log[-4000:]
     return log, dumps_dir, binary
 

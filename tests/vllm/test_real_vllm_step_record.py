@@ -71,17 +71,17 @@ def run(tmp_path_factory, jaeger):
     tmp = tmp_path_factory.mktemp("steprec")
     out_json = tmp / "trace.json"
     out_pf = tmp / "trace.pftrace"
-    fwd = vllm_serve.Forwarder(binary, ["--perfetto-output", out_json, "--perfetto-output", out_pf],
-                               tmp / "forward.log", prefix="mst_step")
-    # the hook spans also go to Jaeger (mstrace's own OTLP exporter; vLLM's tracing stays off)
-    env = vllm_serve.traced_env(fwd.sock, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=jaeger.traces_endpoint,
-                                OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/protobuf", OTEL_SERVICE_NAME="mst-steprec")
     answers = {}
-    try:
-        server = vllm_serve.Server(python, env, [
-            "--max-model-len", 256, "--max-num-seqs", 8, "--block-size", 32, "--num-gpu-blocks-override", BLOCKS,
-            "--no-enable-prefix-caching", "--max-num-batched-tokens", BATCH_TOKENS], tmp / "vllm.log")
-        try:
+    with vllm_serve.Forwarder(binary, ["--perfetto-output", out_json, "--perfetto-output", out_pf],
+                              tmp / "forward.log", prefix="mst_step") as fwd:
+        # the hook spans also go to Jaeger (mstrace's own OTLP exporter; vLLM's tracing stays off)
+        env = vllm_serve.traced_env(fwd.sock, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=jaeger.traces_endpoint,
+                                    OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/protobuf",
+                                    OTEL_SERVICE_NAME="mst-steprec")
+        with vllm_serve.Server(python, env, [
+                "--max-model-len", 256, "--max-num-seqs", 8, "--block-size", 32, "--num-gpu-blocks-override",
+                BLOCKS, "--no-enable-prefix-caching", "--max-num-batched-tokens", BATCH_TOKENS],
+                tmp / "vllm.log") as server:
             before = _preemptions(server)
             threads = [threading.Thread(target=_complete, args=(server, i, answers)) for i in range(REQUESTS)]
             for t in threads:
@@ -89,10 +89,6 @@ def run(tmp_path_factory, jaeger):
             for t in threads:
                 t.join()
             after = _preemptions(server)
-        finally:
-            server.stop()
-    finally:
-        fwd.stop()
     vllm_serve.keep_files(tmp, ("trace.json", "trace.pftrace", "vllm.log", "forward.log"))
     assert len(answers) == REQUESTS, vllm_serve.read_log(tmp / "vllm.log")
     events = json.loads(out_json.read_text())

@@ -130,7 +130,7 @@ def read_log(path, tail=4000):
 class Forwarder:
     """A real `mstrace forward --socket-name <fresh name> ARGS...`, its output in `log_path`,
     started in its own process group and waited for until it listens; .sock is the name for
-    traced_env(); .stop() ends it (SIGINT) and returns its exit status."""
+    traced_env(); .stop() (or leaving a `with` block) ends it (SIGINT) and returns its exit status."""
 
     def __init__(self, binary, args, log_path, prefix="mst_vllm", env=None):
         self.sock = "%s_%s" % (prefix, uuid.uuid4().hex[:8])
@@ -147,7 +147,14 @@ class Forwarder:
             time.sleep(0.02)
 
     def stop(self, timeout=60):
-        return stop(self.proc, timeout)
+        self.returncode = stop(self.proc, timeout)
+        return self.returncode
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
 
     def log(self):
         return open(self.log_path, errors="replace").read()
@@ -156,7 +163,8 @@ class Forwarder:
 class Server:
     """`vllm serve` of the tiny model (tests/e2e/make_tiny_model.py, dummy weights) on a free
     loopback port with `flags` after the common ones, its output in `log_path`; the constructor
-    returns once /health answers. .stop() shuts it down (SIGINT, then its process group)."""
+    returns once /health answers. .stop() (or leaving a `with` block) shuts it down (SIGINT, then
+    its process group)."""
 
     def __init__(self, python, env, flags, log_path):
         subprocess.run([python, os.path.join(E2E, "make_tiny_model.py"), MODEL_DIR], check=True,
@@ -200,6 +208,12 @@ class Server:
 
     def stop(self, timeout=120):
         return stop(self.proc, timeout)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
 
 
 def metric_sum(text, name):
