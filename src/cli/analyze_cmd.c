@@ -53,15 +53,16 @@ typedef struct analyze_args {
     const char *json_path;  /* "-" = stdout */
     const char *csv_dir;
     const char *html_path;  /* -o */
-    long top;
     bool quiet;
     /* Inputs named http://... or https://... (and --jaeger URL) are Jaeger
      * query APIs, read over this window (read_jaeger.h). */
     mst_an_jaeger_query jaeger;
     bool has_start, has_end;
-    /* The DURATION options (opt_def.duration below), in microseconds; -1:
-     * not given. --jaeger-deadline and --jaeger-min-window go on into
-     * `jaeger` once parsed. */
+    /* The numeric options (opt_def.number below): --top N, and for Jaeger
+     * the N options and the DURATION ones (in microseconds). Each starts at
+     * its table entry's `unset`; the Jaeger ones go on into `jaeger` once
+     * parsed. */
+    int64_t top, jaeger_limit, jaeger_max_requests;
     int64_t since_us, jaeger_deadline_us, jaeger_min_window_us;
     /* --window START..END (offsets from the trace's first span, ns) and
      * --skip-warmup, for file inputs. */
@@ -77,14 +78,16 @@ typedef enum opt_id {
     OPT_WINDOW, OPT_SKIP_WARMUP
 } opt_id;
 
-/* A DURATION value (mst_an_jaeger_parse_duration: 90s, 30m, 1h, 2d, 1ms,
- * 1us): the int64_t field of analyze_args it goes into (microseconds), its
- * bounds, and the examples its error line gives. */
-typedef struct duration_value {
+/* The value of a numeric option: an integer N, or a DURATION
+ * (mst_an_jaeger_parse_duration: 90s, 30m, 1h, 2d, 1ms, 1us; stored in
+ * microseconds), that goes into an int64_t field of analyze_args once it is
+ * within [min, max]; the field holds `unset` when the option is not given.
+ * A DURATION's error line gives `examples`. */
+typedef struct number_value {
     size_t field; /* offsetof(analyze_args, ...) */
-    int64_t min_us, max_us;
-    const char *examples;
-} duration_value;
+    int64_t min, max, unset;
+    const char *examples; /* NULL: an integer N */
+} number_value;
 
 typedef struct opt_def {
     const char *long_name;
@@ -93,20 +96,24 @@ typedef struct opt_def {
     opt_id id;
     const char *meta;       /* the values' names in --help; NULL when none */
     const char *help;
-    const duration_value *duration; /* DURATION options: parsed by the table (parse_duration_opt) */
+    const number_value *number; /* N and DURATION options: parsed by the table (parse_number_opt) */
 } opt_def;
 
-static const duration_value SINCE = {offsetof(analyze_args, since_us), 0, INT64_MAX, "90s, 30m, 1h or 2d"};
+static const number_value TOP = {offsetof(analyze_args, top), 0, 100000, 10, NULL};
+/* 0 in the query is its default */
+static const number_value JAEGER_LIMIT = {offsetof(analyze_args, jaeger_limit), 1, 100000, 0, NULL};
+static const number_value JAEGER_MAX_REQUESTS = {offsetof(analyze_args, jaeger_max_requests), 1, 100000000, 0, NULL};
+static const number_value SINCE = {offsetof(analyze_args, since_us), 0, INT64_MAX, -1, "90s, 30m, 1h or 2d"};
 /* at least 1 ms, and its milliseconds fit the query's deadline_ms */
-static const duration_value JAEGER_DEADLINE = {offsetof(analyze_args, jaeger_deadline_us), 1000,
-                                               INT64_C(0x7fffffff) * 1000 + 999, "90s, 30m or 1h"};
-static const duration_value JAEGER_MIN_WINDOW = {offsetof(analyze_args, jaeger_min_window_us), 1,
-                                                 INT64_MAX, "1ms or 1us"};
+static const number_value JAEGER_DEADLINE = {offsetof(analyze_args, jaeger_deadline_us), 1000,
+                                             INT64_C(0x7fffffff) * 1000 + 999, -1, "90s, 30m or 1h"};
+static const number_value JAEGER_MIN_WINDOW = {offsetof(analyze_args, jaeger_min_window_us), 1, INT64_MAX, -1,
+                                               "1ms or 1us"};
 
 static const opt_def OPTIONS[] = {
     {"--json", NULL, 1, OPT_JSON, "PATH", "write the whole analysis as JSON to PATH ('-': stdout)", NULL},
     {"--csv", NULL, 1, OPT_CSV, "DIR", "write DIR/request.csv and DIR/step.csv", NULL},
-    {"--top", NULL, 1, OPT_TOP, "N", "list the N slowest requests (default 10)", NULL},
+    {"--top", NULL, 1, OPT_TOP, "N", "list the N slowest requests (default 10)", &TOP},
     {"--output", "-o", 1, OPT_OUTPUT, "PATH", "write the HTML report to PATH", NULL},
     {"--compare", NULL, 2, OPT_COMPARE, "BEFORE AFTER",
      "compare BEFORE with AFTER (each a trace file, or several joined with ',')", NULL},
@@ -117,11 +124,11 @@ static const opt_def OPTIONS[] = {
      &SINCE},
     {"--start", NULL, 1, OPT_START, "TIME", "Jaeger window start: RFC 3339 time or Unix seconds", NULL},
     {"--end", NULL, 1, OPT_END, "TIME", "Jaeger window end (default: now)", NULL},
-    {"--jaeger-limit", NULL, 1, OPT_JAEGER_LIMIT, "N", "traces per Jaeger request (default 500)", NULL},
+    {"--jaeger-limit", NULL, 1, OPT_JAEGER_LIMIT, "N", "traces per Jaeger request (default 500)", &JAEGER_LIMIT},
     {"--jaeger-deadline", NULL, 1, OPT_JAEGER_DEADLINE, "DURATION",
      "stop reading Jaeger after DURATION in all (default 10m; exit 2)", &JAEGER_DEADLINE},
     {"--jaeger-max-requests", NULL, 1, OPT_JAEGER_MAX_REQUESTS, "N",
-     "stop reading Jaeger after N requests (default 100000; exit 2)", NULL},
+     "stop reading Jaeger after N requests (default 100000; exit 2)", &JAEGER_MAX_REQUESTS},
     {"--jaeger-min-window", NULL, 1, OPT_JAEGER_MIN_WINDOW, "DURATION",
      "do not split Jaeger windows below DURATION (default 1ms; 1us = Jaeger's resolution)", &JAEGER_MIN_WINDOW},
     {"--jaeger-ca", NULL, 1, OPT_JAEGER_CA, "PATH", "https Jaeger: CA file (PEM) that signed its certificate", NULL},
@@ -172,38 +179,37 @@ static int usage_error(const char *fmt, const char *what) {
     return EXIT_USAGE;
 }
 
-/* The integer value of option `name` in [lo, hi] into *out; -1 when it is
- * one, else the usage exit code (after the usage and an error line). */
-static int parse_int_arg(const char *name, const char *text, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || *end || end == text || v < lo || v > hi) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "argument %s: expected an integer %ld..%ld, got '%s'", name, lo, hi, text);
-        return usage_error("%s", msg);
-    }
-    *out = v;
-    return -1;
-}
-
-/* Where DURATION value `d` goes in `a`. */
-static int64_t *duration_field(analyze_args *a, const duration_value *d) {
+/* Where numeric value `d` goes in `a`. */
+static int64_t *number_field(analyze_args *a, const number_value *d) {
     return (int64_t *)(void *)((char *)a + d->field);
 }
 
-/* The value of DURATION option `o` into its field; -1 when it is one within
- * the option's bounds, else the usage exit code (after the usage and an
- * error line). */
-static int parse_duration_opt(const opt_def *o, const char *text, analyze_args *a) {
-    int64_t us;
-    if (!mst_an_jaeger_parse_duration(text, &us) || us < o->duration->min_us || us > o->duration->max_us) {
+/* The value of N or DURATION option `o` into its field; -1 when it is one
+ * within the option's bounds, else the usage exit code (after the usage and
+ * an error line). */
+static int parse_number_opt(const opt_def *o, const char *text, analyze_args *a) {
+    const number_value *d = o->number;
+    int64_t v;
+    bool ok;
+    if (d->examples) {
+        ok = mst_an_jaeger_parse_duration(text, &v);
+    } else {
+        char *end;
+        errno = 0;
+        v = strtoll(text, &end, 10);
+        ok = !errno && !*end && end != text;
+    }
+    if (!ok || v < d->min || v > d->max) {
         usage(stderr);
-        fprintf(stderr, "mstrace analyze: error: argument %s: expected a duration such as %s, got '%s'\n",
-                o->long_name, o->duration->examples, text);
+        if (d->examples)
+            fprintf(stderr, "mstrace analyze: error: argument %s: expected a duration such as %s, got '%s'\n",
+                    o->long_name, d->examples, text);
+        else
+            fprintf(stderr, "mstrace analyze: error: argument %s: expected an integer %lld..%lld, got '%s'\n",
+                    o->long_name, (long long)d->min, (long long)d->max, text);
         return EXIT_USAGE;
     }
-    *duration_field(a, o->duration) = us;
+    *number_field(a, d) = v;
     return -1;
 }
 
@@ -272,9 +278,8 @@ static bool parse_window(const char *text, analyze_args *a) {
 /* Returns -1 when parsed, else the exit code. */
 static int parse_args(int argc, char **argv, analyze_args *a) {
     memset(a, 0, sizeof *a);
-    a->top = 10;
     for (size_t k = 0; k < N_OPTIONS; k++)
-        if (OPTIONS[k].duration) *duration_field(a, OPTIONS[k].duration) = -1; /* not given */
+        if (OPTIONS[k].number) *number_field(a, OPTIONS[k].number) = OPTIONS[k].number->unset;
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
         const opt_def *o = NULL;
@@ -292,8 +297,8 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
             return usage_error(o->n_values == 2 ? "argument %s: expected two arguments"
                                                 : "argument %s: expected one argument",
                                o->long_name);
-        if (o->duration) {
-            int rc = parse_duration_opt(o, argv[++i], a);
+        if (o->number) {
+            int rc = parse_number_opt(o, argv[++i], a);
             if (rc >= 0) return rc;
             continue;
         }
@@ -319,35 +324,19 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
             *(o->id == OPT_START ? &a->has_start : &a->has_end) = true;
             break;
         }
-        case OPT_JAEGER_LIMIT: {
-            long v;
-            int rc = parse_int_arg(o->long_name, argv[++i], 1, 100000, &v);
-            if (rc >= 0) return rc;
-            a->jaeger.limit = (unsigned)v;
-            break;
-        }
-        case OPT_JAEGER_MAX_REQUESTS: {
-            long v;
-            int rc = parse_int_arg(o->long_name, argv[++i], 1, 100000000, &v);
-            if (rc >= 0) return rc;
-            a->jaeger.max_requests = (unsigned)v;
-            break;
-        }
         case OPT_WINDOW:
             if (!parse_window(argv[++i], a))
                 return usage_error("argument --window: expected START..END offsets such as 10s..70s, 2m.. or "
                                    "..90s, got '%s'", argv[i]);
             break;
         case OPT_SKIP_WARMUP: a->skip_warmup = true; break;
+        case OPT_TOP:
+        case OPT_JAEGER_LIMIT:
+        case OPT_JAEGER_MAX_REQUESTS:
         case OPT_SINCE:
         case OPT_JAEGER_DEADLINE:
-        case OPT_JAEGER_MIN_WINDOW: break; /* DURATION options: parsed above, by their table entry */
+        case OPT_JAEGER_MIN_WINDOW: break; /* N and DURATION options: parsed above, by their table entry */
         case OPT_HELP: usage(stdout); return 0;
-        case OPT_TOP: {
-            int rc = parse_int_arg(o->long_name, argv[++i], 0, 100000, &a->top);
-            if (rc >= 0) return rc;
-            break;
-        }
         case OPT_COMPARE:
             if (a->compare) return usage_error("argument %s: given twice", "--compare");
             a->compare = true;
@@ -364,6 +353,8 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
             if (is_jaeger_input(a->inputs[i]))
                 return usage_error("argument %s: for file inputs (a Jaeger window is --start/--end)",
                                    a->has_window ? "--window" : "--skip-warmup");
+    a->jaeger.limit = (unsigned)a->jaeger_limit;
+    a->jaeger.max_requests = (unsigned)a->jaeger_max_requests;
     if (a->jaeger_deadline_us >= 0) a->jaeger.deadline_ms = (long)(a->jaeger_deadline_us / 1000);
     if (a->jaeger_min_window_us >= 0) a->jaeger.min_window_us = a->jaeger_min_window_us;
     return check_jaeger_args(a);
@@ -386,13 +377,21 @@ static double since(const struct timespec *t0) {
     return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
+/* True when a progress line is due now (progress.h's pace), with the
+ * seconds since the start in *t; the line then counts as printed. */
+static bool progress_line_due(progress *p, double *t) {
+    if (p->quiet) return false;
+    *t = since(&p->t0);
+    if (!mst_an_progress_due(*t, p->last_print, p->tty)) return false;
+    p->last_print = *t;
+    p->printed = true;
+    return true;
+}
+
 static void on_progress(void *ctx, uint64_t done, uint64_t total) {
     progress *p = ctx;
-    if (p->quiet) return;
-    double t = since(&p->t0);
-    if (!mst_an_progress_due(t, p->last_print, p->tty)) return;
-    p->last_print = t;
-    p->printed = true;
+    double t;
+    if (!progress_line_due(p, &t)) return;
     mst_an_progress_print(stderr, p->name, done, total, t, p->tty);
     fflush(stderr);
 }
@@ -400,11 +399,8 @@ static void on_progress(void *ctx, uint64_t done, uint64_t total) {
 /* The same for a Jaeger query, page by page. */
 static void on_pages(void *ctx, uint64_t requests, uint64_t spans, uint64_t traces, int64_t window_us) {
     progress *p = ctx;
-    if (p->quiet) return;
-    double t = since(&p->t0);
-    if (!mst_an_progress_due(t, p->last_print, p->tty)) return;
-    p->last_print = t;
-    p->printed = true;
+    double t;
+    if (!progress_line_due(p, &t)) return;
     mst_an_progress_print_query(stderr, p->name, requests, spans, traces, window_us, p->tty);
     fflush(stderr);
 }
