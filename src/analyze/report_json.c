@@ -118,6 +118,24 @@ static void quantiles(jw *w, const char *suffix, const mst_an_quantiles *q) {
 
 /* ------------------------------------------------------------ sections */
 
+/* A count that is -1 when unknown. */
+static void num_or_null(jw *w, const char *k, int64_t v) {
+    if (v < 0) {
+        key(w, k);
+        mst_buf_append_cstr(w->b, "null");
+    } else ki(w, k, v);
+}
+
+/* The spans an input's traced processes failed to send (-1: it cannot say).
+ * Its own count when it has one; else 0 when its forwarder.spans_dropped
+ * counter is 0: that counter counts every span lost before the file, the
+ * failed sends the processes reported (loss reports) included, so none
+ * failed. A nonzero counter does not split them out: unknown. */
+static int64_t input_spans_failed(const mst_an_input_info *in) {
+    if (in->spans_failed >= 0) return in->spans_failed;
+    return in->spans_dropped == 0 ? 0 : -1;
+}
+
 static void inputs(jw *w, const mst_an_view *v) {
     ka(w, "inputs");
     for (size_t i = 0; i < v->n_inputs; i++) {
@@ -152,17 +170,20 @@ static void data_quality(jw *w, const mst_an_view *v, const mst_an_result *r) {
         close_(w, '}');
     }
     close_(w, ']');
+    /* Sums over the inputs that know the count; null when none does, and
+     * for the failed spans also when an input that lost spans cannot say
+     * how many of them failed (a partial sum would pass for the whole). */
     int64_t dropped = -1, failed = -1;
+    bool failed_unknown = false;
     for (size_t i = 0; i < v->n_inputs; i++) {
-        if (v->inputs[i].spans_dropped >= 0) dropped = (dropped < 0 ? 0 : dropped) + v->inputs[i].spans_dropped;
-        if (v->inputs[i].spans_failed >= 0) failed = (failed < 0 ? 0 : failed) + v->inputs[i].spans_failed;
+        const mst_an_input_info *in = &v->inputs[i];
+        int64_t f = input_spans_failed(in);
+        if (in->spans_dropped >= 0) dropped = (dropped < 0 ? 0 : dropped) + in->spans_dropped;
+        if (f >= 0) failed = (failed < 0 ? 0 : failed) + f;
+        else if (in->spans_dropped > 0) failed_unknown = true;
     }
-    key(w, "spans_dropped");
-    if (dropped < 0) mst_buf_append_cstr(w->b, "null");
-    else mst_buf_append_i64(w->b, dropped);
-    key(w, "spans_failed");
-    if (failed < 0) mst_buf_append_cstr(w->b, "null");
-    else mst_buf_append_i64(w->b, failed);
+    num_or_null(w, "spans_dropped", dropped);
+    num_or_null(w, "spans_failed", failed_unknown ? -1 : failed);
     ki(w, "unjoined_requests", (int64_t)v->unjoined);
     ka(w, "unjoined_examples");
     size_t shown = 0;
@@ -287,14 +308,6 @@ static bool span_names(jw *w, const mst_an_view *v) {
     close_(w, ']');
     free(o);
     return true;
-}
-
-/* A count that is -1 when unknown. */
-static void num_or_null(jw *w, const char *k, int64_t v) {
-    if (v < 0) {
-        key(w, k);
-        mst_buf_append_cstr(w->b, "null");
-    } else ki(w, k, v);
 }
 
 static const char *kind_name(uint8_t k) {

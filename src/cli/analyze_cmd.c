@@ -19,6 +19,7 @@
 #include "cli/analyze_cmd.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,13 +53,17 @@ typedef struct analyze_args {
     const char *json_path;  /* "-" = stdout */
     const char *csv_dir;
     const char *html_path;  /* -o */
-    long top;
     bool quiet;
     /* Inputs named http://... or https://... (and --jaeger URL) are Jaeger
      * query APIs, read over this window (read_jaeger.h). */
     mst_an_jaeger_query jaeger;
-    bool has_start, has_end, has_since;
-    int64_t since_us;
+    bool has_start, has_end;
+    /* The numeric options (opt_def.number below): --top N, and for Jaeger
+     * the N options and the DURATION ones (in microseconds). Each starts at
+     * its table entry's `unset`; the Jaeger ones go on into `jaeger` once
+     * parsed. */
+    int64_t top, jaeger_limit, jaeger_max_requests;
+    int64_t since_us, jaeger_deadline_us, jaeger_min_window_us;
     /* --window START..END (offsets from the trace's first span, ns) and
      * --skip-warmup, for file inputs. */
     bool has_window, skip_warmup;
@@ -73,42 +78,69 @@ typedef enum opt_id {
     OPT_WINDOW, OPT_SKIP_WARMUP
 } opt_id;
 
+/* The value of a numeric option: an integer N, or a DURATION
+ * (mst_an_jaeger_parse_duration: 90s, 30m, 1h, 2d, 1ms, 1us; stored in
+ * microseconds), that goes into an int64_t field of analyze_args once it is
+ * within [min, max]; the field holds `unset` when the option is not given.
+ * A DURATION's error line gives `examples`. */
+typedef struct number_value {
+    size_t field; /* offsetof(analyze_args, ...) */
+    int64_t min, max, unset;
+    const char *examples; /* NULL: an integer N */
+} number_value;
+
 typedef struct opt_def {
     const char *long_name;
     const char *short_name; /* NULL when none */
     int n_values;           /* values that follow the flag */
     opt_id id;
+    const char *meta;       /* the values' names in --help; NULL when none */
     const char *help;
+    const number_value *number; /* N and DURATION options: parsed by the table (parse_number_opt) */
 } opt_def;
 
+static const number_value TOP = {offsetof(analyze_args, top), 0, 100000, 10, NULL};
+/* 0 in the query is its default */
+static const number_value JAEGER_LIMIT = {offsetof(analyze_args, jaeger_limit), 1, 100000, 0, NULL};
+static const number_value JAEGER_MAX_REQUESTS = {offsetof(analyze_args, jaeger_max_requests), 1, 100000000, 0, NULL};
+static const number_value SINCE = {offsetof(analyze_args, since_us), 0, INT64_MAX, -1, "90s, 30m, 1h or 2d"};
+/* at least 1 ms, and its milliseconds fit the query's deadline_ms */
+static const number_value JAEGER_DEADLINE = {offsetof(analyze_args, jaeger_deadline_us), 1000,
+                                             INT64_C(0x7fffffff) * 1000 + 999, -1, "90s, 30m or 1h"};
+static const number_value JAEGER_MIN_WINDOW = {offsetof(analyze_args, jaeger_min_window_us), 1, INT64_MAX, -1,
+                                               "1ms or 1us"};
+
 static const opt_def OPTIONS[] = {
-    {"--json", NULL, 1, OPT_JSON, "write the whole analysis as JSON to PATH ('-': stdout)"},
-    {"--csv", NULL, 1, OPT_CSV, "write DIR/request.csv and DIR/step.csv"},
-    {"--top", NULL, 1, OPT_TOP, "list the N slowest requests (default 10)"},
-    {"--output", "-o", 1, OPT_OUTPUT, "write the HTML report to PATH"},
-    {"--compare", NULL, 2, OPT_COMPARE,
-     "compare BEFORE with AFTER (each a trace file, or several joined with ',')"},
-    {"--jaeger", NULL, 1, OPT_JAEGER, "read the spans from Jaeger's query API at URL (http://HOST:16686)"},
-    {"--service", NULL, 1, OPT_SERVICE, "the Jaeger service(s) to read (',' between several)"},
-    {"--since", NULL, 1, OPT_SINCE, "Jaeger window: the last DURATION (90s, 30m, 1h, 2d; default 1h)"},
-    {"--start", NULL, 1, OPT_START, "Jaeger window start: RFC 3339 time or Unix seconds"},
-    {"--end", NULL, 1, OPT_END, "Jaeger window end (default: now)"},
-    {"--jaeger-limit", NULL, 1, OPT_JAEGER_LIMIT, "traces per Jaeger request (default 500)"},
-    {"--jaeger-deadline", NULL, 1, OPT_JAEGER_DEADLINE,
-     "stop reading Jaeger after DURATION in all (default 10m; exit 2)"},
-    {"--jaeger-max-requests", NULL, 1, OPT_JAEGER_MAX_REQUESTS,
-     "stop reading Jaeger after N requests (default 100000; exit 2)"},
-    {"--jaeger-min-window", NULL, 1, OPT_JAEGER_MIN_WINDOW,
-     "do not split Jaeger windows below DURATION (default 1ms; 1us = Jaeger's resolution)"},
-    {"--jaeger-ca", NULL, 1, OPT_JAEGER_CA, "https Jaeger: CA file (PEM) that signed its certificate"},
-    {"--jaeger-cert", NULL, 1, OPT_JAEGER_CERT, "https Jaeger, mutual TLS: client certificate (PEM)"},
-    {"--jaeger-key", NULL, 1, OPT_JAEGER_KEY, "https Jaeger, mutual TLS: the client certificate's key (PEM)"},
-    {"--window", NULL, 1, OPT_WINDOW,
-     "analyse only START..END of file inputs, offsets from the trace's start (10s..70s, 2m.., ..90s)"},
-    {"--skip-warmup", NULL, 0, OPT_SKIP_WARMUP,
-     "leave out each engine's first busy step and the requests that arrived before it ended"},
-    {"--quiet", "-q", 0, OPT_QUIET, "no progress line and no text summary"},
-    {"--help", "-h", 0, OPT_HELP, "show this help and exit"},
+    {"--json", NULL, 1, OPT_JSON, "PATH", "write the whole analysis as JSON to PATH ('-': stdout)", NULL},
+    {"--csv", NULL, 1, OPT_CSV, "DIR", "write DIR/request.csv and DIR/step.csv", NULL},
+    {"--top", NULL, 1, OPT_TOP, "N", "list the N slowest requests (default 10)", &TOP},
+    {"--output", "-o", 1, OPT_OUTPUT, "PATH", "write the HTML report to PATH", NULL},
+    {"--compare", NULL, 2, OPT_COMPARE, "BEFORE AFTER",
+     "compare BEFORE with AFTER (each a trace file, or several joined with ',')", NULL},
+    {"--jaeger", NULL, 1, OPT_JAEGER, "URL", "read the spans from Jaeger's query API at URL (http://HOST:16686)",
+     NULL},
+    {"--service", NULL, 1, OPT_SERVICE, "NAME", "the Jaeger service(s) to read (',' between several)", NULL},
+    {"--since", NULL, 1, OPT_SINCE, "DURATION", "Jaeger window: the last DURATION (90s, 30m, 1h, 2d; default 1h)",
+     &SINCE},
+    {"--start", NULL, 1, OPT_START, "TIME", "Jaeger window start: RFC 3339 time or Unix seconds", NULL},
+    {"--end", NULL, 1, OPT_END, "TIME", "Jaeger window end (default: now)", NULL},
+    {"--jaeger-limit", NULL, 1, OPT_JAEGER_LIMIT, "N", "traces per Jaeger request (default 500)", &JAEGER_LIMIT},
+    {"--jaeger-deadline", NULL, 1, OPT_JAEGER_DEADLINE, "DURATION",
+     "stop reading Jaeger after DURATION in all (default 10m; exit 2)", &JAEGER_DEADLINE},
+    {"--jaeger-max-requests", NULL, 1, OPT_JAEGER_MAX_REQUESTS, "N",
+     "stop reading Jaeger after N requests (default 100000; exit 2)", &JAEGER_MAX_REQUESTS},
+    {"--jaeger-min-window", NULL, 1, OPT_JAEGER_MIN_WINDOW, "DURATION",
+     "do not split Jaeger windows below DURATION (default 1ms; 1us = Jaeger's resolution)", &JAEGER_MIN_WINDOW},
+    {"--jaeger-ca", NULL, 1, OPT_JAEGER_CA, "PATH", "https Jaeger: CA file (PEM) that signed its certificate", NULL},
+    {"--jaeger-cert", NULL, 1, OPT_JAEGER_CERT, "PATH", "https Jaeger, mutual TLS: client certificate (PEM)", NULL},
+    {"--jaeger-key", NULL, 1, OPT_JAEGER_KEY, "PATH", "https Jaeger, mutual TLS: the client certificate's key (PEM)",
+     NULL},
+    {"--window", NULL, 1, OPT_WINDOW, "START..END",
+     "analyse only START..END of file inputs, offsets from the trace's start (10s..70s, 2m.., ..90s)", NULL},
+    {"--skip-warmup", NULL, 0, OPT_SKIP_WARMUP, NULL,
+     "leave out each engine's first busy step and the requests that arrived before it ended", NULL},
+    {"--quiet", "-q", 0, OPT_QUIET, NULL, "no progress line and no text summary", NULL},
+    {"--help", "-h", 0, OPT_HELP, NULL, "show this help and exit", NULL},
 };
 #define N_OPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
 
@@ -132,20 +164,8 @@ static void usage(FILE *f) {
     for (size_t i = 0; i < N_OPTIONS; i++) {
         char flag[64];
         const opt_def *o = &OPTIONS[i];
-        const char *meta = o->id == OPT_COMPARE ? " BEFORE AFTER"
-                           : o->id == OPT_CSV   ? " DIR"
-                           : o->id == OPT_TOP || o->id == OPT_JAEGER_LIMIT ||
-                                     o->id == OPT_JAEGER_MAX_REQUESTS ? " N"
-                           : o->id == OPT_JAEGER ? " URL"
-                           : o->id == OPT_SERVICE ? " NAME"
-                           : o->id == OPT_SINCE || o->id == OPT_JAEGER_DEADLINE ||
-                                     o->id == OPT_JAEGER_MIN_WINDOW ? " DURATION"
-                           : o->id == OPT_START || o->id == OPT_END ? " TIME"
-                           : o->id == OPT_WINDOW ? " START..END"
-                           : o->n_values        ? " PATH"
-                                                : "";
-        snprintf(flag, sizeof flag, "%s%s%s%s", o->short_name ? o->short_name : "",
-                 o->short_name ? ", " : "", o->long_name, meta);
+        snprintf(flag, sizeof flag, "%s%s%s%s%s", o->short_name ? o->short_name : "",
+                 o->short_name ? ", " : "", o->long_name, o->meta ? " " : "", o->meta ? o->meta : "");
         fprintf(f, "  %-28s %s\n", flag, o->help);
     }
     fprintf(f, "\nA text summary goes to stdout unless --quiet or --json -. See docs/analyze.md.\n");
@@ -159,18 +179,37 @@ static int usage_error(const char *fmt, const char *what) {
     return EXIT_USAGE;
 }
 
-/* The integer value of option `name` in [lo, hi] into *out; -1 when it is
- * one, else the usage exit code (after the usage and an error line). */
-static int parse_int_arg(const char *name, const char *text, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || *end || end == text || v < lo || v > hi) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "argument %s: expected an integer %ld..%ld, got '%s'", name, lo, hi, text);
-        return usage_error("%s", msg);
+/* Where numeric value `d` goes in `a`. */
+static int64_t *number_field(analyze_args *a, const number_value *d) {
+    return (int64_t *)(void *)((char *)a + d->field);
+}
+
+/* The value of N or DURATION option `o` into its field; -1 when it is one
+ * within the option's bounds, else the usage exit code (after the usage and
+ * an error line). */
+static int parse_number_opt(const opt_def *o, const char *text, analyze_args *a) {
+    const number_value *d = o->number;
+    int64_t v;
+    bool ok;
+    if (d->examples) {
+        ok = mst_an_jaeger_parse_duration(text, &v);
+    } else {
+        char *end;
+        errno = 0;
+        v = strtoll(text, &end, 10);
+        ok = !errno && !*end && end != text;
     }
-    *out = v;
+    if (!ok || v < d->min || v > d->max) {
+        usage(stderr);
+        if (d->examples)
+            fprintf(stderr, "mstrace analyze: error: argument %s: expected a duration such as %s, got '%s'\n",
+                    o->long_name, d->examples, text);
+        else
+            fprintf(stderr, "mstrace analyze: error: argument %s: expected an integer %lld..%lld, got '%s'\n",
+                    o->long_name, (long long)d->min, (long long)d->max, text);
+        return EXIT_USAGE;
+    }
+    *number_field(a, d) = v;
     return -1;
 }
 
@@ -192,7 +231,7 @@ static int check_jaeger_args(analyze_args *a) {
     for (size_t i = 0; i < a->n_inputs; i++) any |= is_jaeger_input(a->inputs[i]);
     for (size_t i = 0; i < a->n_before; i++) any |= is_jaeger_input(a->before[i]);
     if (!any) {
-        if (a->jaeger.service || a->has_since || a->has_start || a->has_end || a->jaeger.ca_file ||
+        if (a->jaeger.service || a->since_us >= 0 || a->has_start || a->has_end || a->jaeger.ca_file ||
             a->jaeger.cert_file || a->jaeger.key_file)
             return usage_error("%s: --service, --since, --start, --end and --jaeger-ca/-cert/-key need "
                                "--jaeger URL", "argument");
@@ -201,10 +240,10 @@ static int check_jaeger_args(analyze_args *a) {
     if (!a->jaeger.service || !a->jaeger.service[0])
         return usage_error("argument %s: required with --jaeger (the service name the spans were sent with)",
                            "--service");
-    if (a->has_since && a->has_start)
+    if (a->since_us >= 0 && a->has_start)
         return usage_error("argument %s: give either --since or --start", "--since");
     if (!a->has_end) a->jaeger.end_us = (int64_t)time(NULL) * 1000000 + 60000000; /* clock skew */
-    if (!a->has_start) a->jaeger.start_us = a->jaeger.end_us - (a->has_since ? a->since_us : 3600000000LL);
+    if (!a->has_start) a->jaeger.start_us = a->jaeger.end_us - (a->since_us >= 0 ? a->since_us : 3600000000LL);
     if (a->jaeger.end_us < a->jaeger.start_us) return usage_error("argument %s: the window ends before it starts", "--end");
     return -1;
 }
@@ -239,7 +278,8 @@ static bool parse_window(const char *text, analyze_args *a) {
 /* Returns -1 when parsed, else the exit code. */
 static int parse_args(int argc, char **argv, analyze_args *a) {
     memset(a, 0, sizeof *a);
-    a->top = 10;
+    for (size_t k = 0; k < N_OPTIONS; k++)
+        if (OPTIONS[k].number) *number_field(a, OPTIONS[k].number) = OPTIONS[k].number->unset;
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
         const opt_def *o = NULL;
@@ -257,6 +297,11 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
             return usage_error(o->n_values == 2 ? "argument %s: expected two arguments"
                                                 : "argument %s: expected one argument",
                                o->long_name);
+        if (o->number) {
+            int rc = parse_number_opt(o, argv[++i], a);
+            if (rc >= 0) return rc;
+            continue;
+        }
         switch (o->id) {
         case OPT_JSON: a->json_path = argv[++i]; break;
         case OPT_CSV: a->csv_dir = argv[++i]; break;
@@ -270,12 +315,6 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
         case OPT_JAEGER_CA: a->jaeger.ca_file = argv[++i]; break;
         case OPT_JAEGER_CERT: a->jaeger.cert_file = argv[++i]; break;
         case OPT_JAEGER_KEY: a->jaeger.key_file = argv[++i]; break;
-        case OPT_SINCE:
-            if (!mst_an_jaeger_parse_duration(argv[++i], &a->since_us))
-                return usage_error("argument --since: expected a duration such as 90s, 30m, 1h or 2d, got '%s'",
-                                   argv[i]);
-            a->has_since = true;
-            break;
         case OPT_START:
         case OPT_END: {
             int64_t *dst = o->id == OPT_START ? &a->jaeger.start_us : &a->jaeger.end_us;
@@ -285,48 +324,19 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
             *(o->id == OPT_START ? &a->has_start : &a->has_end) = true;
             break;
         }
-        case OPT_JAEGER_LIMIT: {
-            long v;
-            int rc = parse_int_arg(o->long_name, argv[++i], 1, 100000, &v);
-            if (rc >= 0) return rc;
-            a->jaeger.limit = (unsigned)v;
-            break;
-        }
-        case OPT_JAEGER_DEADLINE: {
-            int64_t us;
-            if (!mst_an_jaeger_parse_duration(argv[++i], &us) || us < 1000 || us / 1000 > 0x7fffffff)
-                return usage_error("argument --jaeger-deadline: expected a duration such as 90s, 30m or 1h, "
-                                   "got '%s'", argv[i]);
-            a->jaeger.deadline_ms = (long)(us / 1000);
-            break;
-        }
-        case OPT_JAEGER_MIN_WINDOW: {
-            int64_t us;
-            if (!mst_an_jaeger_parse_duration(argv[++i], &us) || us < 1)
-                return usage_error("argument --jaeger-min-window: expected a duration such as 1ms or 1us, "
-                                   "got '%s'", argv[i]);
-            a->jaeger.min_window_us = us;
-            break;
-        }
-        case OPT_JAEGER_MAX_REQUESTS: {
-            long v;
-            int rc = parse_int_arg(o->long_name, argv[++i], 1, 100000000, &v);
-            if (rc >= 0) return rc;
-            a->jaeger.max_requests = (unsigned)v;
-            break;
-        }
         case OPT_WINDOW:
             if (!parse_window(argv[++i], a))
                 return usage_error("argument --window: expected START..END offsets such as 10s..70s, 2m.. or "
                                    "..90s, got '%s'", argv[i]);
             break;
         case OPT_SKIP_WARMUP: a->skip_warmup = true; break;
+        case OPT_TOP:
+        case OPT_JAEGER_LIMIT:
+        case OPT_JAEGER_MAX_REQUESTS:
+        case OPT_SINCE:
+        case OPT_JAEGER_DEADLINE:
+        case OPT_JAEGER_MIN_WINDOW: break; /* N and DURATION options: parsed above, by their table entry */
         case OPT_HELP: usage(stdout); return 0;
-        case OPT_TOP: {
-            int rc = parse_int_arg(o->long_name, argv[++i], 0, 100000, &a->top);
-            if (rc >= 0) return rc;
-            break;
-        }
         case OPT_COMPARE:
             if (a->compare) return usage_error("argument %s: given twice", "--compare");
             a->compare = true;
@@ -343,6 +353,10 @@ static int parse_args(int argc, char **argv, analyze_args *a) {
             if (is_jaeger_input(a->inputs[i]))
                 return usage_error("argument %s: for file inputs (a Jaeger window is --start/--end)",
                                    a->has_window ? "--window" : "--skip-warmup");
+    a->jaeger.limit = (unsigned)a->jaeger_limit;
+    a->jaeger.max_requests = (unsigned)a->jaeger_max_requests;
+    if (a->jaeger_deadline_us >= 0) a->jaeger.deadline_ms = (long)(a->jaeger_deadline_us / 1000);
+    if (a->jaeger_min_window_us >= 0) a->jaeger.min_window_us = a->jaeger_min_window_us;
     return check_jaeger_args(a);
 }
 
@@ -363,13 +377,21 @@ static double since(const struct timespec *t0) {
     return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
+/* True when a progress line is due now (progress.h's pace), with the
+ * seconds since the start in *t; the line then counts as printed. */
+static bool progress_line_due(progress *p, double *t) {
+    if (p->quiet) return false;
+    *t = since(&p->t0);
+    if (!mst_an_progress_due(*t, p->last_print, p->tty)) return false;
+    p->last_print = *t;
+    p->printed = true;
+    return true;
+}
+
 static void on_progress(void *ctx, uint64_t done, uint64_t total) {
     progress *p = ctx;
-    if (p->quiet) return;
-    double t = since(&p->t0);
-    if (!mst_an_progress_due(t, p->last_print, p->tty)) return;
-    p->last_print = t;
-    p->printed = true;
+    double t;
+    if (!progress_line_due(p, &t)) return;
     mst_an_progress_print(stderr, p->name, done, total, t, p->tty);
     fflush(stderr);
 }
@@ -377,11 +399,8 @@ static void on_progress(void *ctx, uint64_t done, uint64_t total) {
 /* The same for a Jaeger query, page by page. */
 static void on_pages(void *ctx, uint64_t requests, uint64_t spans, uint64_t traces, int64_t window_us) {
     progress *p = ctx;
-    if (p->quiet) return;
-    double t = since(&p->t0);
-    if (!mst_an_progress_due(t, p->last_print, p->tty)) return;
-    p->last_print = t;
-    p->printed = true;
+    double t;
+    if (!progress_line_due(p, &t)) return;
     mst_an_progress_print_query(stderr, p->name, requests, spans, traces, window_us, p->tty);
     fflush(stderr);
 }
@@ -462,33 +481,20 @@ static mst_an_model *load_side(const char *const *paths, size_t n, const analyze
 
 /* ------------------------------------------------------------ outputs */
 
-/* Files go through output_file.h (no link followed, 0640, renamed into
- * place when complete). */
-static bool write_file(const char *path, const void *data, size_t len) {
+/* The analysis JSON (--json), or the HTML report made from exactly that
+ * JSON (-o, report_html.h), into `path` (`flag` names the option in
+ * errors). Files go through output_file.h (no link followed, 0640, renamed
+ * into place when complete). */
+static bool write_output(const char *path, const char *flag, const char *json, size_t len, bool html) {
     mst_an_output o;
     char err[PATH_MAX + 256] = "";
-    if (mst_an_output_open(&o, path, "--json", err, sizeof err) != MST_OK) {
+    if (mst_an_output_open(&o, path, flag, err, sizeof err) != MST_OK) {
         mst_an_term_line(stderr, "mstrace analyze: error: ", err);
         return false;
     }
-    fwrite(data, 1, len, o.f);
-    if (mst_an_output_commit(&o, err, sizeof err) != MST_OK) {
-        mst_an_term_line(stderr, "mstrace analyze: error: ", err);
-        return false;
-    }
-    return true;
-}
-
-/* The HTML report (report_html.h) from exactly the JSON --json writes. */
-static bool write_html(const char *path, const char *json, size_t len) {
-    mst_an_output o;
-    char err[PATH_MAX + 256] = "";
-    if (mst_an_output_open(&o, path, "-o", err, sizeof err) != MST_OK) {
-        mst_an_term_line(stderr, "mstrace analyze: error: ", err);
-        return false;
-    }
-    mst_status st = mst_report_html_write(o.f, json, len, err, sizeof err);
-    if (st != MST_OK) {
+    if (!html) {
+        fwrite(json, 1, len, o.f);
+    } else if (mst_report_html_write(o.f, json, len, err, sizeof err) != MST_OK) {
         mst_an_output_abort(&o);
         fprintf(stderr, "mstrace analyze: error: %s: ", path);
         mst_an_term_line(stderr, "", err[0] ? err : "cannot write");
@@ -541,8 +547,9 @@ int mst_analyze_main(int argc, char **argv) {
         fprintf(stderr, "mstrace analyze: error: out of memory writing the analysis\n");
         rc = EXIT_OUTPUT;
     }
-    if (!rc && a.json_path && !write_file(a.json_path, json.data, json.len)) rc = EXIT_OUTPUT;
-    if (!rc && a.html_path && !write_html(a.html_path, (const char *)json.data, json.len)) rc = EXIT_OUTPUT;
+    const char *text = (const char *)json.data;
+    if (!rc && a.json_path && !write_output(a.json_path, "--json", text, json.len, false)) rc = EXIT_OUTPUT;
+    if (!rc && a.html_path && !write_output(a.html_path, "-o", text, json.len, true)) rc = EXIT_OUTPUT;
     if (!rc && a.csv_dir) {
         char err[512] = "";
         if (mst_an_report_csv(m, a.csv_dir, err, sizeof err) != MST_OK) {

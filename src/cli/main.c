@@ -229,6 +229,15 @@ static int frame_options(const forward_args *fa, mst_daemon_options *d) {
     return -1;
 }
 
+/* Runs `svc` under the daemon (mst_daemon_run) on --socket-name, or on
+ * `default_socket` without it; its exit code. */
+static int run_service(const forward_args *fa, const mst_daemon_options *frame_opts, const mst_daemon_service *svc,
+                       const char *default_socket) {
+    mst_daemon_options dopts = *frame_opts;
+    dopts.socket_name = fa->socket_name ? fa->socket_name : default_socket;
+    return mst_daemon_run(&dopts, svc);
+}
+
 static int run_perfetto(const forward_args *fa, const mst_daemon_options *frame_opts) {
     mst_perfetto_sink *sink = NULL;
     mst_perfetto_format fmt = MST_PERFETTO_FORMAT_AUTO;
@@ -266,9 +275,7 @@ static int run_perfetto(const forward_args *fa, const mst_daemon_options *frame_
     }
     mst_daemon_service svc;
     mst_perfetto_sink_service(sink, &svc);
-    mst_daemon_options dopts = *frame_opts;
-    dopts.socket_name = fa->socket_name ? fa->socket_name : MST_PERFETTO_SOCKET_NAME;
-    int rc = mst_daemon_run(&dopts, &svc);
+    int rc = run_service(fa, frame_opts, &svc, MST_PERFETTO_SOCKET_NAME);
     mst_perfetto_sink_destroy(sink);
     mst_flight_cli_stop_export(&flight, &collector);
     return rc;
@@ -328,9 +335,7 @@ static int run_otlp_relay(const forward_args *fa, const mst_otlp_relay_options *
     }
     mst_daemon_service svc;
     mst_otlp_relay_service(relay, &svc);
-    mst_daemon_options dopts = *frame_opts;
-    dopts.socket_name = fa->socket_name ? fa->socket_name : MST_OTLP_SOCKET_NAME;
-    int rc = mst_daemon_run(&dopts, &svc);
+    int rc = run_service(fa, frame_opts, &svc, MST_OTLP_SOCKET_NAME);
     mst_otlp_relay_destroy(relay);
     return rc;
 }

@@ -16,46 +16,12 @@ import json
 import os
 import re
 import signal
-import subprocess
 import time
 
 import pytest
 
 from conftest import frame, numbered_packet, x_events
-
-
-@pytest.fixture
-def small_disk(tmp_path):
-    """A directory on a fresh tmpfs; the size is set by the test."""
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    mounted = []
-
-    def mount(size):
-        if os.geteuid() != 0:
-            pytest.skip("mounting a small tmpfs for the disk-full tests needs root")
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs",
-                            str(mnt)], capture_output=True, text=True)
-        if r.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here (no CAP_SYS_ADMIN?): {r.stderr.strip()}")
-        mounted.append(mnt)
-        return mnt
-
-    yield mount
-    for m in mounted:
-        subprocess.run(["umount", "-l", str(m)], capture_output=True)
-
-
-def _wait_log(daemon, needle, count=1):
-    """Waits (bounded by the daemon staying alive, not by a clock) until
-    `needle` appears `count` times in the daemon log."""
-    for _ in range(6000):
-        if daemon.log().count(needle) >= count:
-            return
-        if daemon.proc.poll() is not None:
-            raise AssertionError(daemon.log()[-3000:])
-        time.sleep(0.01)
-    raise AssertionError(f"{needle!r} never logged: {daemon.log()[-3000:]}")
+from forward_helpers import small_disk, wait_log  # noqa: F401  (small_disk: a fixture)
 
 
 def _send_spans(daemon, n, prefix):
@@ -80,7 +46,7 @@ def test_stop_while_disk_full_counts_every_dropped_span(small_disk, daemon_facto
     disk = small_disk("256k")
     d = daemon_factory(output=disk / f"trace{suffix}").start()
     _send_spans(d, 2000, 1)                 # ~1 MB of events for 256 KiB of disk
-    _wait_log(d, "write failed")
+    wait_log(d, "write failed")
     # While writes fail the file is valid, each time we look.
     for _ in range(5):
         if suffix == ".json":
@@ -119,7 +85,7 @@ def test_space_coming_back_means_nothing_dropped(small_disk, daemon_factory):
         f.write(b"\0" * (free - 64 * 1024))
     d = daemon_factory(output=disk / "trace.json").start()
     _send_spans(d, 500, 1)
-    _wait_log(d, "write failed")
+    wait_log(d, "write failed")
     assert len(_strict_spans(d.output)) < 500
     filler.unlink()                          # space is back: the stop's flush retries
     assert d.stop(signal.SIGTERM) == 0, d.log()[-2000:]
@@ -155,7 +121,7 @@ def test_partly_freed_space_takes_part_of_the_backlog(small_disk, daemon_factory
         f.write(b"\0" * (st.f_bavail * st.f_frsize - 64 * 1024))
     d = daemon_factory(output=disk / f"trace{suffix}").start()
     _send_spans(d, 8000, 1)                  # a few MB of backlog
-    _wait_log(d, "write failed")
+    wait_log(d, "write failed")
     before = d.output.stat().st_size
     page = 4096
     # 512 KiB back, nothing sent: the writer's own retry writes what fits.

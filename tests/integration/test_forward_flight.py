@@ -25,6 +25,7 @@ import pytest
 
 from conftest import frame, unique_socket_name
 from flight_traffic import engine_traffic
+from forward_helpers import small_disk, wait_log  # noqa: F401  (small_disk: a fixture)
 
 
 def _dumps(directory, stem="run", ext=".pftrace"):
@@ -44,16 +45,6 @@ def _send(d, packets, chunk=2000):
     with d.connect() as s:
         for i in range(0, len(packets), chunk):
             s.sendall(b"".join(frame(p) for p in packets[i:i + chunk]))
-
-
-def _wait_log(d, needle, count=1):
-    for _ in range(12000):
-        if d.log().count(needle) >= count:
-            return
-        if d.proc.poll() is not None:
-            raise AssertionError(d.log()[-3000:])
-        time.sleep(0.01)
-    raise AssertionError(f"{needle!r} never logged {count}x: {d.log()[-3000:]}")
 
 
 def _wait_received(d, n):
@@ -151,7 +142,7 @@ def test_disk_budget_holds_in_a_storm_of_dumps(daemon_factory, tmp_path, mstrace
             r = subprocess.run([str(mstrace_bin), "trigger", "--socket-name", d.socket_name],
                                capture_output=True, text=True)
             assert r.returncode == 0 and f"pid {d.proc.pid}" in r.stdout, r.stderr
-        _wait_log(d, "flight recorder: dump ", k)
+        wait_log(d, "flight recorder: dump ", k)
         on_disk = _dumps(tmp_path)
         assert sum(p.stat().st_size for p in on_disk) <= budget
         sizes.append(len(on_disk))
@@ -163,13 +154,20 @@ def test_disk_budget_holds_in_a_storm_of_dumps(daemon_factory, tmp_path, mstrace
     assert _dumps(tmp_path)[-1].name.endswith("-000012.pftrace")
 
 
-def test_sigkill_during_a_dump_leaves_no_partial_dump(daemon_factory, tmp_path):
+def _dump_under_way(daemon_factory, tmp_path):
+    """(daemon, traffic): a flight recorder holding a large ring of that
+    traffic, told to dump it (SIGUSR2) and known to have taken the signal."""
     traffic = engine_traffic(200, steps_per_request=60)
     d = _flight(daemon_factory, tmp_path / "run.pftrace")
     _send(d, traffic.packets)
     _wait_received(d, len(traffic.packets))
     d.proc.send_signal(signal.SIGUSR2)
-    _wait_log(d, "Received SIGUSR2")
+    wait_log(d, "Received SIGUSR2")
+    return d, traffic
+
+
+def test_sigkill_during_a_dump_leaves_no_partial_dump(daemon_factory, tmp_path):
+    d, _ = _dump_under_way(daemon_factory, tmp_path)
     d.proc.kill()
     d.proc.wait()
     from pftrace_model import iter_packets
@@ -182,12 +180,7 @@ def test_sigkill_during_a_dump_leaves_no_partial_dump(daemon_factory, tmp_path):
 
 
 def test_sigterm_during_a_dump_lets_it_finish(daemon_factory, tmp_path):
-    traffic = engine_traffic(200, steps_per_request=60)
-    d = _flight(daemon_factory, tmp_path / "run.pftrace")
-    _send(d, traffic.packets)
-    _wait_received(d, len(traffic.packets))
-    d.proc.send_signal(signal.SIGUSR2)
-    _wait_log(d, "Received SIGUSR2")
+    d, traffic = _dump_under_way(daemon_factory, tmp_path)
     assert d.stop(signal.SIGTERM) == 0, d.log()[-3000:]
     from pftrace_model import iter_packets
     dumps = _dumps(tmp_path)
@@ -230,27 +223,6 @@ def test_trigger_without_a_daemon_exits_1(mstrace_bin):
     assert r.returncode == 2
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    mounted = []
-
-    def mount(size):
-        if os.geteuid() != 0:
-            pytest.skip("mounting a small tmpfs for the disk-full test needs root")
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(mnt)],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
-        mounted.append(mnt)
-        return mnt
-
-    yield mount
-    for m in mounted:
-        subprocess.run(["umount", "-l", str(m)], capture_output=True)
-
-
 def test_disk_full_fails_the_dump_and_keeps_the_ring(small_disk, daemon_factory, tmp_path):
     disk = small_disk("2m")
     filler = disk / "filler"
@@ -265,11 +237,11 @@ def test_disk_full_fails_the_dump_and_keeps_the_ring(small_disk, daemon_factory,
     _send(d, traffic.packets)
     _wait_received(d, len(traffic.packets))
     d.proc.send_signal(signal.SIGUSR2)
-    _wait_log(d, "the ring is kept (1 failed so far)")
+    wait_log(d, "the ring is kept (1 failed so far)")
     assert _dumps(disk) == [] and [p.name for p in disk.iterdir() if p.name != "filler"] == []
     filler.unlink()                                 # space is back: the next dump works
     d.proc.send_signal(signal.SIGUSR2)
-    _wait_log(d, "flight recorder: dump ")
+    wait_log(d, "flight recorder: dump ")
     assert d.stop() == 0, d.log()[-3000:]
     stats = d.stats()
     assert stats["dumps_failed"] == 1 and stats["dumps"] == 1 and stats["write_errors"] == 1
@@ -281,7 +253,7 @@ def test_disk_full_fails_the_dump_and_keeps_the_ring(small_disk, daemon_factory,
 def test_sigusr2_without_a_flight_recorder_is_logged_and_ignored(daemon_factory, tmp_path):
     d = daemon_factory(output=tmp_path / "plain.pftrace").start()
     d.proc.send_signal(signal.SIGUSR2)
-    _wait_log(d, "Received SIGUSR2: this mode has nothing to dump; ignored")
+    wait_log(d, "Received SIGUSR2: this mode has nothing to dump; ignored")
     assert d.stop() == 0
     assert [p.name for p in tmp_path.iterdir() if p.suffix == ".pftrace"] == ["plain.pftrace"]
 

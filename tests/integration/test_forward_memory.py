@@ -11,12 +11,11 @@ the shedding is counted). No wall-clock assertion: a tiny configured timeout
 and waiting for the event (stats asked for with SIGUSR1, log lines).
 """
 
-import signal
 import socket
 import struct
-import time
 
 from conftest import frame, numbered_packet, x_events
+from forward_helpers import requested_stats
 
 MIB = 1024 * 1024
 
@@ -37,23 +36,6 @@ def rss_kib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     raise AssertionError("no VmRSS")
-
-
-def requested_stats(daemon, until, what):
-    """Asks for a stats line (SIGUSR1) until `until(stats)` holds; bounded
-    by rounds of work, not by a clock."""
-    for _ in range(3000):
-        n = daemon.log().count("stats (requested)")
-        daemon.proc.send_signal(signal.SIGUSR1)
-        while daemon.log().count("stats (requested)") <= n:
-            if daemon.proc.poll() is not None:
-                raise AssertionError(daemon.log()[-3000:])
-            time.sleep(0.005)
-        st = daemon.stats("requested")
-        if until(st):
-            return st
-        time.sleep(0.01)
-    raise AssertionError(f"never reached: {what}: {daemon.stats('requested')}")
 
 
 def test_unfinished_frames_are_capped_and_memory_returns(daemon_factory):

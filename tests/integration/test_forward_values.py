@@ -11,10 +11,9 @@ handed to the writer thread one batch before.
 """
 
 import json
-import signal
-import time
 
 from conftest import MAGIC, frame
+from forward_helpers import requested_stats
 from pftrace_model import normalized, read_chrome_json, read_pftrace
 
 INT64_MAX = 2**63 - 1
@@ -32,24 +31,6 @@ def packet(span_no, start, end, pid=100, tid=200, attrs=None):
         "start_time_ns": start, "end_time_ns": end, "attributes": attributes,
         "resource_attributes": {"service.name": "vllm"},
     }, separators=(",", ":")).encode()
-
-
-def requested_stats(daemon, until):
-    """Asks for a stats line (SIGUSR1) until `until(stats)` holds; bounded
-    by rounds, not by a clock. Returns the last stats."""
-    st = {}
-    for _ in range(50):
-        n = daemon.log().count("stats (requested)")
-        daemon.proc.send_signal(signal.SIGUSR1)
-        while daemon.log().count("stats (requested)") <= n:
-            if daemon.proc.poll() is not None:
-                raise AssertionError(daemon.log()[-3000:])
-            time.sleep(0.005)
-        st = daemon.stats("requested")
-        if until(st):
-            break
-        time.sleep(0.01)
-    return st
 
 
 def test_out_of_range_values_are_rejected_and_both_outputs_agree(daemon_factory, tmp_path):
@@ -94,7 +75,7 @@ def test_requested_stats_count_what_is_in_the_file(daemon_factory):
     with d.connect() as s:
         s.sendall(b"".join(frame(packet(i, 1_000 + i, 2_000 + i)) for i in range(500)))
     d.wait_for_spans(500)                   # all 500 are in the file ...
-    st = requested_stats(d, lambda st: st["written"] == 500)
+    st = requested_stats(d, lambda st: st["written"] == 500, "all 500 written")
     assert st["written"] == 500, st         # ... and the stats line says so, with no more traffic
     assert st["received"] == 500
     assert d.stop() == 0

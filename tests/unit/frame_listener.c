@@ -131,3 +131,9 @@ bool wait_frames(listener *l, int n) {
     for (int i = 0; i < 2000 && atomic_load(&l->frames) < n; i++) nanosleep(&(struct timespec){.tv_nsec = 5000000}, NULL);
     return atomic_load(&l->frames) == n;
 }
+
+bool wait_all_closed(listener *l) {
+    for (int i = 0; i < 2000 && atomic_load(&l->closed) < atomic_load(&l->accepted); i++)
+        nanosleep(&(struct timespec){.tv_nsec = 5000000}, NULL);
+    return atomic_load(&l->closed) == atomic_load(&l->accepted);
+}

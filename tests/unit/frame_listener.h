@@ -53,5 +53,9 @@ bool listener_start(listener *l, const char *name);
 void listener_stop(listener *l);
 /* Waits (bounded, not asserted as a time) until the listener has n frames. */
 bool wait_frames(listener *l, int n);
+/* Waits until every connection it accepted was read to its end (the client
+ * closed it): all it sent is counted. Bounded like wait_frames; false when
+ * some connection is still open then. */
+bool wait_all_closed(listener *l);
 
 #endif /* MST_TEST_FRAME_LISTENER_H */

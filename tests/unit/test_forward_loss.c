@@ -30,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "export/forward_client.h"
@@ -75,27 +74,13 @@ static uint64_t client_failed(mst_exporter *fwd) {
 static bool run_scenario(const char *socket_name, void (*stall)(void *), void (*resume)(void *), void *ctx,
                          outcome *out) {
     memset(out, 0, sizeof *out);
-    mst_tracer_options opts = {.max_queue_size = 1u << 16, .max_export_batch_size = 512,
-                               .schedule_delay_ms = 600000};
-    mst_tracer *t;
-    mst_exporter *fwd;
-    if (mst_tracer_create(&opts, &t) != MST_OK) return false;
-    if (mst_forward_exporter_create(socket_name, &fwd) != MST_OK) {
-        mst_tracer_shutdown(t, 1000);
-        return false;
-    }
-    mst_forward_exporter_set_send_budget_ms(fwd, 100);
-    mst_forward_exporter_set_retry_interval_ms(fwd, 600000);
     mst_test_observer *o = &out->obs;
-    mst_test_observer_init(o, fwd, t);
-    if (mst_tracer_add_exporter(t, &o->base) != MST_OK) return false;
+    mst_tracer *t = mst_test_forward_tracer(socket_name, 100, 600000, o);
+    if (!t) return false;
+    mst_exporter *fwd = o->inner;
     alarm(HANG_GUARD_S);
     spans(t, "warmup", WARMUP_SPANS);
-    if (mst_tracer_flush(t, 60000) != MST_OK || atomic_load(&o->last_status) != MST_OK) {
-        fprintf(stderr, "the warm-up spans did not reach the forwarder\n");
-        mst_tracer_shutdown(t, 1000);
-        return false;
-    }
+    if (!mst_test_warmup_reached(t, o)) return false;
     stall(ctx);
     while (client_failed(fwd) == 0 && out->stall_rounds < MAX_STALL_ROUNDS) {
         out->stall_rounds++;
@@ -140,10 +125,7 @@ static void test_spans_after_a_stall_arrive_and_the_loss_is_reported(void) {
     check_client(&r);
     /* The client closed its connection at shutdown: everything it counted
      * exported arrived, and the loss report said exactly what it failed. */
-    alarm(HANG_GUARD_S);
-    while (atomic_load(&l.closed) < atomic_load(&l.accepted))
-        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
-    alarm(0);
+    CHECK(wait_all_closed(&l));
     CHECK_EQ_INT(atomic_load(&l.frames), r.obs.final.spans_exported);
     CHECK_EQ_INT(atomic_load(&l.bad), 0);
     CHECK(atomic_load(&l.reports) >= 1);

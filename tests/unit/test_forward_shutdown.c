@@ -59,27 +59,13 @@ static void spans(mst_tracer *t, const char *name, int n) {
  * forwarder stops reading), then n spans and a shutdown that must cancel. */
 static bool run_scenario(const char *socket_name, int n, void (*stall)(void *), void *ctx, outcome *out) {
     memset(out, 0, sizeof *out);
-    mst_tracer_options opts = {.max_queue_size = 1u << 16, .max_export_batch_size = 512,
-                               .schedule_delay_ms = 600000};
-    mst_tracer *t;
-    mst_exporter *fwd;
-    if (mst_tracer_create(&opts, &t) != MST_OK) return false;
-    if (mst_forward_exporter_create(socket_name, &fwd) != MST_OK) {
-        mst_tracer_shutdown(t, 1000);
-        return false;
-    }
-    /* Far beyond the hang guard: a send that ends by itself ends only after
-     * 10 minutes; only the cancel ends it sooner. */
-    mst_forward_exporter_set_send_budget_ms(fwd, 600000);
     mst_test_observer *o = &out->obs;
-    mst_test_observer_init(o, fwd, t);
-    if (mst_tracer_add_exporter(t, &o->base) != MST_OK) return false;
+    /* A send budget far beyond the hang guard: a send that ends by itself
+     * ends only after 10 minutes; only the cancel ends it sooner. */
+    mst_tracer *t = mst_test_forward_tracer(socket_name, 600000, 0, o);
+    if (!t) return false;
     spans(t, "warmup", WARMUP_SPANS);
-    if (mst_tracer_flush(t, 60000) != MST_OK || atomic_load(&o->last_status) != MST_OK) {
-        fprintf(stderr, "the warm-up spans did not reach the forwarder\n");
-        mst_tracer_shutdown(t, 1000);
-        return false;
-    }
+    if (!mst_test_warmup_reached(t, o)) return false;
     stall(ctx);
     alarm(HANG_GUARD_S); /* default action: the test dies, visibly */
     spans(t, "stalled", n);

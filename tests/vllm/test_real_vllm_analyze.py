@@ -13,21 +13,13 @@ reason, without a vLLM interpreter, the extension or the `mstrace` binary.
 
 import json
 import os
-import re
 import subprocess
 import sys
-import time
-import uuid
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
-import conftest as pyconf  # noqa: E402
-from test_real_vllm_step_record import MODEL_DIR, _free_port, _get, _stop  # noqa: E402
-from test_real_vllm_symbols import _vllm_python  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vllm_serve  # noqa: E402
 
 CONCURRENCY = 24
 PROMPTS = 48
@@ -50,18 +42,12 @@ HISTOGRAMS = {
 REL, ABS_MS = 0.05, 0.3
 
 
-def _scrape(port):
+def _scrape(server):
     """{name: (sum, count)} of the histograms, and the preemption counter, summed over labels."""
-    text = _get("http://127.0.0.1:%d/metrics" % port)
-    out = {}
-    for name in HISTOGRAMS.values():
-        vals = []
-        for suffix in ("_sum", "_count"):
-            vals.append(sum(float(m.group(1)) for m in re.finditer(
-                r"^%s%s(?:\{[^}]*\})? ([0-9.e+-]+)$" % (re.escape(name), suffix), text, re.M)))
-        out[name] = tuple(vals)
-    out["preemptions"] = sum(float(m.group(1)) for m in re.finditer(
-        r"^vllm:num_preemptions_total(?:\{[^}]*\})? ([0-9.e+-]+)$", text, re.M))
+    text = server.metrics()
+    out = {name: tuple(vllm_serve.metric_sum(text, name + suffix) or 0.0 for suffix in ("_sum", "_count"))
+           for name in HISTOGRAMS.values()}
+    out["preemptions"] = vllm_serve.metric_sum(text, "vllm:num_preemptions_total") or 0.0
     return out
 
 
@@ -73,65 +59,17 @@ def run(tmp_path_factory):
 def serve_and_analyze(tmp, input_len, output_len):
     """The traced serve, one bench load of `input_len`/`output_len` tokens between two scrapes,
     and the analysis of its trace (also used by test_real_vllm_long_load.py)."""
-    python, why = _vllm_python()
-    if python is None:
-        pytest.skip(why)
-    pyconf.pytest_configure(None)
-    build = pyconf.build_native()
-    if build.native is None or build.binary is None:
-        pytest.skip("mstrace._native or the mstrace binary unavailable: %s" % build.reason)
-    subprocess.run([python, os.path.join(REPO, "tests", "e2e", "make_tiny_model.py"), MODEL_DIR], check=True,
-                   capture_output=True, timeout=600)
-    sock = "mst_anv_" + uuid.uuid4().hex[:8]
+    python, binary = vllm_serve.traced_setup()
     trace = tmp / "trace.json"
-    fwd = subprocess.Popen([build.binary, "forward", "--socket-name", sock, "--perfetto-output", str(trace)],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    port = _free_port()
-    env = dict(os.environ, MS_TRACE_ENABLE="1", MS_PROFILER_AUTO_TRACE="1", MSTRACE_PERFETTO_SOCKET=sock,
-               VLLM_TARGET_DEVICE="cpu", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_NO_USAGE_STATS="1",
-               VLLM_CPU_KVCACHE_SPACE="1", PYTHONPATH=pyconf.STAGING)
-    for key in list(env):
-        if key.startswith(("OTEL_", "PROFILING_SYMBOLS", "VLLM_PLUGINS", "MS_PROFILER_SAMPLE")):
-            del env[key]
-    log = open(tmp / "vllm.log", "w")
-    cmd = [python, os.path.join(REPO, "tests", "e2e", "vllm_cli.py"), "serve", MODEL_DIR,
-           "--served-model-name", "tiny-llama", "--host", "127.0.0.1", "--port", str(port),
-           "--load-format", "dummy", "--dtype", "float32", "--max-model-len", "512", "--enforce-eager",
-           "--block-size", str(BLOCK_SIZE), "--num-gpu-blocks-override", str(BLOCKS), "--shutdown-timeout", "60"]
-    server = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                              start_new_session=True)
-    bench_cmd = [python, os.path.join(REPO, "tests", "e2e", "vllm_cli.py"), "bench", "serve", "--backend", "vllm",
-                 "--host", "127.0.0.1", "--port", str(port), "--endpoint", "/v1/completions",
-                 "--model", "tiny-llama", "--tokenizer", MODEL_DIR, "--dataset-name", "random",
-                 "--random-input-len", str(input_len), "--random-output-len", str(output_len),
-                 "--num-prompts", str(PROMPTS), "--max-concurrency", str(CONCURRENCY), "--ignore-eos",
-                 "--seed", "1", "--num-warmups", "0", "--save-result", "--result-dir", str(tmp),
-                 "--result-filename", "bench.json"]
-    try:
-        deadline = time.monotonic() + 600
-        while True:
-            try:
-                _get("http://127.0.0.1:%d/health" % port, timeout=2)
-                break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, open(tmp / "vllm.log").read()[-4000:]
-                time.sleep(1)
-        before = _scrape(port)
-        bench = subprocess.run(bench_cmd, env=dict(env, MS_TRACE_ENABLE="0"), capture_output=True, text=True,
-                               timeout=1800)
-        assert bench.returncode == 0, bench.stdout[-3000:] + bench.stderr[-3000:]
-        after = _scrape(port)
-    finally:
-        _stop(server, 120)
-        log.close()
-        _stop(fwd, 60)
-    keep = os.environ.get("MSTRACE_TEST_KEEP")
-    if keep:
-        os.makedirs(keep, exist_ok=True)
-        for f in ("trace.json", "vllm.log", "bench.json"):
-            if (tmp / f).exists():
-                open(os.path.join(keep, f), "wb").write((tmp / f).read_bytes())
-    p = subprocess.run([build.binary, "analyze", str(trace), "--json", str(tmp / "analysis.json")],
+    with vllm_serve.Forwarder(binary, ["--perfetto-output", trace], tmp / "forward.log", prefix="mst_anv") as fwd:
+        with vllm_serve.Server(python, vllm_serve.traced_env(fwd.sock),
+                               ["--max-model-len", 512, "--block-size", BLOCK_SIZE,
+                                "--num-gpu-blocks-override", BLOCKS], tmp / "vllm.log") as server:
+            before = _scrape(server)
+            server.bench(input_len, output_len, PROMPTS, CONCURRENCY, tmp)
+            after = _scrape(server)
+    vllm_serve.keep_files(tmp, ("trace.json", "vllm.log", "bench.json", "forward.log"))
+    p = subprocess.run([binary, "analyze", str(trace), "--json", str(tmp / "analysis.json")],
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     vllm = {k: ((after[h][0] - before[h][0]) * 1000.0, after[h][1] - before[h][1]) for k, h in HISTOGRAMS.items()}

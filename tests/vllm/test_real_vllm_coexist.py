@@ -27,20 +27,15 @@ Skipped, with the reason, without a vLLM interpreter, the extension or the
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
-import uuid
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
-import conftest as pyconf  # noqa: E402
+import vllm_serve  # noqa: E402
 from test_real_vllm_e2e import RUN as E2E_RUN  # noqa: E402
-from test_real_vllm_symbols import vllm_python_and_build  # noqa: E402
 
 WHEEL = "msserviceprofiler==1.2.3"
 OUTPUT_SYMBOL = "vllm.v1.engine.output_processor:OutputProcessor.process_outputs"
@@ -76,7 +71,7 @@ print("PROBE", json.dumps({
 
 
 def _yaml_with_counting_handler(dst):
-    src = os.path.join(HERE, "..", "..", "python", "mstrace", "default_symbols.yaml")
+    src = vllm_serve.DEFAULT_SYMBOLS
     out, hit = [], False
     for line in open(src, encoding="utf-8"):
         out.append(line)
@@ -89,51 +84,34 @@ def _yaml_with_counting_handler(dst):
 
 @pytest.fixture(scope="module")
 def msp_target(tmp_path_factory):
-    python, build = vllm_python_and_build()
-    if build.binary is None:
-        pytest.skip("the mstrace binary unavailable: %s" % build.reason)
+    python, binary = vllm_serve.traced_setup()
     target = tmp_path_factory.mktemp("msserviceprofiler")
     p = subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
                         "--target", str(target), WHEEL], capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         pytest.skip("pip cannot install %s: %s" % (WHEEL, (p.stderr or p.stdout)[-500:]))
-    return python, build, target
+    return python, binary, target
 
 
 def test_both_plugins_each_symbol_hooked_once_handler_once(msp_target, tmp_path):
-    python, build, target = msp_target
+    python, binary, target = msp_target
     (tmp_path / "coexist_handler.py").write_text(HANDLER)
     symbols_yaml = tmp_path / "symbols.yaml"
     _yaml_with_counting_handler(symbols_yaml)
     counts = tmp_path / "handler_calls.txt"
     prof_cfg = tmp_path / "prof_config"
     prof_cfg.mkdir()
-    sock = "mst_coexist_" + uuid.uuid4().hex[:8]
     out_json = tmp_path / "hook_tracing.json"
-    fwd = subprocess.Popen([build.binary, "forward", "--socket-name", sock, "--perfetto-output", str(out_json)],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        time.sleep(0.5)
-        assert fwd.poll() is None, fwd.stdout.read()
-        script = tmp_path / "run.py"
-        script.write_text(E2E_RUN.replace('if __name__ == "__main__":\n    main()',
-                                          'if __name__ == "__main__":\n    main()\n' +
-                                          "\n".join("    " + line for line in PROBE.strip().splitlines())))
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "VLLM_PLUGINS"))}
-        env.update(MS_TRACE_ENABLE="1", MSTRACE_PERFETTO_SOCKET=sock, VLLM_TARGET_DEVICE="cpu",
-                   HF_HUB_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1", SERVICE_PROF_CONFIG_PATH=str(prof_cfg),
-                   PROFILING_SYMBOLS_PATH=str(symbols_yaml), MST_COEXIST_COUNT=str(counts),
-                   PYTHONPATH=os.pathsep.join([pyconf.STAGING, str(target), str(tmp_path)]))
-        proc = subprocess.run([python, str(script), str(tmp_path / "tiny")], env=env, capture_output=True,
-                              text=True, timeout=900)
+    with vllm_serve.Forwarder(binary, ["--perfetto-output", out_json], tmp_path / "forward.log",
+                              prefix="mst_coexist") as fwd:
+        script = E2E_RUN.replace('if __name__ == "__main__":\n    main()',
+                                 'if __name__ == "__main__":\n    main()\n' +
+                                 "\n".join("    " + line for line in PROBE.strip().splitlines()))
+        env = vllm_serve.traced_env(fwd.sock, [target, tmp_path], MS_PROFILER_AUTO_TRACE=None,
+                                    SERVICE_PROF_CONFIG_PATH=str(prof_cfg), PROFILING_SYMBOLS_PATH=str(symbols_yaml),
+                                    MST_COEXIST_COUNT=str(counts))
+        proc = vllm_serve.run_offline(python, tmp_path, script, env)
         log = proc.stdout[-3000:] + proc.stderr[-8000:]
-        assert proc.returncode == 0 and "E2E" in proc.stdout, log
-    finally:
-        fwd.send_signal(signal.SIGINT)
-        try:
-            fwd.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            fwd.kill()
     probe = json.loads(proc.stdout.split("PROBE ", 1)[1].splitlines()[0])
     assert {"mstrace", "msserviceprofiler"} <= set(probe["declared"]), probe
     vllm_log = proc.stdout + proc.stderr  # vLLM's logger writes to stdout

@@ -12,64 +12,45 @@ the OTLP/HTTP test collector of tests/integration on loopback:
   * VLLM_PLUGINS that leaves mstrace out (read by vLLM's own envs): exit 1.
 Each run is a child `python -m mstrace.doctor` of the vLLM venv's Python
 with this work tree's staged package first on PYTHONPATH (see
-test_real_vllm_symbols.py for how that Python is found), and goes through
+tests/vllm/vllm_serve.py for how that Python is found), and goes through
 the C binary's `mstrace doctor` once.
 """
 
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
-import uuid
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "tests", "python"))
 sys.path.insert(0, HERE)
-import conftest as pyconf  # noqa: E402
+import vllm_serve  # noqa: E402  (which Python has vLLM; the forwarder)
+from vllm_serve import pyconf  # noqa: E402
 sys.path.append(os.path.join(REPO, "tests", "integration"))  # otlp_test_server (after: its conftest is another)
-from test_real_vllm_symbols import vllm_python_and_build  # noqa: E402  (one rule for which Python has vLLM)
 
 
 @pytest.fixture(scope="module")
 def setup():
-    python, build = vllm_python_and_build()
-    if build.binary is None:
-        pytest.skip("the mstrace binary unavailable: %s" % build.reason)
-    return python, build.binary
+    return vllm_serve.traced_setup()
 
 
 @pytest.fixture
 def forwarder(setup, tmp_path):
-    """A real `mstrace forward` on its own socket; .stop() ends it (SIGTERM, exit 0)."""
+    """A real `mstrace forward` on its own socket; .stop() ends it (exit 0)."""
     _, binary = setup
-    name = "mst_doctor_%d_%s" % (os.getpid(), uuid.uuid4().hex[:8])
-    log_path = tmp_path / "forward.log"
-    log = open(log_path, "wb")
-    proc = subprocess.Popen([binary, "forward", "--perfetto-output", str(tmp_path / "t.pftrace"),
-                             "--socket-name", name], stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-    deadline = time.monotonic() + 60
-    while "listening on" not in log_path.read_text(errors="replace"):
-        assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()
-        time.sleep(0.05)
+    fwd = vllm_serve.Forwarder(binary, ["--perfetto-output", tmp_path / "t.pftrace"], tmp_path / "forward.log",
+                               prefix="mst_doctor")
 
     class F:
-        socket_name = name
+        socket_name = fwd.sock
 
         @staticmethod
         def stop():
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=60) == 0, log_path.read_text()
+            assert fwd.stop() == 0, fwd.log()
 
     yield F
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
-    log.close()
+    fwd.stop()
 
 
 def doctor(setup, socket_name, args=(), env_extra=None, via_binary=False):
@@ -135,10 +116,7 @@ def test_a_stopped_forwarder_exits_1(setup, forwarder):
 
 
 def test_an_unreachable_endpoint_exits_1(setup, forwarder):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()  # nobody listens there now
+    port = vllm_serve.free_port()  # nobody listens there now
     url = "http://127.0.0.1:%d/v1/traces" % port
     proc = doctor(setup, forwarder.socket_name, ["--otlp-traces-endpoint", url],
                   {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf"})

@@ -23,19 +23,15 @@ interpreter, the extension or the binary (as test_real_vllm_e2e.py).
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
-import uuid
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
-import conftest as pyconf  # noqa: E402
-from test_real_vllm_symbols import _vllm_python  # noqa: E402
+import vllm_serve  # noqa: E402
 
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 from jaeger_fixture import jaeger  # noqa: E402,F401  (session fixture: the suite's real Jaeger)
@@ -57,33 +53,16 @@ def slow_output(original, self, engine_core_outputs, *args, **kwargs):
     return original(self, engine_core_outputs, *args, **kwargs)
 ''' % (SLOW_EXTERNAL_ID, SLEEP_S)
 
-RUN = r'''
-import json, os, sys
-
-def main():
-    d = sys.argv[1]
-    os.makedirs(d, exist_ok=True)
-    json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
-               "intermediate_size": 128, "num_attention_heads": 2, "num_key_value_heads": 2,
-               "num_hidden_layers": 1, "vocab_size": 1024, "max_position_embeddings": 256,
-               "rms_norm_eps": 1e-6, "torch_dtype": "float32", "bos_token_id": 1, "eos_token_id": 2},
-              open(os.path.join(d, "config.json"), "w"))
-    from vllm import LLM, SamplingParams
-    from vllm.inputs import TokensPrompt
-    llm = LLM(model=d, load_format="dummy", skip_tokenizer_init=True, max_model_len=128, dtype="float32",
-              enforce_eager=True, max_num_seqs=8)
+RUN = vllm_serve.offline_script(8, """
     params = [SamplingParams(max_tokens=%d if i == %s else 3, ignore_eos=True, detokenize=False)
               for i in range(8)]
     outs = llm.generate([TokensPrompt(prompt_token_ids=[5, 6, 7, 8 + i]) for i in range(8)], params)
     print("E2E", json.dumps([o.request_id for o in outs]), flush=True)
-
-if __name__ == "__main__":
-    main()
-''' % (SLOW_TOKENS, SLOW_EXTERNAL_ID)
+""" % (SLOW_TOKENS, SLOW_EXTERNAL_ID))
 
 
 def _symbols_with_plant(path):
-    text = open(os.path.join(HERE, "..", "..", "python", "mstrace", "default_symbols.yaml")).read()
+    text = open(vllm_serve.DEFAULT_SYMBOLS).read()
     entry = "- symbol: vllm.v1.engine.output_processor:OutputProcessor.process_outputs\n"
     assert text.count(entry) == 1
     path.write_text(text.replace(entry, entry + "  handler: slowplant:slow_output\n"))
@@ -92,63 +71,30 @@ def _symbols_with_plant(path):
 def _run(tmp_path, plant, jaeger=None):
     """Runs the 8 requests under a flight recorder (with `jaeger`: also
     --flight-otlp to it); returns (forwarder log, dumps directory, binary)."""
-    python, why = _vllm_python()
-    if python is None:
-        pytest.skip(why)
-    pyconf.pytest_configure(None)
-    build = pyconf.build_native()
-    if build.native is None or build.binary is None:
-        pytest.skip("mstrace._native or the mstrace binary unavailable: %s" % build.reason)
+    python, binary = vllm_serve.traced_setup()
     (tmp_path / "plant").mkdir()
     (tmp_path / "plant" / "slowplant.py").write_text(PLANT)
     symbols = tmp_path / "symbols.yaml"
     if plant:
         _symbols_with_plant(symbols)
     else:
-        symbols.write_text(open(os.path.join(HERE, "..", "..", "python", "mstrace",
-                                             "default_symbols.yaml")).read())
-    sock = "mst_flight_" + uuid.uuid4().hex[:8]
+        symbols.write_text(open(vllm_serve.DEFAULT_SYMBOLS).read())
     dumps_dir = tmp_path / "dumps"
-    log_path = tmp_path / "forward.log"
     fwd_env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     extra = []
     if jaeger is not None:
         extra = ["--flight-otlp"]
         fwd_env.update(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=jaeger.traces_endpoint,
                        OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf")
-    fwd = subprocess.Popen([build.binary, "forward", "--log-level", "debug", "--socket-name", sock,
-                            "--perfetto-output", str(dumps_dir / "slow.json"),
-                            "--flight-recorder", "64MiB", "--trigger", "e2e>4s", "--trigger", "error",
-                            *extra],
-                           stdout=subprocess.DEVNULL, stderr=open(log_path, "w"), env=fwd_env)
-    try:
-        for _ in range(3000):
-            if "listening on" in log_path.read_text() or fwd.poll() is not None:
-                break
-            time.sleep(0.01)
-        assert fwd.poll() is None, log_path.read_text()
-        script = tmp_path / "run.py"
-        script.write_text(RUN)
-        env = dict(os.environ, MS_TRACE_ENABLE="1", MSTRACE_PERFETTO_SOCKET=sock, VLLM_TARGET_DEVICE="cpu",
-                   HF_HUB_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1", MS_PROFILER_AUTO_TRACE="1",
-                   PROFILING_SYMBOLS_PATH=str(symbols),
-                   PYTHONPATH=os.pathsep.join([pyconf.STAGING, str(tmp_path / "plant")]))
-        for key in list(env):
-            if key.startswith(("OTEL_", "VLLM_PLUGINS")):
-                del env[key]
-        proc = subprocess.run([python, str(script), str(tmp_path / "tiny")], env=env, capture_output=True,
-                              text=True, timeout=900)
-        assert proc.returncode == 0 and "E2E" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-6000:]
-    finally:
-        fwd.send_signal(signal.SIGTERM)
-        try:
-            fwd.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            fwd.kill()
-    log = log_path.read_text()
+    with vllm_serve.Forwarder(binary, ["--log-level", "debug", "--perfetto-output", dumps_dir / "slow.json",
+                                       "--flight-recorder", "64MiB", "--trigger", "e2e>4s", "--trigger", "error",
+                                       *extra], tmp_path / "forward.log", prefix="mst_flight", env=fwd_env) as fwd:
+        env = vllm_serve.traced_env(fwd.sock, [tmp_path / "plant"], PROFILING_SYMBOLS_PATH=str(symbols))
+        vllm_serve.run_offline(python, tmp_path, RUN, env)
+    log = fwd.log()
     assert fwd.returncode == 0, log[-4000:]
     assert "flight recorder: seen=" in log, log[-4000:]
-    return log, dumps_dir, build.binary
+    return log, dumps_dir, binary
 
 
 def test_no_slow_request_no_dump(tmp_path):

@@ -21,27 +21,20 @@ extension or the `mstrace` binary.
 import json
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
-import uuid
 from decimal import Decimal
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
+import vllm_serve  # noqa: E402
 sys.path.append(os.path.join(HERE, "..", "integration"))  # pftrace_model (after tests/python's conftest)
-import conftest as pyconf  # noqa: E402
-from test_real_vllm_symbols import _vllm_python  # noqa: E402
 
-MODEL_DIR = os.environ.get("MST_E2E_MODEL_DIR") or os.path.expanduser("~/.cache/mstrace/tiny-llama")
 REQUESTS = 16          # concurrent; max_num_seqs is 8
 PROMPT = 96            # tokens per prompt
 OUTPUT = 40            # tokens per answer (ignore_eos)
@@ -49,49 +42,19 @@ BLOCKS = 12            # x 32 tokens: 384 tokens of KV cache for 16 x 136
 BATCH_TOKENS = 64      # per step: prompts are prefilled in chunks (phases p, then P)
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _preemptions(server):
+    value = vllm_serve.metric_sum(server.metrics(), "vllm:num_preemptions_total")
+    assert value is not None, "no vllm:num_preemptions_total in /metrics"
+    return value
 
 
-def _get(url, timeout=5):
-    with urllib.request.urlopen(url, timeout=timeout) as r:
-        return r.read().decode()
-
-
-def _preemptions(port):
-    text = _get("http://127.0.0.1:%d/metrics" % port)
-    values = [float(m.group(1)) for m in
-              re.finditer(r"^vllm:num_preemptions_total(?:\{[^}]*\})? ([0-9.e+]+)$", text, re.M)]
-    assert values, "no vllm:num_preemptions_total in /metrics"
-    return sum(values)
-
-
-def _complete(port, i, out):
-    body = {"model": "tiny-llama", "prompt": [(17 * i + 3 * k) % 1900 + 50 for k in range(PROMPT)],
+def _complete(server, i, out):
+    body = {"model": vllm_serve.MODEL_NAME, "prompt": [(17 * i + 3 * k) % 1900 + 50 for k in range(PROMPT)],
             "max_tokens": OUTPUT, "ignore_eos": True, "temperature": 0}
-    req = urllib.request.Request("http://127.0.0.1:%d/v1/completions" % port, json.dumps(body).encode(),
+    req = urllib.request.Request(server.url + "/v1/completions", json.dumps(body).encode(),
                                  {"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=300) as r:
         out[i] = json.loads(r.read())
-
-
-def _stop(proc, timeout):
-    """SIGINT to the process itself (vLLM's API server then shuts its engine
-    and workers down, and each process flushes its spans at exit); its whole
-    process group is killed only when that does not end it in time."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")
@@ -104,73 +67,34 @@ def jaeger():
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, jaeger):
-    python, why = _vllm_python()
-    if python is None:
-        pytest.skip(why)
-    pyconf.pytest_configure(None)
-    build = pyconf.build_native()
-    if build.native is None or build.binary is None:
-        pytest.skip("mstrace._native or the mstrace binary unavailable: %s" % build.reason)
+    python, binary = vllm_serve.traced_setup()
     tmp = tmp_path_factory.mktemp("steprec")
-    subprocess.run([python, os.path.join(REPO, "tests", "e2e", "make_tiny_model.py"), MODEL_DIR], check=True,
-                   capture_output=True, timeout=600)
-    sock = "mst_step_" + uuid.uuid4().hex[:8]
     out_json = tmp / "trace.json"
     out_pf = tmp / "trace.pftrace"
-    fwd = subprocess.Popen([build.binary, "forward", "--socket-name", sock, "--perfetto-output", str(out_json),
-                            "--perfetto-output", str(out_pf)],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    port = _free_port()
-    env = dict(os.environ, MS_TRACE_ENABLE="1", MS_PROFILER_AUTO_TRACE="1", MSTRACE_PERFETTO_SOCKET=sock,
-               VLLM_TARGET_DEVICE="cpu", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_NO_USAGE_STATS="1",
-               VLLM_CPU_KVCACHE_SPACE="1", PYTHONPATH=pyconf.STAGING)
-    for key in list(env):
-        if key.startswith(("OTEL_", "PROFILING_SYMBOLS", "VLLM_PLUGINS", "MS_PROFILER_SAMPLE")):
-            del env[key]
-    # the hook spans also go to Jaeger (mstrace's own OTLP exporter; vLLM's tracing stays off)
-    env.update(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=jaeger.traces_endpoint,
-               OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/protobuf", OTEL_SERVICE_NAME="mst-steprec")
-    log = open(tmp / "vllm.log", "w")
-    server = subprocess.Popen(
-        [python, os.path.join(REPO, "tests", "e2e", "vllm_cli.py"), "serve", MODEL_DIR,
-         "--served-model-name", "tiny-llama", "--host", "127.0.0.1", "--port", str(port),
-         "--load-format", "dummy", "--dtype", "float32", "--max-model-len", "256", "--max-num-seqs", "8",
-         "--enforce-eager", "--block-size", "32", "--num-gpu-blocks-override", str(BLOCKS),
-         "--no-enable-prefix-caching", "--max-num-batched-tokens", str(BATCH_TOKENS),
-         "--shutdown-timeout", "60"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     answers = {}
-    try:
-        deadline = time.monotonic() + 600
-        while True:
-            try:
-                _get("http://127.0.0.1:%d/health" % port, timeout=2)
-                break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, open(tmp / "vllm.log").read()[-4000:]
-                time.sleep(1)
-        before = _preemptions(port)
-        threads = [threading.Thread(target=_complete, args=(port, i, answers)) for i in range(REQUESTS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        after = _preemptions(port)
-    finally:
-        _stop(server, 120)
-        log.close()
-        _stop(fwd, 60)
-    keep = os.environ.get("MSTRACE_TEST_KEEP")  # a directory to keep the trace and the server log in
-    if keep:
-        os.makedirs(keep, exist_ok=True)
-        for f in ("trace.json", "trace.pftrace", "vllm.log"):
-            if (tmp / f).exists():
-                open(os.path.join(keep, f), "wb").write((tmp / f).read_bytes())
-    assert len(answers) == REQUESTS, open(tmp / "vllm.log").read()[-4000:]
+    with vllm_serve.Forwarder(binary, ["--perfetto-output", out_json, "--perfetto-output", out_pf],
+                              tmp / "forward.log", prefix="mst_step") as fwd:
+        # the hook spans also go to Jaeger (mstrace's own OTLP exporter; vLLM's tracing stays off)
+        env = vllm_serve.traced_env(fwd.sock, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=jaeger.traces_endpoint,
+                                    OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/protobuf",
+                                    OTEL_SERVICE_NAME="mst-steprec")
+        with vllm_serve.Server(python, env, [
+                "--max-model-len", 256, "--max-num-seqs", 8, "--block-size", 32, "--num-gpu-blocks-override",
+                BLOCKS, "--no-enable-prefix-caching", "--max-num-batched-tokens", BATCH_TOKENS],
+                tmp / "vllm.log") as server:
+            before = _preemptions(server)
+            threads = [threading.Thread(target=_complete, args=(server, i, answers)) for i in range(REQUESTS)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            after = _preemptions(server)
+    vllm_serve.keep_files(tmp, ("trace.json", "trace.pftrace", "vllm.log", "forward.log"))
+    assert len(answers) == REQUESTS, vllm_serve.read_log(tmp / "vllm.log")
     events = json.loads(out_json.read_text())
     spans = [e for e in events if e.get("ph") == "X"]
     return {"answers": answers, "preemptions": after - before, "spans": spans, "events": events,
-            "json": out_json, "pftrace": out_pf, "binary": build.binary, "jaeger": jaeger}
+            "json": out_json, "pftrace": out_pf, "binary": binary, "jaeger": jaeger}
 
 
 def _steps(spans):

@@ -7,15 +7,14 @@ CPU classes that inherit a hooked method (CPUWorker, CPUModelRunner) reach
 the hook. Entries for vllm_ascend may only be missing when vllm_ascend is
 not installed.
 
-Which Python runs the check: this interpreter when it can import vllm; else
-the venv made by scripts/install_vllm_cpu.sh ($MSTRACE_VLLM_PYTHON, default
-~/.cache/mstrace/vllm-venv/bin/python). Otherwise the test is skipped with
-the reason. The check runs in a child process with the work tree's package
-(staged with the built extension by tests/python/conftest.py's build) first
-on PYTHONPATH, so it tests this checkout, not an installed copy.
+Which Python runs the check: the one tests/vllm/vllm_serve.py finds (this
+interpreter when it can import vllm, else the venv of
+scripts/install_vllm_cpu.sh), or the test is skipped with the reason. The
+check runs in a child process with the work tree's package (staged with the
+built extension by tests/python/conftest.py's build) first on PYTHONPATH, so
+it tests this checkout, not an installed copy.
 """
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -23,9 +22,8 @@ import sys
 
 import pytest
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, os.path.join(REPO, "tests", "python"))
-import conftest as pyconf  # noqa: E402  (the staging/build helpers)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vllm_serve import pyconf, vllm_python_and_build  # noqa: E402  (which Python has vLLM; the staged build)
 
 CHECK = r'''
 import importlib, json, os, sys
@@ -73,32 +71,6 @@ print("RESULT" + json.dumps({
     "ascend": ascend,
 }))
 '''
-
-
-def _vllm_python():
-    if importlib.util.find_spec("vllm") is not None:
-        return sys.executable, None
-    candidate = os.environ.get("MSTRACE_VLLM_PYTHON") or os.path.expanduser(
-        "~/.cache/mstrace/vllm-venv/bin/python")
-    if os.access(candidate, os.X_OK):
-        return candidate, None
-    return None, ("vllm is not importable here and no vLLM venv at %s "
-                  "(run scripts/install_vllm_cpu.sh or set MSTRACE_VLLM_PYTHON)" % candidate)
-
-
-def vllm_python_and_build():
-    """(the Python with vLLM, this work tree's staged build with the extension), or skip the test saying why."""
-    python, why = _vllm_python()
-    if python is None:
-        pytest.skip(why)
-    probe = subprocess.run([python, "-c", "import vllm"], capture_output=True, text=True, timeout=600)
-    if probe.returncode != 0:
-        pytest.skip("%s cannot import vllm: %s" % (python, probe.stderr.strip().splitlines()[-1:]))
-    pyconf.pytest_configure(None)
-    build = pyconf.build_native()
-    if build.native is None:
-        pytest.skip("mstrace._native unavailable: %s" % build.reason)
-    return python, build
 
 
 @pytest.fixture(scope="module")
