@@ -228,8 +228,9 @@ MST_EXPORT mst_status mst_tracer_shutdown(mst_tracer *tracer, uint32_t timeout_m
 
 /* Names the process the tracer runs in by its role ("api_server",
  * "engine_core_dp0", "worker_1" ...; NULL or "" = none): the tracer's
- * resource is rebuilt with a service name per role and the role's
- * resource attributes (docs/configuration.md, "Services per process role").
+ * resource is rebuilt with the role's resource attributes and, with
+ * MSTRACE_SERVICE_PER_ROLE=1, a service name per role (docs/configuration.md,
+ * "Services per process role").
  * Only before the tracer exports (its first span in this process, also in a
  * fork()ed child, where the role is kept until set again): after that
  * MST_ERR_UNSUPPORTED, the resource staying as it was (the same role again

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 /* Set after OTEL_RESOURCE_ATTRIBUTES: 5 process/SDK attributes, and up to
@@ -220,15 +221,20 @@ const char *mst_resource_role_service_suffix(const char *role) {
     return "";
 }
 
+/* MSTRACE_SERVICE_PER_ROLE=1: a service name per role. Off by default, so
+ * OTEL_SERVICE_NAME names every process's spans as it says (what dashboards
+ * and queries keyed on it expect); the role attributes are set either way. */
 static bool per_role_services(void) {
     const char *v = getenv("MSTRACE_SERVICE_PER_ROLE");
-    return !(v && (strcmp(v, "0") == 0 || strcmp(v, "false") == 0 || strcmp(v, "no") == 0));
+    return v && (strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0 || strcasecmp(v, "yes") == 0 ||
+                 strcasecmp(v, "on") == 0);
 }
 
-static void copy_role(char *dst, const char *role) {
+/* Copies `role` into dst[size], cut on a UTF-8 character boundary. */
+static void copy_role(char *dst, size_t size, const char *role) {
     size_t n = role ? strlen(role) : 0;
-    if (n > 63) {
-        n = 63;
+    if (n > size - 1) {
+        n = size - 1;
         while (n > 0 && ((unsigned char)role[n] & 0xC0) == 0x80) n--;
     }
     if (n) memcpy(dst, role, n);
@@ -250,7 +256,7 @@ static mst_status apply_role(mst_resource *res) {
     if (st == MST_OK && !find_attr(res, "service.instance.id", 19)) {
         char host[256] = "";
         if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-        char id[64 + 256 + 32];
+        char id[sizeof res->role + 256 + 32];
         snprintf(id, sizeof id, "%s@%s:%ld", role, host, (long)getpid());
         st = mst_resource_set_str(res, "service.instance.id", id);
     }
@@ -271,8 +277,8 @@ static mst_status apply_role(mst_resource *res) {
 
 mst_status mst_resource_set_role(mst_resource *res, const char *role) {
     if (!res) return MST_ERR_INVALID_ARG;
-    char kept[64];
-    copy_role(kept, role);
+    char kept[sizeof res->role];
+    copy_role(kept, sizeof kept, role);
     mst_resource_release(res);
     mst_status st = mst_resource_init_from_env(res);
     if (st != MST_OK || !kept[0]) return st;
@@ -282,7 +288,7 @@ mst_status mst_resource_set_role(mst_resource *res, const char *role) {
 
 mst_status mst_resource_rebuild(mst_resource *res) {
     if (!res) return MST_ERR_INVALID_ARG;
-    char kept[64];
+    char kept[sizeof res->role];
     memcpy(kept, res->role, sizeof kept);
     return mst_resource_set_role(res, kept);
 }

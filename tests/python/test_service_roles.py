@@ -6,13 +6,13 @@ as `api_server` (its exporter thread running before it forks), a fork()ed
 multiprocessing child named as vLLM names its engine ("EngineCore_DP0") and
 a grandchild named as a worker ("VllmWorker-1"); each child takes its role
 the way the plugin's after-fork hook does (plugin.process_role(), then
-_native.set_process_role). Checked in Jaeger's query API: the API server's
-spans under the user's OTEL_SERVICE_NAME, the engine's under NAME.engine_core,
-the worker's under NAME.worker, all in service.namespace NAME, each process
-with its own service.instance.id, process.role and rank; with
-MSTRACE_SERVICE_PER_ROLE=0 every process keeps NAME and the resource
-attributes still tell them apart; and `mstrace analyze --jaeger --service
-NAME` reads every process's spans.
+_native.set_process_role). Checked in Jaeger's query API: by default every
+process's spans under the user's OTEL_SERVICE_NAME, told apart by the
+resource (service.namespace NAME, each process's own service.instance.id,
+process.role and rank); with MSTRACE_SERVICE_PER_ROLE=1 the API server's
+spans under NAME, the engine's under NAME.engine_core, the worker's under
+NAME.worker, with the same attributes; and `mstrace analyze --jaeger
+--service NAME` reads every process's spans.
 """
 
 import json
@@ -88,7 +88,7 @@ def spans_named(jaeger, service, name):  # noqa: F811
 
 def test_each_role_has_its_service(native, subprocess_env, jaeger):  # noqa: F811
     base = "mst-roles-%s" % uuid.uuid4().hex[:8]
-    info = run_roles(subprocess_env, jaeger, base)
+    info = run_roles(subprocess_env, jaeger, base, {"MSTRACE_SERVICE_PER_ROLE": "1"})
     assert info["service_name"] == base  # the API server keeps the user's name
     api = spans_named(jaeger, base, "roles.api")
     engine = spans_named(jaeger, base + ".engine_core", "roles.engine")
@@ -110,14 +110,18 @@ def test_each_role_has_its_service(native, subprocess_env, jaeger):  # noqa: F81
         assert t["service.instance.id"].endswith(":%d" % pid)
 
 
-def test_per_role_off_keeps_one_service(native, subprocess_env, jaeger):  # noqa: F811
+def test_by_default_one_service_and_the_roles_in_the_resource(native, subprocess_env, jaeger):  # noqa: F811
     base = "mst-roles-one-%s" % uuid.uuid4().hex[:8]
-    run_roles(subprocess_env, jaeger, base, {"MSTRACE_SERVICE_PER_ROLE": "0"})
+    run_roles(subprocess_env, jaeger, base)
     spans = jaeger.wait_for_spans(base, 3 * PER_PROCESS)
     assert len(spans) == 3 * PER_PROCESS
     roles = {s["operationName"]: process_tags(s)["process.role"] for s in spans}
     assert roles == {"roles.api": "api_server", "roles.engine": "engine_core_dp0", "roles.worker": "worker_1"}
     assert len({process_tags(s)["service.instance.id"] for s in spans}) == 3
+    assert all(process_tags(s)["service.namespace"] == base for s in spans)
+    ranks = {s["operationName"]: (process_tags(s).get("vllm.dp_rank"), process_tags(s).get("vllm.worker.rank"))
+             for s in spans}
+    assert ranks == {"roles.api": (None, None), "roles.engine": (0, None), "roles.worker": (None, 1)}
     assert not any(s.startswith(base + ".") for s in jaeger.services())
 
 
@@ -126,7 +130,7 @@ def test_analyze_reads_every_role_by_the_users_name(native, build, subprocess_en
         pytest.skip("the mstrace binary was not built: %s" % build.reason)
     base = "mst-roles-analyze-%s" % uuid.uuid4().hex[:8]
     start_us = int(time.time() * 1e6) - 60 * 10**6
-    run_roles(subprocess_env, jaeger, base)
+    run_roles(subprocess_env, jaeger, base, {"MSTRACE_SERVICE_PER_ROLE": "1"})
     for service in (base, base + ".engine_core", base + ".worker"):
         assert len(jaeger.wait_for_spans(service, PER_PROCESS)) == PER_PROCESS
     end_us = int(time.time() * 1e6) + 60 * 10**6

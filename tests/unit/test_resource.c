@@ -5,8 +5,9 @@
  * of OTEL_SERVICE_NAME does not reach it); a forked child's tracer carries
  * the child's process.pid; spans no tracer recorded get the one untraced
  * resource, which a forked child rebuilds with its own pid. A process role
- * names the service per role kind (base, base.engine_core, base.worker) in
- * the base's namespace, with the instance attributes; the user's own
+ * sets the instance attributes in the base's namespace and, with
+ * MSTRACE_SERVICE_PER_ROLE=1, names the service per role kind (base,
+ * base.engine_core, base.worker); the user's own
  * namespace and instance id stay; a forked child keeps its role; a role set
  * after the exporter thread started leaves the resource alone. */
 #include "testlib.h"
@@ -116,7 +117,7 @@ static int64_t int_of(const mst_resource *res, const char *key) {
 static void test_role_names_the_service(void) {
     setenv("OTEL_SERVICE_NAME", "chat", 1);
     unsetenv("OTEL_RESOURCE_ATTRIBUTES");
-    unsetenv("MSTRACE_SERVICE_PER_ROLE");
+    setenv("MSTRACE_SERVICE_PER_ROLE", "1", 1);
     mst_resource r;
     CHECK_EQ_INT(mst_resource_init_from_env(&r), MST_OK);
     CHECK(attr_of(&r, "service.namespace") == NULL); /* no role: as before */
@@ -148,6 +149,14 @@ static void test_role_names_the_service(void) {
     CHECK_EQ_INT(mst_resource_set_role(&r, NULL), MST_OK);
     CHECK_EQ_STR(r.service_name.ptr, "chat");
     CHECK(attr_of(&r, "process.role") == NULL);
+
+    unsetenv("MSTRACE_SERVICE_PER_ROLE"); /* the default: one name, the role in the attributes */
+    CHECK_EQ_INT(mst_resource_set_role(&r, "engine_core_dp1"), MST_OK);
+    CHECK_EQ_STR(r.service_name.ptr, "chat");
+    CHECK_EQ_STR(str_of(&r, "service.namespace"), "chat");
+    CHECK_EQ_STR(str_of(&r, "process.role"), "engine_core_dp1");
+    CHECK_EQ_INT(int_of(&r, "vllm.dp_rank"), 1);
+    CHECK(strncmp(str_of(&r, "service.instance.id"), "engine_core_dp1@", 16) == 0);
     mst_resource_release(&r);
     unsetenv("OTEL_SERVICE_NAME");
 }
@@ -179,16 +188,18 @@ static void test_user_settings_stay(void) {
     CHECK_EQ_STR(str_of(&r, "service.instance.id"), "mine");
     CHECK_EQ_STR(str_of(&r, "process.role"), "worker_2");
     CHECK_EQ_INT(int_of(&r, "vllm.worker.rank"), 2);
-    unsetenv("MSTRACE_SERVICE_PER_ROLE");
+    setenv("MSTRACE_SERVICE_PER_ROLE", "true", 1);
     CHECK_EQ_INT(mst_resource_set_role(&r, "worker_2"), MST_OK);
     CHECK_EQ_STR(r.service_name.ptr, "from-attrs.worker");
     CHECK_EQ_STR(str_of(&r, "service.namespace"), "team");
     mst_resource_release(&r);
     unsetenv("OTEL_RESOURCE_ATTRIBUTES");
+    unsetenv("MSTRACE_SERVICE_PER_ROLE");
 }
 
 static void test_tracer_role_before_export_and_after_fork(void) {
     setenv("OTEL_SERVICE_NAME", "svc", 1);
+    setenv("MSTRACE_SERVICE_PER_ROLE", "1", 1);
     mst_tracer_options o = {.max_queue_size = 64, .max_export_batch_size = 4, .schedule_delay_ms = 10000};
     mst_tracer *t = NULL;
     CHECK_EQ_INT(mst_tracer_create(&o, &t), MST_OK);
@@ -220,6 +231,7 @@ static void test_tracer_role_before_export_and_after_fork(void) {
     CHECK(p.seen[0] == mst_tracer_resource(t));
     CHECK_EQ_INT(mst_tracer_shutdown(t, 120000), MST_OK);
     unsetenv("OTEL_SERVICE_NAME");
+    unsetenv("MSTRACE_SERVICE_PER_ROLE");
 }
 
 static const mst_test_case tests[] = {
