@@ -15,7 +15,6 @@
 #include "core/log.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <pthread.h>
