@@ -15,14 +15,14 @@
 # The jaeger-ui source: MST_JAEGER_UI_SRC (a checkout or a .tar.gz of the
 # release), else a shallow git clone of the release tag from GitHub.
 #
-#
 # The run: `mstrace forward` writing OUT/run/hook_tracing.pftrace, Jaeger (UI
 # on) on free loopback ports, `vllm serve` of the tiny local model (as
 # scripts/e2e_vllm.sh makes it) with MS_TRACE_ENABLE=1,
 # MS_PROFILER_AUTO_TRACE=1 and mstrace's OTLP exporter to that Jaeger under
 # OTEL_SERVICE_NAME=vllm with MSTRACE_SERVICE_PER_ROLE=1 (a service per
-# process role, so Jaeger's service list shows them), one `vllm bench serve` load with several requests
-# in flight (so batches hold several requests), a clean stop. Then
+# process role, so Jaeger's service list shows them), one `vllm bench serve`
+# load with several requests in flight (so batches hold several requests),
+# a clean stop. Then
 # scripts/screenshots_take.py drives headless Chromium over both UIs and
 # writes docs/images/*.png.
 #
@@ -125,6 +125,7 @@ run_vllm() {
     "$MSTRACE_BIN" forward --socket-name "$sock" --perfetto-output "$run/hook_tracing.pftrace" \
         >"$run/forwarder.log" 2>&1 &
     local fwd=$!
+    PIDS+=($fwd)
     log "vllm serve (tiny model) on :$P_VLLM, Jaeger UI http://127.0.0.1:$P_QUERY"
     env MS_TRACE_ENABLE=1 MS_PROFILER_AUTO_TRACE=1 MSTRACE_PERFETTO_SOCKET="$sock" OTEL_SERVICE_NAME=vllm \
         MSTRACE_SERVICE_PER_ROLE=1 \

@@ -27,7 +27,6 @@ import base64
 import functools
 import http.server
 import json
-import os
 import shutil
 import sys
 import tempfile
