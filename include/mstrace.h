@@ -226,6 +226,20 @@ MST_EXPORT mst_status mst_tracer_flush(mst_tracer *tracer, uint32_t timeout_ms);
  * MST_ERR_TIMEOUT then. */
 MST_EXPORT mst_status mst_tracer_shutdown(mst_tracer *tracer, uint32_t timeout_ms);
 
+/* Names the process the tracer runs in by its role ("api_server",
+ * "engine_core_dp0", "worker_1" ...; NULL or "" = none): the tracer's
+ * resource is rebuilt with the role's resource attributes and, with
+ * MSTRACE_SERVICE_PER_ROLE=1, a service name per role (docs/configuration.md,
+ * "Services per process role").
+ * Only before the tracer exports (its first span in this process, also in a
+ * fork()ed child, where the role is kept until set again): after that
+ * MST_ERR_UNSUPPORTED, the resource staying as it was (the same role again
+ * is MST_OK). Not thread-safe against a first span on another thread. */
+MST_EXPORT mst_status mst_tracer_set_process_role(mst_tracer *tracer, const char *role);
+/* The service.name the tracer's spans are exported under (valid until the
+ * next mst_tracer_set_process_role or shutdown). */
+MST_EXPORT const char *mst_tracer_service_name(const mst_tracer *tracer);
+
 /* Interns an instrumentation scope ("ms_service_profiler.hook.Schedule");
  * the pointer lives as long as the tracer. Thread-safe; cache the result. */
 MST_EXPORT const mst_scope *mst_tracer_scope(mst_tracer *tracer, const char *name,

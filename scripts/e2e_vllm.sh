@@ -108,13 +108,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 free_ports() { # N free loopback TCP ports
-    "$VPY" - "$1" <<'PYEOF'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-PYEOF
+    "$VPY" "$REPO/scripts/free_ports.py" "$1"
 }
 
 # ---------------------------------------------------------------- 1. venv

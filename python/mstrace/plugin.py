@@ -337,9 +337,11 @@ _ROLE_PATTERNS = (
 
 
 def process_role(name=None, argv=None):
-    """What this vLLM process is, for the `process.role` span attribute (the
-    Perfetto process track is named "<role> (<service.name>)"; every vLLM
-    process shares one service.name). From the multiprocessing process name
+    """What this vLLM process is, for the `process.role` span attribute and
+    the resource's role attributes (the Perfetto process track is named
+    "<role> (<service.name>)"; with MSTRACE_SERVICE_PER_ROLE=1 EngineCore
+    exports under "<OTEL_SERVICE_NAME>.engine_core", workers under
+    ".worker", see docs/configuration.md). From the multiprocessing process name
     vLLM gives its children (vllm/v1/engine/utils.py, multiproc_executor.py,
     v1/utils.py): EngineCore[_DP<n>] -> engine_core[_dp<n>], VllmWorker-<r>
     -> worker_<r>, ApiServer_<i> -> api_server_<i>; the main process is

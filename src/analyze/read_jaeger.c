@@ -3,7 +3,8 @@
  * the span mapping). Two halves: the page parser (strict pull JSON from
  * wire/json_reader.h over one answer, spans delivered per trace, trace ids
  * remembered in an open-addressing set) and the pager (libcurl GETs of
- * /api/traces over time windows split until no page is full).
+ * /api/traces over time windows split until no page is full, per service
+ * and per role service of it: NAME, NAME.engine_core, NAME.worker).
  */
 #include "analyze/read_jaeger.h"
 
@@ -17,6 +18,7 @@
 #include "analyze/grow.h"
 #include "core/arena.h"
 #include "core/err_text.h"
+#include "core/resource.h"
 #include "otlp/otlp_curl.h"
 #include "wire/json_reader.h"
 
@@ -881,6 +883,16 @@ static mst_status query_service(CURL *c, mst_an_jaeger_pages *p, const mst_an_ja
     return st;
 }
 
+/* Whether `service` already names one role's service ("vllm.worker"). */
+static bool has_role_suffix(const char *service) {
+    size_t n = strlen(service);
+    for (size_t i = 0; mst_resource_role_suffixes[i]; i++) {
+        size_t sl = strlen(mst_resource_role_suffixes[i]);
+        if (n > sl && strcmp(service + n - sl, mst_resource_role_suffixes[i]) == 0) return true;
+    }
+    return false;
+}
+
 /* The query's TLS files as the shared TLS settings, named by their flags,
  * checked (readable, a key only with its certificate). */
 static mst_status tls_from_query(const mst_an_jaeger_query *q, mst_otlp_tls *tls, char *err, size_t err_size) {
@@ -950,8 +962,16 @@ mst_status mst_an_read_jaeger(const mst_an_jaeger_query *q, uint32_t source, mst
     char *save = NULL;
     for (char *svc = st == MST_OK ? strtok_r(services, ",", &save) : NULL; svc && st == MST_OK;
          svc = strtok_r(NULL, ",", &save)) {
-        if (*svc)
-            st = query_service(c, p, q, base, base_len, svc, limit, timeout_ms, &b, &tls, &a, err, err_size);
+        if (!*svc) continue;
+        st = query_service(c, p, q, base, base_len, svc, limit, timeout_ms, &b, &tls, &a, err, err_size);
+        /* The run's other processes, under their role services (an absent
+         * service answers no traces; a trace already read is not read again). */
+        for (size_t i = 0; st == MST_OK && !has_role_suffix(svc) && mst_resource_role_suffixes[i]; i++) {
+            char role_svc[1024];
+            if ((size_t)snprintf(role_svc, sizeof role_svc, "%s%s", svc, mst_resource_role_suffixes[i]) >= sizeof role_svc)
+                continue; /* longer than any service name Jaeger answers for */
+            st = query_service(c, p, q, base, base_len, role_svc, limit, timeout_ms, &b, &tls, &a, err, err_size);
+        }
     }
     free(a.data);
     mst_an_jaeger_pages_free(p);

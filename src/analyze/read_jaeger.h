@@ -17,6 +17,11 @@
  * stops it with MST_ERR_TIMEOUT / MST_ERR_TOO_LARGE and a message saying
  * what was read and how far the windows got.
  *
+ * Services: each service named (NAME) is read with the role services
+ * mstrace's processes export under (core/resource.h: NAME.engine_core,
+ * NAME.worker), so the name a run was started with reads all of it; a
+ * name that already ends with a role suffix is read alone.
+ *
  * Mapping of one Jaeger span: operationName -> name; startTime/duration
  * (microseconds) -> start_ns/end_ns; the CHILD_OF reference in the same
  * trace -> parent_span_id, every other reference -> a link; tags ->

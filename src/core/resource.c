@@ -7,7 +7,8 @@
  * (process.pid, process.executable.name, telemetry.sdk.*). The process and
  * SDK attributes are set last so they always describe the real process
  * (a forked child rebuilds its resource to get its own pid); and the one
- * resource of spans no tracer recorded (mst_resource_untraced).
+ * resource of spans no tracer recorded (mst_resource_untraced); the
+ * process role's service names and attributes (mst_resource_set_role).
  */
 #include "core/resource.h"
 
@@ -15,11 +16,18 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
+
+/* Set after OTEL_RESOURCE_ATTRIBUTES: 5 process/SDK attributes, and up to
+ * 4 of a role (service.namespace, service.instance.id, process.role, a
+ * rank). */
+#define RESERVED_ATTRS 9
 
 static mst_attr *find_attr(mst_resource *res, const char *key, size_t klen) {
     for (uint32_t i = 0; i < res->n_attrs; i++)
@@ -119,8 +127,8 @@ static void parse_entry(mst_resource *res, const char *e, size_t n) {
         MST_WARN("OTEL_RESOURCE_ATTRIBUTES: ignoring invalid entry \"%.*s\"", (int)(n > 200 ? 200 : n), e);
         goto out;
     }
-    /* Keep room for the 5 process/SDK attributes added after this. */
-    if (!find_attr(res, kbuf, kl) && res->n_attrs >= MST_MAX_ATTRIBUTES - 5) {
+    /* Keep room for the process/SDK and role attributes added after this. */
+    if (!find_attr(res, kbuf, kl) && res->n_attrs >= MST_MAX_ATTRIBUTES - RESERVED_ATTRS) {
         res->dropped_attrs++;
         MST_WARN("OTEL_RESOURCE_ATTRIBUTES: too many attributes (max %d with the process ones), \"%.*s\" dropped", MST_MAX_ATTRIBUTES,
                  (int)(kl > 128 ? 128 : kl), kbuf);
@@ -161,6 +169,7 @@ static void executable_name(char *out, size_t size) {
 
 mst_status mst_resource_init_from_env(mst_resource *res) {
     if (!res) return MST_ERR_INVALID_ARG;
+    res->role[0] = '\0';
     res->n_attrs = 0;
     res->dropped_attrs = 0;
     res->service_name.ptr = "";
@@ -184,6 +193,105 @@ mst_status mst_resource_init_from_env(mst_resource *res) {
     return MST_OK;
 }
 
+/* ------------------------------------------------------- process role */
+
+const char *const mst_resource_role_suffixes[] = {".engine_core", ".worker", NULL};
+
+static bool starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+/* The number after `prefix` in `role` ("worker_3" -> 3), -1 when `role`
+ * does not start with `prefix` or the rest is not all digits. */
+static int64_t rank_after(const char *role, const char *prefix) {
+    if (!starts_with(role, prefix)) return -1;
+    const char *p = role + strlen(prefix);
+    if (!*p) return -1;
+    int64_t v = 0;
+    for (; *p; p++) {
+        if (*p < '0' || *p > '9' || v > INT32_MAX) return -1;
+        v = v * 10 + (*p - '0');
+    }
+    return v;
+}
+
+const char *mst_resource_role_service_suffix(const char *role) {
+    if (!role) return "";
+    if (strcmp(role, "engine_core") == 0 || rank_after(role, "engine_core_dp") >= 0) return mst_resource_role_suffixes[0];
+    if (rank_after(role, "worker_") >= 0) return mst_resource_role_suffixes[1];
+    return "";
+}
+
+/* MSTRACE_SERVICE_PER_ROLE=1: a service name per role. Off by default, so
+ * OTEL_SERVICE_NAME names every process's spans as it says (what dashboards
+ * and queries keyed on it expect); the role attributes are set either way. */
+static bool per_role_services(void) {
+    const char *v = getenv("MSTRACE_SERVICE_PER_ROLE");
+    return v && (strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0 || strcasecmp(v, "yes") == 0 ||
+                 strcasecmp(v, "on") == 0);
+}
+
+/* Copies `role` into dst[size], cut on a UTF-8 character boundary. */
+static void copy_role(char *dst, size_t size, const char *role) {
+    size_t n = role ? strlen(role) : 0;
+    if (n > size - 1) {
+        n = size - 1;
+        while (n > 0 && ((unsigned char)role[n] & 0xC0) == 0x80) n--;
+    }
+    if (n) memcpy(dst, role, n);
+    dst[n] = '\0';
+}
+
+/* The role's attributes on a resource just built from the environment.
+ * What the user set in OTEL_RESOURCE_ATTRIBUTES for service.namespace and
+ * service.instance.id stays; process.role and the rank are facts about the
+ * process, like process.pid. */
+static mst_status apply_role(mst_resource *res) {
+    const char *role = res->role;
+    char base[MST_MAX_VALUE_LEN + 1];
+    size_t bl = res->service_name.len;
+    memcpy(base, res->service_name.ptr, bl);
+    base[bl] = '\0';
+    mst_status st = MST_OK;
+    if (!find_attr(res, "service.namespace", 17)) st = mst_resource_set_str(res, "service.namespace", base);
+    if (st == MST_OK && !find_attr(res, "service.instance.id", 19)) {
+        char host[256] = "";
+        if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+        char id[sizeof res->role + 256 + 32];
+        snprintf(id, sizeof id, "%s@%s:%ld", role, host, (long)getpid());
+        st = mst_resource_set_str(res, "service.instance.id", id);
+    }
+    if (st == MST_OK) st = mst_resource_set_str(res, "process.role", role);
+    int64_t dp = rank_after(role, "engine_core_dp"), wr = rank_after(role, "worker_");
+    if (st == MST_OK && dp >= 0) st = set_int(res, "vllm.dp_rank", dp);
+    if (st == MST_OK && wr >= 0) st = set_int(res, "vllm.worker.rank", wr);
+    const char *suffix = mst_resource_role_service_suffix(role);
+    if (st == MST_OK && *suffix && per_role_services()) {
+        size_t sl = strlen(suffix);
+        if (bl + sl > MST_MAX_VALUE_LEN) bl = MST_MAX_VALUE_LEN - sl;
+        memcpy(base + bl, suffix, sl + 1);
+        st = mst_resource_set_str(res, "service.name", base);
+    }
+    if (st != MST_OK) MST_WARN("resource: the process role's attributes were not all set (%s)", mst_strerror(st));
+    return st;
+}
+
+mst_status mst_resource_set_role(mst_resource *res, const char *role) {
+    if (!res) return MST_ERR_INVALID_ARG;
+    char kept[sizeof res->role];
+    copy_role(kept, sizeof kept, role);
+    mst_resource_release(res);
+    mst_status st = mst_resource_init_from_env(res);
+    if (st != MST_OK || !kept[0]) return st;
+    memcpy(res->role, kept, sizeof kept);
+    return apply_role(res);
+}
+
+mst_status mst_resource_rebuild(mst_resource *res) {
+    if (!res) return MST_ERR_INVALID_ARG;
+    char kept[sizeof res->role];
+    memcpy(kept, res->role, sizeof kept);
+    return mst_resource_set_role(res, kept);
+}
+
 void mst_resource_release(mst_resource *res) {
     if (!res) return;
     mst_arena_release(&res->arena);
@@ -191,6 +299,7 @@ void mst_resource_release(mst_resource *res) {
     res->dropped_attrs = 0;
     res->service_name.ptr = "";
     res->service_name.len = 0;
+    res->role[0] = '\0';
 }
 
 /* ------------------------------------------- spans no tracer recorded */

@@ -231,8 +231,7 @@ static void fork_child(void) {
         mst_queue_reset_after_fork(&t->pool, free_span_record, NULL);
         reset_counters(t);
         if (atomic_load(&t->n_exporters)) atomic_store(&t->fork_pending, 1);
-        mst_resource_release(&t->resource);
-        mst_resource_init_from_env(&t->resource);
+        mst_resource_rebuild(&t->resource); /* new pid, same role */
     }
     pthread_mutex_init(&g_reg_mu, NULL);
 }
@@ -321,6 +320,22 @@ mst_status mst_tracer_add_exporter(mst_tracer *t, mst_exporter *e) {
 }
 
 const mst_resource *mst_tracer_resource(const struct mst_tracer *t) { return t ? &t->resource : NULL; }
+
+const char *mst_tracer_service_name(const mst_tracer *t) { return t ? t->resource.service_name.ptr : NULL; }
+
+/* Under t->mu with no exporter thread yet, no exporter reads the resource
+ * (start_thread takes t->mu and publishes what is written here). */
+mst_status mst_tracer_set_process_role(mst_tracer *t, const char *role) {
+    if (!t) return MST_ERR_INVALID_ARG;
+    pthread_mutex_lock(&t->mu);
+    mst_status st = MST_ERR_UNSUPPORTED;
+    if (strcmp(t->resource.role, role ? role : "") == 0)
+        st = MST_OK; /* built for it already */
+    else if (atomic_load(&t->thread_state) == MST_THREAD_NONE)
+        st = mst_resource_set_role(&t->resource, role);
+    pthread_mutex_unlock(&t->mu);
+    return st;
+}
 
 const mst_resource *mst_span_resource(const mst_span *span) {
     if (span && span->tracer) return &span->tracer->resource;

@@ -36,6 +36,13 @@ class _Stub(http.server.BaseHTTPRequestHandler):
     def do_GET(self):  # noqa: N802
         url = urllib.parse.urlparse(self.path)
         q = urllib.parse.parse_qs(url.query)
+        if q["service"][0] != "svc":
+            # The role services the reader also asks for (svc.engine_core,
+            # svc.worker): absent here, answered as Jaeger answers an
+            # unknown service, and kept out of the counts below.
+            self.server.role_requests.append(q["service"][0])
+            self._send({"data": [], "total": 0, "limit": 0, "offset": 0, "errors": None})
+            return
         self.server.requests.append((int(q["start"][0]), int(q["end"][0])))
         limit, start = int(q["limit"][0]), int(q["start"][0])
         if url.path.startswith("/stall"):
@@ -56,6 +63,9 @@ class _Stub(http.server.BaseHTTPRequestHandler):
                                             for i in range(limit)], "errors": None}
         else:
             body = {"data": [], "errors": [{"code": 500, "msg": "bad \x1b]0;owned\x07\x1b[2J day"}]}
+        self._send(body)
+
+    def _send(self, body):
         raw = json.dumps(body).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -72,6 +82,7 @@ def stub():
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Stub)
     srv.daemon_threads = True
     srv.requests = []
+    srv.role_requests = []
     srv.release = threading.Event()
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
@@ -112,6 +123,7 @@ def test_always_full_pages_stop_at_the_window_floor(stub):
 def test_hollow_elements_do_not_make_a_page_full(stub):
     r = analyze(stub.url + "/hollow")
     assert len(stub.requests) == 1, stub.requests       # nothing to split
+    assert stub.role_requests == ["svc.engine_core", "svc.worker"]   # each role service once
     assert "no spans of service svc" in error_line(r)
 
 

@@ -1,9 +1,12 @@
 /*
  * state.c — the extension's process-global state (mstn_g, state.h) and the
  * process role every later hook span carries as process.role (set by
- * init(process_role=...) or set_process_role()).
+ * init(process_role=...) or set_process_role()), which also names the
+ * tracer's resource (service.name per role, resource.h) while the tracer
+ * has exported nothing in this process.
  */
 #include "state.h"
+
 
 #include <string.h>
 
@@ -19,6 +22,15 @@ void mstn_set_process_role(const char *role) {
     if (n)
         memcpy(mstn_g.role, role, n);
     mstn_g.role[n] = '\0';
+    mstn_apply_role_to_resource();
+}
+
+void mstn_apply_role_to_resource(void) {
+    if (!mstn_g.tracer)
+        return;
+    /* Too late once the exporter thread runs: the spans' process.role
+     * still says it, the resource keeps the role it was built with. */
+    (void)mst_tracer_set_process_role(mstn_g.tracer, mstn_g.role);
 }
 
 PyObject *mstn_py_set_process_role(PyObject *m, PyObject *arg) {

@@ -36,6 +36,10 @@ extern mstn_globals mstn_g;
 /* Stores `role` (UTF-8, cut to MSTN_ROLE_MAX-1 bytes on a character
  * boundary) as the process.role of every later span; NULL/"" clears it. */
 void mstn_set_process_role(const char *role);
+/* Rebuilds the tracer's resource for mstn_g.role when it was built for
+ * another one and the tracer has not started exporting
+ * (mst_tracer_set_process_role); nothing without a tracer. */
+void mstn_apply_role_to_resource(void);
 /* _native.set_process_role(role or None). */
 PyObject *mstn_py_set_process_role(PyObject *m, PyObject *arg);
 

@@ -87,7 +87,8 @@ PyObject *mstn_py_init(PyObject *m, PyObject *args, PyObject *kw) {
         Py_DECREF(info);
         return NULL;
     }
-    const char *svc = getenv("OTEL_SERVICE_NAME");
+    mstn_apply_role_to_resource(); /* the role was set before the tracer existed */
+    const char *svc = mst_tracer_service_name(mstn_g.tracer);
     PyObject *ar = PyLong_FromUnsignedLong(mstn_g.sample_rate);
     PyObject *pid = PyLong_FromLong(mstn_g.pid);
     if (!set_item_str(info, "service_name", svc) ||
