@@ -3,8 +3,9 @@
  *
  * Owns: starting a span (ids, parent, trace state, name), the setters with
  * the limits of docs/reference/spans.md (32 attributes, keys <= 128 bytes, strings <= 1024 bytes
- * cut on a UTF-8 boundary, 128 links/events/list items, dropped counts),
- * links and events with their own attributes, status, ending (hand-off to
+ * cut on a UTF-8 boundary, 1024 links and list items, 128 events, dropped
+ * counts), links (one by one, or a block expanded on the exporter thread)
+ * and events with their own attributes, status, ending (hand-off to
  * the tracer's queue). The read-out functions are span_readout.c.
  *
  * Sampling (sampler.h) is decided first: a dropped span is NULL, costs no
@@ -327,6 +328,9 @@ static mst_span *span_begin(mst_tracer *tracer, const mst_scope *scope, const ch
     s->attr_key_lens = 0;
     s->links = NULL;
     s->n_links = s->link_cap = s->dropped_links = 0;
+    s->link_block = NULL;
+    s->n_link_block = 0;
+    s->link_block_list = NULL;
     s->events = NULL;
     s->n_events = s->event_cap = s->dropped_events = 0;
     mst_tracer_span_started(tracer);
@@ -436,6 +440,32 @@ void mst_span_add_link(mst_span *span, const mst_span_context *linked, const mst
     l->attrs = attrs_copy(&span->arena, attrs, n_attrs, &l->n_attrs, &l->dropped_attrs,
                           prev ? prev->attrs : NULL, prev ? prev->n_attrs : 0);
     span->n_links++;
+}
+
+/* The attribute `key` of the span, or NULL. */
+static const mst_attr *attr_named(const mst_span *span, const char *key) {
+    size_t n = strlen(key);
+    for (uint32_t i = 0; i < span->n_attrs; i++)
+        if (span->attrs[i].key.len == n && memcmp(span->attrs[i].key.ptr, key, n) == 0) return &span->attrs[i];
+    return NULL;
+}
+
+void mst_span_add_link_block(mst_span *span, const mst_link_ref *refs, size_t n, const char *key,
+                             const char *list_key) {
+    if (!span || !refs || n == 0) return;
+    size_t room = span->n_links < MST_MAX_LINKS ? MST_MAX_LINKS - span->n_links : 0;
+    if (span->link_block || !key || !key[0]) room = 0;
+    size_t take = n < room ? n : room;
+    mst_link_ref *copy = take ? mst_arena_alloc(&span->arena, sizeof *copy * take) : NULL;
+    if (!copy || !str_copy(&span->arena, &span->link_block_key, key, strlen(key), MST_MAX_KEY_LEN)) {
+        span->dropped_links += (uint32_t)n;
+        return;
+    }
+    memcpy(copy, refs, sizeof *copy * take);
+    span->link_block = copy;
+    span->n_link_block = (uint32_t)take;
+    span->dropped_links += (uint32_t)(n - take);
+    span->link_block_list = list_key ? attr_named(span, list_key) : NULL;
 }
 
 void mst_span_add_event(mst_span *span, const char *name, uint64_t time_ns, const mst_attr_in *attrs,

@@ -23,6 +23,7 @@
 #include "pyattr.h"
 #include "queued_times.h"
 #include "reqtable.h"
+#include "step_share.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -429,7 +430,10 @@ void mstn_step_begin(mstn_step *st, PyObject *so, PyObject *sched) {
     read_resumed(st, so);
 }
 
-void mstn_step_forget_all(void) { memset(g_decoding, 0, sizeof g_decoding); }
+void mstn_step_forget_all(void) {
+    memset(g_decoding, 0, sizeof g_decoding);
+    mstn_share_forget();
+}
 
 void mstn_step_finish(mstn_step *st, PyObject *so, PyObject *sched) {
     read_set(st, &st->preempted, so, mstn_n.preempted_req_ids, true, MISS_PREEMPTED,
