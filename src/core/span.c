@@ -415,7 +415,7 @@ static void *grow(mst_arena *a, void *arr, uint32_t n, uint32_t *cap, size_t ele
 void mst_span_add_link(mst_span *span, const mst_span_context *linked, const mst_attr_in *attrs,
                        size_t n_attrs) {
     if (!span || !mst_ctx_is_valid(linked)) return;
-    if (span->n_links >= MST_MAX_LINKS) {
+    if (span->n_links + span->n_link_block >= MST_MAX_LINKS) { /* a pending block counts */
         span->dropped_links++;
         return;
     }
