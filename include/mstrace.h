@@ -282,6 +282,11 @@ MST_EXPORT void mst_span_set_double(mst_span *span, const char *key, double valu
 MST_EXPORT void mst_span_set_bool(mst_span *span, const char *key, bool value);
 MST_EXPORT void mst_span_set_str_list(mst_span *span, const char *key,
                                       const char *const *items, size_t count);
+/* The same with each item's length given (lens[i] bytes of items[i], no
+ * NUL needed): a batch's ids, whose lengths the caller already has, are
+ * copied without measuring them again. */
+MST_EXPORT void mst_span_set_str_list_n(mst_span *span, const char *key, const char *const *items,
+                                        const size_t *lens, size_t count);
 MST_EXPORT void mst_span_set_attr(mst_span *span, const mst_attr_in *attr);
 /* Adds a link (at most MST_MAX_LINKS; more are counted as dropped). */
 MST_EXPORT void mst_span_add_link(mst_span *span, const mst_span_context *linked,

@@ -4,7 +4,9 @@
  * added one by one, each with its attribute naming the list item it points
  * at; the limit (MST_MAX_LINKS, shared with mst_span_add_link) counts the
  * rest as dropped; invalid ids are skipped, an item out of range gets no
- * attribute, a second block adds nothing. */
+ * attribute, a second block adds nothing. The list the links name may be
+ * set with its items' lengths (mst_span_set_str_list_n): exactly those
+ * bytes are copied, without a NUL in the source. */
 #include "testlib.h"
 #include "mstrace.h"
 
@@ -168,7 +170,35 @@ static void test_no_list_no_attribute(void) {
     CHECK_EQ_INT(finish(), 1);
 }
 
+static void inspect_lengths(const mst_span *s) {
+    size_t n = 0;
+    const mst_attr *a = mst_span_get_attrs(s, &n);
+    CHECK_EQ_INT(n, 1);
+    CHECK_EQ_INT(a[0].v.list.count, 2);
+    CHECK_EQ_STR(a[0].v.list.items[0].ptr, "abc");
+    CHECK_EQ_INT(a[0].v.list.items[0].len, 3);
+    CHECK_EQ_STR(a[0].v.list.items[1].ptr, "");
+    const mst_link *l = mst_span_get_links(s, &n);
+    CHECK_EQ_INT(n, 1);
+    CHECK_EQ_STR(l[0].attrs[0].v.s.ptr, "abc");
+}
+
+static void test_list_with_lengths(void) {
+    setup();
+    static const char text[] = "abcdef"; /* items are prefixes: no NUL after them */
+    const char *items[] = {text, text};
+    size_t lens[] = {3, 0};
+    mst_span *s = mst_span_start(g_t, mst_tracer_scope(g_t, "s", NULL), "step", MST_SPAN_KIND_INTERNAL, NULL, 0);
+    mst_span_set_str_list_n(s, "request.ids", items, lens, 2);
+    mst_link_ref r = ref_of(0, 0);
+    mst_span_add_link_block(s, &r, 1, "request.id", "request.ids");
+    g_inspect = inspect_lengths;
+    mst_span_end(s, 0);
+    CHECK_EQ_INT(finish(), 1);
+}
+
 static const mst_test_case tests[] = {
+    {"list_with_lengths", test_list_with_lengths},
     {"block_of_a_batch", test_block_of_a_batch},
     {"limit_invalid_and_out_of_range", test_limit_invalid_and_out_of_range},
     {"no_list_no_attribute", test_no_list_no_attribute},

@@ -84,7 +84,7 @@ static int batch_add_id(mstn_batch *b, PyObject *key) {
     size_t i = b->n_ids++;
     b->owned[i] = s;
     b->ids[i] = u;
-    b->id_lens[i] = n;
+    b->id_lens[i] = (size_t)n;
     if (known && b->n_links < MSTN_MAX_LINKS) {
         mst_link_ref *l = &b->links[b->n_links];
         l->trace_id = ctx.trace_id;

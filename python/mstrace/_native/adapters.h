@@ -26,7 +26,7 @@ typedef enum mstn_adapter {
 typedef struct mstn_batch {
     PyObject *owned[MSTN_MAX_IDS];
     const char *ids[MSTN_MAX_IDS];
-    Py_ssize_t id_lens[MSTN_MAX_IDS];
+    size_t id_lens[MSTN_MAX_IDS];
     size_t n_ids;
     size_t n_ids_dropped;
     size_t n_unsampled;                    /* known, unsampled: left out   */

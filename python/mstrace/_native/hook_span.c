@@ -101,7 +101,7 @@ void mstn_hook_span_finish(MstnHook *r, mstn_span_run *sr, const mstn_batch *b, 
     msg[0] = '\0';
     if (b) {
         if (b->n_ids)
-            mst_span_set_str_list(span, "request.ids", b->ids, b->n_ids);
+            mst_span_set_str_list_n(span, "request.ids", b->ids, b->id_lens, b->n_ids);
         if (b->request_count >= 0)
             mst_span_set_int(span, "batch.request_count", b->request_count);
         if (b->scheduled_tokens >= 0)

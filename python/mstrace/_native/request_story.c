@@ -254,7 +254,7 @@ void mstn_story_step(const mstn_batch *b, const mstn_ctx *step, uint64_t start_n
     /* the scheduled requests whose context this process knows */
     for (size_t k = 0; k < b->n_links; k++) {
         size_t idx = b->links[k].item;
-        story *s = get(b->ids[idx], (size_t)b->id_lens[idx]);
+        story *s = get(b->ids[idx], b->id_lens[idx]);
         if (!s)
             continue;
         mstn_batch_link_ctx(b, k, &s->ctx);

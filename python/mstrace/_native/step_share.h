@@ -15,7 +15,7 @@ typedef struct mstn_step_share {
     PyObject *so;                        /* the SchedulerOutput (strong ref) */
     PyObject *owned[MSTN_MAX_IDS];       /* the id strings (strong refs)     */
     const char *ids[MSTN_MAX_IDS];       /* their UTF-8, borrowed            */
-    Py_ssize_t id_lens[MSTN_MAX_IDS];
+    size_t id_lens[MSTN_MAX_IDS];
     size_t n_ids, n_ids_dropped, n_unsampled;
     int64_t request_count, scheduled_tokens;
     size_t n_links;                      /* links the schedule span carried  */
