@@ -8,7 +8,8 @@ Through Jaeger's query API (tests/harness/jaeger.sh via
 tests/integration/jaeger_fixture.py), over each OTLP protocol: the step
 span's references resolve to every request's span, one each; the model span
 has one reference, to the step span; neither has a span of its own in the
-requests' traces (a shared batch is no request's child).
+requests' traces (a shared batch is no request's child), where each request's
+story span (`vllm.request.prefill`) is.
 """
 
 import json
@@ -58,6 +59,7 @@ for r in ids:
 e = Engine()
 e.so = SO({r: 1 for r in ids}, len(ids))
 e.execute_model(e.schedule())
+n.end_stories()  # each request's story span (its prefill so far) now, not at exit
 assert n.flush(20000)
 st = n.stats()
 print(json.dumps({"contexts": contexts, "ids": ids, "stats": st}))
@@ -76,9 +78,12 @@ def test_a_step_of_more_than_128_requests_links_each_of_them(native, subprocess_
     })
     out = json.loads(p.stdout)
     assert out["stats"]["exporters"]["otlp"]["spans_failed"] == 0, out["stats"]
-    total = REQUESTS + 2
+    total = 2 * REQUESTS + 2  # requests, their story spans, the step, its model span
     spans = jaeger.wait_for_spans(service, total, timeout_s=60)
     assert len(spans) == total, "%d of %d spans in Jaeger" % (len(spans), total)
+    names = sorted(s["operationName"] for s in spans)
+    assert names == sorted(["test.request"] * REQUESTS + ["vllm.request.prefill"] * REQUESTS +
+                           ["vllm.scheduler.schedule", "vllm.model.execute"])
     by_ref = {(s["traceID"], s["spanID"]): s for s in spans}
     (step,) = [s for s in spans if s["operationName"] == "vllm.scheduler.schedule"]
     (model,) = [s for s in spans if s["operationName"] == "vllm.model.execute"]
