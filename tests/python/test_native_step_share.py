@@ -5,9 +5,9 @@ engine thread after schedule(), each given the same SchedulerOutput, and
 none of them reads it again.
 
 Owns: a model span given the step's own SchedulerOutput carries the step's
-request.ids, batch sizes and step.index, and one link to the step's span
-(which links every request) instead of a link per request; a lone request
-stays its parent and link; nested model spans all reuse it; a
+request.ids, batch sizes and step.index, the step's request links (every
+request, more than the 128 a span used to carry) and one more to the step's
+span; a lone request stays its parent; nested model spans all reuse it; a
 SchedulerOutput that is not the step's (a worker in another process sees a
 copy) is read in full as before; a batch of unsampled requests records no
 model span; the ids stay valid while the next step is scheduled during a
@@ -125,18 +125,21 @@ def test_model_spans_of_the_step_reuse_its_batch_and_link_its_span(native, cap, 
         assert a["request.ids"] == ids
         assert a["batch.request_count"] == 300 and a["batch.scheduled_tokens"] == 300
         assert a["step.index"] == step["attributes"]["step.index"]
-        assert m["links"] == [{"trace_id": step["trace_id"], "span_id": step["span_id"]}]
+        # the step's span first (a link of its own), then the request links (a block)
+        assert m["links"] == [{"trace_id": step["trace_id"], "span_id": step["span_id"]}] + step["links"]
     ex, wk, rn = (spans[n][0] for n in MODEL_SPANS)
     assert wk["parent_span_id"] == ex["span_id"] and rn["parent_span_id"] == wk["span_id"]
 
 
-def test_a_lone_request_stays_parent_and_link(native, cap, engine):
+def test_a_lone_request_stays_parent(native, cap, engine):
     (rid,) = register(native, 1)
     e = engine(scheduler_output({rid: 5}))
     e.execute_model(e.schedule())
-    ex = by_name(cap)["vllm.model.execute"][0]
+    spans = by_name(cap)
+    ex, step = spans["vllm.model.execute"][0], spans["vllm.scheduler.schedule"][0]
     assert ex["trace_id"] == T1 and ex["parent_span_id"] == "%016x" % 1
-    assert ex["links"] == [{"trace_id": T1, "span_id": "%016x" % 1, "request.id": rid}]
+    assert ex["links"] == [{"trace_id": step["trace_id"], "span_id": step["span_id"]},
+                           {"trace_id": T1, "span_id": "%016x" % 1, "request.id": rid}]
     assert ex["attributes"]["request.ids"] == [rid]
 
 

@@ -43,6 +43,8 @@ void mstn_batch_init(mstn_batch *b) {
     b->kv_usage = -1.0;
     b->step = NULL;
     b->shared = NULL;
+    b->link_at = b->links;
+    b->synthetic_at = b->link_synthetic;
     b->step_index = -1;
     b->have_step_link = false;
 }
@@ -99,12 +101,12 @@ static int batch_add_id(mstn_batch *b, PyObject *key) {
 }
 
 void mstn_batch_link_ctx(const mstn_batch *b, size_t k, mstn_ctx *out) {
-    const mst_link_ref *l = &b->links[k];
+    const mst_link_ref *l = &b->link_at[k];
     out->trace_id = l->trace_id;
     out->span_id = l->span_id;
     out->flags = l->trace_flags;
     out->remote = l->is_remote;
-    out->synthetic = b->link_synthetic[k];
+    out->synthetic = b->synthetic_at[k];
 }
 
 static int as_int64(PyObject *v, int64_t *out) {
@@ -189,11 +191,9 @@ void mstn_batch_share_step(mstn_batch *b, PyObject *so, const mstn_ctx *step_ctx
     sh->n_unsampled = b->n_unsampled;
     sh->request_count = b->request_count;
     sh->scheduled_tokens = b->scheduled_tokens;
+    memcpy(sh->links, b->links, b->n_links * sizeof *b->links);
+    memcpy(sh->link_synthetic, b->link_synthetic, b->n_links * sizeof *b->link_synthetic);
     sh->n_links = b->n_links;
-    if (b->n_links == 1) {
-        mstn_batch_link_ctx(b, 0, &sh->lone);
-        sh->lone_idx = b->links[0].item;
-    }
     sh->step_index = b->step && b->step->is_step ? b->step->index : -1;
     sh->have_step_ctx = step_ctx != NULL;
     if (step_ctx)
@@ -202,9 +202,9 @@ void mstn_batch_share_step(mstn_batch *b, PyObject *so, const mstn_ctx *step_ctx
 }
 
 /* A model call given the step's own SchedulerOutput: its batch, without
- * reading the object again (step_share.c). A lone request stays the link
- * (and the parent, as for any batch); otherwise the one link is the step's
- * span, which links them all. */
+ * reading the object again (step_share.c): the same ids, and the same
+ * request links (the share's block, not copied here), plus a link to the
+ * step's span. */
 static void batch_from_share(mstn_batch *b, mstn_step_share *sh) {
     b->shared = sh;
     memcpy(b->ids, sh->ids, sh->n_ids * sizeof *b->ids);
@@ -215,16 +215,10 @@ static void batch_from_share(mstn_batch *b, mstn_step_share *sh) {
     b->request_count = sh->request_count;
     b->scheduled_tokens = sh->scheduled_tokens;
     b->step_index = sh->step_index;
-    if (sh->n_links == 1) {
-        mst_link_ref *l = &b->links[0];
-        l->trace_id = sh->lone.trace_id;
-        l->span_id = sh->lone.span_id;
-        l->trace_flags = sh->lone.flags;
-        l->is_remote = sh->lone.remote;
-        l->item = sh->lone_idx;
-        b->link_synthetic[0] = sh->lone.synthetic;
-        b->n_links = 1;
-    } else if (sh->have_step_ctx) {
+    b->link_at = sh->links;
+    b->synthetic_at = sh->link_synthetic;
+    b->n_links = sh->n_links;
+    if (sh->have_step_ctx) {
         b->have_step_link = true;
         b->step_link = sh->step_ctx;
     }

@@ -35,6 +35,9 @@ typedef struct mstn_batch {
     mst_link_ref links[MSTN_MAX_LINKS];
     bool link_synthetic[MSTN_MAX_LINKS];
     size_t n_links;
+    /* the links in force: `links` above, or the step share's */
+    const mst_link_ref *link_at;
+    const bool *synthetic_at;
     mstn_step_share *shared;               /* model: the step's batch, reused */
     int64_t step_index;                    /* model: the step's, or -1     */
     bool have_step_link;                   /* model: link to the step span */

@@ -118,7 +118,7 @@ void mstn_hook_span_finish(MstnHook *r, mstn_span_run *sr, const mstn_batch *b, 
             mst_span_set_int(span, "step.index", b->step_index);
         /* every request of the batch: one copy here, links on the exporter thread */
         if (b->n_links)
-            mst_span_add_link_block(span, b->links, b->n_links, "request.id", "request.ids");
+            mst_span_add_link_block(span, b->link_at, b->n_links, "request.id", "request.ids");
         if (b->have_step_link) {
             mst_span_context lc;
             mstn_ctx_to_public(&b->step_link, &lc);

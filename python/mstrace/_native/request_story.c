@@ -253,7 +253,7 @@ void mstn_story_step(const mstn_batch *b, const mstn_ctx *step, uint64_t start_n
     }
     /* the scheduled requests whose context this process knows */
     for (size_t k = 0; k < b->n_links; k++) {
-        size_t idx = b->links[k].item;
+        size_t idx = b->link_at[k].item;
         story *s = get(b->ids[idx], b->id_lens[idx]);
         if (!s)
             continue;

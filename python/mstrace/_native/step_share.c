@@ -9,8 +9,9 @@
  * request) cost more than the schedule span itself at batch 256. A model
  * span handed the step's own SchedulerOutput (the same object: identity,
  * kept alive by the share so that a new object cannot take its address)
- * copies the step's id list instead, and links the step's span, which
- * links every request (docs/architecture.md "1a"). A worker in another
+ * takes the step's ids and request links from here instead (two block
+ * copies into its span), and links the step's span too
+ * (docs/architecture.md "1a"). A worker in another
  * process has no share and reads the SchedulerOutput as before.
  *
  * Ownership: a share is reference-counted, so a model span whose call runs
@@ -37,7 +38,6 @@ mstn_step_share *mstn_share_new(void) {
     sh->request_count = sh->scheduled_tokens = -1;
     sh->step_index = -1;
     sh->have_step_ctx = false;
-    sh->lone_idx = 0;
     return sh;
 }
 

@@ -18,9 +18,9 @@ typedef struct mstn_step_share {
     size_t id_lens[MSTN_MAX_IDS];
     size_t n_ids, n_ids_dropped, n_unsampled;
     int64_t request_count, scheduled_tokens;
-    size_t n_links;                      /* links the schedule span carried  */
-    mstn_ctx lone;                       /* its only link when n_links == 1  */
-    uint16_t lone_idx;                   /* and that request's index in ids  */
+    mst_link_ref links[MSTN_MAX_LINKS];  /* the schedule span's request links */
+    bool link_synthetic[MSTN_MAX_LINKS];
+    size_t n_links;
     int64_t step_index;                  /* -1: none                         */
     bool have_step_ctx;
     mstn_ctx step_ctx;                   /* the schedule span's context      */
