@@ -182,18 +182,53 @@ def step_schedulers(n, size):
     return cls(), hooked_cls()
 
 
-def count_steps(n, size, calls):
+def engine_step_hooks(n):
+    """The engine thread's other hooked calls of a step with the
+    single-process executor: the executor's, worker's and model runner's
+    execute_model (the `model` adapter, each given the step's
+    SchedulerOutput), sample_tokens and update_from_output (`call`). Called
+    one after the other, not nested, so that callgrind's collection toggle
+    on the Hook's entry counts each (a nested Hook call would toggle it off);
+    the adapters' work is the same."""
+    def model(scheduler_output):
+        return None
+
+    def call(*args):
+        return None
+
+    models = [n.Hook(model, name=name, domain="Execute", adapter="model")
+              for name in ("vllm.model.execute", "vllm.worker.execute_model", "vllm.model_runner.execute")]
+    calls = [n.Hook(call, name=name, domain="Execute", adapter="call")
+             for name in ("vllm.model.sample_tokens", "vllm.scheduler.update_from_output")]
+
+    def rest(so):
+        for m in models:
+            m(so)
+        for c in calls:
+            c(None)
+    return rest
+
+
+def count_steps(n, size, calls, engine_step=False):
     """Only `calls` hooked steps of `size` requests after a warm-up, no
     timing: the workload bench/hook_instructions.sh counts under callgrind
     (collection toggled on the Hook's call entry, so setup, the warm-up's
-    first-call costs and the exporter thread are not counted)."""
+    first-call costs and the exporter thread are not counted). With
+    engine_step, each step is the single-process executor's whole engine
+    thread: schedule + 3 model + 2 call (engine_step_hooks)."""
     n.init(null_exporter=True, otlp=False, perfetto=False)
     plain, hs = step_schedulers(n, size)
+    rest = engine_step_hooks(n) if engine_step else None
+
+    def one():
+        so = hs.schedule()
+        if rest:
+            rest(so)
     for _ in range(50):
-        hs.schedule()
+        one()
     n.flush(10000)
     for i in range(calls):
-        hs.schedule()
+        one()
         if i % 256 == 255:
             n.flush(10000)
     n.flush(10000)
@@ -228,12 +263,15 @@ def main():
                     help="only the schedule adapter per step at these batch sizes (e.g. 1,8,64,256)")
     ap.add_argument("--count-steps", type=int, default=0, metavar="N",
                     help="with one --steps size: run N hooked steps, no timing (for callgrind)")
+    ap.add_argument("--engine-step", action="store_true",
+                    help="with --count-steps: each step is schedule + 3 model + 2 call (the engine thread, "
+                         "single-process executor)")
     a = ap.parse_args()
     os.environ.setdefault("OTEL_BSP_MAX_QUEUE_SIZE", "65536")
     os.environ.setdefault("OTEL_BSP_SCHEDULE_DELAY", "200")
     n = load_native(a.build)
     if a.count_steps:
-        count_steps(n, int(a.steps), a.count_steps)
+        count_steps(n, int(a.steps), a.count_steps, a.engine_step)
         return
     if a.steps:
         bench_steps(n, [int(x) for x in a.steps.split(",")], max(a.calls // 20, 500), a.rounds)

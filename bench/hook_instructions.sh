@@ -9,7 +9,11 @@
 # plain schedule() call inside the hook (a Python method returning an
 # attribute: a few hundred instructions). Two runs per size, STEPS and
 # 2 x STEPS hooked steps: their difference / STEPS is the per-step figure,
-# free of the warm-up's first calls.
+# free of the warm-up's first calls. Second column: the engine thread's
+# whole step with the single-process executor (schedule + the executor's,
+# worker's and model runner's `model` spans given the step's
+# SchedulerOutput + 2 `call` spans; bench_hook.py --engine-step), the plain
+# calls inside it included (a few hundred instructions each).
 #
 # Usage: bench/hook_instructions.sh [BUILD_DIR] [SIZES] [STEPS]
 #   BUILD_DIR holds the _native module (default build-py), SIZES e.g. 1,8,64,256,
@@ -23,17 +27,19 @@ PY=${PYTHON:-python3}
 command -v valgrind >/dev/null || { echo "valgrind is needed" >&2; exit 2; }
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
-count() {  # count SIZE STEPS TOGGLE -> instructions on the calling thread
+count() {  # count SIZE STEPS TOGGLE [--engine-step] -> instructions on the calling thread
   rm -f "$OUT"/cg.*
   valgrind --tool=callgrind --separate-threads=yes --collect-atstart=no --toggle-collect="$3" \
     --callgrind-out-file="$OUT/cg.%p" "$PY" bench/bench_hook.py --build "$BUILD" --steps "$1" \
-    --count-steps "$2" >/dev/null 2>"$OUT/log" || { cat "$OUT/log" >&2; exit 1; }
+    --count-steps "$2" ${4:-} >/dev/null 2>"$OUT/log" || { cat "$OUT/log" >&2; exit 1; }
   # the calling (main) thread's file is the one ending in -01
   sed -n 's/^totals: *\([0-9]*\).*/\1/p' "$OUT"/cg.*-01
 }
-printf '%-10s %16s\n' requests "instr/step"
+printf '%-10s %16s %26s\n' requests "schedule instr/step" "engine step instr/step"
 for size in ${SIZES//,/ }; do
   one=$(count "$size" "$STEPS" hook_vectorcall)
   two=$(count "$size" $((2 * STEPS)) hook_vectorcall)
-  printf '%-10s %16d\n' "$size" $(((two - one) / STEPS))
+  eone=$(count "$size" "$STEPS" hook_vectorcall --engine-step)
+  etwo=$(count "$size" $((2 * STEPS)) hook_vectorcall --engine-step)
+  printf '%-10s %16d %26d\n' "$size" $(((two - one) / STEPS)) $(((etwo - eone) / STEPS))
 done

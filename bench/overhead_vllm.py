@@ -37,6 +37,7 @@ Usage: python bench/overhead_vllm.py --build DIR [--model DIR] [--sizes 1,8,64,2
        [--steps N] [--replays N] [--forward MSTRACE_BINARY]
 """
 import argparse
+import copy
 import glob
 import importlib.util
 import os
@@ -206,8 +207,15 @@ def replay(n, eng, reps):
     def process_outputs(engine_core_outputs, engine_core_timestamp=None, iteration_stats=None):
         return None
 
+    # The schedule case runs first and leaves `so` as this thread's step, so
+    # the execute_model case is a model span of the step (the engine thread:
+    # executor, and worker / model runner with the single-process executor);
+    # a copy of `so` is what a worker in another process sees: no step of
+    # its own, the SchedulerOutput read in full.
+    so_elsewhere = copy.copy(so)
     cases = {"schedule": (sched_replay, "schedule", lambda f: f(s)),
              "execute_model": (model, "model", lambda f: f(so)),
+             "execute_model (worker process)": (model, "model", lambda f: f(so_elsewhere)),
              "sample_tokens": (model, "call", lambda f: f(None)),
              "process_outputs (API server)": (process_outputs, "output", lambda f: f(outs))}
     res = {}
@@ -357,14 +365,17 @@ def main():
             size, lv["schedule"], lv["execute_model"], lv["sample_tokens"], lv["update_from_output"], tot, ps, load))
     print()
     print("replay on one real step's objects (added thread CPU µs per call, median of 9 rounds)")
-    print("| requests/step | schedule | model (executor / worker) | call (sample_tokens, update_from_output) "
-          "| output (API server) | engine thread (schedule + model + 2 call) |")
-    print("|---|---|---|---|---|---|")
+    print("| requests/step | schedule | model, engine thread (executor; worker, model runner) "
+          "| model, worker process | call (sample_tokens, update_from_output) | output (API server) "
+          "| engine thread, multiprocess executor (schedule + model + 2 call) "
+          "| engine thread, single-process executor (schedule + 3 model + 2 call) |")
+    print("|---|---|---|---|---|---|---|---|")
     for size, batch, lv, rp, *_rest in rows:
-        eng_tot = rp["schedule"] + rp["execute_model"] + 2 * rp["sample_tokens"]
-        print("| %d | %.2f | %.2f | %.2f | %.2f | %.2f |" % (
-            batch, rp["schedule"], rp["execute_model"], rp["sample_tokens"], rp["process_outputs (API server)"],
-            eng_tot))
+        mp = rp["schedule"] + rp["execute_model"] + 2 * rp["sample_tokens"]
+        up = rp["schedule"] + 3 * rp["execute_model"] + 2 * rp["sample_tokens"]
+        print("| %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |" % (
+            batch, rp["schedule"], rp["execute_model"], rp["execute_model (worker process)"], rp["sample_tokens"],
+            rp["process_outputs (API server)"], mp, up))
     if fwd:
         print()
         print("off the critical path: %d step spans (vllm.scheduler.schedule) per size, CPU per span exported "

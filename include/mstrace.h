@@ -124,7 +124,9 @@ typedef enum mst_attr_type {
 /* Limits of docs/reference/spans.md; values over them are truncated (strings) or dropped
  * and counted in the span's dropped_* counters. */
 #define MST_MAX_ATTRIBUTES 32
-#define MST_MAX_LINKS 128
+/* 1024, as MST_MAX_LIST_ITEMS: a step span links every request it carried,
+ * at vLLM's largest default max_num_seqs. */
+#define MST_MAX_LINKS 1024
 #define MST_MAX_EVENTS 128
 /* 1024: a whole batch at vLLM's largest default max_num_seqs (1024 on
  * GPUs of 70 GiB and more; 256 elsewhere), so a step's per-request lists
@@ -294,10 +296,35 @@ MST_EXPORT void mst_span_set_double(mst_span *span, const char *key, double valu
 MST_EXPORT void mst_span_set_bool(mst_span *span, const char *key, bool value);
 MST_EXPORT void mst_span_set_str_list(mst_span *span, const char *key,
                                       const char *const *items, size_t count);
+/* The same with each item's length given (lens[i] bytes of items[i], no
+ * NUL needed): a batch's ids, whose lengths the caller already has, are
+ * copied without measuring them again. */
+MST_EXPORT void mst_span_set_str_list_n(mst_span *span, const char *key, const char *const *items,
+                                        const size_t *lens, size_t count);
 MST_EXPORT void mst_span_set_attr(mst_span *span, const mst_attr_in *attr);
 /* Adds a link (at most MST_MAX_LINKS; more are counted as dropped). */
 MST_EXPORT void mst_span_add_link(mst_span *span, const mst_span_context *linked,
                                   const mst_attr_in *attrs, size_t n_attrs);
+/* One link of a link block: the linked span's ids and W3C flags, and the
+ * item of the span's string list that names it. */
+typedef struct mst_link_ref {
+    mst_trace_id trace_id;
+    mst_span_id span_id;
+    uint8_t trace_flags;
+    bool is_remote;
+    uint16_t item;         /* index into the list attribute `list_key`     */
+} mst_link_ref;
+/* Adds n links in one copy (a batch span linking each of its requests), for
+ * the price of a memcpy on the calling thread: the exporter thread turns
+ * them into ordinary links (readers, mst_span_get_links included, see only
+ * those), each with one string attribute `key` = item `refs[i].item` of the
+ * string-list attribute `list_key` set on the span before this call (no
+ * attribute when there is none or the item is out of range). Invalid ids
+ * are skipped; together with mst_span_add_link at most MST_MAX_LINKS, more
+ * are counted as dropped. One block per span (a second call adds nothing
+ * and counts its links as dropped). */
+MST_EXPORT void mst_span_add_link_block(mst_span *span, const mst_link_ref *refs, size_t n,
+                                        const char *key, const char *list_key);
 /* Adds an event; time_ns 0 means now. */
 MST_EXPORT void mst_span_add_event(mst_span *span, const char *name, uint64_t time_ns,
                                    const mst_attr_in *attrs, size_t n_attrs);

@@ -3,8 +3,9 @@
  *
  * Owns: starting a span (ids, parent, trace state, name), the setters with
  * the limits of docs/reference/spans.md (32 attributes, keys <= 128 bytes, strings <= 1024 bytes
- * cut on a UTF-8 boundary, 128 links/events/list items, dropped counts),
- * links and events with their own attributes, status, ending (hand-off to
+ * cut on a UTF-8 boundary, 1024 links and list items, 128 events, dropped
+ * counts), links (one by one, or a block expanded on the exporter thread)
+ * and events with their own attributes, status, ending (hand-off to
  * the tracer's queue). The read-out functions are span_readout.c.
  *
  * Sampling (sampler.h) is decided first: a dropped span is NULL, costs no
@@ -70,13 +71,13 @@ static bool str_replace(mst_arena *a, mst_str *dst, const char *s, size_t len, s
  * ids, and one arena allocation per item was most of their cost. Lengths
  * are measured first (stored in the items, whose pointers still name the
  * source), then the bytes are copied in one pass. */
-static mst_str *list_copy(mst_arena *a, const char *const *src, size_t count) {
+static mst_str *list_copy(mst_arena *a, const char *const *src, const size_t *lens, size_t count) {
     mst_str *items = mst_arena_alloc(a, sizeof(mst_str) * count);
     if (!items) return NULL;
     size_t total = 0;
     for (size_t i = 0; i < count; i++) {
         const char *s = src[i] ? src[i] : k_empty;
-        size_t n = mst_utf8_cut(s, strlen(s), MST_MAX_VALUE_LEN);
+        size_t n = mst_utf8_cut(s, lens && src[i] ? lens[i] : strlen(s), MST_MAX_VALUE_LEN);
         items[i].ptr = s;
         items[i].len = (uint32_t)n;
         total += n + 1;
@@ -124,8 +125,10 @@ static mst_attr *attr_find(const attr_table *t, const char *key, size_t klen) {
 }
 
 /* Stores one attribute value into slot `a` (new or replaced). Strings of a
- * replaced string value reuse its storage. Returns false on failure. */
-static bool attr_store(mst_arena *ar, mst_attr *a, bool is_new, const mst_attr_in *in, size_t slen) {
+ * replaced string value reuse its storage. `lens`: the lengths of a string
+ * list's items, or NULL (measured). Returns false on failure. */
+static bool attr_store(mst_arena *ar, mst_attr *a, bool is_new, const mst_attr_in *in, size_t slen,
+                       const size_t *lens) {
     switch (in->type) {
     case MST_ATTR_STRING: {
         const char *s = in->v.s ? in->v.s : k_empty;
@@ -143,7 +146,7 @@ static bool attr_store(mst_arena *ar, mst_attr *a, bool is_new, const mst_attr_i
         if (count > MST_MAX_LIST_ITEMS) count = MST_MAX_LIST_ITEMS;
         if (!is_new && arena_bytes(ar) > SPAN_REPLACE_BUDGET) return false;
         mst_str *items = NULL;
-        if (count && !(items = list_copy(ar, in->v.list.items, count))) return false;
+        if (count && !(items = list_copy(ar, in->v.list.items, lens, count))) return false;
         a->v.list.items = items;
         a->v.list.count = (uint32_t)count;
         break;
@@ -156,7 +159,8 @@ static bool attr_store(mst_arena *ar, mst_attr *a, bool is_new, const mst_attr_i
 
 /* Sets (adds or replaces) one attribute in a table. `slen` is the string
  * length for MST_ATTR_STRING. Over-limit or failed: counted as dropped. */
-static void attr_set(mst_arena *ar, const attr_table *t, const mst_attr_in *in, size_t slen) {
+static void attr_set(mst_arena *ar, const attr_table *t, const mst_attr_in *in, size_t slen,
+                     const size_t *lens) {
     if (!in->key || !in->key[0]) return;
     size_t klen = mst_utf8_cut(in->key, strlen(in->key), MST_MAX_KEY_LEN);
     mst_attr *a = attr_find(t, in->key, klen);
@@ -172,7 +176,7 @@ static void attr_set(mst_arena *ar, const attr_table *t, const mst_attr_in *in, 
             return;
         }
     }
-    if (!attr_store(ar, a, is_new, in, slen)) {
+    if (!attr_store(ar, a, is_new, in, slen, lens)) {
         (*t->dropped)++;
         return;
     }
@@ -259,7 +263,7 @@ static mst_attr *attrs_copy(mst_arena *ar, const mst_attr_in *attrs, size_t n, u
         return NULL;
     }
     attr_table t = {arr, n_out, cap, dropped, NULL};
-    for (size_t i = 0; i < n; i++) attr_set(ar, &t, &attrs[i], in_strlen(&attrs[i]));
+    for (size_t i = 0; i < n; i++) attr_set(ar, &t, &attrs[i], in_strlen(&attrs[i]), NULL);
     return arr;
 }
 
@@ -327,6 +331,9 @@ static mst_span *span_begin(mst_tracer *tracer, const mst_scope *scope, const ch
     s->attr_key_lens = 0;
     s->links = NULL;
     s->n_links = s->link_cap = s->dropped_links = 0;
+    s->link_block = NULL;
+    s->n_link_block = 0;
+    s->link_block_list = NULL;
     s->events = NULL;
     s->n_events = s->event_cap = s->dropped_events = 0;
     mst_tracer_span_started(tracer);
@@ -348,15 +355,15 @@ mst_span *mst_span_start_with_ids(mst_tracer *tracer, const mst_scope *scope, co
 
 /* -------------------------------------------------------------- setters */
 
-static void span_set(mst_span *s, const mst_attr_in *in, size_t slen) {
+static void span_set(mst_span *s, const mst_attr_in *in, size_t slen, const size_t *lens) {
     attr_table t = {s->attrs, &s->n_attrs, MST_MAX_ATTRIBUTES, &s->dropped_attrs, &s->attr_key_lens};
-    attr_set(&s->arena, &t, in, slen);
+    attr_set(&s->arena, &t, in, slen, lens);
 }
 
 void mst_span_set_strn(mst_span *span, const char *key, const char *value, size_t len) {
     if (!span || !value) return;
     mst_attr_in in = {.key = key, .type = MST_ATTR_STRING, .v.s = value};
-    span_set(span, &in, len);
+    span_set(span, &in, len, NULL);
 }
 
 void mst_span_set_str(mst_span *span, const char *key, const char *value) {
@@ -367,19 +374,19 @@ void mst_span_set_str(mst_span *span, const char *key, const char *value) {
 void mst_span_set_int(mst_span *span, const char *key, int64_t value) {
     if (!span) return;
     mst_attr_in in = {.key = key, .type = MST_ATTR_INT, .v.i = value};
-    span_set(span, &in, 0);
+    span_set(span, &in, 0, NULL);
 }
 
 void mst_span_set_double(mst_span *span, const char *key, double value) {
     if (!span) return;
     mst_attr_in in = {.key = key, .type = MST_ATTR_DOUBLE, .v.d = value};
-    span_set(span, &in, 0);
+    span_set(span, &in, 0, NULL);
 }
 
 void mst_span_set_bool(mst_span *span, const char *key, bool value) {
     if (!span) return;
     mst_attr_in in = {.key = key, .type = MST_ATTR_BOOL, .v.b = value};
-    span_set(span, &in, 0);
+    span_set(span, &in, 0, NULL);
 }
 
 void mst_span_set_str_list(mst_span *span, const char *key, const char *const *items, size_t count) {
@@ -387,12 +394,21 @@ void mst_span_set_str_list(mst_span *span, const char *key, const char *const *i
     mst_attr_in in = {.key = key, .type = MST_ATTR_STRING_LIST};
     in.v.list.items = items;
     in.v.list.count = count;
-    span_set(span, &in, 0);
+    span_set(span, &in, 0, NULL);
+}
+
+void mst_span_set_str_list_n(mst_span *span, const char *key, const char *const *items, const size_t *lens,
+                             size_t count) {
+    if (!span) return;
+    mst_attr_in in = {.key = key, .type = MST_ATTR_STRING_LIST};
+    in.v.list.items = items;
+    in.v.list.count = count;
+    span_set(span, &in, 0, lens);
 }
 
 void mst_span_set_attr(mst_span *span, const mst_attr_in *attr) {
     if (!span || !attr) return;
-    span_set(span, attr, in_strlen(attr));
+    span_set(span, attr, in_strlen(attr), NULL);
 }
 
 /* Makes room for one more element of a growable arena array (links or
@@ -411,7 +427,7 @@ static void *grow(mst_arena *a, void *arr, uint32_t n, uint32_t *cap, size_t ele
 void mst_span_add_link(mst_span *span, const mst_span_context *linked, const mst_attr_in *attrs,
                        size_t n_attrs) {
     if (!span || !mst_ctx_is_valid(linked)) return;
-    if (span->n_links >= MST_MAX_LINKS) {
+    if (span->n_links + span->n_link_block >= MST_MAX_LINKS) { /* a pending block counts */
         span->dropped_links++;
         return;
     }
@@ -436,6 +452,32 @@ void mst_span_add_link(mst_span *span, const mst_span_context *linked, const mst
     l->attrs = attrs_copy(&span->arena, attrs, n_attrs, &l->n_attrs, &l->dropped_attrs,
                           prev ? prev->attrs : NULL, prev ? prev->n_attrs : 0);
     span->n_links++;
+}
+
+/* The attribute `key` of the span, or NULL. */
+static const mst_attr *attr_named(const mst_span *span, const char *key) {
+    size_t n = strlen(key);
+    for (uint32_t i = 0; i < span->n_attrs; i++)
+        if (span->attrs[i].key.len == n && memcmp(span->attrs[i].key.ptr, key, n) == 0) return &span->attrs[i];
+    return NULL;
+}
+
+void mst_span_add_link_block(mst_span *span, const mst_link_ref *refs, size_t n, const char *key,
+                             const char *list_key) {
+    if (!span || !refs || n == 0) return;
+    size_t room = span->n_links < MST_MAX_LINKS ? MST_MAX_LINKS - span->n_links : 0;
+    if (span->link_block || !key || !key[0]) room = 0;
+    size_t take = n < room ? n : room;
+    mst_link_ref *copy = take ? mst_arena_alloc(&span->arena, sizeof *copy * take) : NULL;
+    if (!copy || !str_copy(&span->arena, &span->link_block_key, key, strlen(key), MST_MAX_KEY_LEN)) {
+        span->dropped_links += (uint32_t)n;
+        return;
+    }
+    memcpy(copy, refs, sizeof *copy * take);
+    span->link_block = copy;
+    span->n_link_block = (uint32_t)take;
+    span->dropped_links += (uint32_t)(n - take);
+    span->link_block_list = list_key ? attr_named(span, list_key) : NULL;
 }
 
 void mst_span_add_event(mst_span *span, const char *name, uint64_t time_ns, const mst_attr_in *attrs,

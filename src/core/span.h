@@ -47,6 +47,12 @@ struct mst_span {
     uint32_t n_links;
     uint32_t link_cap;
     uint32_t dropped_links;
+    /* mst_span_add_link_block: copied refs, expanded into `links` on the
+     * exporter thread (mst_span_expand_links) */
+    mst_link_ref *link_block;
+    uint32_t n_link_block;
+    mst_str link_block_key;       /* the attribute each link gets          */
+    const mst_attr *link_block_list; /* the list naming them, or NULL      */
     mst_event *events;
     uint32_t n_events;
     uint32_t event_cap;

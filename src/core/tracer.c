@@ -41,6 +41,8 @@
  */
 #include "core/tracer.h"
 
+#include "core/span_links.h"
+
 #include "core/clock.h"
 #include "core/fork_claim.h"
 #include "core/fork_record.h"
@@ -512,6 +514,7 @@ void mst_tracer_discard(mst_tracer *t, mst_span *s) {
 static void export_batch(mst_tracer *t, size_t n) {
     size_t ne = atomic_load_explicit(&t->n_exporters, memory_order_acquire);
     bool ok = ne == 0;
+    for (size_t i = 0; i < n; i++) mst_span_expand_links((mst_span *)t->batch[i]);
     for (size_t i = 0; i < ne; i++) {
         mst_exporter *e = t->exporters[i];
         mst_status st = e->ops->export_batch(e, (const mst_span *const *)t->batch, n);

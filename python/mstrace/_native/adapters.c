@@ -24,6 +24,8 @@
 #include "reqtable.h"
 #include "state.h"
 
+#include <string.h>
+
 /* Objects that cannot be a request / SchedulerOutput: skip without getattr. */
 static bool plain_value(PyObject *o) {
     return o == Py_None || PyUnicode_Check(o) || PyLong_Check(o) || PyFloat_Check(o) ||
@@ -40,11 +42,21 @@ void mstn_batch_init(mstn_batch *b) {
     b->waiting = b->running = -1;
     b->kv_usage = -1.0;
     b->step = NULL;
+    b->shared = NULL;
+    b->link_at = b->links;
+    b->synthetic_at = b->link_synthetic;
+    b->step_index = -1;
+    b->have_step_link = false;
 }
 
 void mstn_batch_release(mstn_batch *b) {
-    for (size_t i = 0; i < b->n_ids; i++)
-        Py_DECREF(b->owned[i]);
+    if (b->shared) { /* the ids are the share's */
+        mstn_share_release(b->shared);
+        b->shared = NULL;
+    } else {
+        for (size_t i = 0; i < b->n_ids; i++)
+            Py_DECREF(b->owned[i]);
+    }
     b->n_ids = 0;
     mstn_step_release(b->step);
     b->step = NULL;
@@ -74,13 +86,27 @@ static int batch_add_id(mstn_batch *b, PyObject *key) {
     size_t i = b->n_ids++;
     b->owned[i] = s;
     b->ids[i] = u;
-    b->id_lens[i] = n;
+    b->id_lens[i] = (size_t)n;
     if (known && b->n_links < MSTN_MAX_LINKS) {
-        b->link_ctx[b->n_links] = ctx;
-        b->link_idx[b->n_links] = (uint16_t)i;
+        mst_link_ref *l = &b->links[b->n_links];
+        l->trace_id = ctx.trace_id;
+        l->span_id = ctx.span_id;
+        l->trace_flags = ctx.flags;
+        l->is_remote = ctx.remote;
+        l->item = (uint16_t)i;
+        b->link_synthetic[b->n_links] = ctx.synthetic;
         b->n_links++;
     }
     return 1;
+}
+
+void mstn_batch_link_ctx(const mstn_batch *b, size_t k, mstn_ctx *out) {
+    const mst_link_ref *l = &b->link_at[k];
+    out->trace_id = l->trace_id;
+    out->span_id = l->span_id;
+    out->flags = l->trace_flags;
+    out->remote = l->is_remote;
+    out->synthetic = b->synthetic_at[k];
 }
 
 static int as_int64(PyObject *v, int64_t *out) {
@@ -147,6 +173,55 @@ int mstn_batch_from_schedule(mstn_batch *b, PyObject *so, PyObject *sched) {
     if (b->step)
         mstn_step_finish(b->step, so, sched);
     return 0;
+}
+
+void mstn_batch_share_step(mstn_batch *b, PyObject *so, const mstn_ctx *step_ctx) {
+    if (!so || plain_value(so) || b->shared)
+        return;
+    mstn_step_share *sh = mstn_share_new();
+    if (!sh)
+        return;
+    sh->so = Py_NewRef(so);
+    memcpy(sh->owned, b->owned, b->n_ids * sizeof *b->owned);
+    memcpy(sh->ids, b->ids, b->n_ids * sizeof *b->ids);
+    memcpy(sh->id_lens, b->id_lens, b->n_ids * sizeof *b->id_lens);
+    sh->n_ids = b->n_ids;
+    b->n_ids = 0; /* the references are the share's now */
+    sh->n_ids_dropped = b->n_ids_dropped;
+    sh->n_unsampled = b->n_unsampled;
+    sh->request_count = b->request_count;
+    sh->scheduled_tokens = b->scheduled_tokens;
+    memcpy(sh->links, b->links, b->n_links * sizeof *b->links);
+    memcpy(sh->link_synthetic, b->link_synthetic, b->n_links * sizeof *b->link_synthetic);
+    sh->n_links = b->n_links;
+    sh->step_index = b->step && b->step->is_step ? b->step->index : -1;
+    sh->have_step_ctx = step_ctx != NULL;
+    if (step_ctx)
+        sh->step_ctx = *step_ctx;
+    mstn_share_publish(sh);
+}
+
+/* A model call given the step's own SchedulerOutput: its batch, without
+ * reading the object again (step_share.c): the same ids, and the same
+ * request links (the share's block, not copied here), plus a link to the
+ * step's span. */
+static void batch_from_share(mstn_batch *b, mstn_step_share *sh) {
+    b->shared = sh;
+    memcpy(b->ids, sh->ids, sh->n_ids * sizeof *b->ids);
+    memcpy(b->id_lens, sh->id_lens, sh->n_ids * sizeof *b->id_lens);
+    b->n_ids = sh->n_ids;
+    b->n_ids_dropped = sh->n_ids_dropped;
+    b->n_unsampled = sh->n_unsampled;
+    b->request_count = sh->request_count;
+    b->scheduled_tokens = sh->scheduled_tokens;
+    b->step_index = sh->step_index;
+    b->link_at = sh->links;
+    b->synthetic_at = sh->link_synthetic;
+    b->n_links = sh->n_links;
+    if (sh->have_step_ctx) {
+        b->have_step_link = true;
+        b->step_link = sh->step_ctx;
+    }
 }
 
 /* len(getattr(obj, name)) or -1 when that cannot be read. */
@@ -235,6 +310,14 @@ static PyObject *kwarg(PyObject *const *args, Py_ssize_t nargs, PyObject *kwname
 int mstn_batch_from_model_args(mstn_batch *b, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames) {
     PyObject *so = kwarg(args, nargs, kwnames, mstn_n.scheduler_output);
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    mstn_step_share *sh = mstn_share_find(so);
+    for (Py_ssize_t i = 0; !sh && i < nargs + nkw; i++)
+        sh = mstn_share_find(args[i]);
+    if (sh) {
+        batch_from_share(b, sh);
+        return 0;
+    }
     if (so) {
         int r = visit_scheduler_output(so, b);
         if (r)

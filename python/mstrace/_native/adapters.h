@@ -9,6 +9,7 @@
 
 #include "native_types.h"
 #include "step_record.h"
+#include "step_share.h"
 
 typedef enum mstn_adapter {
     MSTN_AD_CALL = 0,
@@ -21,17 +22,26 @@ typedef enum mstn_adapter {
 
 /* What an adapter learned about one call, applied to the span at its end
  * (and mirrored into the test capture). Request id pointers borrow from
- * `owned`, which holds a reference to each id string. */
+ * `owned`, which holds a reference to each id string, or from `shared`. */
 typedef struct mstn_batch {
     PyObject *owned[MSTN_MAX_IDS];
     const char *ids[MSTN_MAX_IDS];
-    Py_ssize_t id_lens[MSTN_MAX_IDS];
+    size_t id_lens[MSTN_MAX_IDS];
     size_t n_ids;
     size_t n_ids_dropped;
     size_t n_unsampled;                    /* known, unsampled: left out   */
-    mstn_ctx link_ctx[MSTN_MAX_LINKS];
-    uint16_t link_idx[MSTN_MAX_LINKS];     /* index into ids               */
+    /* links to the requests' contexts, in the form of a link block (item =
+     * index into ids); link_synthetic[k]: that context is auto-generated */
+    mst_link_ref links[MSTN_MAX_LINKS];
+    bool link_synthetic[MSTN_MAX_LINKS];
     size_t n_links;
+    /* the links in force: `links` above, or the step share's */
+    const mst_link_ref *link_at;
+    const bool *synthetic_at;
+    mstn_step_share *shared;               /* model: the step's batch, reused */
+    int64_t step_index;                    /* model: the step's, or -1     */
+    bool have_step_link;                   /* model: link to the step span */
+    mstn_ctx step_link;
     int64_t request_count;                 /* -1 = not set                 */
     int64_t scheduled_tokens;              /* -1 = not set                 */
     int64_t waiting, running;              /* scheduler queues; -1 = not set */
@@ -49,6 +59,12 @@ void mstn_batch_release(mstn_batch *b);
  * here) from its SchedulerOutput `so` and the Scheduler `sched` (NULL when
  * unknown). The record's own reads never fail (step_record.h). */
 int mstn_batch_from_schedule(mstn_batch *b, PyObject *so, PyObject *sched);
+/* After the schedule span: hands the batch's ids (their references) to the
+ * step share, with the span's context (NULL when no span was recorded), for
+ * the model spans given the same SchedulerOutput `so`. */
+void mstn_batch_share_step(mstn_batch *b, PyObject *so, const mstn_ctx *step_ctx);
+/* The k-th link's context in the compact form. */
+void mstn_batch_link_ctx(const mstn_batch *b, size_t k, mstn_ctx *out);
 /* After Scheduler.schedule: the scheduler's queue lengths (len(waiting),
  * len(running)) and KV-cache usage (kv_cache_manager.usage, 0..1). Each is
  * optional: what cannot be read is simply not recorded (never -1). */

@@ -56,7 +56,7 @@ bool mstn_hook_span_begin(MstnHook *r, mstn_span_run *sr, const mstn_batch *b, u
     if (mstn_current(&sr->parent)) {
         sr->has_parent = true;
     } else if (b && b->n_links == 1) {
-        lone = b->link_ctx[0];
+        mstn_batch_link_ctx(b, 0, &lone);
         have_lone = true;
         if (!lone.synthetic) {
             sr->parent = lone;
@@ -101,7 +101,7 @@ void mstn_hook_span_finish(MstnHook *r, mstn_span_run *sr, const mstn_batch *b, 
     msg[0] = '\0';
     if (b) {
         if (b->n_ids)
-            mst_span_set_str_list(span, "request.ids", b->ids, b->n_ids);
+            mst_span_set_str_list_n(span, "request.ids", b->ids, b->id_lens, b->n_ids);
         if (b->request_count >= 0)
             mst_span_set_int(span, "batch.request_count", b->request_count);
         if (b->scheduled_tokens >= 0)
@@ -114,14 +114,15 @@ void mstn_hook_span_finish(MstnHook *r, mstn_span_run *sr, const mstn_batch *b, 
             mst_span_set_double(span, "kv_cache.usage", b->kv_usage);
         if (b->step)
             mstn_step_apply(b->step, span, b->n_ids);
-        for (size_t i = 0; i < b->n_links; i++) {
+        if (b->step_index >= 0) /* a model span of the step (step_share.c) */
+            mst_span_set_int(span, "step.index", b->step_index);
+        /* every request of the batch: one copy here, links on the exporter thread */
+        if (b->n_links)
+            mst_span_add_link_block(span, b->link_at, b->n_links, "request.id", "request.ids");
+        if (b->have_step_link) {
             mst_span_context lc;
-            mst_attr_in a;
-            mstn_ctx_to_public(&b->link_ctx[i], &lc);
-            a.key = "request.id";
-            a.type = MST_ATTR_STRING;
-            a.v.s = b->ids[b->link_idx[i]];
-            mst_span_add_link(span, &lc, &a, 1);
+            mstn_ctx_to_public(&b->step_link, &lc);
+            mst_span_add_link(span, &lc, NULL, 0);
         }
     }
     if (ok) {

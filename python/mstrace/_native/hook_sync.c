@@ -9,6 +9,7 @@
 #include "hook_invoke.h"
 #include "hook_span.h"
 #include "context.h"
+#include "state.h"
 
 static PyObject *call_adapter(MstnHook *h, MstnHook *r, PyObject *const *args, Py_ssize_t nargs,
                               PyObject *kwnames) {
@@ -44,8 +45,11 @@ static PyObject *batch_adapter(MstnHook *h, MstnHook *r, PyObject *const *args, 
             mstn_batch_from_scheduler(&b, args[0]); /* self: the Scheduler */
         if (!res)
             PyErr_Restore(t, v, tb);
-        if (mstn_hook_span_begin(r, &sr, &b, t0))
+        bool recorded = mstn_hook_span_begin(r, &sr, &b, t0);
+        if (recorded)
             mstn_hook_span_finish(r, &sr, &b, res != NULL);
+        if (res && mstn_g.tracer && b.step && b.step->is_step) /* for this step's model spans */
+            mstn_batch_share_step(&b, res, recorded ? &sr.ctx : NULL);
         mstn_batch_release(&b);
         return res;
     }

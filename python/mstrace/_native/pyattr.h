@@ -17,6 +17,13 @@ int mstn_getattr_opt(PyObject *obj, PyObject *name, PyObject **out);
  * str) in UTF-8. Returns the new reference that owns *u, or NULL with an
  * exception set. */
 static inline PyObject *mstn_id_utf8(PyObject *id, const char **u, Py_ssize_t *n) {
+    /* vLLM's ids are ASCII str: their bytes are the UTF-8, read in place
+     * (no call; this runs for every request of every batch span). */
+    if (PyUnicode_CheckExact(id) && PyUnicode_IS_COMPACT_ASCII(id)) {
+        *u = (const char *)PyUnicode_DATA(id);
+        *n = PyUnicode_GET_LENGTH(id);
+        return Py_NewRef(id);
+    }
     PyObject *s = PyUnicode_Check(id) ? Py_NewRef(id) : PyObject_Str(id);
     if (!s)
         return NULL;

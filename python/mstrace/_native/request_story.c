@@ -253,11 +253,11 @@ void mstn_story_step(const mstn_batch *b, const mstn_ctx *step, uint64_t start_n
     }
     /* the scheduled requests whose context this process knows */
     for (size_t k = 0; k < b->n_links; k++) {
-        size_t idx = b->link_idx[k];
-        story *s = get(b->ids[idx], (size_t)b->id_lens[idx]);
+        size_t idx = b->link_at[k].item;
+        story *s = get(b->ids[idx], b->id_lens[idx]);
         if (!s)
             continue;
-        s->ctx = b->link_ctx[k];
+        mstn_batch_link_ctx(b, k, &s->ctx);
         s->has_ctx = true;
         char ph = st->phase_ok && idx < st->n_phase ? st->phase[idx] : '?';
         if (!s->queued_done) {

@@ -23,6 +23,7 @@
 #include "pyattr.h"
 #include "queued_times.h"
 #include "reqtable.h"
+#include "step_share.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -92,9 +93,11 @@ void mstn_step_release(mstn_step *st) {
  * reserved: three numbers per id at most). */
 static const char *const k_digits[10] = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
 
-static const char *num_text(mstn_step *st, int64_t v) {
-    if (v >= 0 && v <= 9)
+static const char *num_text_n(mstn_step *st, int64_t v, size_t *len) {
+    if (v >= 0 && v <= 9) {
+        *len = 1;
         return k_digits[v];
+    }
     char tmp[MSTN_NUM_TEXT], *p = tmp + sizeof tmp;
     uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
     *--p = '\0';
@@ -108,7 +111,13 @@ static const char *num_text(mstn_step *st, int64_t v) {
     char *out = st->pool + st->pool_used;
     memcpy(out, p, n);
     st->pool_used += n;
+    *len = n - 1;
     return out;
+}
+
+static const char *num_text(mstn_step *st, int64_t v) {
+    size_t len;
+    return num_text_n(st, v, &len);
 }
 
 /* ------------------------------------------------------ reading helpers */
@@ -304,7 +313,8 @@ void mstn_step_scheduled(mstn_step *st, PyObject *key, PyObject *tokens) {
     bool have = int_value(tokens, &n);
     if (st->n_tokens >= MSTN_MAX_IDS)
         return;
-    st->tokens[st->n_tokens++] = num_text(st, have ? n : 0);
+    st->tokens[st->n_tokens] = num_text_n(st, have ? n : 0, &st->token_lens[st->n_tokens]);
+    st->n_tokens++;
     if (!st->phase_ok)
         return;
     char ph = 0;
@@ -429,7 +439,10 @@ void mstn_step_begin(mstn_step *st, PyObject *so, PyObject *sched) {
     read_resumed(st, so);
 }
 
-void mstn_step_forget_all(void) { memset(g_decoding, 0, sizeof g_decoding); }
+void mstn_step_forget_all(void) {
+    memset(g_decoding, 0, sizeof g_decoding);
+    mstn_share_forget();
+}
 
 void mstn_step_finish(mstn_step *st, PyObject *so, PyObject *sched) {
     read_set(st, &st->preempted, so, mstn_n.preempted_req_ids, true, MISS_PREEMPTED,
@@ -480,8 +493,8 @@ void mstn_step_apply(const mstn_step *st, mst_span *span, size_t n_ids) {
     if (!st->is_step)
         return;
     mst_span_set_int(span, "step.index", st->index);
-    if (st->n_tokens == n_ids)
-        set_list(span, "step.tokens", st->tokens, st->n_tokens);
+    if (st->n_tokens == n_ids && n_ids) /* lengths known: not measured again */
+        mst_span_set_str_list_n(span, "step.tokens", st->tokens, st->token_lens, st->n_tokens);
     if (st->phase_ok && st->n_phase == n_ids && n_ids) {
         /* one character per id: at most MSTN_MAX_IDS = MST_MAX_VALUE_LEN bytes */
         mst_span_set_strn(span, "step.phase", st->phase, st->n_phase);

@@ -9,7 +9,7 @@
  * Strings are borrowed from Python objects the record holds a reference to
  * until it is released (the collections read, each new request's id);
  * numbers are kept as decimal text in the record's own pool. A record is big
- * (~170 KB), so it is one static buffer (GIL-protected) with a heap one for
+ * (~180 KB), so it is one static buffer (GIL-protected) with a heap one for
  * the rare call that overlaps it (another thread scheduling while a property
  * of this one runs Python code).
  */
@@ -32,6 +32,7 @@ typedef struct mstn_step {
     int64_t index;                         /* step.index                       */
     /* parallel to the batch's request.ids */
     const char *tokens[MSTN_MAX_IDS];      /* step.tokens (decimal text)       */
+    size_t token_lens[MSTN_MAX_IDS];
     size_t n_tokens;
     char phase[MSTN_MAX_IDS + 1];          /* step.phase: p / P / d per id     */
     size_t n_phase;
