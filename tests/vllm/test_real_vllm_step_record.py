@@ -325,7 +325,17 @@ def test_every_step_has_one_step_slice_and_one_flow_to_its_worker_forward(run):
     assert len({id(w) for w in to_worker.values()}) == len(to_worker)  # one step per forward
     for i, w in to_worker.items():
         assert _ns(steps[i][0]["ts"]) <= _ns(w["ts"]) <= ends[(steps[i][0]["pid"], steps[i][0]["name"])]
-    assert n_output > len(steps) // 2
+    # an output processing joins the latest step that ended before it began, once: how many steps
+    # reach one depends on how the API server's loop interleaves with the engine (it may take several
+    # steps' outputs in one call), so the check is the join's rule, not a share of the steps
+    assert n_output >= 1
+    out_of = {}
+    for b in marks:
+        if b["bind_id"] in outputs:
+            assert b["bind_id"] not in out_of  # one step per output processing
+            out_of[b["bind_id"]] = b
+            o = outputs[b["bind_id"]]
+            assert _ns(o["ts"]) >= _ns(b["ts"])  # the marker sits at its step's end
 
 
 def test_every_thread_and_process_has_a_role_name(run):
