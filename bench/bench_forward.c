@@ -37,7 +37,7 @@
  * step links to the client's previous step. Its SUMMARY line is the same.
  *
  * usage: bench_forward [-n SPANS] [-t THREADS] [-r RUNS] [-f json|proto|both]
- *                      [-b PATH/TO/mstrace] [-F RING_SIZE] [--ids N]
+ *                      [-b PATH/TO/mstrace] [-F RING_SIZE] [-o DIR] [--ids N]
  *        (default 2000000 spans, 8 threads, 3 runs, both formats, mstrace next
  *        to this binary or $MSTRACE_BIN, the bench packet)
  */
@@ -301,13 +301,15 @@ typedef struct result {
 
 /* -F SIZE: the daemon runs as a flight recorder of SIZE (nothing written). */
 static const char *g_flight;
+/* -o DIR: where the output file (and the daemon's log) go. */
+static const char *g_dir = "/tmp";
 
 static int run_once(const char *bin, const char *ext, uint64_t total, int threads,
                     result *res) {
-    char sock[64], out[128], log_path[128];
+    char sock[64], out[PATH_MAX], log_path[PATH_MAX];
     snprintf(sock, sizeof sock, "mstrace-bench-%d-%ld", (int)getpid(), (long)random());
-    snprintf(out, sizeof out, "/tmp/%s.%s", sock, ext);
-    snprintf(log_path, sizeof log_path, "/tmp/%s.log", sock);
+    snprintf(out, sizeof out, "%s/%s.%s", g_dir, sock, ext);
+    snprintf(log_path, sizeof log_path, "%s/%s.log", g_dir, sock);
     pid_t pid = fork();
     if (pid == 0) {
         int lfd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -426,11 +428,12 @@ static void summarize(const result *rs, int n, uint64_t total, mode_summary *m) 
 
 #define USAGE                                                                                  \
     "usage: %s [-n SPANS] [-t THREADS] [-r RUNS] [-f json|proto|both] [-b mstrace] [-F RING_SIZE]\n" \
-    "          [--ids N]\n"                                                                         \
+    "          [-o DIR] [--ids N]\n"                                                                         \
     "Throughput of the real `mstrace forward` daemon: THREADS clients (default 8) send SPANS spans\n" \
     "(default 2000000) per run, RUNS runs (default 3) per format (json, proto or both, alternated).\n" \
     "  -b mstrace  the daemon binary (default: next to this one, or $MSTRACE_BIN)\n"                 \
     "  -F SIZE     the daemon runs as a flight recorder of SIZE (no file)\n"                          \
+    "  -o DIR      the output file's directory (default /tmp; removed after each run)\n"            \
     "  --ids N     every span is a vllm.scheduler.schedule step record carrying N request ids\n"      \
     "              (1..1024; request.ids, step.tokens, step.phase, step.new_ids, step.finished_ids)\n" \
     "              instead of the bench packet. Each client is one engine with a rolling batch of\n" \
@@ -447,7 +450,7 @@ int main(int argc, char **argv) {
     int opt;
     static const struct option longopts[] = {
         {"ids", required_argument, NULL, 'i'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-    while ((opt = getopt_long(argc, argv, "n:t:r:b:f:F:i:h", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "n:t:r:b:f:F:o:i:h", longopts, NULL)) != -1) {
         switch (opt) {
         case 'n': total = strtoull(optarg, NULL, 10); break;
         case 't': threads = atoi(optarg); break;
@@ -456,6 +459,7 @@ int main(int argc, char **argv) {
         case 'f': formats = optarg; break;
         case 'F': g_flight = optarg; break;
         case 'i': g_ids = atoi(optarg); break;
+        case 'o': g_dir = optarg; break;
         case 'h':
             printf(USAGE, argv[0]);
             return 0;
