@@ -94,18 +94,9 @@ static void cursor_take(iov_cursor *c, uint8_t *dst, size_t len) {
 }
 
 static int pwrite_all(int fd, const uint8_t *p, size_t len, uint64_t off) {
-    while (len > 0) {
-        ssize_t k = pwrite(fd, p, len, (off_t)off);
-        if (k < 0) {
-            if (errno == EINTR) continue;
-            return errno;
-        }
-        if (k == 0) return EIO;
-        p += k;
-        len -= (size_t)k;
-        off += (uint64_t)k;
-    }
-    return 0;
+    struct iovec one = {(void *)p, len};
+    uint64_t landed;
+    return mst_pwritev_all(fd, &one, 1, off, &landed);
 }
 
 /* The file's bytes [base, off) into stage: the kept block start, else
@@ -118,15 +109,11 @@ static int load_head(mst_direct_writer *w, uint64_t base, uint64_t off) {
         memcpy(w->stage, w->head, h);
         return 0;
     }
-    size_t got = 0;
-    while (got < h) {
-        ssize_t k = pread(w->dio_fd, w->stage, w->align, (off_t)base);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return k < 0 ? errno : EIO;
-        got = (size_t)k;
-        if (got < h) return EIO; /* the file is shorter than its own end offset */
-    }
-    return 0;
+    ssize_t k;
+    do k = pread(w->dio_fd, w->stage, w->align, (off_t)base);
+    while (k < 0 && errno == EINTR);
+    if (k < 0) return errno;
+    return (size_t)k >= h ? 0 : EIO; /* shorter: the file is not what the caller says */
 }
 
 /* The direct path for a write of `total` bytes at off; 0 or an errno (then
