@@ -30,14 +30,21 @@
  * spans go into its ring and no file is written; the peak RSS then shows
  * the ring plus the daemon's fixed overhead under the offered load.
  *
+ * With --ids N every span is a scheduler step record carrying N request ids
+ * instead (bench_packet.h "step packets"): each client is one engine with a
+ * rolling batch of N requests, as a real engine has — most of a step's
+ * requests were in the previous step, a few finish and a few join — and each
+ * step links to the client's previous step. Its SUMMARY line is the same.
+ *
  * usage: bench_forward [-n SPANS] [-t THREADS] [-r RUNS] [-f json|proto|both]
- *                      [-b PATH/TO/mstrace] [-F RING_SIZE]
+ *                      [-b PATH/TO/mstrace] [-F RING_SIZE] [-o DIR] [--ids N]
  *        (default 2000000 spans, 8 threads, 3 runs, both formats, mstrace next
- *        to this binary or $MSTRACE_BIN)
+ *        to this binary or $MSTRACE_BIN, the bench packet)
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
 #include <pthread.h>
@@ -59,6 +66,10 @@
 #include "bench_packet.h"
 
 #define BATCH 256   /* frames per write() on the client side */
+#define STEP_WRITE_BYTES (512u << 10) /* --ids: a write() once this many bytes are framed */
+
+/* --ids N: step packets of N request ids (0: the bench packet). */
+static int g_ids;
 
 typedef struct client {
     pthread_t th;
@@ -101,6 +112,13 @@ static void put_hex16(char *p, uint64_t v) {
     }
 }
 
+static void put_frame_len(char *p, size_t n) {
+    p[0] = (char)((uint32_t)n >> 24);
+    p[1] = (char)((uint32_t)n >> 16);
+    p[2] = (char)((uint32_t)n >> 8);
+    p[3] = (char)(uint32_t)n;
+}
+
 /* One packet template: offsets of the fields patched per send. */
 typedef struct tmpl {
     char *buf;        /* 4-byte length + payload */
@@ -113,10 +131,7 @@ static void build_packet(tmpl *t, int thread, int slot) {
     int n = bench_packet_format(json, sizeof json, thread, slot);
     t->len = 4 + (size_t)n;
     t->buf = malloc(t->len);
-    t->buf[0] = (char)((uint32_t)n >> 24);
-    t->buf[1] = (char)((uint32_t)n >> 16);
-    t->buf[2] = (char)((uint32_t)n >> 8);
-    t->buf[3] = (char)(uint32_t)n;
+    put_frame_len(t->buf, (size_t)n);
     memcpy(t->buf + 4, json, (size_t)n);
     bench_packet_placeholders(t->buf, t->buf + 4, &t->off_span, &t->off_link1, &t->off_link2);
 }
@@ -134,11 +149,45 @@ static int write_all(int fd, const char *p, size_t n) {
     return 0;
 }
 
+/* --ids: this client is one engine; each span is its next step. */
+static void send_steps(client *c, int fd) {
+    bench_batch b;
+    bench_batch_init(&b, c->index, g_ids);
+    size_t cap = STEP_WRITE_BYTES + 4 + bench_step_cap(g_ids);
+    char *buf = malloc(cap);
+    uint64_t base = (uint64_t)(c->index + 1) << 40;
+    size_t len = 0;
+    for (uint64_t seq = 0; seq < c->spans; seq++) {
+        uint64_t id = base + seq + 1;
+        size_t n = bench_step_format(buf + len + 4, &b, id, seq ? id - 1 : 0);
+        put_frame_len(buf + len, n);
+        len += 4 + n;
+        bench_batch_advance(&b);
+        if (len >= STEP_WRITE_BYTES || seq + 1 == c->spans) {
+            if (write_all(fd, buf, len) != 0) {
+                c->failed = 1;
+                break;
+            }
+            c->bytes += len;
+            len = 0;
+        }
+    }
+    free(buf);
+    bench_batch_free(&b);
+}
+
 static void *client_main(void *arg) {
     client *c = arg;
     int fd = connect_abstract(c->sock_name);
     if (fd < 0) {
         c->failed = 1;
+        return NULL;
+    }
+    if (g_ids > 0) {
+        send_steps(c, fd);
+        close(fd);
+        struct rusage ru;
+        if (getrusage(RUSAGE_THREAD, &ru) == 0) c->cpu_s = tv_s(ru.ru_utime) + tv_s(ru.ru_stime);
         return NULL;
     }
     tmpl t[BATCH];
@@ -252,13 +301,15 @@ typedef struct result {
 
 /* -F SIZE: the daemon runs as a flight recorder of SIZE (nothing written). */
 static const char *g_flight;
+/* -o DIR: where the output file (and the daemon's log) go. */
+static const char *g_dir = "/tmp";
 
 static int run_once(const char *bin, const char *ext, uint64_t total, int threads,
                     result *res) {
-    char sock[64], out[128], log_path[128];
+    char sock[64], out[PATH_MAX], log_path[PATH_MAX];
     snprintf(sock, sizeof sock, "mstrace-bench-%d-%ld", (int)getpid(), (long)random());
-    snprintf(out, sizeof out, "/tmp/%s.%s", sock, ext);
-    snprintf(log_path, sizeof log_path, "/tmp/%s.log", sock);
+    snprintf(out, sizeof out, "%s/%s.%s", g_dir, sock, ext);
+    snprintf(log_path, sizeof log_path, "%s/%s.log", g_dir, sock);
     pid_t pid = fork();
     if (pid == 0) {
         int lfd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -375,13 +426,31 @@ static void summarize(const result *rs, int n, uint64_t total, mode_summary *m) 
     m->fcpu = median(fcpu, n);
 }
 
+#define USAGE                                                                                  \
+    "usage: %s [-n SPANS] [-t THREADS] [-r RUNS] [-f json|proto|both] [-b mstrace] [-F RING_SIZE]\n" \
+    "          [-o DIR] [--ids N]\n"                                                                         \
+    "Throughput of the real `mstrace forward` daemon: THREADS clients (default 8) send SPANS spans\n" \
+    "(default 2000000) per run, RUNS runs (default 3) per format (json, proto or both, alternated).\n" \
+    "  -b mstrace  the daemon binary (default: next to this one, or $MSTRACE_BIN)\n"                 \
+    "  -F SIZE     the daemon runs as a flight recorder of SIZE (no file)\n"                          \
+    "  -o DIR      the output file's directory (default /tmp; removed after each run)\n"            \
+    "  --ids N     every span is a vllm.scheduler.schedule step record carrying N request ids\n"      \
+    "              (1..1024; request.ids, step.tokens, step.phase, step.new_ids, step.finished_ids)\n" \
+    "              instead of the bench packet. Each client is one engine with a rolling batch of\n" \
+    "              N requests, as a real engine has: each step keeps most of the previous step's\n"   \
+    "              requests, a few finish (after 32-287 decode steps) and new ones join (their\n"    \
+    "              prefill that step), so request ids recur from step to step; ids are vLLM-like\n"   \
+    "              \"chatcmpl-<32 hex>-<8 hex>\"; each step links to its engine's previous step.\n"
+
 int main(int argc, char **argv) {
     uint64_t total = 2000000;
     int threads = 8, runs = 3;
     char bin[PATH_MAX] = "";
     const char *formats = "both";
     int opt;
-    while ((opt = getopt(argc, argv, "n:t:r:b:f:F:")) != -1) {
+    static const struct option longopts[] = {
+        {"ids", required_argument, NULL, 'i'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    while ((opt = getopt_long(argc, argv, "n:t:r:b:f:F:o:i:h", longopts, NULL)) != -1) {
         switch (opt) {
         case 'n': total = strtoull(optarg, NULL, 10); break;
         case 't': threads = atoi(optarg); break;
@@ -389,13 +458,21 @@ int main(int argc, char **argv) {
         case 'b': snprintf(bin, sizeof bin, "%s", optarg); break;
         case 'f': formats = optarg; break;
         case 'F': g_flight = optarg; break;
+        case 'i': g_ids = atoi(optarg); break;
+        case 'o': g_dir = optarg; break;
+        case 'h':
+            printf(USAGE, argv[0]);
+            return 0;
         default:
-            fprintf(stderr, "usage: %s [-n SPANS] [-t THREADS] [-r RUNS] [-f json|proto|both] "
-                            "[-b mstrace] [-F RING_SIZE]\n", argv[0]);
+            fprintf(stderr, USAGE, argv[0]);
             return 2;
         }
     }
-    if (threads < 1 || runs < 1 || runs > 99 || total < (uint64_t)threads) return 2;
+    if (threads < 1 || runs < 1 || runs > 99 || total < (uint64_t)threads || g_ids < 0 ||
+        g_ids > 1024) {
+        fprintf(stderr, USAGE, argv[0]);
+        return 2;
+    }
     static const char *const names[2] = {"json", "proto"};
     static const char *const exts[2] = {"json", "pftrace"};
     bool use[2] = {strcmp(formats, "proto") != 0, strcmp(formats, "json") != 0};
@@ -411,7 +488,9 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     srandom((unsigned)getpid());
     printf("bench_forward: %s forward, %d client threads, %llu spans per run, %d runs, "
-           "formats %s\n", bin, threads, (unsigned long long)total, runs, formats);
+           "formats %s, %s\n", bin, threads, (unsigned long long)total, runs, formats,
+           g_ids ? "step records" : "bench packet");
+    if (g_ids) printf("bench_forward: %d request ids per span (rolling batch per client)\n", g_ids);
     static result rs[2][99];
     int failures = 0;
     for (int r = 0; r < runs; r++) {

@@ -1,14 +1,29 @@
 /*
- * bench_packet.h — the one upstream hook-span packet both forwarder
+ * bench_packet.h — the upstream hook-span packets both forwarder
  * benchmarks send (bench_forward: over the socket; bench_forward_cpu:
- * in-process), so their figures describe the same input: ~700 bytes,
- * 10 attributes, 1–2 links. Ids are placeholders (S…, L…, M…) that the
- * benchmarks overwrite per span, located by bench_packet_placeholders().
+ * in-process), so their figures describe the same input.
+ *
+ * The bench packet: ~700 bytes, 10 attributes, 1–2 links. Ids are
+ * placeholders (S…, L…, M…) that the benchmarks overwrite per span, located
+ * by bench_packet_placeholders().
+ *
+ * Step packets (--ids N): a `vllm.scheduler.schedule` step record carrying N
+ * request ids (`request.ids`, `step.tokens`, `step.phase`, `step.new_ids`,
+ * `step.finished_ids` and the batch/scheduler numbers; docs/architecture.md
+ * "1a"). Why a rolling batch: a real engine keeps most of its running
+ * requests from one step to the next — a few finish, a few join — so each id
+ * recurs in the many steps of its request's life, and consumers (request
+ * tracks, interning) see that reuse. Each request decodes for 32–287 steps
+ * (a fixed pseudo-random sequence per client), then finishes and a new one
+ * (with a 64–1,023-token prefill) takes its place. Ids look like vLLM's:
+ * "chatcmpl-<32 hex>-<8 hex>".
  */
 #ifndef MST_BENCH_PACKET_H
 #define MST_BENCH_PACKET_H
 
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Writes magic + JSON for (thread, slot) into out; returns its length. */
@@ -40,6 +55,198 @@ static inline void bench_packet_placeholders(const char *base, const char *pkt, 
     *link1 = (size_t)(strstr(pkt, "LLLLLLLLLLLLLLLL") - base);
     const char *m = strstr(pkt, "MMMMMMMMMMMMMMMM");
     *link2 = m ? (size_t)(m - base) : 0;
+}
+
+/* ---- step packets: a rolling batch of N requests per client ---- */
+
+#define BENCH_ID_LEN 52 /* "\"chatcmpl-" + 32 hex + "-" + 8 hex + "\"", quotes included */
+
+typedef struct bench_batch {
+    int n;              /* requests per step */
+    int client;
+    uint64_t rng;       /* xorshift64 state: the same sequence every run */
+    uint64_t next_req;  /* requests started so far (numbers the ids) */
+    uint64_t step;      /* steps written so far */
+    char *id;           /* per slot: the request's id as a JSON string, BENCH_ID_LEN bytes */
+    int *left;          /* per slot: decode steps left */
+    int *prompt;        /* per slot: prompt tokens; > 0 while its prefill is due */
+    char *finished;     /* ids (as id) of the requests finished since the previous step */
+    int n_finished;
+} bench_batch;
+
+static inline uint64_t bench_rand(bench_batch *b) {
+    uint64_t x = b->rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return b->rng = x;
+}
+
+static inline char *bench_put_hex(char *p, uint64_t v, int digits) {
+    static const char hx[] = "0123456789abcdef";
+    for (int i = digits - 1; i >= 0; i--) {
+        p[i] = hx[v & 15];
+        v >>= 4;
+    }
+    return p + digits;
+}
+
+/* Writes "\"chatcmpl-<32 hex>-<8 hex>\"" (BENCH_ID_LEN bytes) for request
+ * `req` of `client`: vLLM's request id shape (a uuid4 hex and the engine's
+ * suffix). */
+static inline void bench_put_id(char *p, int client, uint64_t req) {
+    uint64_t h = (req + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t)(client + 1) * 0xC2B2AE3D27D4EB4Full;
+    *p++ = '"';
+    memcpy(p, "chatcmpl-", 9);
+    p = bench_put_hex(p + 9, h, 16);
+    p = bench_put_hex(p, h * 0xff51afd7ed558ccdull, 16);
+    *p++ = '-';
+    p = bench_put_hex(p, (h * 0x94d049bb133111ebull) >> 32, 8);
+    *p = '"';
+}
+
+static inline void bench_batch_join(bench_batch *b, int slot) {
+    bench_put_id(b->id + (size_t)slot * BENCH_ID_LEN, b->client, b->next_req++);
+    b->left[slot] = 32 + (int)(bench_rand(b) % 256);
+    b->prompt[slot] = 64 + (int)(bench_rand(b) % 960);
+}
+
+/* A client's batch of n requests, already running (mid-decode). */
+static inline void bench_batch_init(bench_batch *b, int client, int n) {
+    memset(b, 0, sizeof *b);
+    b->n = n;
+    b->client = client;
+    b->rng = 0x9E3779B97F4A7C15ull ^ ((uint64_t)(client + 1) << 32);
+    b->id = malloc((size_t)n * BENCH_ID_LEN);
+    b->left = calloc((size_t)n, sizeof *b->left);
+    b->prompt = calloc((size_t)n, sizeof *b->prompt);
+    b->finished = malloc((size_t)n * BENCH_ID_LEN);
+    for (int i = 0; i < n; i++) {
+        bench_batch_join(b, i);
+        b->left[i] = 1 + (int)(bench_rand(b) % (uint64_t)b->left[i]);
+        b->prompt[i] = 0;
+    }
+}
+
+static inline void bench_batch_free(bench_batch *b) {
+    free(b->id);
+    free(b->left);
+    free(b->prompt);
+    free(b->finished);
+}
+
+/* The next step: requests whose decode is done finish, a new one joins in
+ * each freed slot (its prefill is this step). */
+static inline void bench_batch_advance(bench_batch *b) {
+    b->n_finished = 0;
+    for (int i = 0; i < b->n; i++) {
+        if (b->prompt[i] > 0) { /* prefilled last step: decoding now */
+            b->prompt[i] = 0;
+            continue;
+        }
+        if (--b->left[i] > 0) continue;
+        memcpy(b->finished + (size_t)b->n_finished++ * BENCH_ID_LEN, b->id + (size_t)i * BENCH_ID_LEN,
+               BENCH_ID_LEN);
+        bench_batch_join(b, i);
+    }
+    b->step++;
+}
+
+static inline char *bench_put_str(char *p, const char *s) {
+    size_t n = strlen(s);
+    memcpy(p, s, n);
+    return p + n;
+}
+
+/* Writes `n` ids of `ids` (BENCH_ID_LEN bytes each) as JSON list items. */
+static inline char *bench_put_ids(char *p, const char *ids, int n) {
+    for (int i = 0; i < n; i++) {
+        if (i) *p++ = ',';
+        memcpy(p, ids + (size_t)i * BENCH_ID_LEN, BENCH_ID_LEN);
+        p += BENCH_ID_LEN;
+    }
+    return p;
+}
+
+/* Writes "\"<v>\"" for 0 <= v < 10,000. */
+static inline char *bench_put_quoted_uint(char *p, int v) {
+    char d[4];
+    int k = 0;
+    do {
+        d[k++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v && k < 4);
+    *p++ = '"';
+    while (k) *p++ = d[--k];
+    *p++ = '"';
+    return p;
+}
+
+/* Bytes a step packet of n requests can take at most. */
+static inline size_t bench_step_cap(int n) {
+    /* request.ids, step.new_ids and step.finished_ids (each at most n ids),
+     * step.tokens (at most 7 bytes an item), step.phase, the rest */
+    return 2048 + (size_t)n * (3 * (BENCH_ID_LEN + 1) + 7 + 1);
+}
+
+/* Writes magic + JSON of b's current step into out (bench_step_cap bytes)
+ * for the client's thread; span_id links to prev_span_id (0: no link).
+ * Returns its length. */
+static inline size_t bench_step_format(char *out, const bench_batch *b, uint64_t span_id,
+                                       uint64_t prev_span_id) {
+    char *p = out;
+    int c = b->client;
+    uint64_t t0 = 1700000000000000000ull + b->step * 20000000ull;
+    p += sprintf(p, "MSPF_PERFETTO_V1\n"
+                 "{\"name\":\"vllm.scheduler.schedule\",\"category\":\"ms_service_profiler.hook.Schedule\","
+                 "\"trace_id\":\"%016llx%016llx\",\"span_id\":\"%016llx\",\"parent_span_id\":\"\","
+                 "\"start_time_ns\":%llu,\"end_time_ns\":%llu,\"kind\":1,\"status\":1,"
+                 "\"attributes\":{\"process.pid\":%d,\"thread.id\":%d,"
+                 "\"hook.module\":\"vllm.v1.core.sched.scheduler\",\"hook.class\":\"Scheduler\","
+                 "\"hook.method\":\"schedule\",\"step.index\":%llu,\"request.ids\":[",
+                 (unsigned long long)(c + 1), (unsigned long long)span_id, (unsigned long long)span_id,
+                 (unsigned long long)t0, (unsigned long long)(t0 + 150000), 4000 + c, 4100 + c,
+                 (unsigned long long)b->step);
+    p = bench_put_ids(p, b->id, b->n);
+    p = bench_put_str(p, "],\"step.tokens\":[");
+    long tokens = 0;
+    int n_new = 0;
+    for (int i = 0; i < b->n; i++) {
+        int t = b->prompt[i] > 0 ? b->prompt[i] : 1;
+        tokens += t;
+        n_new += b->prompt[i] > 0;
+        if (i) *p++ = ',';
+        p = bench_put_quoted_uint(p, t);
+    }
+    p = bench_put_str(p, "],\"step.phase\":\"");
+    for (int i = 0; i < b->n; i++) *p++ = b->prompt[i] > 0 ? 'P' : 'd';
+    *p++ = '"';
+    if (n_new) {
+        p = bench_put_str(p, ",\"step.new_ids\":[");
+        for (int i = 0, k = 0; i < b->n; i++)
+            if (b->prompt[i] > 0) {
+                if (k++) *p++ = ',';
+                p = bench_put_ids(p, b->id + (size_t)i * BENCH_ID_LEN, 1);
+            }
+        *p++ = ']';
+    }
+    if (b->n_finished) {
+        p = bench_put_str(p, ",\"step.finished_ids\":[");
+        p = bench_put_ids(p, b->finished, b->n_finished);
+        *p++ = ']';
+    }
+    p += sprintf(p, ",\"batch.request_count\":%d,\"batch.scheduled_tokens\":%ld,"
+                 "\"scheduler.waiting\":%d,\"scheduler.running\":%d,\"kv_cache.usage\":0.4375,"
+                 "\"scheduler.max_num_seqs\":256,\"scheduler.max_num_batched_tokens\":8192},"
+                 "\"resource_attributes\":{\"service.name\":\"vllm\",\"host.name\":\"node-1\"},"
+                 "\"links\":[",
+                 b->n, tokens, (int)(b->step % 4), b->n);
+    if (prev_span_id)
+        p += sprintf(p, "{\"trace_id\":\"%016llx%016llx\",\"span_id\":\"%016llx\"}",
+                     (unsigned long long)(c + 1), (unsigned long long)prev_span_id,
+                     (unsigned long long)prev_span_id);
+    p = bench_put_str(p, "]}");
+    return (size_t)(p - out);
 }
 
 #endif

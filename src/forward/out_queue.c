@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "forward/direct_write.h"
 
 #define CHUNK_BYTES (2u << 20)  /* a chunk is handed over once this full */
 #define EARLY_BYTES (256u << 10) /* ... or this full when the writer is idle */
@@ -76,6 +77,7 @@ const mst_outq_layout MST_OUTQ_JSON_ARRAY = {.tail = "]", .tail_len = 1, .first_
 
 struct mst_outq {
     int fd;
+    mst_direct_writer dw;     /* the writer thread's writes (direct_write.h) */
     const mst_outq_layout *layout;
     pthread_t th;
     bool started;
@@ -176,32 +178,6 @@ static void set_idle_locked(mst_outq *q) {
                           memory_order_release);
 }
 
-/* pwritev of every iov byte at off, retrying EINTR and short writes.
- * *landed = the bytes that reached the file (all of them on success). */
-static int pwritev_all(int fd, struct iovec *iov, int n, uint64_t off, uint64_t *landed) {
-    *landed = 0;
-    while (n > 0) {
-        ssize_t k = pwritev(fd, iov, n, (off_t)off);
-        if (k < 0) {
-            if (errno == EINTR) continue;
-            return errno;
-        }
-        if (k == 0) return EIO;
-        off += (uint64_t)k;
-        *landed += (uint64_t)k;
-        while (n > 0 && (size_t)k >= iov->iov_len) {
-            k -= (ssize_t)iov->iov_len;
-            iov++;
-            n--;
-        }
-        if (n > 0) {
-            iov->iov_base = (char *)iov->iov_base + k;
-            iov->iov_len -= (size_t)k;
-        }
-    }
-    return 0;
-}
-
 /* Puts the tail at `at` and cuts the file right after it: the file is then
  * valid up to `at`. Writer side (or after the join); false when that
  * failed. Only ever called where the bytes at `at` are already the file's
@@ -212,8 +188,9 @@ static bool put_tail_at(mst_outq *q, uint64_t at) {
     if (l->tail_len) {
         struct iovec iov = {.iov_base = (void *)l->tail, .iov_len = l->tail_len};
         uint64_t landed;
-        ok = pwritev_all(q->fd, &iov, 1, at, &landed) == 0;
+        ok = mst_pwritev_all(q->fd, &iov, 1, at, &landed) == 0;
     }
+    mst_direct_writer_forget(&q->dw);
     /* Cutting back never needs space, and frees what a partial write took. */
     if (ftruncate(q->fd, (off_t)(at + l->tail_len)) != 0) ok = false;
     return ok;
@@ -350,7 +327,7 @@ static int write_chunks(mst_outq *q, chunk *first, chunk *stop_after, prefix *do
     struct iovec iov[MAX_IOV + 1];
     int n = prefix_iov(q, first, &target, iov);
     uint64_t landed;
-    int e = pwritev_all(q->fd, iov, n, q->end_off, &landed);
+    int e = mst_direct_pwritev(&q->dw, iov, n, q->end_off, &landed);
     if (!e) {
         *done = target;
         return partial_err;
@@ -624,6 +601,7 @@ static void outq_free(mst_outq *q) {
         chunk_free(c);
         c = next;
     }
+    mst_direct_writer_close(&q->dw);
     pthread_cond_destroy(&q->cv_work);
     pthread_cond_destroy(&q->cv_done);
     pthread_mutex_destroy(&q->mu);
@@ -640,6 +618,7 @@ mst_status mst_outq_start_layout(int fd, const mst_outq_layout *layout, uint64_t
     mst_outq *q = calloc(1, sizeof *q);
     if (!q) return MST_ERR_NOMEM;
     q->fd = fd;
+    mst_direct_writer_init(&q->dw, fd);
     q->layout = layout;
     q->end_off = end_off;
     q->st.bytes_written = bytes_so_far;

@@ -6,8 +6,10 @@
  * Why a thread: the kernel's copy of the output into the page cache was a
  * large share of the forwarder's single-threaded time; on a thread of its
  * own it overlaps the decoding/formatting of the next events on another
- * core. Why chunks that are reused: a fresh multi-MB buffer costs a page
- * fault per 4 KiB on first touch, so a few chunks are kept and recycled.
+ * core; its large writes go past the page cache altogether (direct_write.h),
+ * so that copy and the writeback no longer take a core. Why chunks that are
+ * reused: a fresh multi-MB buffer costs a page fault per 4 KiB on first
+ * touch, so a few chunks are kept and recycled.
  *
  * File protocol: the file is a valid document up to `end_off`, followed by
  * a fixed `tail` (JSON: the array's closing "]"; a format without a closing
