@@ -15,10 +15,11 @@
  * instead (step.tokens, step.phase, step.index, scheduler fields and one
  * link per request, as bench_flight.c).
  *
- * Usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step]
- *   prints, per output, bytes/span and the median spans/s over the rounds
- *   (wall clock of feeding and closing, the writer thread included) and a
- *   SUMMARY line.
+ * Usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step] [-f json|pftrace]
+ *   prints, per output, bytes/span, the median spans/s over the rounds
+ *   (wall clock of feeding and closing, the writer thread included) and the
+ *   median process CPU per span (both threads: the figure that holds on a
+ *   busy machine), and a SUMMARY line.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,9 +33,9 @@
 #define STEP_NS 20000000ll
 #define POOL_SPANS 4096
 
-static double now_s(void) {
+static double now_s(clockid_t c) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(c, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
@@ -115,15 +116,16 @@ static void build_pool(pool *p, int ids, bool fresh, bool step) {
 }
 
 /* Feeds n spans (the pool again and again, moved on in time) and closes;
- * returns the wall seconds and *bytes the file's size. */
-static double run(const char *path, const pool *p, size_t n, unsigned long long *bytes) {
+ * returns the wall seconds, *cpu the process CPU seconds (this thread and
+ * the writer's) and *bytes the file's size. */
+static double run(const char *path, const pool *p, size_t n, double *cpu, unsigned long long *bytes) {
     mst_output_sink o;
     char err[300];
     if (mst_writer_sink_open(path, MST_PERFETTO_FORMAT_AUTO, 1, &o, err, sizeof err) != MST_OK) {
         fprintf(stderr, "bench_step_ids: %s\n", err);
         exit(1);
     }
-    double t0 = now_s();
+    double t0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
     uint64_t ms = 1;
     for (size_t i = 0; i < n; i++) {
         mst_pf_span s = p->spans[i % p->n];
@@ -138,7 +140,8 @@ static double run(const char *path, const pool *p, size_t n, unsigned long long 
     }
     mst_chrome_stats cs;
     o.ops->close(o.self, &cs);
-    double wall = now_s() - t0;
+    double wall = now_s(CLOCK_MONOTONIC) - t0;
+    *cpu = now_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
     *bytes = cs.bytes_written;
     return wall;
 }
@@ -152,14 +155,23 @@ int main(int argc, char **argv) {
     int ids = 8, rounds = 5;
     long long n = 200000;
     bool fresh = false, step = false;
+    int only = -1; /* -f: one output only */
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-k") == 0 && i + 1 < argc) ids = atoi(argv[++i]);
         else if (strcmp(argv[i], "-n") == 0 && i + 1 < argc) n = atoll(argv[++i]);
         else if (strcmp(argv[i], "-r") == 0 && i + 1 < argc) rounds = atoi(argv[++i]);
         else if (strcmp(argv[i], "--fresh") == 0) fresh = true;
         else if (strcmp(argv[i], "--step") == 0) step = true;
+        else if (strcmp(argv[i], "-f") == 0 && i + 1 < argc) {
+            i++;
+            only = strcmp(argv[i], "json") == 0 ? 0 : strcmp(argv[i], "pftrace") == 0 ? 1 : -2;
+            if (only == -2) {
+                fprintf(stderr, "bench_step_ids: -f json or -f pftrace\n");
+                return 2;
+            }
+        }
         else {
-            fprintf(stderr, "usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step]\n");
+            fprintf(stderr, "usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step] [-f json|pftrace]\n");
             return 2;
         }
     }
@@ -172,13 +184,16 @@ int main(int argc, char **argv) {
     pool p;
     build_pool(&p, ids, fresh, step);
     static const char *const ext[2] = {"json", "pftrace"};
-    double rate[2][99], per_span[2] = {0, 0};
+    double rate[2][99] = {{0}}, cpu_us[2][99] = {{0}}, per_span[2] = {0, 0};
     for (int r = 0; r < rounds; r++)
         for (int f = 0; f < 2; f++) { /* alternated */
+            if (only >= 0 && f != only) continue;
             char path[600];
             snprintf(path, sizeof path, "%s/out.%s", dir, ext[f]);
             unsigned long long bytes;
-            rate[f][r] = (double)n / run(path, &p, (size_t)n, &bytes);
+            double cpu;
+            rate[f][r] = (double)n / run(path, &p, (size_t)n, &cpu, &bytes);
+            cpu_us[f][r] = cpu / (double)n * 1e6;
             per_span[f] = (double)bytes / (double)n;
             unlink(path);
         }
@@ -187,12 +202,15 @@ int main(int argc, char **argv) {
            n, rounds);
     for (int f = 0; f < 2; f++) {
         qsort(rate[f], (size_t)rounds, sizeof(double), cmp_double);
-        printf("%-8s %8.0f bytes/span  %9.0f spans/s (median; min %.0f, max %.0f)\n", ext[f], per_span[f],
-               rate[f][rounds / 2], rate[f][0], rate[f][rounds - 1]);
+        qsort(cpu_us[f], (size_t)rounds, sizeof(double), cmp_double);
+        printf("%-8s %8.0f bytes/span  %9.0f spans/s wall (median; min %.0f, max %.0f)  %.3f us CPU/span "
+               "(median; = %.0f spans per CPU second)\n", ext[f], per_span[f], rate[f][rounds / 2], rate[f][0],
+               rate[f][rounds - 1], cpu_us[f][rounds / 2], 1e6 / cpu_us[f][rounds / 2]);
     }
     printf("SUMMARY ids=%d json_bytes=%.0f pftrace_bytes=%.0f ratio=%.2f json_spans_s=%.0f "
-           "pftrace_spans_s=%.0f\n", ids, per_span[0], per_span[1], per_span[0] / per_span[1],
-           rate[0][rounds / 2], rate[1][rounds / 2]);
+           "pftrace_spans_s=%.0f json_cpu_us=%.3f pftrace_cpu_us=%.3f\n", ids, per_span[0], per_span[1],
+           per_span[1] > 0 ? per_span[0] / per_span[1] : 0, rate[0][rounds / 2], rate[1][rounds / 2],
+           cpu_us[0][rounds / 2], cpu_us[1][rounds / 2]);
     mst_arena_release(&p.arena);
     for (size_t i = 0; i < p.n; i++) free(p.bufs[i]);
     free(p.bufs);

@@ -40,6 +40,29 @@ bool mst_pft_is_id_list_key(const char *key, size_t n) {
 
 static inline bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
+/* The first '"' or '\\' in [s, end), else end: 8 bytes a step (a batch of
+ * 256 ids is ~8 KB of text per span). */
+static const char *quote_or_backslash(const char *s, const char *end) {
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    while (end - s >= 8) {
+        uint64_t w, a, b;
+        memcpy(&w, s, 8);
+        a = w ^ ('"' * ones);
+        b = w ^ ('\\' * ones);
+        uint64_t hit = ((a - ones) & ~a & highs) | ((b - ones) & ~b & highs);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        /* the lowest flagged byte is exact (only bytes above a match can be
+         * flagged falsely) */
+        if (hit) return s + (__builtin_ctzll(hit) >> 3);
+#else
+        if (hit) break;
+#endif
+        s += 8;
+    }
+    while (s < end && *s != '"' && *s != '\\') s++;
+    return s;
+}
+
 bool mst_pft_split_id_list(const char *v, size_t len, mst_pft_id_item *out, size_t cap, size_t *n) {
     const char *p = v, *end = v + len;
     *n = 0;
@@ -50,9 +73,8 @@ bool mst_pft_split_id_list(const char *v, size_t len, mst_pft_id_item *out, size
     for (;;) {
         while (p < end && is_blank(*p)) p++;
         if (p == end || *p != '"') return false;
-        const char *s = p + 1;
-        const char *q = memchr(s, '"', (size_t)(end - s));
-        if (!q || memchr(s, '\\', (size_t)(q - s)) || *n == cap) return false;
+        const char *s = p + 1, *q = quote_or_backslash(s, end);
+        if (q == end || *q != '"' || *n == cap) return false;
         out[(*n)++] = (mst_pft_id_item){s, (size_t)(q - s)};
         p = q + 1;
         while (p < end && is_blank(*p)) p++;
