@@ -34,7 +34,8 @@ struct mst_pft_id_chains {
 };
 
 bool mst_pft_is_id_list_key(const char *key, size_t n) {
-    if (n >= 4 && memcmp(key + n - 4, "_ids", 4) == 0) return true;
+    if (n < 4 || key[n - 1] != 's' || key[n - 2] != 'd') return false; /* most keys: one look */
+    if (memcmp(key + n - 4, "_ids", 4) == 0) return true;
     return n == 11 && memcmp(key, "request.ids", 11) == 0;
 }
 
@@ -71,16 +72,20 @@ bool mst_pft_split_id_list(const char *v, size_t len, mst_pft_id_item *out, size
     while (p < end && is_blank(*p)) p++;
     if (p < end && *p == ']') return false; /* empty: nothing to intern, JSON says it */
     for (;;) {
-        while (p < end && is_blank(*p)) p++;
         if (p == end || *p != '"') return false;
         const char *s = p + 1, *q = quote_or_backslash(s, end);
         if (q == end || *q != '"' || *n == cap) return false;
         out[(*n)++] = (mst_pft_id_item){s, (size_t)(q - s)};
         p = q + 1;
+        if (p < end && *p == ',') { /* the usual "a","b" */
+            p++;
+        } else {
+            while (p < end && is_blank(*p)) p++;
+            if (p == end) return false;
+            if (*p == ']') break;
+            if (*p++ != ',') return false;
+        }
         while (p < end && is_blank(*p)) p++;
-        if (p == end) return false;
-        if (*p == ']') break;
-        if (*p++ != ',') return false;
     }
     for (p++; p < end; p++)
         if (!is_blank(*p)) return false;
@@ -152,10 +157,19 @@ static bool delta_of(mst_pft_id_chains *c, const id_stream *st, const uint64_t *
     return true;
 }
 
+static id_stream *stream_slot(mst_pft_id_chains *c, uint64_t key) {
+    return &c->streams[(key ^ (key >> 29)) & (MST_PFT_ID_STREAMS - 1)];
+}
+
+void mst_pft_id_chain_forget(mst_pft_id_chains *c, uint64_t key) {
+    id_stream *st = stream_slot(c, key | 1);
+    if (st->key == (key | 1)) st->key = 0;
+}
+
 bool mst_pft_id_chain_step(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids, size_t n,
                            mst_pft_id_delta *out) {
     key |= 1; /* 0 marks a free slot */
-    id_stream *st = &c->streams[(key ^ (key >> 29)) & (MST_PFT_ID_STREAMS - 1)];
+    id_stream *st = stream_slot(c, key);
     *out = (mst_pft_id_delta){0, NULL, iids, 0, 0};
     bool unique = n <= MST_PFT_ID_LIST_MAX && set_fill(c, iids, n);
     bool chained = unique && st->key == key && st->n && st->pos + 1 < MST_PFT_ID_KEYFRAME_EVERY &&

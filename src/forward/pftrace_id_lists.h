@@ -59,6 +59,9 @@ void mst_pft_id_chains_free(mst_pft_id_chains *c);
 /* Forgets every stream: the next list of each is a keyframe (called when
  * the interned ids restart). */
 void mst_pft_id_chains_reset(mst_pft_id_chains *c);
+/* Forgets stream `key`: its next list is a keyframe (called when a list
+ * of it was written another way, as JSON text). */
+void mst_pft_id_chain_forget(mst_pft_id_chains *c, uint64_t key);
 /* Records iids[0..n) (interned ids of the items, n >= 1) as the latest list
  * of stream `key` and fills *out with how to write it. False when out of
  * memory (*out is then a keyframe and the stream forgotten). */

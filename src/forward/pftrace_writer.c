@@ -761,15 +761,22 @@ static uint64_t stream_key(int64_t pid, int64_t tid, const mst_str *name) {
 static bool annotate_id_list(mst_pftrace_writer *w, shape *sh, size_t p, const mst_str *k,
                              const mst_json_slice *v, uint64_t stream) {
     size_t n;
-    if (!mst_pft_split_id_list(v->ptr, v->len, w->items, MST_PFT_ID_LIST_MAX, &n)) return false;
+    bool is_request_ids = k->len == 11 && memcmp(k->ptr, "request.ids", 11) == 0;
+    /* Written as JSON instead when not a plain string list, or when its
+     * items would not fit in the intern table (emit_span's room is an
+     * estimate): then the stream's next list must be a keyframe. */
+    if (!mst_pft_split_id_list(v->ptr, v->len, w->items, MST_PFT_ID_LIST_MAX, &n) ||
+        w->icount + n + 3 > INTERN_MAX) {
+        if (is_request_ids) mst_pft_id_chain_forget(w->chains, stream);
+        return false;
+    }
     for (size_t i = 0; i < n; i++) {
         const intern_entry *e = intern_e(w, MST_PFT_INTERN_STRING_VALUE, w->items[i].s, w->items[i].n);
         if (!e) return true; /* out of memory: the add fails and rolls back */
         w->item_iids[i] = e->iid;
     }
     mst_pft_id_delta d = {0, NULL, w->item_iids, 0, n};
-    if (k->len == 11 && memcmp(k->ptr, "request.ids", 11) == 0 &&
-        !mst_pft_id_chain_step(w->chains, stream, w->item_iids, n, &d))
+    if (is_request_ids && !mst_pft_id_chain_step(w->chains, stream, w->item_iids, n, &d))
         w->buf->failed = true;
     if (!d.pos) {
         mst_pft_annotation_iid_array(&w->ann, shape_key_iid(w, sh, p, k->ptr, k->len), w->item_iids, n);
@@ -808,7 +815,8 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, int64_t pid, 
     size_t need = 2 + 2 * (s->n_attrs + s->n_resource) + FIXED_ANNOTATIONS + 1 + 3;
     for (size_t i = 0; i < s->n_attrs; i++) /* a list item is at least `"",` */
         if (mst_pft_is_id_list_key(s->attrs[i].key.ptr, s->attrs[i].key.len))
-            need += s->attrs[i].value.len / 3;
+            need += s->attrs[i].value.len / 3 < MST_PFT_ID_LIST_MAX ? s->attrs[i].value.len / 3
+                                                                    : MST_PFT_ID_LIST_MAX;
     intern_room(w, need);
     mst_buf_reset(&w->ann);
     const char *cat = s->category.ptr ? s->category.ptr : DEFAULT_CATEGORY;

@@ -5,8 +5,7 @@ file the current forwarder writes from the same stream).
 
 The stream: two engines (EngineCore pids 300 and 500), each with a rolling batch of up to 8
 requests (two join and up to two finish per step, in vLLM's order: running requests first, new
-ones after), one preemption and resume per engine (the resumed request goes back into the middle
-of the batch, which no delta can say), 36 steps each — so the lists cross several keyframes —
+ones after), one preemption and resume per engine, 36 steps each — so the lists cross several keyframes —
 with the schedule span's step record, a model span and an output span naming the same requests,
 and each request's `vllm.request` span on the API server (pid 100), linked from its steps.
 
@@ -15,6 +14,7 @@ Usage (regenerating the fixture needs the forwarder of the encoding it stands fo
 """
 
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -125,8 +125,9 @@ def packets():
 
 
 def write(binary, out):
-    """The stream into a real forwarder writing `out`."""
-    d = Daemon(Path(binary), Path(out), log_level="info")
+    """The stream into a real forwarder writing `out` (its log in a temporary directory)."""
+    log = Path(tempfile.mkdtemp(prefix="pftrace-fixture-")) / "forward.log"
+    d = Daemon(Path(binary), Path(out), log_level="info", stderr_path=log)
     d.start()
     try:
         d.send(*packets())

@@ -60,7 +60,6 @@ def test_request_ids_rebuild_exactly_from_keyframes_and_deltas(tmp_path):
     assert got == sent
     # how they were written: per stream (a span name on a thread) a keyframe,
     # then deltas, a keyframe again after 31 deltas or when a list is no delta
-    # (the resumed request goes back into the middle of its engine's batch)
     counts = {"request.ids": 0, "request.ids.delta": 0}
     names = {}
     for _, p in iter_packets(new.read_bytes(), whole=True):
