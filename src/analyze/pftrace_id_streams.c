@@ -112,6 +112,12 @@ bool mst_an_id_streams_keyframe(mst_an_id_streams *s, int64_t pid, int64_t tid, 
     return true;
 }
 
+void mst_an_id_streams_forget(mst_an_id_streams *s, int64_t pid, int64_t tid, mst_an_str name) {
+    bool nomem = false;
+    mst_an_id_stream *st = stream_of(s, pid, tid, name, false, &nomem);
+    if (st) st->pos = -1;
+}
+
 static uint64_t str_hash(const mst_an_str *x) {
     uint64_t h = 0xcbf29ce484222325ull;
     for (size_t i = 0; i < x->len; i++) h = (h ^ (uint8_t)x->ptr[i]) * 0x100000001b3ull;

@@ -39,6 +39,9 @@ void mst_an_id_streams_free(mst_an_id_streams *s);
  * False only when out of memory. */
 bool mst_an_id_streams_keyframe(mst_an_id_streams *s, int64_t pid, int64_t tid, mst_an_str name,
                                 const mst_an_str *items, size_t n);
+/* The stream's last list could not be read: its deltas give no list until
+ * its next keyframe. */
+void mst_an_id_streams_forget(mst_an_id_streams *s, int64_t pid, int64_t tid, mst_an_str name);
 /* A delta at place `pos`: the stream's list without `left`, then `joined`,
  * becomes its list, returned in *out / *n_out (valid until the stream's
  * next list). Returns 1, 0 when the delta does not follow the stream's last

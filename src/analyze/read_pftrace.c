@@ -13,7 +13,8 @@
  * A SLICE_BEGIN's name, annotations and ids are resolved at once (a later
  * packet may restart the interning) and copied into one block that lives
  * until the matching SLICE_END, the latest open begin on the same track,
- * as Perfetto pairs them. Field numbers: wire/perfetto_trace_fields.h,
+ * as Perfetto pairs them. A delta-coded `request.ids` is rebuilt there
+ * too (resolve_id_list, with pftrace_id_streams.h). Field numbers: wire/perfetto_trace_fields.h,
  * shared with the encoder.
  */
 #include "analyze/read_pftrace.h"
@@ -102,6 +103,7 @@ typedef struct reader {
     /* findings for the warnings */
     uint64_t bad_ids, unpaired_ends, open_dropped, unknown_sequences, intern_full;
     uint64_t tracks_full, lists_lost;
+    bool ids_unreadable;     /* this slice's request.ids annotations: one unresolved */
 } reader;
 
 static uint64_t mix64(uint64_t x) {
@@ -485,7 +487,10 @@ static bool read_annotation(reader *r, const sequence *seq, const uint8_t *p, si
     case DA_ARRAY_VALUES: {
         int ok = string_array(r, seq, *n, p, len);
         if (ok < 0) return false;
-        if (!ok) return true; /* not a list of strings: left out */
+        if (!ok) { /* not a list of strings (or an item's definition is missing): left out */
+            if (key.len >= 11 && memcmp(key.ptr, "request.ids", 11) == 0) r->ids_unreadable = true;
+            return true;
+        }
         break;
     }
     default:
@@ -546,6 +551,21 @@ static open_slice *clone_span(reader *r, uint64_t track, const mst_an_span *s) {
     return o;
 }
 
+static bool is_delta_part(const mst_an_str *k) {
+    return str_is(k, "request.ids.delta") || str_is(k, "request.ids.left") || str_is(k, "request.ids.joined");
+}
+
+/* Drops a delta's annotations from attrs[0..*n). */
+static void remove_delta(reader *r, size_t *n) {
+    size_t w = 0;
+    for (size_t i = 0; i < *n; i++) {
+        if (is_delta_part(&r->attrs[i].key)) continue;
+        r->attrs[w] = r->attrs[i];
+        r->item_start[w++] = r->item_start[i];
+    }
+    *n = w;
+}
+
 static ptrdiff_t attr_index(const reader *r, size_t n, const char *key) {
     for (size_t i = 0; i < n; i++)
         if (str_is(&r->attrs[i].key, key)) return (ptrdiff_t)i;
@@ -567,12 +587,19 @@ static const mst_an_str *list_items(const reader *r, ptrdiff_t i, size_t *n) {
  * (counted). False only when out of memory. */
 static bool resolve_id_list(reader *r, sequence *seq, const track_slot *t, mst_an_str name, size_t *n) {
     ptrdiff_t full = attr_index(r, *n, "request.ids"), pos = attr_index(r, *n, "request.ids.delta");
-    if (!seq || (full < 0 && pos < 0)) return true;
-    if (pos < 0) {
-        size_t k;
-        const mst_an_str *items = list_items(r, full, &k);
-        return !items || mst_an_id_streams_keyframe(&seq->id_streams, t->pid, t->tid, name, items, k);
+    if (!seq || (full < 0 && pos < 0 && !r->ids_unreadable)) return true;
+    size_t k;
+    const mst_an_str *items = list_items(r, full, &k);
+    if (r->ids_unreadable || (pos < 0 && !items)) {
+        /* A list this stream's next delta would follow cannot be read: wait for a keyframe. */
+        mst_an_id_streams_forget(&seq->id_streams, t->pid, t->tid, name);
+        if (pos >= 0) {
+            r->lists_lost++;
+            remove_delta(r, n);
+        }
+        return true;
     }
+    if (pos < 0) return mst_an_id_streams_keyframe(&seq->id_streams, t->pid, t->tid, name, items, k);
     size_t n_left, n_joined, n_out = 0;
     const mst_an_str *left = list_items(r, attr_index(r, *n, "request.ids.left"), &n_left);
     const mst_an_str *joined = list_items(r, attr_index(r, *n, "request.ids.joined"), &n_joined);
@@ -586,9 +613,7 @@ static bool resolve_id_list(reader *r, sequence *seq, const track_slot *t, mst_a
     /* The delta's three annotations go; the list takes the first's place. */
     size_t w = 0;
     for (size_t i = 0; i < *n; i++) {
-        const mst_an_str *k = &r->attrs[i].key;
-        bool part = str_is(k, "request.ids.delta") || str_is(k, "request.ids.left") ||
-                    str_is(k, "request.ids.joined");
+        bool part = is_delta_part(&r->attrs[i].key);
         if (part && (size_t)pos == i && got) {
             if (!mst_an_grow((void **)&r->items, &r->items_cap, r->items_used + n_out, sizeof *r->items))
                 return false;
@@ -611,6 +636,7 @@ static mst_status slice_begin(reader *r, sequence *seq, const track_slot *t, int
                               const uint8_t *ev, size_t ev_len) {
     mst_arena_reset_keep(&r->arena, 1u << 20);
     r->items_used = 0;
+    r->ids_unreadable = false;
     mst_an_span span;
     memset(&span, 0, sizeof span);
     bool has_name = false;

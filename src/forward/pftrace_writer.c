@@ -16,6 +16,10 @@
  * set of written ones is bounded too (cleared when full; a descriptor
  * written twice is harmless).
  *
+ * Request-id lists (`request.ids`, `*_ids`) are written as arrays of
+ * interned string values, `request.ids` as a keyframe or a delta of its
+ * stream (annotate_id_list; the delta rule is pftrace_id_lists.h's).
+ *
  * Per span (the hot path, see bench/RESULTS.md): the annotations and new
  * definitions are encoded into scratch buffers as the attributes are met,
  * then the packet is laid out around them in one pass; ids come from the

@@ -10,6 +10,7 @@ lists until its next keyframe, and everything else the same.
 """
 
 import json
+import re
 from pathlib import Path
 
 from conftest import MAGIC, mstrace_binary
@@ -74,7 +75,7 @@ def test_request_ids_rebuild_exactly_from_keyframes_and_deltas(tmp_path):
     assert counts["request.ids.delta"] >= 4 * 32
 
 
-def drop_a_delta(data: bytes):
+def drop_a_delta(data: bytes, span="vllm.model.execute", with_definitions=False):
     """The file without one span (its begin and end packets) whose request.ids is a delta, on the
     first engine's model stream (one whose packet defines no interned strings: a lost definition
     would cost more than the list), and (its span id, the span ids of that stream that follow it
@@ -95,10 +96,10 @@ def drop_a_delta(data: bytes):
             continue
         te = p.track_event
         args = {names.get(a.name_iid): a for a in te.debug_annotations}
-        if events.get(te.name_iid) == "vllm.model.execute" and threads.get(te.track_uuid) == 300:
+        if events.get(te.name_iid) == span and threads.get(te.track_uuid) == 300:
             delta = "request.ids.delta" in args
             if dropped is None and delta and args["request.ids.delta"].int_value >= 3 and \
-                    not p.HasField("interned_data"):
+                    p.HasField("interned_data") == with_definitions:
                 dropped, skip_next = args["span_id"].string_value, True
                 continue
             if dropped and delta and not after or (after and after[-1] is not None):
@@ -123,3 +124,18 @@ def test_a_lost_packet_costs_the_lists_up_to_the_next_keyframe(tmp_path):
     assert all("request.ids" not in by_id[s] for s in after)
     full = {sl["args"]["span_id"]: sl["args"].get("request.ids") for sl in read_pftrace(new).slices}
     assert all(by_id[s].get("request.ids") == full[s] for s in by_id if s not in after)
+
+
+def test_a_lost_definition_is_no_wrong_list(tmp_path):
+    """The lost packet defined the ids its delta added (a schedule step's new requests): the next
+    deltas name those ids by numbers the file no longer defines, so they give no list either —
+    never a list missing the ids (the reader waits for the stream's keyframe)."""
+    new = write(mstrace_binary(), tmp_path / "steps.pftrace")
+    cut, dropped, after = drop_a_delta(new.read_bytes(), "vllm.scheduler.schedule", with_definitions=True)
+    broken = tmp_path / "lost.pftrace"
+    broken.write_bytes(cut)
+    proc = analyze(broken, "--json", str(tmp_path / "lost.json"))
+    # the schedule stream's lists up to its keyframe, and those of the model and output streams
+    # that name the ids whose definitions were lost
+    lost = re.search(r"(\d+) request-id lists left out", proc.stderr)
+    assert lost and int(lost.group(1)) > len(after)
