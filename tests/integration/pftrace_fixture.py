@@ -48,7 +48,7 @@ def engine_stream(pid, first_request, preempt_at):
             preempted = running.pop(2)
             pre.append(preempted)
         elif preempted is not None and step == preempt_at + 3:
-            running.insert(1, preempted)          # back in the middle: not a delta
+            running.insert(1, preempted)          # back near the front (finished in the same step)
             resumed.append(preempted)
             computed[preempted] = 0
             preempted = None
