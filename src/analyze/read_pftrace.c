@@ -13,7 +13,8 @@
  * A SLICE_BEGIN's name, annotations and ids are resolved at once (a later
  * packet may restart the interning) and copied into one block that lives
  * until the matching SLICE_END, the latest open begin on the same track,
- * as Perfetto pairs them. Field numbers: wire/perfetto_trace_fields.h,
+ * as Perfetto pairs them. A delta-coded `request.ids` is rebuilt there
+ * too (resolve_id_list, with pftrace_id_streams.h). Field numbers: wire/perfetto_trace_fields.h,
  * shared with the encoder.
  */
 #include "analyze/read_pftrace.h"
@@ -27,6 +28,7 @@
 
 #include "analyze/grow.h"
 #include "analyze/input_file.h"
+#include "analyze/pftrace_id_streams.h"
 #include "analyze/pid_roles.h"
 #include "core/arena.h"
 #include "wire/json_reader.h"
@@ -56,6 +58,7 @@ typedef struct sequence {
     size_t cap, count;       /* cap: power of two */
     char *blob;
     size_t blob_len, blob_cap;
+    mst_an_id_streams id_streams; /* request.ids written as deltas */
 } sequence;
 
 typedef enum track_kind { TK_THREAD = 1, TK_LANE, TK_DROPPED_COUNTER } track_kind;
@@ -99,7 +102,8 @@ typedef struct reader {
     size_t item_start_cap;
     /* findings for the warnings */
     uint64_t bad_ids, unpaired_ends, open_dropped, unknown_sequences, intern_full;
-    uint64_t tracks_full;
+    uint64_t tracks_full, lists_lost;
+    bool ids_unreadable;     /* this slice's request.ids annotations: one unresolved */
 } reader;
 
 static uint64_t mix64(uint64_t x) {
@@ -130,6 +134,7 @@ static void sequence_clear(sequence *s) {
     if (s->slots) memset(s->slots, 0, s->cap * sizeof *s->slots);
     s->count = 0;
     s->blob_len = 0;
+    mst_an_id_streams_clear(&s->id_streams);
 }
 
 static size_t intern_pos(const sequence *s, uint32_t kind, uint64_t iid) {
@@ -358,6 +363,43 @@ static bool json_value(reader *r, size_t idx, const uint8_t *p, size_t n) {
     return true;
 }
 
+/* An annotation's array_values that are all strings (inline or interned):
+ * a list in attrs[idx] (request.ids and the other id lists the forwarder
+ * writes this way). 1, 0 when an item is anything else, -1 out of memory. */
+static int string_array(reader *r, const sequence *seq, size_t idx, const uint8_t *p, size_t len) {
+    mst_pb_reader pr, ir;
+    mst_pb_reader_init(&pr, p, len);
+    mst_pb_field f, g;
+    size_t first = r->items_used, k = 0;
+    while (mst_pb_next(&pr, &f) == MST_OK) {
+        if (f.number != DA_ARRAY_VALUES || f.wire_type != 2) continue;
+        mst_an_str item;
+        bool have = false;
+        mst_pb_reader_init(&ir, f.data, f.len);
+        while (mst_pb_next(&ir, &g) == MST_OK) {
+            if (g.number == DA_STRING && g.wire_type == 2) {
+                item = (mst_an_str){(const char *)g.data, g.len};
+                have = true;
+            } else if (g.number == DA_STRING_IID && g.wire_type == 0) {
+                have = intern_get(seq, IN_STRING_VALUES, g.u, &item);
+                if (!have) return 0;
+            } else if (g.number != DA_NAME_IID && g.number != DA_NAME) {
+                return 0;
+            }
+        }
+        if (!have) return 0;
+        if (!mst_an_grow((void **)&r->items, &r->items_cap, first + k + 1, sizeof *r->items)) return -1;
+        r->items[first + k++] = item;
+    }
+    mst_an_attr *a = &r->attrs[idx];
+    a->type = MST_AN_VAL_STR_LIST;
+    a->s = (mst_an_str){NULL, 0};
+    a->n_items = k;
+    r->item_start[idx] = first;
+    r->items_used += k;
+    return 1;
+}
+
 /* One DebugAnnotation into span (ids, status) or attrs[*n]. Annotations
  * whose name or value cannot be resolved are left out. False only when out
  * of memory. */
@@ -369,7 +411,10 @@ static bool read_annotation(reader *r, const sequence *seq, const uint8_t *p, si
     mst_an_str key = {NULL, 0};
     bool have_key = false, have_val = false;
     while (mst_pb_next(&pr, &f) == MST_OK) {
-        if (f.number == DA_NAME_IID && f.wire_type == 0)
+        if (f.number == DA_ARRAY_VALUES && f.wire_type == 2) {
+            val = f; /* the items are read again below */
+            have_val = true;
+        } else if (f.number == DA_NAME_IID && f.wire_type == 0)
             have_key = intern_get(seq, IN_ANNOTATION_NAMES, f.u, &key);
         else if (f.number == DA_NAME && f.wire_type == 2) {
             key = (mst_an_str){(const char *)f.data, f.len};
@@ -439,6 +484,15 @@ static bool read_annotation(reader *r, const sequence *seq, const uint8_t *p, si
     case DA_LEGACY_JSON:
         if (!json_value(r, *n, val.data, val.len)) return false;
         break;
+    case DA_ARRAY_VALUES: {
+        int ok = string_array(r, seq, *n, p, len);
+        if (ok < 0) return false;
+        if (!ok) { /* not a list of strings (or an item's definition is missing): left out */
+            if (key.len >= 11 && memcmp(key.ptr, "request.ids", 11) == 0) r->ids_unreadable = true;
+            return true;
+        }
+        break;
+    }
     default:
         a->type = MST_AN_VAL_STR;
         a->s = sv;
@@ -497,11 +551,92 @@ static open_slice *clone_span(reader *r, uint64_t track, const mst_an_span *s) {
     return o;
 }
 
+static bool is_delta_part(const mst_an_str *k) {
+    return str_is(k, "request.ids.delta") || str_is(k, "request.ids.left") || str_is(k, "request.ids.joined");
+}
+
+/* Drops a delta's annotations from attrs[0..*n). */
+static void remove_delta(reader *r, size_t *n) {
+    size_t w = 0;
+    for (size_t i = 0; i < *n; i++) {
+        if (is_delta_part(&r->attrs[i].key)) continue;
+        r->attrs[w] = r->attrs[i];
+        r->item_start[w++] = r->item_start[i];
+    }
+    *n = w;
+}
+
+static ptrdiff_t attr_index(const reader *r, size_t n, const char *key) {
+    for (size_t i = 0; i < n; i++)
+        if (str_is(&r->attrs[i].key, key)) return (ptrdiff_t)i;
+    return -1;
+}
+
+static const mst_an_str *list_items(const reader *r, ptrdiff_t i, size_t *n) {
+    *n = 0;
+    if (i < 0 || r->attrs[i].type != MST_AN_VAL_STR_LIST) return NULL;
+    *n = r->attrs[i].n_items;
+    return r->items + r->item_start[i];
+}
+
+/* request.ids as the forwarder writes it (docs/architecture.md 1a): a
+ * keyframe (`request.ids`, remembered for its stream) or a delta
+ * (`request.ids.delta` = its place since the keyframe, `request.ids.left`,
+ * `request.ids.joined`), rebuilt into `request.ids` as the span carried it.
+ * A delta that does not follow its stream's last list gives no list
+ * (counted). False only when out of memory. */
+static bool resolve_id_list(reader *r, sequence *seq, const track_slot *t, mst_an_str name, size_t *n) {
+    ptrdiff_t full = attr_index(r, *n, "request.ids"), pos = attr_index(r, *n, "request.ids.delta");
+    if (!seq || (full < 0 && pos < 0 && !r->ids_unreadable)) return true;
+    size_t k;
+    const mst_an_str *items = list_items(r, full, &k);
+    if (r->ids_unreadable || (pos < 0 && !items)) {
+        /* A list this stream's next delta would follow cannot be read: wait for a keyframe. */
+        mst_an_id_streams_forget(&seq->id_streams, t->pid, t->tid, name);
+        if (pos >= 0) {
+            r->lists_lost++;
+            remove_delta(r, n);
+        }
+        return true;
+    }
+    if (pos < 0) return mst_an_id_streams_keyframe(&seq->id_streams, t->pid, t->tid, name, items, k);
+    size_t n_left, n_joined, n_out = 0;
+    const mst_an_str *left = list_items(r, attr_index(r, *n, "request.ids.left"), &n_left);
+    const mst_an_str *joined = list_items(r, attr_index(r, *n, "request.ids.joined"), &n_joined);
+    const mst_an_str *out = NULL;
+    int got = r->attrs[pos].type == MST_AN_VAL_INT
+                  ? mst_an_id_streams_delta(&seq->id_streams, t->pid, t->tid, name, r->attrs[pos].i,
+                                            left, n_left, joined, n_joined, &out, &n_out)
+                  : 0;
+    if (got < 0) return false;
+    if (!got) r->lists_lost++;
+    /* The delta's three annotations go; the list takes the first's place. */
+    size_t w = 0;
+    for (size_t i = 0; i < *n; i++) {
+        bool part = is_delta_part(&r->attrs[i].key);
+        if (part && (size_t)pos == i && got) {
+            if (!mst_an_grow((void **)&r->items, &r->items_cap, r->items_used + n_out, sizeof *r->items))
+                return false;
+            memcpy(r->items + r->items_used, out, n_out * sizeof *out);
+            r->attrs[w] = (mst_an_attr){.key = {"request.ids", 11}, .type = MST_AN_VAL_STR_LIST,
+                                        .n_items = n_out};
+            r->item_start[w++] = r->items_used;
+            r->items_used += n_out;
+        } else if (!part) {
+            r->attrs[w] = r->attrs[i];
+            r->item_start[w++] = r->item_start[i];
+        }
+    }
+    *n = w;
+    return true;
+}
+
 /* A SLICE_BEGIN on a thread (or lane) track: resolved and kept open. */
-static mst_status slice_begin(reader *r, const sequence *seq, const track_slot *t, int64_t ts,
+static mst_status slice_begin(reader *r, sequence *seq, const track_slot *t, int64_t ts,
                               const uint8_t *ev, size_t ev_len) {
     mst_arena_reset_keep(&r->arena, 1u << 20);
     r->items_used = 0;
+    r->ids_unreadable = false;
     mst_an_span span;
     memset(&span, 0, sizeof span);
     bool has_name = false;
@@ -527,6 +662,7 @@ static mst_status slice_begin(reader *r, const sequence *seq, const track_slot *
         r->info->skipped++;
         return MST_OK;
     }
+    if (!resolve_id_list(r, seq, t, span.name, &n)) return MST_ERR_NOMEM;
     /* The slice's first flow id is its own (a later span linking here);
      * each further one is a link, an 'f' event in the JSON. */
     if (flows > 1) r->info->flows += flows - 1;
@@ -577,7 +713,7 @@ static mst_status slice_end(reader *r, uint64_t track, int64_t ts) {
     return st;
 }
 
-static mst_status read_event(reader *r, const sequence *seq, int64_t ts, const uint8_t *ev,
+static mst_status read_event(reader *r, sequence *seq, int64_t ts, const uint8_t *ev,
                              size_t ev_len) {
     mst_pb_reader pr;
     mst_pb_reader_init(&pr, ev, ev_len);
@@ -725,6 +861,10 @@ static mst_status run_checked(reader *r, char *err, size_t err_size) {
     if (r->unknown_sequences)
         mst_an_input_warn(in, "more than %d packet sequences: %llu packets of the others ignored",
                           MAX_SEQUENCES, (unsigned long long)r->unknown_sequences);
+    if (r->lists_lost)
+        mst_an_input_warn(in, "%llu request-id lists left out: written as a change to a list the "
+                          "file does not hold (a packet lost, or a file read from the middle)",
+                          (unsigned long long)r->lists_lost);
     if (r->intern_full || r->tracks_full)
         mst_an_input_warn(in, "interning or track table full: %llu names and %llu tracks ignored",
                           (unsigned long long)r->intern_full, (unsigned long long)r->tracks_full);
@@ -745,6 +885,7 @@ static void reader_free(reader *r) {
     for (size_t i = 0; i < r->n_seqs; i++) {
         free(r->seqs[i].slots);
         free(r->seqs[i].blob);
+        mst_an_id_streams_free(&r->seqs[i].id_streams);
     }
     free(r->tracks);
     mst_an_pid_roles_free(&r->roles);

@@ -12,7 +12,9 @@
  * descriptors (pid, tid; the process track's name is the role, as the
  * JSON's process_name), the "overlapping spans N" child tracks of a thread,
  * the debug annotations (span attributes; trace/span/parent ids and
- * span.status as in the JSON), flow ids beyond a slice's own (its links,
+ * span.status as in the JSON; lists as JSON text or as arrays of strings,
+ * inline or interned; `request.ids` rebuilt from its stream's keyframe and
+ * deltas, pftrace_id_streams.h), flow ids beyond a slice's own (its links,
  * counted) and the forwarder's `forwarder.spans_dropped` counter (the loss
  * the file itself reports). The request tracks and the per-engine counters
  * are derived from the spans by the forwarder and add nothing: skipped.
@@ -21,8 +23,9 @@
  * MST_AN_INPUT_CHUNK bytes (grown only for a larger packet, at most
  * 64 MiB); besides it, the
  * interning table of the current generation, the track table (processes,
- * threads and their lanes; not the per-request tracks) and the slices still
- * open (the forwarder writes a slice's end right after its begin).
+ * threads and their lanes; not the per-request tracks), the last
+ * request-id list of each stream and the slices still open (the forwarder
+ * writes a slice's end right after its begin).
  *
  * Bad input: a file that cannot be opened, is empty, or does not start
  * with a Trace.packet field is an error (MST_ERR_IO / MST_ERR_PARSE, one

@@ -16,6 +16,10 @@
  * set of written ones is bounded too (cleared when full; a descriptor
  * written twice is harmless).
  *
+ * Request-id lists (`request.ids`, `*_ids`) are written as arrays of
+ * interned string values, `request.ids` as a keyframe or a delta of its
+ * stream (annotate_id_list; the delta rule is pftrace_id_lists.h's).
+ *
  * Per span (the hot path, see bench/RESULTS.md): the annotations and new
  * definitions are encoded into scratch buffers as the attributes are met,
  * then the packet is laid out around them in one pass; ids come from the
@@ -37,6 +41,7 @@
 #include "forward/out_queue.h"
 #include "forward/hash_mix.h"
 #include "forward/output_path.h"
+#include "forward/pftrace_id_lists.h"
 #include "forward/span_args.h"
 #include "forward/timeline.h"
 #include "wire/json_reader.h"
@@ -104,6 +109,11 @@ struct mst_pftrace_writer {
     uint64_t intern_gen;          /* bumped by every restart */
     uint64_t fixed_gen;           /* intern_gen when fixed_iid was filled (0: never) */
     uint64_t fixed_iid[6];        /* the fixed annotation names (FIXED_ANNOTATIONS) */
+    uint64_t delta_gen;           /* intern_gen when delta_iid was filled */
+    uint64_t delta_iid[3];        /* request.ids.delta / .left / .joined */
+    mst_pft_id_chains *chains;    /* request.ids of each stream (pftrace_id_lists.h) */
+    mst_pft_id_item *items;       /* a list's items (MST_PFT_ID_LIST_MAX) */
+    uint64_t *item_iids;          /* ... and their interned ids */
     mst_buf defs;                 /* InternedData entries of the packet being built */
     mst_buf ann;                  /* its debug annotations */
     uint64_t *res_iids;           /* its resource entries' name and value iids */
@@ -253,6 +263,8 @@ static void intern_reset(mst_pftrace_writer *w) {
     for (int k = 0; k < MST_PFT_INTERN_KINDS; k++) w->next_iid[k] = 1;
     w->clear_pending = true;
     w->intern_gen++;
+    /* A delta names ids by the previous list's iids: keyframes from here. */
+    if (w->chains) mst_pft_id_chains_reset(w->chains);
 }
 
 /* Adds (kind, s) at free slot `pos` of the probe for hash h. NULL when
@@ -740,6 +752,52 @@ static inline size_t id_len(const char *id, size_t size) {
 }
 #define ID_LEN(arr) id_len(arr, sizeof(arr))
 
+/* The stream a span's request.ids are chained in: its name on its thread. */
+static uint64_t stream_key(int64_t pid, int64_t tid, const mst_str *name) {
+    uint64_t h = name->ptr ? bytes_hash_full(name->ptr, name->len) : 0;
+    return mix64(h ^ mix64((uint64_t)pid * 0x9E3779B97F4A7C15ull ^ (uint64_t)tid));
+}
+
+/* A string list of request ids (key k at shape position p) as a list of
+ * interned values; `request.ids` as a keyframe or a delta against the
+ * previous span of its stream (pftrace_id_lists.h). False when v is not a
+ * plain string list: the caller writes it as JSON. */
+static bool annotate_id_list(mst_pftrace_writer *w, shape *sh, size_t p, const mst_str *k,
+                             const mst_json_slice *v, uint64_t stream) {
+    size_t n;
+    bool is_request_ids = k->len == 11 && memcmp(k->ptr, "request.ids", 11) == 0;
+    /* Written as JSON instead when not a plain string list, or when its
+     * items would not fit in the intern table (emit_span's room is an
+     * estimate): then the stream's next list must be a keyframe. */
+    if (!mst_pft_split_id_list(v->ptr, v->len, w->items, MST_PFT_ID_LIST_MAX, &n) ||
+        w->icount + n + 3 > INTERN_MAX) {
+        if (is_request_ids) mst_pft_id_chain_forget(w->chains, stream);
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const intern_entry *e = intern_e(w, MST_PFT_INTERN_STRING_VALUE, w->items[i].s, w->items[i].n);
+        if (!e) return true; /* out of memory: the add fails and rolls back */
+        w->item_iids[i] = e->iid;
+    }
+    mst_pft_id_delta d = {0, NULL, w->item_iids, 0, n};
+    if (is_request_ids && !mst_pft_id_chain_step(w->chains, stream, w->item_iids, n, &d))
+        w->buf->failed = true;
+    if (!d.pos) {
+        mst_pft_annotation_iid_array(&w->ann, shape_key_iid(w, sh, p, k->ptr, k->len), w->item_iids, n);
+        return true;
+    }
+    static const char *const names[3] = {"request.ids.delta", "request.ids.left", "request.ids.joined"};
+    if (w->delta_gen != w->intern_gen) {
+        for (int f = 0; f < 3; f++)
+            w->delta_iid[f] = intern(w, MST_PFT_INTERN_ANNOTATION_NAME, names[f], strlen(names[f]));
+        w->delta_gen = w->intern_gen;
+    }
+    mst_pft_annotation_int(&w->ann, w->delta_iid[0], d.pos);
+    if (d.n_left) mst_pft_annotation_iid_array(&w->ann, w->delta_iid[1], d.left, d.n_left);
+    if (d.n_joined) mst_pft_annotation_iid_array(&w->ann, w->delta_iid[2], d.joined, d.n_joined);
+    return true;
+}
+
 /* Event-name iid, through a memo of recent names by length. */
 static uint64_t name_iid(mst_pftrace_writer *w, const char *s, size_t n) {
     name_memo *m = &w->names[n & (NAME_MEMO - 1)];
@@ -758,7 +816,11 @@ static uint64_t name_iid(mst_pftrace_writer *w, const char *s, size_t n) {
  * to its engine step. */
 static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, int64_t pid, int64_t tid,
                       uint64_t track, uint64_t step_flow) {
-    size_t need = 2 + 2 * (s->n_attrs + s->n_resource) + FIXED_ANNOTATIONS + 1;
+    size_t need = 2 + 2 * (s->n_attrs + s->n_resource) + FIXED_ANNOTATIONS + 1 + 3;
+    for (size_t i = 0; i < s->n_attrs; i++) /* a list item is at least `"",` */
+        if (mst_pft_is_id_list_key(s->attrs[i].key.ptr, s->attrs[i].key.len))
+            need += s->attrs[i].value.len / 3 < MST_PFT_ID_LIST_MAX ? s->attrs[i].value.len / 3
+                                                                    : MST_PFT_ID_LIST_MAX;
     intern_room(w, need);
     mst_buf_reset(&w->ann);
     const char *cat = s->category.ptr ? s->category.ptr : DEFAULT_CATEGORY;
@@ -789,6 +851,11 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, int64_t pid, 
         if (k->len == 11 && !thread_name && memcmp(k->ptr, "thread.name", 11) == 0)
             thread_name = &s->attrs[i].value;
         if (mst_span_arg_is_fixed(k)) continue;
+        if (mst_pft_is_id_list_key(k->ptr, k->len) &&
+            annotate_id_list(w, sh, pos, k, &s->attrs[i].value, stream_key(pid, tid, &s->name))) {
+            pos++;
+            continue;
+        }
         uint64_t iid = shape_key_iid(w, sh, pos, k->ptr, k->len);
         shape_key *memo = pos < sh->valid ? &sh->k[pos] : NULL;
         pos++;
@@ -1141,6 +1208,9 @@ static void writer_free(mst_pftrace_writer *w) {
     free(w->res_iids);
     free(w->flows);
     free(w->vseen);
+    mst_pft_id_chains_free(w->chains);
+    free(w->items);
+    free(w->item_iids);
     free(w->tslots);
     free(w->tnamed);
     if (w->lanes)
@@ -1170,6 +1240,9 @@ mst_status mst_pftrace_writer_open(const char *path, int64_t default_pid,
         w->shapes = calloc(SHAPE_SLOTS, sizeof *w->shapes);
         w->flows = calloc(MST_PF_MAX_LINKS + 1u, sizeof *w->flows);
         w->vseen = calloc(VSEEN_SLOTS, sizeof *w->vseen);
+        w->chains = mst_pft_id_chains_new();
+        w->items = calloc(MST_PFT_ID_LIST_MAX, sizeof *w->items);
+        w->item_iids = calloc(MST_PFT_ID_LIST_MAX, sizeof *w->item_iids);
         w->tslots = calloc(TRACK_SLOTS, sizeof *w->tslots);
         w->tnamed = calloc(TRACK_SLOTS, 1);
         w->lanes = calloc(LANE_THREADS, sizeof *w->lanes);
@@ -1179,6 +1252,7 @@ mst_status mst_pftrace_writer_open(const char *path, int64_t default_pid,
         mst_arena_init(&w->arena);
     }
     if (!w || !w->islots || !w->ie || !w->res_iids || !w->flows || !w->shapes || !w->vseen ||
+        !w->chains || !w->items || !w->item_iids ||
         !w->tslots || !w->tnamed || !w->lanes || !w->tl) {
         if (w) writer_free(w);
         close(fd);

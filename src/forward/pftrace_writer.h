@@ -9,7 +9,8 @@
  * track per (pid, tid); per span a slice begin/end pair on its thread track
  * with an interned name and category and one debug annotation per span
  * attribute (plus the ids, kind, status, service and resource attributes,
- * as the JSON args); flow ids: every slice carries its own span's id and
+ * as the JSON args; request-id lists as interned arrays, `request.ids` as
+ * keyframes and deltas: docs/architecture.md 1a); flow ids: every slice carries its own span's id and
  * the ids of the spans it links to, so the link shows whichever arrives
  * first; request tracks under a "Requests" track; counter tracks per
  * process; the forwarder's own counters.

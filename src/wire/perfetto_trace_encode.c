@@ -113,6 +113,26 @@ void mst_pft_interned_entry_slow(mst_buf *b, unsigned kind, uint64_t iid, const 
     mst_pb_end(b, m);
 }
 
+void mst_pft_annotation_iid_array(mst_buf *b, uint64_t name_iid, const uint64_t *iids, size_t n) {
+    /* Each item: array_values (12) { string_value_iid (17) = iid }. */
+    size_t body = 1 + mst_pb_varint_size(name_iid);
+    for (size_t i = 0; i < n; i++) body += 4 + mst_pb_varint_size(iids[i]);
+    if (!mst_pb_room(b, 1 + MST_PB_MAX_VARINT + body)) return;
+    uint8_t *p = b->data + b->len;
+    *p++ = (TE_DEBUG_ANNOTATIONS << 3) | MST_PB_WT_LEN;
+    p += mst_pb_put_varint(p, body);
+    *p++ = (DA_NAME_IID << 3) | MST_PB_WT_VARINT;
+    p += mst_pb_put_varint(p, name_iid);
+    for (size_t i = 0; i < n; i++) {
+        *p++ = (DA_ARRAY_VALUES << 3) | MST_PB_WT_LEN;
+        *p++ = (uint8_t)(2 + mst_pb_varint_size(iids[i]));
+        *p++ = (uint8_t)(((DA_STRING_IID << 3) | MST_PB_WT_VARINT) | 0x80);
+        *p++ = (uint8_t)(((DA_STRING_IID << 3) | MST_PB_WT_VARINT) >> 7);
+        p += mst_pb_put_varint(p, iids[i]);
+    }
+    b->len = (size_t)(p - b->data);
+}
+
 /* ------------------------------------------------------------ one pass */
 
 #define vsz mst_pb_varint_size

@@ -171,6 +171,11 @@ MST_PFT_INLINE void mst_pft_annotation_double(mst_buf *b, uint64_t name_iid, dou
     b->len = (size_t)(p + 8 - b->data);
 }
 
+/* A list of interned string values (MST_PFT_INTERN_STRING_VALUE ids):
+ * DebugAnnotation { name_iid, array_values: [{string_value_iid}, ...] },
+ * 5–6 bytes an item. Perfetto shows it as name[0], name[1], ... */
+void mst_pft_annotation_iid_array(mst_buf *b, uint64_t name_iid, const uint64_t *iids, size_t n);
+
 /* One InternedData entry: field `kind` { iid (1), name / str (2) }. */
 MST_PFT_INLINE void mst_pft_interned_entry(mst_buf *b, unsigned kind, uint64_t iid, const char *s,
                                           size_t n) {

@@ -100,6 +100,7 @@
 #define DA_DOUBLE 5                       /* DebugAnnotation.double_value */
 #define DA_STRING 6                       /* DebugAnnotation.string_value */
 #define DA_LEGACY_JSON 9                  /* DebugAnnotation.legacy_json_value */
+#define DA_ARRAY_VALUES 12                /* DebugAnnotation.array_values */
 #define DA_NAME 10                        /* DebugAnnotation.name */
 #define DA_STRING_IID 17                  /* DebugAnnotation.string_value_iid */
 

@@ -7,8 +7,13 @@
  *
  * Seeds (tests/fuzz/corpus/fuzz_analyze_pftrace): the first packets of a
  * real forwarder .pftrace of the analysis tests' generator, the same cut
- * inside a packet, and the forwarder's .pftrace of the seed scenario with
- * links and overlapping request spans (lanes).
+ * inside a packet, the forwarder's .pftrace of the seed scenario with
+ * links and overlapping request spans (lanes), and of eight engine steps
+ * (tests/integration/pftrace_fixture.py's stream, one engine, batch 8):
+ * request-id lists as interned arrays, request.ids as keyframes and
+ * deltas (request_ids_keyframes_deltas), and the same without the packets
+ * of two deltas, so the deltas after them do not follow their list
+ * (request_ids_middle_lost).
  */
 #include "fuzz_analyze.h"
 

@@ -10,8 +10,8 @@
  *     every packet parses as protobuf, as do its TrackEvent, InternedData and
  *     TrackDescriptor;
  *   - every interned name / category / annotation name / string value a
- *     TrackEvent uses was defined earlier in the file since the last
- *     SEQ_INCREMENTAL_STATE_CLEARED.
+ *     TrackEvent uses (an id list's items included) was defined earlier in
+ *     the file since the last SEQ_INCREMENTAL_STATE_CLEARED.
  */
 #include <fcntl.h>
 #include <stdint.h>
@@ -74,6 +74,20 @@ static void check_iid(unsigned kind, uint64_t iid) {
     REQUIRE(iid > 0 && iid < MAX_IID && g_defined[kind][iid]);
 }
 
+/* An id list's item (array_values): one interned string value. */
+static void check_array_item(const uint8_t *p, size_t n) {
+    mst_pb_reader r;
+    mst_pb_field f;
+    unsigned values = 0;
+    mst_pb_reader_init(&r, p, n);
+    while (mst_pb_next(&r, &f) == MST_OK) {
+        REQUIRE(f.number == 17);
+        check_iid(MST_PFT_INTERN_STRING_VALUE, f.u);
+        values++;
+    }
+    REQUIRE(values == 1);
+}
+
 static void check_packet(const uint8_t *p, size_t n) {
     parse_all(p, n);
     mst_pb_reader r;
@@ -117,6 +131,7 @@ static void check_packet(const uint8_t *p, size_t n) {
                 while (mst_pb_next(&ar, &af) == MST_OK) {
                     if (af.number == 1) check_iid(MST_PFT_INTERN_ANNOTATION_NAME, af.u);
                     if (af.number == 17) check_iid(MST_PFT_INTERN_STRING_VALUE, af.u);
+                    if (af.number == 12) check_array_item(af.data, af.len);
                 }
             }
         }

@@ -60,6 +60,8 @@ def iter_packets(data: bytes, whole: bool = False):
 
 
 def _annotation_value(a, resolve):
+    if a.array_values:
+        return [_annotation_value(x, resolve) for x in a.array_values]
     kind = a.WhichOneof("value")
     if kind == "string_value_iid":
         return resolve(29, a.string_value_iid).decode("utf-8")
@@ -67,6 +69,35 @@ def _annotation_value(a, resolve):
         return json.loads(a.legacy_json_value, parse_float=Decimal)
     v = getattr(a, kind)
     return Decimal(repr(v)) if kind == "double_value" else v
+
+
+def rebuild_request_ids(streams, key, args, strict=True):
+    """`request.ids` as the span carried it (docs/architecture.md 1a): a
+    keyframe list is remembered for its stream (one span name on one
+    thread); a delta (`request.ids.delta` = place since the keyframe,
+    `.left`, `.joined`) applies to the stream's last list."""
+    if "request.ids.delta" in args:
+        pos = args.pop("request.ids.delta")
+        left = set(args.pop("request.ids.left", []))
+        joined = args.pop("request.ids.joined", [])
+        prev = streams.get(key)
+        if prev is None or prev[0] + 1 != pos:
+            assert not strict, f"delta {pos} of {key} does not follow {prev and prev[0]}"
+            streams.pop(key, None)
+            return
+        ids = [i for i in prev[1] if i not in left] + joined
+        streams[key] = (pos, ids)
+        args["request.ids"] = ids
+    elif isinstance(args.get("request.ids"), list):
+        streams[key] = (0, list(args["request.ids"]))
+
+
+def thread_of(tracks, uuid):
+    """(pid, tid) of a thread track or of its lane, else None."""
+    td = tracks.get(uuid)
+    if td is not None and not td.HasField("thread") and td.parent_uuid:
+        td = tracks.get(td.parent_uuid)
+    return (td.thread.pid, td.thread.tid) if td is not None and td.HasField("thread") else None
 
 
 def read_pftrace(path, strict=True) -> Model:
@@ -77,11 +108,13 @@ def read_pftrace(path, strict=True) -> Model:
     events = []   # (ts, order, track_uuid, type, name, cat, args, flow_ids, counter)
     ending = set()  # terminating flow ids
     saw_clock = False
+    streams = {}  # (thread, span name) -> (place, request ids): the lists deltas apply to
     for order, (_, p) in enumerate(iter_packets(data)):
         if p.HasField("clock_snapshot"):
             saw_clock = True
         if p.sequence_flags & SEQ_CLEARED:
             interned = {1: {}, 2: {}, 3: {}, 29: {}}
+            streams = {}
         if p.HasField("interned_data"):
             for kind, entries in ((1, p.interned_data.event_categories),
                                   (2, p.interned_data.event_names),
@@ -103,6 +136,8 @@ def read_pftrace(path, strict=True) -> Model:
         name = resolve(2, te.name_iid) if te.HasField("name_iid") else te.name
         cats = [resolve(1, c) for c in te.category_iids]
         args = {resolve(3, a.name_iid): _annotation_value(a, resolve) for a in te.debug_annotations}
+        if te.type == TYPE_BEGIN and thread_of(tracks, te.track_uuid) is not None:
+            rebuild_request_ids(streams, (thread_of(tracks, te.track_uuid), name), args, strict)
         counter = None
         if te.type == TYPE_COUNTER:
             counter = (te.double_counter_value if te.HasField("double_counter_value")

@@ -234,6 +234,39 @@ def normalized_args(tp, prefix):
     return out
 
 
+def items_of(a, key):
+    """The list Perfetto flattened into key[0], key[1], ... (removed from a)."""
+    out, i = [], 0
+    while f"{key}[{i}]" in a:
+        out.append(a.pop(f"{key}[{i}]"))
+        i += 1
+    return out
+
+
+def with_request_ids(written, args):
+    """The args with request.ids as each span carried it: the forwarder writes
+    it whole at a stream's keyframe, and between keyframes only as the change
+    to the previous span of the stream (the same name on the same thread):
+    request.ids.delta (its place since the keyframe), .left and .joined
+    (docs/architecture.md 1a). Replayed here in file order — the order the
+    spans were sent — from what Perfetto shows."""
+    streams, out = {}, {}
+    for s in written["spans"]:
+        a = dict(args[s["span_id"]])
+        key = (s["attributes"]["process.pid"], s["attributes"]["thread.id"], s["name"])
+        if "request_ids_delta" in a:
+            pos = a.pop("request_ids_delta")
+            left, joined = set(items_of(a, "request_ids_left")), items_of(a, "request_ids_joined")
+            assert streams[key][0] + 1 == pos, (key, pos)
+            ids = [i for i in streams[key][1] if i not in left] + joined
+            streams[key] = (pos, ids)
+            a.update({f"request_ids[{i}]": v for i, v in enumerate(ids)})
+        elif "request_ids[0]" in a:
+            streams[key] = (0, items_of(dict(a), "request_ids"))
+        out[s["span_id"]] = a
+    return out
+
+
 def flatten(key, value, out):
     """An attribute as Perfetto's args: arrays key[i], objects key.sub,
     booleans 0/1, null absent."""
@@ -331,7 +364,9 @@ def test_pftrace_flows_join_the_linked_slices(written):
 
 def test_pftrace_args_are_the_attributes(written):
     tp = loaded(written, "pftrace_v20")
-    args = normalized_args(tp, "debug.")
+    args = with_request_ids(written, normalized_args(tp, "debug."))
+    # the stream's second schedule span carries its list as a delta
+    assert "request_ids_delta" in normalized_args(tp, "debug.")["8" * 16]
     for s in written["spans"]:
         a = args[s["span_id"]]
         assert a["trace_id"] == s["trace_id"] and a["span_id"] == s["span_id"]
@@ -380,7 +415,7 @@ def test_json_gives_perfetto_the_same_spans_counters_and_args(written):
     assert cj == cp and len(cp) >= 10
     # same args per span; Perfetto keys proto debug annotations "debug.<name
     # with dots as _>" and JSON args "args.<name>"
-    aj, ap = normalized_args(tj, "args."), normalized_args(tp, "debug.")
+    aj, ap = normalized_args(tj, "args."), with_request_ids(written, normalized_args(tp, "debug."))
     assert set(aj) == set(ap) == {s["span_id"] for s in written["spans"]}
     for span in ap:
         assert ({k.replace(".", "_"): v for k, v in aj[span].items()} ==

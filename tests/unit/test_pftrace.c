@@ -5,8 +5,10 @@
  * with the project's protobuf reader: every record is a whole Trace.packet,
  * the first is the clock snapshot, every interned id is defined earlier in
  * the sequence (also across restarts), every track has a descriptor before
- * its first event, begins and ends pair up. (The official-proto decoding
- * lives in tests/integration/test_pftrace.py.)
+ * its first event, begins and ends pair up. The request-id lists: the
+ * array bytes, the JSON list splitter and when a list is a delta or a
+ * keyframe. (The official-proto decoding lives in
+ * tests/integration/test_pftrace.py and test_pftrace_encoding.py.)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include "core/arena.h"
+#include "forward/pftrace_id_lists.h"
 #include "forward/pftrace_writer.h"
 #include "testlib.h"
 #include "wire/pb_reader.h"
@@ -404,6 +407,64 @@ static void test_open_refuses_bad_paths(void) {
     CHECK(strstr(err, ".pftrace") != NULL);
 }
 
+
+static void test_id_array_bytes(void) {
+    mst_buf b;
+    mst_buf_init(&b, 0);
+    uint64_t iids[2] = {5, 300};
+    mst_pft_annotation_iid_array(&b, 7, iids, 2);
+    /* debug_annotations (4) { name_iid 7, array_values (12) { string_value_iid (17) 5 },
+     * array_values { string_value_iid 300 } } */
+    static const uint8_t want[] = {0x22, 13, 0x08, 7, 0x62, 3, 0x88, 0x01, 5,
+                                   0x62, 4, 0x88, 0x01, 0xac, 0x02};
+    CHECK_EQ_INT(b.len, sizeof want);
+    CHECK(memcmp(b.data, want, sizeof want) == 0);
+    mst_buf_free(&b);
+}
+
+static void test_id_list_split(void) {
+    mst_pft_id_item it[4];
+    size_t n;
+    const char *ok = " [ \"a\", \"bc\" ,\"\"] ";
+    CHECK(mst_pft_split_id_list(ok, strlen(ok), it, 4, &n));
+    CHECK_EQ_INT(n, 3);
+    CHECK(it[1].n == 2 && memcmp(it[1].s, "bc", 2) == 0 && it[2].n == 0);
+    static const char *const refused[] = {"[]", "[1]", "[\"a\\\"b\"]", "[\"a\",]", "[\"a\"] x",
+                                          "[\"a\"", "\"a\"", "[\"a\",\"b\",\"c\",\"d\",\"e\"]"};
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
+        CHECK(!mst_pft_split_id_list(refused[i], strlen(refused[i]), it, 4, &n));
+    CHECK(mst_pft_is_id_list_key("request.ids", 11) && mst_pft_is_id_list_key("step.new_ids", 12));
+    CHECK(!mst_pft_is_id_list_key("step.tokens", 11) && !mst_pft_is_id_list_key("ids", 3));
+}
+
+static void test_id_chain_keyframes_and_deltas(void) {
+    mst_pft_id_chains *c = mst_pft_id_chains_new();
+    CHECK(c != NULL);
+    mst_pft_id_delta d;
+    uint64_t a[] = {1, 2, 3, 4, 5, 6}, b[] = {2, 3, 4, 5, 6, 7}, r[] = {2, 4, 3, 5, 6, 7},
+             dup[] = {2, 2, 3, 4, 5, 6};
+    CHECK(mst_pft_id_chain_step(c, 100, a, 6, &d) && d.pos == 0);          /* first: keyframe */
+    CHECK(mst_pft_id_chain_step(c, 100, b, 6, &d) && d.pos == 1);          /* 1 left, 7 joined */
+    CHECK(d.n_left == 1 && d.left[0] == 1 && d.n_joined == 1 && d.joined[0] == 7);
+    CHECK(mst_pft_id_chain_step(c, 100, b, 6, &d) && d.pos == 2 && !d.n_left && !d.n_joined);
+    CHECK(mst_pft_id_chain_step(c, 200, a, 6, &d) && d.pos == 0);         /* another stream */
+    CHECK(mst_pft_id_chain_step(c, 100, r, 6, &d) && d.pos == 0);          /* reordered */
+    CHECK(mst_pft_id_chain_step(c, 100, dup, 6, &d) && d.pos == 0);        /* an id twice */
+    CHECK(mst_pft_id_chain_step(c, 100, b, 6, &d) && d.pos == 0);          /* after a dup list */
+    CHECK(mst_pft_id_chain_step(c, 100, a + 3, 3, &d) && d.pos == 0);      /* half the list changed */
+    /* a keyframe every MST_PFT_ID_KEYFRAME_EVERY lists of a stream */
+    unsigned keyframes = 0;
+    for (unsigned i = 0; i < 3 * MST_PFT_ID_KEYFRAME_EVERY; i++) {
+        CHECK(mst_pft_id_chain_step(c, 300, a, 6, &d));
+        keyframes += d.pos == 0;
+        CHECK(d.pos == i % MST_PFT_ID_KEYFRAME_EVERY);
+    }
+    CHECK_EQ_INT(keyframes, 3);
+    mst_pft_id_chains_reset(c);
+    CHECK(mst_pft_id_chain_step(c, 300, a, 6, &d) && d.pos == 0);
+    mst_pft_id_chains_free(c);
+}
+
 static const mst_test_case TESTS[] = {
     {"annotation_bytes", test_annotation_bytes},
     {"event_packet_bytes", test_event_packet_bytes},
@@ -411,6 +472,9 @@ static const mst_test_case TESTS[] = {
     {"file_walks_clean", test_file_walks_clean},
     {"intern_restart_keeps_ids_resolvable", test_intern_restart_keeps_ids_resolvable},
     {"open_refuses_bad_paths", test_open_refuses_bad_paths},
+    {"id_array_bytes", test_id_array_bytes},
+    {"id_list_split", test_id_list_split},
+    {"id_chain_keyframes_and_deltas", test_id_chain_keyframes_and_deltas},
 };
 
 MST_TEST_MAIN(TESTS)

@@ -379,6 +379,11 @@ def test_pftrace_says_the_same(run):
             assert m.threads[(s["pid"], s["tid"])] == s["args"]["process.role"]
     names = {n for pid, n, ts, v in m.counters if not n.startswith("forwarder.")}
     assert "KV cache usage (%)" in names and all(n.endswith(")") for n in names)
+    # every span's request.ids as the JSON has it (the .pftrace writes it as keyframes and deltas)
+    ids_json = {e["args"]["span_id"]: e["args"].get("request.ids") for e in _exact(run) if e.get("ph") == "X"}
+    ids_pf = {s["args"]["span_id"]: s["args"].get("request.ids") for s in m.slices if "span_id" in s["args"]}
+    assert {e["args"]["span_id"] for e in sched} <= set(ids_pf)
+    assert {k: ids_json[k] for k in ids_pf} == ids_pf
     views = []
     for path in (run["json"], run["pftrace"]):
         out = subprocess.run([run["binary"], "analyze", str(path), "--json", "-", "--quiet"], capture_output=True,

@@ -1,0 +1,195 @@
+/*
+ * pftrace_id_lists.c — the `.pftrace` writer's request-id lists
+ * (pftrace_id_lists.h): the JSON list splitter and the per-stream delta
+ * table.
+ *
+ * The delta is exact: a reader rebuilds the list as the previous list
+ * without the ids that left, then the ids that joined. That holds only
+ * when the ids kept appear first and in their old order, and when no id is
+ * listed twice — checked here with a set of the list's ids; any other list
+ * is a keyframe. A delta as long as half the list is not worth its
+ * dependence on the previous span and is a keyframe too.
+ */
+#include "forward/pftrace_id_lists.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define SET_SLOTS (2u * MST_PFT_ID_LIST_MAX)
+
+typedef struct id_stream {
+    uint64_t key;            /* 0: free */
+    uint32_t pos;            /* of the last list since its keyframe */
+    size_t n, cap;
+    uint64_t *iids;          /* the last list */
+} id_stream;
+
+struct mst_pft_id_chains {
+    id_stream streams[MST_PFT_ID_STREAMS];
+    uint64_t left[MST_PFT_ID_LIST_MAX];
+    /* the current list's ids: slot = iid, valid when stamp matches */
+    uint64_t set_iid[SET_SLOTS];
+    uint32_t set_stamp[SET_SLOTS];
+    uint32_t stamp;
+};
+
+bool mst_pft_is_id_list_key(const char *key, size_t n) {
+    if (n < 4 || key[n - 1] != 's' || key[n - 2] != 'd') return false; /* most keys: one look */
+    if (memcmp(key + n - 4, "_ids", 4) == 0) return true;
+    return n == 11 && memcmp(key, "request.ids", 11) == 0;
+}
+
+static inline bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* The first '"' or '\\' in [s, end), else end: 8 bytes a step (a batch of
+ * 256 ids is ~8 KB of text per span). */
+static const char *quote_or_backslash(const char *s, const char *end) {
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    while (end - s >= 8) {
+        uint64_t w, a, b;
+        memcpy(&w, s, 8);
+        a = w ^ ('"' * ones);
+        b = w ^ ('\\' * ones);
+        uint64_t hit = ((a - ones) & ~a & highs) | ((b - ones) & ~b & highs);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        /* the lowest flagged byte is exact (only bytes above a match can be
+         * flagged falsely) */
+        if (hit) return s + (__builtin_ctzll(hit) >> 3);
+#else
+        if (hit) break;
+#endif
+        s += 8;
+    }
+    while (s < end && *s != '"' && *s != '\\') s++;
+    return s;
+}
+
+bool mst_pft_split_id_list(const char *v, size_t len, mst_pft_id_item *out, size_t cap, size_t *n) {
+    const char *p = v, *end = v + len;
+    *n = 0;
+    while (p < end && is_blank(*p)) p++;
+    if (p == end || *p++ != '[') return false;
+    while (p < end && is_blank(*p)) p++;
+    if (p < end && *p == ']') return false; /* empty: nothing to intern, JSON says it */
+    for (;;) {
+        if (p == end || *p != '"') return false;
+        const char *s = p + 1, *q = quote_or_backslash(s, end);
+        if (q == end || *q != '"' || *n == cap) return false;
+        out[(*n)++] = (mst_pft_id_item){s, (size_t)(q - s)};
+        p = q + 1;
+        if (p < end && *p == ',') { /* the usual "a","b" */
+            p++;
+        } else {
+            while (p < end && is_blank(*p)) p++;
+            if (p == end) return false;
+            if (*p == ']') break;
+            if (*p++ != ',') return false;
+        }
+        while (p < end && is_blank(*p)) p++;
+    }
+    for (p++; p < end; p++)
+        if (!is_blank(*p)) return false;
+    return true;
+}
+
+mst_pft_id_chains *mst_pft_id_chains_new(void) { return calloc(1, sizeof(mst_pft_id_chains)); }
+
+void mst_pft_id_chains_free(mst_pft_id_chains *c) {
+    if (!c) return;
+    for (unsigned i = 0; i < MST_PFT_ID_STREAMS; i++) free(c->streams[i].iids);
+    free(c);
+}
+
+void mst_pft_id_chains_reset(mst_pft_id_chains *c) {
+    for (unsigned i = 0; i < MST_PFT_ID_STREAMS; i++) {
+        c->streams[i].key = 0;
+        c->streams[i].n = 0;
+    }
+}
+
+static inline uint32_t slot_of(uint64_t iid) {
+    uint64_t h = iid * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(h >> 32) & (SET_SLOTS - 1);
+}
+
+/* Adds every id of the list to the set; false when one is listed twice. */
+static bool set_fill(mst_pft_id_chains *c, const uint64_t *iids, size_t n) {
+    if (++c->stamp == 0) {
+        memset(c->set_stamp, 0, sizeof c->set_stamp);
+        c->stamp = 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t s = slot_of(iids[i]);
+        while (c->set_stamp[s] == c->stamp) {
+            if (c->set_iid[s] == iids[i]) return false;
+            s = (s + 1) & (SET_SLOTS - 1);
+        }
+        c->set_stamp[s] = c->stamp;
+        c->set_iid[s] = iids[i];
+    }
+    return true;
+}
+
+static bool set_has(const mst_pft_id_chains *c, uint64_t iid) {
+    for (uint32_t s = slot_of(iid); c->set_stamp[s] == c->stamp; s = (s + 1) & (SET_SLOTS - 1))
+        if (c->set_iid[s] == iid) return true;
+    return false;
+}
+
+/* The delta of iids against the stream's last list; false when the list
+ * must be a keyframe. */
+static bool delta_of(mst_pft_id_chains *c, const id_stream *st, const uint64_t *iids, size_t n,
+                     mst_pft_id_delta *out) {
+    size_t kept = 0, n_left = 0;
+    for (size_t i = 0; i < st->n; i++) {
+        uint64_t p = st->iids[i];
+        if (!set_has(c, p)) {
+            c->left[n_left++] = p;
+        } else if (kept < n && iids[kept] == p) {
+            kept++;
+        } else {
+            return false; /* reordered */
+        }
+    }
+    size_t n_joined = n - kept;
+    if (n_left + n_joined > n / 2 + 1) return false;
+    *out = (mst_pft_id_delta){st->pos + 1, c->left, iids + kept, n_left, n_joined};
+    return true;
+}
+
+static id_stream *stream_slot(mst_pft_id_chains *c, uint64_t key) {
+    return &c->streams[(key ^ (key >> 29)) & (MST_PFT_ID_STREAMS - 1)];
+}
+
+void mst_pft_id_chain_forget(mst_pft_id_chains *c, uint64_t key) {
+    id_stream *st = stream_slot(c, key | 1);
+    if (st->key == (key | 1)) st->key = 0;
+}
+
+bool mst_pft_id_chain_step(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids, size_t n,
+                           mst_pft_id_delta *out) {
+    key |= 1; /* 0 marks a free slot */
+    id_stream *st = stream_slot(c, key);
+    *out = (mst_pft_id_delta){0, NULL, iids, 0, 0};
+    bool unique = n <= MST_PFT_ID_LIST_MAX && set_fill(c, iids, n);
+    bool chained = unique && st->key == key && st->n && st->pos + 1 < MST_PFT_ID_KEYFRAME_EVERY &&
+                   delta_of(c, st, iids, n, out);
+    if (!chained) *out = (mst_pft_id_delta){0, NULL, iids, 0, 0};
+    st->key = key;
+    st->pos = out->pos;
+    st->n = 0;
+    if (!unique) return true; /* an id listed twice: no delta against this list */
+    if (n > st->cap) {
+        size_t cap = n < 64 ? 64 : n;
+        uint64_t *grown = realloc(st->iids, cap * sizeof *grown);
+        if (!grown) {
+            st->key = 0;
+            return false;
+        }
+        st->iids = grown;
+        st->cap = cap;
+    }
+    memcpy(st->iids, iids, n * sizeof *iids);
+    st->n = n;
+    return true;
+}

@@ -1,0 +1,71 @@
+/*
+ * pftrace_id_lists.h — the `.pftrace` writer's request-id lists
+ * (docs/architecture.md 1a "In the .pftrace"): splitting a span's JSON
+ * string list into its items, and the per-stream delta of `request.ids`
+ * against the previous span of the same stream.
+ *
+ * A stream is the spans of one name on one thread (pid, tid, name): an
+ * engine's schedule steps, its model steps. Their batches change by a few
+ * requests a step, so the writer sends a list whole only at a keyframe —
+ * the first of a stream, every MST_PFT_ID_KEYFRAME_EVERY-th, after the
+ * interning restarts (a new file, a dump, a lost packet all start one) and
+ * whenever the list is not "the previous list without some ids, then new
+ * ids at the end" (vLLM's order: running requests first, new ones after) —
+ * and otherwise only the ids that left and joined, with the span's place
+ * since the keyframe so a reader can tell that it missed none.
+ * Memory: a fixed table of MST_PFT_ID_STREAMS streams, each with its last
+ * list (grown to the longest list seen). Used from one thread.
+ */
+#ifndef MST_FORWARD_PFTRACE_ID_LISTS_H
+#define MST_FORWARD_PFTRACE_ID_LISTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MST_PFT_ID_KEYFRAME_EVERY 32u
+#define MST_PFT_ID_STREAMS 256u
+/* Longest list written as items; a longer one is written as JSON text. */
+#define MST_PFT_ID_LIST_MAX 4096u
+
+typedef struct mst_pft_id_item {
+    const char *s;
+    size_t n;
+} mst_pft_id_item;
+
+/* True for the attribute keys whose string lists are request ids:
+ * `request.ids` and keys ending in `_ids` (step.new_ids, ...). */
+bool mst_pft_is_id_list_key(const char *key, size_t n);
+
+/* Splits raw JSON text v[0..len) that is an array of strings without
+ * escapes into out[0..*n) (pointing into v). False for anything else
+ * (another type, an escape, more than `cap` items): write it as JSON. */
+bool mst_pft_split_id_list(const char *v, size_t len, mst_pft_id_item *out, size_t cap, size_t *n);
+
+typedef struct mst_pft_id_chains mst_pft_id_chains;
+
+/* How to write one list: pos 0 = a keyframe (the whole list), else its
+ * place since the keyframe, the ids that left (in the previous list's
+ * order) and those that joined (appended, in order; points into the
+ * caller's list). */
+typedef struct mst_pft_id_delta {
+    uint32_t pos;
+    const uint64_t *left, *joined;
+    size_t n_left, n_joined;
+} mst_pft_id_delta;
+
+mst_pft_id_chains *mst_pft_id_chains_new(void);
+void mst_pft_id_chains_free(mst_pft_id_chains *c);
+/* Forgets every stream: the next list of each is a keyframe (called when
+ * the interned ids restart). */
+void mst_pft_id_chains_reset(mst_pft_id_chains *c);
+/* Forgets stream `key`: its next list is a keyframe (called when a list
+ * of it was written another way, as JSON text). */
+void mst_pft_id_chain_forget(mst_pft_id_chains *c, uint64_t key);
+/* Records iids[0..n) (interned ids of the items, n >= 1) as the latest list
+ * of stream `key` and fills *out with how to write it. False when out of
+ * memory (*out is then a keyframe and the stream forgotten). */
+bool mst_pft_id_chain_step(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids, size_t n,
+                           mst_pft_id_delta *out);
+
+#endif /* MST_FORWARD_PFTRACE_ID_LISTS_H */
