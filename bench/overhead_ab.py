@@ -165,7 +165,7 @@ def report(out):
         if r["case"] != "off" and r["case"] not in cases:
             cases.append(r["case"])
     lines = []
-    for layout in ("pinned", "unpinned"):
+    for layout in ("pinned", "together", "unpinned"):
         lines += layout_table(recs, layout, cases)
     lines += lifetime_table(out)
     text = "\n".join(lines)

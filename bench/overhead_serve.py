@@ -232,11 +232,14 @@ class Server(object):
     def all_pids(self):
         return list(self.procs) + ([self.forwarder.pid] if self.forwarder else [])
 
-    def stop(self):
+    def interrupt(self):
+        """vLLM's own shutdown (drain, then each process's exit flush and accounting line)."""
         try:
             os.kill(self.pid, signal.SIGINT)
         except OSError:
             pass
+
+    def wait_stopped(self):
         try:
             self.proc.wait(timeout=90)
         except subprocess.TimeoutExpired:
@@ -315,24 +318,35 @@ def prompts_for(seed, n):
     return [[rng.randrange(10, VOCAB - 10) for _ in range(PROMPT_LEN)] for _ in range(n)]
 
 
-def measure(server, sides, prompts, conc):
-    steps0 = engine_steps(server.url)
-    s0 = server.snapshot()
+def measure(group, sides, prompts, conc):
+    """One load on each server of group, all at once (usually a group of one);
+    a record per server. sides: helper processes whose CPU the load is charged
+    (only meaningful with one server loaded)."""
+    steps0 = [engine_steps(srv.url) for srv in group]
+    s0 = [srv.snapshot() for srv in group]
     j0 = {s.name: process_cpu_s(s.pid) or 0.0 for s in sides}
     load = os.getloadavg()[0]
-    lat, wall = asyncio.run(run_load(server.url, prompts, conc))
-    s1 = server.snapshot()
+
+    async def all_loads():
+        return await asyncio.gather(*(run_load(srv.url, prompts, conc) for srv in group))
+
+    results = asyncio.run(all_loads())
+    s1 = [srv.snapshot() for srv in group]
     j1 = {s.name: process_cpu_s(s.pid) or 0.0 for s in sides}
-    steps = engine_steps(server.url) - steps0
-    rec = load_figures(lat, wall)
-    n = max(rec["completed"], 1)
-    rec.update(load=load, steps=steps, vllm_ticks_ms_per_req=1e3 * (s1["ticks"] - s0["ticks"]) / n,
-               cpu_ms_per_req={k: 1e3 * (s1["proc"][k] - s0["proc"][k]) / n for k in s1["proc"] if k in s0["proc"]},
-               export_ms_per_req={k: 1e3 * (s1["export"][k] - s0["export"][k]) / n for k in s1["export"]
-                                  if k in s0["export"]})
-    for name in j1:
-        rec["cpu_ms_per_req"][name] = 1e3 * (j1[name] - j0[name]) / n
-    return rec
+    recs = []
+    for i, srv in enumerate(group):
+        rec = load_figures(*results[i])
+        n = max(rec["completed"], 1)
+        a, b = s0[i], s1[i]
+        rec.update(case=srv.case, load=load, steps=engine_steps(srv.url) - steps0[i],
+                   vllm_ticks_ms_per_req=1e3 * (b["ticks"] - a["ticks"]) / n,
+                   cpu_ms_per_req={k: 1e3 * (b["proc"][k] - a["proc"][k]) / n for k in b["proc"] if k in a["proc"]},
+                   export_ms_per_req={k: 1e3 * (b["export"][k] - a["export"][k]) / n for k in b["export"]
+                                      if k in a["export"]})
+        for name in j1:
+            rec["cpu_ms_per_req"][name] = 1e3 * (j1[name] - j0[name]) / n
+        recs.append(rec)
+    return recs
 
 
 # ------------------------------------------------------------ setup
@@ -409,14 +423,18 @@ def main():
     ap.add_argument("--model", default=os.path.expanduser("~/.cache/mstrace/tiny-llama"))
     ap.add_argument("--cases", default="off,perfetto,grpc,http")
     ap.add_argument("--rounds", type=int, default=8, help="pinned rounds (one load per case each)")
-    ap.add_argument("--unpinned-rounds", type=int, default=4)
+    ap.add_argument("--together-rounds", type=int, default=4,
+                    help="pinned, every case's load at once (the same contention for all at the same moment)")
+    ap.add_argument("--unpinned-rounds", type=int, default=3)
     ap.add_argument("--prompts", type=int, default=300, help="requests per load")
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--warmup", type=int, default=32, help="requests per server before the first load")
-    ap.add_argument("--quick", action="store_true", help="3 pinned + 1 unpinned rounds of 150 requests")
+    ap.add_argument("--settle", type=float, default=1.5,
+                    help="seconds idle before each load (vLLM's queue readers stop busy-waiting 1 s after a message)")
+    ap.add_argument("--quick", action="store_true", help="3 pinned, 2 together, 1 unpinned rounds of 150 requests")
     a = ap.parse_args()
     if a.quick:
-        a.rounds, a.unpinned_rounds, a.prompts = 3, 1, 150
+        a.rounds, a.together_rounds, a.unpinned_rounds, a.prompts = 3, 2, 1, 150
     if len(os.sched_getaffinity(0) & BOTH_CPUS) < 2:
         sys.exit("the pinned layout needs CPUs 0 and 1")
     cases = a.cases.split(",")
@@ -447,7 +465,7 @@ def main():
             asyncio.run(run_load(s.url, prompts_for(10 ** 6, a.warmup), a.concurrency))
             log("%s: processes %s" % (s.case, ", ".join("%s=%d" % (r, p) for p, r in sorted(s.procs.items()))))
         records = open(os.path.join(a.out, "records.jsonl"), "w")
-        layouts = [("pinned", a.rounds), ("unpinned", a.unpinned_rounds)]
+        layouts = [("pinned", a.rounds), ("together", a.together_rounds), ("unpinned", a.unpinned_rounds)]
         for layout, rounds in layouts:
             if layout == "unpinned":
                 for pid in [p for s in servers for p in s.all_pids()] + [s.pid for s in sides] + [os.getpid()]:
@@ -455,19 +473,26 @@ def main():
             for r in range(1, rounds + 1):
                 order = cases if r % 2 else cases[::-1]
                 prompts = prompts_for(r, a.prompts)
-                for s in (servers[cases.index(c)] for c in order):
-                    rec = measure(s, sides, prompts, a.concurrency)
-                    rec.update(layout=layout, round=r, case=s.case)
-                    records.write(json.dumps(rec) + "\n")
+                if layout == "together":  # Jaeger serves two of them: its CPU is not charged
+                    groups = [([servers[cases.index(c)] for c in order], [])]
+                else:
+                    groups = [([servers[cases.index(c)]], sides) for c in order]
+                for group, charged in groups:
+                    time.sleep(a.settle)  # the previous server's busy-waiting readers go idle
+                    for rec in measure(group, charged, prompts, a.concurrency):
+                        rec.update(layout=layout, round=r)
+                        records.write(json.dumps(rec) + "\n")
+                        log("%s r%d %-8s %6.1f req/s  TPOT %.2f ms  EngineCore %.2f ms/req  load %.1f" % (
+                            layout, r, rec["case"], rec["req_s"], rec["tpot_ms"] or 0,
+                            rec["cpu_ms_per_req"].get("engine_core", 0), rec["load"]))
                     records.flush()
-                    log("%s r%d %-8s %6.1f req/s  TPOT %.2f ms  engine %.2f ms/req  load %.1f" % (
-                        layout, r, s.case, rec["req_s"], rec["tpot_ms"] or 0,
-                        rec["cpu_ms_per_req"].get("engine_core", 0), rec["load"]))
         records.close()
         export_before = {pid: thread_cpu_s(pid, EXPORT_THREAD) for s in servers for pid in s.procs}
     finally:
         for s in servers:
-            s.stop()
+            s.interrupt()
+        for s in servers:
+            s.wait_stopped()
         for s in servers:
             s.stop_forwarder()
         if jaeger:
