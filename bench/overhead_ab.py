@@ -1,5 +1,5 @@
 """overhead_ab.py — the summary of bench/overhead_serve.py: per layout (pinned,
-unpinned) and traced case (perfetto, grpc, http), the paired differences case −
+together, unpinned) and traced case (perfetto, grpc, http), the paired differences case −
 off of the same round (same prompts, neighbours in time), their mean, a 95 % t
 interval and a 95 % bootstrap interval (percentile, 10,000 resamples of the
 pairs, fixed seed), for throughput, latency, and the CPU time per request of

@@ -24,9 +24,14 @@ server restart between them):
             a round; paired differences case − off per round.
   layouts   pinned: every vLLM process on CPU 0 (started under taskset, so vLLM
             sizes its threads for one CPU); forwarders, Jaeger and this client
-            on CPU 1. unpinned: afterwards every thread of the same processes
-            is allowed both CPUs (sched_setaffinity), and the box's contention
-            between them counts as cost — an upper bound, not mstrace's own.
+            on CPU 1; one load at a time. together: pinned, every case's load
+            at once, so all cases meet the same contention at the same moment
+            (the layout that resolves small differences on a loaded box; Jaeger
+            serves two cases then, so its CPU is not charged). unpinned:
+            afterwards every thread of the same processes is allowed both CPUs
+            (sched_setaffinity), and the box's contention between them counts
+            as cost — an upper bound, not mstrace's own (vLLM's EngineCore and
+            worker also busy-wait on their shared-memory queue then).
   load      this process is the client (aiohttp, streaming /v1/completions):
             N prompts of 64 random token ids, 16 output tokens (ignore_eos), C
             at a time; req/s, TTFT, TPOT and E2E as `vllm bench serve` defines
@@ -42,8 +47,8 @@ and forwarders' logs; then prints bench/overhead_ab.py's tables. Run with the
 vLLM venv's Python. Nothing is asserted: this measures.
 
 Usage: python bench/overhead_serve.py --build DIR [--out OUT] [--quick]
-         [--rounds N] [--unpinned-rounds N] [--prompts N] [--concurrency N]
-         [--cases off,perfetto,grpc,http]
+         [--rounds N] [--together-rounds N] [--unpinned-rounds N] [--prompts N]
+         [--concurrency N] [--cases off,perfetto,grpc,http]
 """
 import argparse
 import asyncio
@@ -175,6 +180,8 @@ class Side(object):
 
 
 class Server(object):
+    """One `vllm serve` of one case (its own port, forwarder and log dir), its processes and their CPU."""
+
     def __init__(self, case, out, stage, model_dir, jaeger):
         self.case, self.dir = case, os.path.join(out, case)
         os.makedirs(self.dir, exist_ok=True)
