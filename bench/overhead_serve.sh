@@ -11,7 +11,8 @@
 #
 # Usage: bench/overhead_serve.sh [BUILD_DIR] [--quick] [overhead_serve.py options]
 #   BUILD_DIR: a build with -DMST_BUILD_PYTHON=ON (default: build-py, the
-#   pytest helper's build). Default run about 10–15 min; --quick about 5.
+#   pytest helper's build). Default run: 9 min at load average 5–22, 17 min at 15–36
+#   on a 2-CPU box; --quick about 4 min.
 # Env: MSTRACE_VLLM_VENV (default ~/.cache/mstrace/vllm-venv),
 #   MST_E2E_MODEL_DIR (default ~/.cache/mstrace/tiny-llama), OVH_OUT (output dir).
 set -euo pipefail
