@@ -84,6 +84,12 @@ def log(msg):
     sys.stderr.flush()
 
 
+def input_error(msg):
+    """A bad argument or missing input: one line, exit status 2."""
+    sys.stderr.write("overhead_serve.py: %s\n" % msg)
+    sys.exit(2)
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -368,11 +374,11 @@ def stage_package(build, out):
         shutil.copy2(f, pkg)
     so = [p for p in glob.glob(os.path.join(build, "**", "_native*.so"), recursive=True) if "staging" not in p]
     if not so:
-        sys.exit("no _native module under %s (build with -DMST_BUILD_PYTHON=ON)" % build)
+        input_error("no _native module under %s (build with -DMST_BUILD_PYTHON=ON)" % build)
     shutil.copy2(so[0], pkg)
     binary = os.path.join(build, "mstrace")
     if not os.access(binary, os.X_OK):
-        sys.exit("no mstrace binary in %s" % build)
+        input_error("no mstrace binary in %s" % build)
     shutil.copy2(binary, os.path.join(pkg, "bin", "mstrace"))
     return stage
 
@@ -443,10 +449,10 @@ def main():
     if a.quick:
         a.rounds, a.together_rounds, a.unpinned_rounds, a.prompts = 3, 2, 1, 150
     if len(os.sched_getaffinity(0) & BOTH_CPUS) < 2:
-        sys.exit("the pinned layout needs CPUs 0 and 1")
+        input_error("the pinned layout needs CPUs 0 and 1")
     cases = a.cases.split(",")
     if cases[0] != "off" or any(c not in ("off", "perfetto", "grpc", "http") for c in cases):
-        sys.exit("--cases: off first, then any of perfetto, grpc, http")
+        ap.error("--cases: off first, then any of perfetto, grpc, http")
     for v in [k for k in os.environ if k.startswith("OTEL_")] + ["VLLM_PLUGINS", "PROFILING_SYMBOLS_PATH",
                                                                  "MS_PROFILER_SAMPLE_RATE"]:
         os.environ.pop(v, None)
