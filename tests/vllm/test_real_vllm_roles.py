@@ -18,44 +18,26 @@ import sys
 import time
 import uuid
 
-import pytest
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
 sys.path.append(os.path.join(HERE, "..", "integration"))  # after tests/python: its conftest is the one imported
-import conftest as pyconf  # noqa: E402
+import vllm_serve  # noqa: E402
 from test_real_vllm_e2e import RUN  # noqa: E402
-from test_real_vllm_symbols import _vllm_python  # noqa: E402
 
 
 def test_roles_are_services_in_jaeger(tmp_path):
-    python, why = _vllm_python()
-    if python is None:
-        pytest.skip(why)
-    pyconf.pytest_configure(None)
-    build = pyconf.build_native()
-    if build.native is None or build.binary is None:
-        pytest.skip("mstrace._native or the mstrace binary unavailable: %s" % build.reason)
+    python, binary = vllm_serve.traced_setup()
     from jaeger_fixture import running_jaeger
     base = "mst-vllm-roles-" + uuid.uuid4().hex[:8]
     with running_jaeger() as jaeger:
-        script = tmp_path / "run.py"
-        script.write_text(RUN)
-        env = dict(os.environ, MS_TRACE_ENABLE="1", MS_PROFILER_AUTO_TRACE="1", MSTRACE_PERFETTO="off",
-                   VLLM_TARGET_DEVICE="cpu", HF_HUB_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1",
-                   PYTHONPATH=pyconf.STAGING)
-        for key in list(env):
-            if key.startswith(("OTEL_", "PROFILING_SYMBOLS", "VLLM_PLUGINS", "MS_PROFILER_SAMPLE")):
-                del env[key]
-        # A short batch delay: EngineCore and the worker are stopped soon after generate() returns.
-        env.update(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=jaeger.traces_endpoint,
-                   OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/protobuf", OTEL_SERVICE_NAME=base,
-                   OTEL_BSP_SCHEDULE_DELAY="100", MSTRACE_SERVICE_PER_ROLE="1")
+        # Jaeger only (no forwarder); a short batch delay: EngineCore and the worker are stopped soon
+        # after generate() returns.
+        env = vllm_serve.traced_env(None, MSTRACE_PERFETTO="off", MSTRACE_PERFETTO_SOCKET=None,
+                                    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=jaeger.traces_endpoint,
+                                    OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/protobuf", OTEL_SERVICE_NAME=base,
+                                    OTEL_BSP_SCHEDULE_DELAY="100", MSTRACE_SERVICE_PER_ROLE="1")
         start_us = int(time.time() * 1e6) - 60 * 10**6
-        proc = subprocess.run([python, str(script), str(tmp_path / "tiny")], env=env, capture_output=True,
-                              text=True, timeout=900)
-        assert proc.returncode == 0 and "E2E" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-6000:]
+        vllm_serve.run_offline(python, tmp_path, RUN, env)
         services = {base: "vllm.output.process", base + ".engine_core": "vllm.scheduler.schedule",
                     base + ".worker": "vllm.worker.execute_model"}
         tags = {}
@@ -83,7 +65,7 @@ def test_roles_are_services_in_jaeger(tmp_path):
         end_us = int(time.time() * 1e6) + 60 * 10**6
         for _ in range(5):
             before = total_spans(jaeger, services)
-            r = subprocess.run([build.binary, "analyze", "--jaeger", jaeger.query_url, "--service", base,
+            r = subprocess.run([binary, "analyze", "--jaeger", jaeger.query_url, "--service", base,
                                 "--start", str(start_us / 1e6), "--end", str(end_us / 1e6), "--json", "-"],
                                capture_output=True, text=True, timeout=300)
             assert r.returncode == 0, r.stderr[-3000:]
