@@ -95,8 +95,10 @@ static void clock_init(void) {
     g_use_tsc = 1;
 }
 
-static __attribute__((noinline)) void tsc_resync(void) {
-    if (atomic_exchange_explicit(&g_cal.busy, 1, memory_order_acquire)) return;
+/* Publishes a fresh calibration; false when another thread holds the
+ * try-lock (it is publishing one). */
+static __attribute__((noinline)) bool tsc_resync(void) {
+    if (atomic_exchange_explicit(&g_cal.busy, 1, memory_order_acquire)) return false;
     uint64_t ns, tsc;
     sync_pair(&ns, &tsc);
     uint64_t tsc0 = atomic_load(&g_cal.tsc0), ns0 = atomic_load(&g_cal.ns0);
@@ -118,6 +120,7 @@ static __attribute__((noinline)) void tsc_resync(void) {
                           memory_order_relaxed);
     atomic_fetch_add_explicit(&g_cal.seq, 1, memory_order_release);
     atomic_store_explicit(&g_cal.busy, 0, memory_order_release);
+    return true;
 }
 
 /* fork() can copy the calibration while another thread is inside
@@ -149,6 +152,16 @@ bool mst_clock_test_cut_resync(void) {
     return true;
 }
 
+bool mst_clock_test_stale_skewed(void) {
+    if (atomic_load(&g_clock_state) == 0) (void)mst_clock_now_ns();
+    if (atomic_load(&g_clock_state) != 1) return false;
+    atomic_fetch_add(&g_cal.seq, 1);
+    atomic_store(&g_cal.mult, atomic_load(&g_cal.mult) / 100 * 101);
+    atomic_store(&g_cal.resync_after, 0);
+    atomic_fetch_add(&g_cal.seq, 1);
+    return true;
+}
+
 static __attribute__((noinline)) void clock_first_use(void) {
     pthread_once(&g_clock_once, clock_init);
     atomic_store_explicit(&g_clock_state, g_use_tsc ? 1 : 2, memory_order_release);
@@ -161,6 +174,7 @@ uint64_t mst_clock_now_ns(void) {
         state = atomic_load_explicit(&g_clock_state, memory_order_acquire);
     }
     if (state != 1) return realtime_ns();
+    bool resynced = false;
     for (;;) {
         uint64_t seq = atomic_load_explicit(&g_cal.seq, memory_order_acquire);
         if (seq & 1) continue;
@@ -173,8 +187,16 @@ uint64_t mst_clock_now_ns(void) {
         uint64_t tsc = __rdtsc();
         uint64_t d = tsc - tsc0;
         if (__builtin_expect(tsc < tsc0 || d > after, 0)) {
-            tsc_resync();
-            if (tsc < tsc0) return realtime_ns();
+            /* A stale calibration extrapolated over a long idle gap can be
+             * microseconds off, and the next read (fresh calibration) would
+             * then step back: a child span starting before its parent. So
+             * this read takes the fresh one too: read again after publishing
+             * it, or take the system clock while another thread publishes. */
+            if (!resynced && tsc_resync()) {
+                resynced = true; /* once: CPUs whose counters disagree could repeat it */
+                continue;
+            }
+            return realtime_ns();
         }
         return ns0 + (uint64_t)(((unsigned __int128)d * mult) >> 32);
     }
@@ -182,4 +204,5 @@ uint64_t mst_clock_now_ns(void) {
 #else
 uint64_t mst_clock_now_ns(void) { return realtime_ns(); }
 bool mst_clock_test_cut_resync(void) { return false; }
+bool mst_clock_test_stale_skewed(void) { return false; }
 #endif

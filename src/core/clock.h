@@ -10,7 +10,10 @@
  * it creates (a re-synchronisation cut in the middle by fork(): sequence
  * lock odd, writer try-lock held) cannot be reached deterministically from
  * outside; tests/unit/test_ids.c uses it to prove a forked child's clock
- * still works. Never called by the library.
+ * still works. mst_clock_test_stale_skewed: the same kind of hook for the
+ * state an idle gap leaves (a calibration due for renewal whose rate has
+ * drifted), which would otherwise take seconds of idling to reach. Never
+ * called by the library.
  */
 #ifndef MST_CORE_CLOCK_H
 #define MST_CORE_CLOCK_H
@@ -31,5 +34,10 @@ static inline uint64_t mst_clock_monotonic_ms(void) {
  * child repairs it; the parent must not read the clock again). False when
  * the TSC clock is not in use (nothing was changed). */
 bool mst_clock_test_cut_resync(void);
+
+/* Makes the calibration due for renewal and its rate 1 % fast, as a long
+ * idle gap after a short calibration can leave it. False when the TSC
+ * clock is not in use (nothing was changed). */
+bool mst_clock_test_stale_skewed(void);
 
 #endif /* MST_CORE_CLOCK_H */
