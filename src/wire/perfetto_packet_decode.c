@@ -385,8 +385,8 @@ static unsigned field_of(const char *k, size_t n) {
     case 8: return key_is(k, n, "category") ? F_CATEGORY : key_is(k, n, "trace_id") ? F_TRACE_ID : 0;
     case 10: return key_is(k, n, "attributes") ? F_ATTRS : 0;
     case 11: return key_is(k, n, "end_time_ns") ? F_END : 0;
-    case 14: return key_is(k, n, "parent_span_id") ? F_PARENT : 0;
     case 13: return key_is(k, n, "start_time_ns") ? F_START : key_is(k, n, "request_links") ? F_REQUEST_LINKS : 0;
+    case 14: return key_is(k, n, "parent_span_id") ? F_PARENT : 0;
     case 19: return key_is(k, n, "resource_attributes") ? F_RESOURCE : 0;
     default: return 0;
     }
