@@ -13,9 +13,12 @@
  * gives every span IDS ids never seen before instead (not a real engine's
  * traffic; the encoding's worst case). `--step` sends full step records
  * instead (step.tokens, step.phase, step.index, scheduler fields and one
- * link per request, as bench_flight.c).
+ * link per request, as bench_flight.c, marked as request links with
+ * `request_links` as the hook marks them: no flow drawn for them);
+ * `--draw-links` leaves the mark out (a hook that did not send it: every
+ * link drawn as a flow).
  *
- * Usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step] [-f json|pftrace]
+ * Usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step [--draw-links]] [-f json|pftrace]
  *   prints, per output, bytes/span, the median spans/s over the rounds
  *   (wall clock of feeding and closing, the writer thread included) and the
  *   median process CPU per span (both threads: the figure that holds on a
@@ -62,7 +65,7 @@ static void lists(int i, int ids, bool fresh, char *idt, char *tok, char *ph, ch
     idt[a] = tok[t] = lk[l] = ph[ids] = 0;
 }
 
-static void build_pool(pool *p, int ids, bool fresh, bool step) {
+static void build_pool(pool *p, int ids, bool fresh, bool step, bool draw_links) {
     mst_arena_init(&p->arena);
     p->n = POOL_SPANS;
     p->spans = calloc(p->n, sizeof *p->spans);
@@ -70,6 +73,8 @@ static void build_pool(pool *p, int ids, bool fresh, bool step) {
     p->bufs = calloc(p->n, sizeof *p->bufs);
     char *idt = malloc((size_t)ids * 40 + 8), *tok = malloc((size_t)ids * 8 + 8),
          *ph = malloc((size_t)ids + 8), *lk = malloc((size_t)ids * 80 + 8);
+    char request_links[32] = "";
+    if (!draw_links) snprintf(request_links, sizeof request_links, ",\"request_links\":%d", ids);
     for (size_t i = 0; i < p->n; i++) {
         lists((int)i, ids, fresh, idt, tok, ph, lk);
         char *b = p->bufs[i] = malloc(cap);
@@ -85,8 +90,9 @@ static void build_pool(pool *p, int ids, bool fresh, bool step) {
                 "\"scheduler.waiting\":%zu,\"scheduler.running\":%d,\"kv_cache.usage\":0.4375,"
                 "\"scheduler.max_num_seqs\":256,\"scheduler.max_num_batched_tokens\":8192},"
                 "\"resource_attributes\":{\"service.name\":\"vllm\",\"process.pid\":200,"
-                "\"telemetry.sdk.name\":\"mstrace\",\"telemetry.sdk.language\":\"c\"},\"links\":%s}",
-                i + 0x1000, i + 1, s0, s0 + 400000, idt, i, tok, ph, ids, ids + 63, i % 7, ids, lk);
+                "\"telemetry.sdk.name\":\"mstrace\",\"telemetry.sdk.language\":\"c\"},\"links\":%s%s}",
+                i + 0x1000, i + 1, s0, s0 + 400000, idt, i, tok, ph, ids, ids + 63, i % 7, ids, lk,
+                request_links);
         else
             len = snprintf(b, cap,
                 MST_PERFETTO_MAGIC
@@ -154,7 +160,7 @@ static int cmp_double(const void *a, const void *b) {
 int main(int argc, char **argv) {
     int ids = 8, rounds = 5;
     long long n = 200000;
-    bool fresh = false, step = false;
+    bool fresh = false, step = false, draw_links = false;
     int only = -1; /* -f: one output only */
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-k") == 0 && i + 1 < argc) ids = atoi(argv[++i]);
@@ -162,6 +168,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "-r") == 0 && i + 1 < argc) rounds = atoi(argv[++i]);
         else if (strcmp(argv[i], "--fresh") == 0) fresh = true;
         else if (strcmp(argv[i], "--step") == 0) step = true;
+        else if (strcmp(argv[i], "--draw-links") == 0) draw_links = true;
         else if (strcmp(argv[i], "-f") == 0 && i + 1 < argc) {
             i++;
             only = strcmp(argv[i], "json") == 0 ? 0 : strcmp(argv[i], "pftrace") == 0 ? 1 : -2;
@@ -171,7 +178,7 @@ int main(int argc, char **argv) {
             }
         }
         else {
-            fprintf(stderr, "usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step] [-f json|pftrace]\n");
+            fprintf(stderr, "usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step [--draw-links]] [-f json|pftrace]\n");
             return 2;
         }
     }
@@ -182,7 +189,7 @@ int main(int argc, char **argv) {
     char dir[] = "/tmp/bench-step-ids-XXXXXX";
     if (!mkdtemp(dir)) return 1;
     pool p;
-    build_pool(&p, ids, fresh, step);
+    build_pool(&p, ids, fresh, step, draw_links);
     static const char *const ext[2] = {"json", "pftrace"};
     double rate[2][99] = {{0}}, cpu_us[2][99] = {{0}}, per_span[2] = {0, 0};
     for (int r = 0; r < rounds; r++)
@@ -198,7 +205,7 @@ int main(int argc, char **argv) {
             unlink(path);
         }
     printf("%d request ids per span (%s, %s); %lld spans per run, %d rounds\n", ids,
-           fresh ? "fresh ids every span" : "rolling batch", step ? "full step records" : "bench packet",
+           fresh ? "fresh ids every span" : "rolling batch", !step ? "bench packet" : draw_links ? "full step records, every link drawn" : "full step records",
            n, rounds);
     for (int f = 0; f < 2; f++) {
         qsort(rate[f], (size_t)rounds, sizeof(double), cmp_double);

@@ -9,8 +9,9 @@
  *     "llm_request" SERVER span per request, carrying request.id;
  *   - an "engine core" thread that runs scheduler steps: a
  *     "vllm.scheduler.schedule" span linking every request it scheduled
- *     (link attribute request.id), then "vllm.model.execute" and
- *     "vllm.output.process" — the links become flow arrows in Perfetto;
+ *     (link attribute request.id: request links, which Jaeger shows as
+ *     references and the Perfetto files join through request.ids, with no
+ *     arrow), then "vllm.model.execute" and "vllm.output.process";
  *   - one request aborted with status ERROR, to show the error path.
  * Every span carries process.pid and thread.id so the Perfetto timeline has
  * real process/thread tracks. Sleeps are small but realistic (schedule

@@ -525,7 +525,8 @@ mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s
     mst_track_table_prefetch(&w->pos, key);
     mst_track_table_prefetch(&w->pend.groups, key);
     uint8_t link_keys[PREFETCH_LINKS][24];
-    size_t n_pre = s->n_links < PREFETCH_LINKS ? s->n_links : PREFETCH_LINKS;
+    size_t n_drawn = mst_span_drawn_links(s); /* request links get no flow */
+    size_t n_pre = n_drawn < PREFETCH_LINKS ? n_drawn : PREFETCH_LINKS;
     for (size_t l = 0; l < n_pre; l++) {
         mst_link_key(s->links[l].trace_id, s->links[l].span_id, link_keys[l]);
         mst_track_table_prefetch(&w->pos, link_keys[l]);
@@ -576,7 +577,7 @@ mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s
 
     uint8_t self_span[8];
     memcpy(self_span, key + 16, 8);
-    for (size_t l = 0; l < s->n_links; l++) {
+    for (size_t l = 0; l < n_drawn; l++) {
         uint8_t src[24];
         if (l < n_pre) memcpy(src, link_keys[l], 24);
         else mst_link_key(s->links[l].trace_id, s->links[l].span_id, src);

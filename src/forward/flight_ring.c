@@ -27,7 +27,9 @@ typedef struct span_body {
     int64_t kind, status, pid, tid;
     uint32_t name_iid, cat_iid, res_iid; /* res_iid 0: no resource attributes */
     uint32_t n_attrs;
-    uint8_t has_parent, has_pid, has_tid, pad[5];
+    uint8_t has_parent, has_pid, has_tid, pad;
+    uint16_t request_links; /* mst_pf_span.request_links (≤ n_links ≤ UINT16_MAX) */
+    uint8_t pad2[2];
 } span_body;
 
 typedef struct counter_body {
@@ -408,6 +410,7 @@ uint64_t mst_flight_ring_add_span(mst_flight_ring *r, const mst_pf_span *s, int6
     b.tid = s->tid;
     b.has_pid = s->has_pid;
     b.has_tid = s->has_tid;
+    b.request_links = (uint16_t)s->request_links;
     b.n_attrs = (uint32_t)s->n_attrs;
     size_t off = sizeof *rec;
     memcpy(p + off, &b, sizeof b);
@@ -495,6 +498,7 @@ bool mst_flight_ring_span(const mst_flight_ring *r, const mst_flight_rec *rec, m
     out->status = b.status;
     out->has_pid = b.has_pid;
     out->has_tid = b.has_tid;
+    out->request_links = b.request_links;
     out->pid = b.pid;
     out->tid = b.tid;
     size_t off = sizeof *rec + sizeof b;

@@ -920,11 +920,12 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, int64_t pid, 
     for (size_t i = 0; i < s->n_resource; i++)
         if (res[2 * i]) annotate_json(w, res[2 * i], &s->resource[i].value, res[2 * i + 1]);
     /* Flows: this span's own id (a later span linking here joins it), then
-     * one per link (joining the linked span, written before or after). */
+     * one per drawn link (joining the linked span, written before or after). */
+    size_t n_drawn = mst_span_drawn_links(s);
     w->flows[0] = mst_tl_span_flow_id(s->trace_id, s->span_id);
-    for (size_t l = 0; l < s->n_links; l++)
+    for (size_t l = 0; l < n_drawn; l++)
         w->flows[1 + l] = mst_tl_span_flow_id(s->links[l].trace_id, s->links[l].span_id);
-    size_t n_flows = 1 + s->n_links;
+    size_t n_flows = 1 + n_drawn;
 
     int64_t end = s->end_ns > s->start_ns ? s->end_ns : s->start_ns;
     /* Threads are named by the span's thread.name, else by the role. */
@@ -945,7 +946,7 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, int64_t pid, 
     mst_pft_slice_begin(w->buf, &sl);
     mst_pft_slice_end(w->buf, (uint64_t)end, track);
     w->buffered_spans++;
-    w->buffered_flows += s->n_links;
+    w->buffered_flows += n_drawn;
 }
 
 /* ------------------------------------------------------------ timeline sink */

@@ -49,4 +49,14 @@ static inline const mst_json_slice *mst_span_find_kv(const mst_pf_kv *kv, size_t
     return NULL;
 }
 
+/* How many of s's links, from the first, both outputs draw as flows: all
+ * but its request links (mst_pf_span.request_links, the last ones). Why:
+ * a step links each request it carried (256 at batch 256), and its
+ * request.ids already joins them on the requests' tracks; 256 arrows per
+ * step would bury the rest. */
+static inline size_t mst_span_drawn_links(const mst_pf_span *s) {
+    size_t r = s->request_links > 0 ? (size_t)s->request_links : 0;
+    return r < s->n_links ? s->n_links - r : 0;
+}
+
 #endif /* MST_FORWARD_SPAN_ARGS_H */

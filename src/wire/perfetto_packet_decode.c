@@ -67,7 +67,8 @@ enum {
     F_STATUS = 1u << 8,
     F_ATTRS = 1u << 9,
     F_RESOURCE = 1u << 10,
-    F_LINKS = 1u << 11
+    F_LINKS = 1u << 11,
+    F_REQUEST_LINKS = 1u << 12
 };
 
 typedef struct decoder {
@@ -384,7 +385,7 @@ static unsigned field_of(const char *k, size_t n) {
     case 8: return key_is(k, n, "category") ? F_CATEGORY : key_is(k, n, "trace_id") ? F_TRACE_ID : 0;
     case 10: return key_is(k, n, "attributes") ? F_ATTRS : 0;
     case 11: return key_is(k, n, "end_time_ns") ? F_END : 0;
-    case 13: return key_is(k, n, "start_time_ns") ? F_START : 0;
+    case 13: return key_is(k, n, "start_time_ns") ? F_START : key_is(k, n, "request_links") ? F_REQUEST_LINKS : 0;
     case 14: return key_is(k, n, "parent_span_id") ? F_PARENT : 0;
     case 19: return key_is(k, n, "resource_attributes") ? F_RESOURCE : 0;
     default: return 0;
@@ -420,6 +421,7 @@ static mst_status decode_field(decoder *d, unsigned f, const mst_str *key, mst_p
         return decode_kv_object(d, "resource_attributes", false, out, &out->resource,
                                 &out->n_resource);
     case F_LINKS: return decode_links(d, out);
+    case F_REQUEST_LINKS: return read_int_field(d, "request_links", &out->request_links);
     default: {
         mst_json_slice raw;
         if (mst_json_read_raw(&d->r, &raw)) return MST_OK;

@@ -4,7 +4,8 @@
  * "MSPF_PERFETTO_V1\n" followed by compact JSON with exactly the fields the
  * forwarder reads, in a fixed order:
  *   name, category, trace_id, span_id, parent_span_id, start_time_ns,
- *   end_time_ns, kind, status, attributes, resource_attributes, links.
+ *   end_time_ns, kind, status, attributes, resource_attributes, links,
+ *   then request_links when it is not 0.
  *
  * Why hand-written: this runs on the exporter thread for every span, so it
  * appends straight into the caller's mst_buf with the buf.h appenders (no
@@ -84,6 +85,24 @@ static void append_links(mst_buf *b, const mst_span *span) {
     mst_buf_append_byte(b, ']');
 }
 
+/* How many of the span's links, at their end, are request links: each
+ * with one attribute `request.id`, on a span carrying `request.ids` (what
+ * mst_span_add_link_block makes). The forwarder draws no flow for them. */
+static uint32_t request_link_count(const mst_span *span) {
+    bool has_ids = false;
+    for (uint32_t i = 0; i < span->n_attrs && !has_ids; i++)
+        has_ids = span->attrs[i].key.len == 11 && memcmp(span->attrs[i].key.ptr, "request.ids", 11) == 0;
+    if (!has_ids) return 0;
+    uint32_t n = 0;
+    while (n < span->n_links) {
+        const mst_link *l = &span->links[span->n_links - 1 - n];
+        if (l->n_attrs != 1 || l->attrs[0].key.len != 10 || memcmp(l->attrs[0].key.ptr, "request.id", 10) != 0)
+            break;
+        n++;
+    }
+    return n;
+}
+
 static void append_category(mst_buf *b, const mst_span *span) {
     const mst_scope *scope = span->scope;
     if (scope && scope->name.ptr && scope->name.len) append_str(b, &scope->name);
@@ -130,5 +149,10 @@ void mst_perfetto_packet_encode(const mst_span *span, const mst_resource *res, m
     else APPEND_LIT(out, "{}");
     APPEND_LIT(out, ",\"links\":");
     append_links(out, span);
+    uint32_t request_links = request_link_count(span);
+    if (request_links) {
+        APPEND_LIT(out, ",\"request_links\":");
+        mst_buf_append_u64(out, request_links);
+    }
     mst_buf_append_byte(out, '}');
 }

@@ -545,7 +545,7 @@ static const uint8_t *read_links(const uint8_t *p, const uint8_t *end, mst_arena
 /* The known fields in encoder order: index I_x, bit F_x = 1 << I_x. */
 enum {
     I_NAME, I_CATEGORY, I_TRACE_ID, I_SPAN_ID, I_PARENT, I_START, I_END, I_KIND, I_STATUS,
-    I_ATTRS, I_RESOURCE, I_LINKS, I_UNKNOWN
+    I_ATTRS, I_RESOURCE, I_LINKS, I_REQUEST_LINKS, I_UNKNOWN
 };
 enum {
     F_NAME = 1u << I_NAME,
@@ -559,7 +559,8 @@ enum {
     F_STATUS = 1u << I_STATUS,
     F_ATTRS = 1u << I_ATTRS,
     F_RESOURCE = 1u << I_RESOURCE,
-    F_LINKS = 1u << I_LINKS
+    F_LINKS = 1u << I_LINKS,
+    F_REQUEST_LINKS = 1u << I_REQUEST_LINKS
 };
 
 /* The known fields in the order encoders write them; FIELD_ORDER[i] is
@@ -568,7 +569,8 @@ static const key_pattern FIELD_ORDER[] = {
     {"\"name\":", 7},           {"\"category\":", 11},       {"\"trace_id\":", 11},
     {"\"span_id\":", 10},       {"\"parent_span_id\":", 17}, {"\"start_time_ns\":", 16},
     {"\"end_time_ns\":", 14},   {"\"kind\":", 7},            {"\"status\":", 9},
-    {"\"attributes\":", 13},    {"\"resource_attributes\":", 22}, {"\"links\":", 8}};
+    {"\"attributes\":", 13},    {"\"resource_attributes\":", 22}, {"\"links\":", 8},
+    {"\"request_links\":", 16}};
 enum { N_FIELDS = sizeof FIELD_ORDER / sizeof FIELD_ORDER[0] };
 _Static_assert((unsigned)N_FIELDS == (unsigned)I_UNKNOWN, "FIELD_ORDER lists every known field in I_ order");
 
@@ -583,7 +585,7 @@ static inline unsigned field_of(const uint8_t *k, size_t n) {
     case 8: return !memcmp(k, "trace_id", 8) ? F_TRACE_ID : !memcmp(k, "category", 8) ? F_CATEGORY : 0;
     case 10: return !memcmp(k, "attributes", 10) ? F_ATTRS : 0;
     case 11: return !memcmp(k, "end_time_ns", 11) ? F_END : 0;
-    case 13: return !memcmp(k, "start_time_ns", 13) ? F_START : 0;
+    case 13: return !memcmp(k, "start_time_ns", 13) ? F_START : !memcmp(k, "request_links", 13) ? F_REQUEST_LINKS : 0;
     case 14: return !memcmp(k, "parent_span_id", 14) ? F_PARENT : 0;
     case 19: return !memcmp(k, "resource_attributes", 19) ? F_RESOURCE : 0;
     default: return 0;
@@ -643,6 +645,7 @@ bool mst_pf_decode_fast(const uint8_t *json, size_t len, mst_arena *arena, mst_p
             p = read_kv_object(p, end, arena, false, out, &out->resource, &out->n_resource);
             break;
         case I_LINKS: p = read_links(p, end, arena, out); break;
+        case I_REQUEST_LINKS: p = read_int(p, end, &out->request_links); break;
         default: {
             mst_json_slice ignored;
             p = read_raw(p, end, DEPTH_TOP, &ignored);

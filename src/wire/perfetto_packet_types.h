@@ -49,6 +49,10 @@ typedef struct mst_pf_span {
     size_t n_resource;
     mst_pf_link *links;
     size_t n_links;
+    /* "request_links": how many links, at the end of `links`, join the span
+     * to the requests of its request.ids (0..n_links; the forwarder draws
+     * no flow for them, docs/forwarder.md "Output format"). */
+    int64_t request_links;
 } mst_pf_span;
 
 /* A span as the decoders start it: every field absent (zero), name "",

@@ -27,5 +27,8 @@ bool mst_pf_span_check_ranges(const mst_pf_span *s, char *err, size_t err_size) 
                      (long long)v, INT32_MAX);
         return false;
     }
-    return true;
+    if (err && err_size)
+        snprintf(err, err_size, "field 'request_links' is out of range (%lld; allowed 0..%zu, the number of links)",
+                 (long long)s->request_links, s->n_links);
+    return false;
 }

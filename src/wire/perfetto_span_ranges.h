@@ -22,7 +22,8 @@
 static inline bool mst_pf_span_in_range(const mst_pf_span *s) {
     return s->start_ns >= 0 && s->end_ns >= 0 &&
            (!s->has_pid || (s->pid >= 0 && s->pid <= INT32_MAX)) &&
-           (!s->has_tid || (s->tid >= 0 && s->tid <= INT32_MAX));
+           (!s->has_tid || (s->tid >= 0 && s->tid <= INT32_MAX)) &&
+           s->request_links >= 0 && (uint64_t)s->request_links <= s->n_links;
 }
 
 /* mst_pf_span_in_range, and when false a one-line reason naming the field

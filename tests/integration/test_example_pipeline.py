@@ -3,8 +3,8 @@ libmstrace) traced through the forwarder client into a real `mstrace forward`
 daemon on a unique abstract socket, then the Chrome Trace JSON checked.
 
 Owns: the demo path of the README (scripts/demo.sh does the same by hand):
-the four span names arrive, every link becomes a paired s/f flow whose
-source and destination are spans in the file, pids/tids are the example's
+the four span names arrive, the scheduler's request links draw no flow
+(request.ids joins the step to its requests), pids/tids are the example's
 own, exactly one span carries status ERROR, and the client's counters say
 every span was delivered. Also: with no daemon, the example still finishes
 and counts the spans as failed. No wall-clock assertions.
@@ -71,19 +71,11 @@ def test_example_spans_reach_the_perfetto_file(daemon, example_bin):
     scheduled = {rid for s in scheds for rid in s["args"]["request.ids"]}
     assert scheduled == {e["args"]["request.id"] for e in spans if e["name"] == "llm_request"}
 
-    # Flows: every s has its f with the same id; one pair per link; the source
-    # is a request span and the destination a scheduler span.
-    starts = collections.Counter(e["id"] for e in events if e.get("ph") == "s")
-    finishes = collections.Counter(e["id"] for e in events if e.get("ph") == "f")
-    assert starts and starts == finishes
-    assert all(n == 1 for n in starts.values())
-    assert sum(starts.values()) == sum(s["args"]["batch.request_count"] for s in scheds)
+    # The scheduler's links are request links (attribute request.id, on a
+    # span with request.ids): no flow for them, the join is request.ids
+    # (checked above). The hook packet marks them, so none is drawn.
+    assert not [e for e in events if e.get("ph") in ("s", "f")]
     by_span_id = {e["args"]["span_id"]: e for e in spans}
-    links = {e["id"]: e["args"]["link"] for e in events if e.get("ph") == "s"}
-    for flow_id in starts:
-        _src_trace, src_span, dst_span = links[flow_id].split(":")
-        assert by_span_id[src_span]["name"] == "llm_request"
-        assert by_span_id[dst_span]["name"] == "vllm.scheduler.schedule"
 
     # Exactly one error span: the aborted request.
     errors = [e for e in spans if e["args"]["span.status"] == 2]

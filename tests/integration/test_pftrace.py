@@ -11,12 +11,13 @@ mixed span stream say the same thing in JSON and proto; --format and the
 extension rule.
 """
 
+import json
 import signal
 import time
 
 import pytest
 
-from conftest import make_packet, numbered_packet
+from conftest import MAGIC, make_packet, numbered_packet
 from pftrace_model import iter_packets, normalized, read_chrome_json, read_pftrace
 
 REQ = ("1" * 32, "2" * 16)
@@ -119,6 +120,42 @@ def test_seed_scenario_proto(daemon_factory, tmp_path):
     assert last["forwarder.spans_received"] == 5
     assert last["forwarder.spans_written"] == 5
     assert last["forwarder.spans_dropped"] == 0
+
+
+def with_links(packet, links, request_links=0):
+    """The packet with these links, and the request_links mark when given."""
+    body = json.loads(packet[len(MAGIC):])
+    body["links"] = [{"trace_id": t, "span_id": s} for t, s in links]
+    if request_links:
+        body["request_links"] = request_links
+    return MAGIC + json.dumps(body, separators=(",", ":")).encode()
+
+
+@pytest.mark.parametrize("ext", [".pftrace", ".json"])
+def test_request_links_draw_no_flow(daemon_factory, tmp_path, ext):
+    """A step and its model span link each request they carried, marked as
+    request links (as the hook marks them): no flow for those; the model
+    span's link to its step, first, stays a flow; so do unmarked links."""
+    req_b = ("9" * 32, "a" * 16)
+    ids = {"request.ids": ["req-A", "req-B"], "process.role": "engine_core", "step.index": 1}
+    packets = [
+        make_packet("vllm.request", REQ[0], REQ[1], 1_000_000, 9_000_000,
+                    attrs={"request.id": "req-A", "process.role": "api_server"}, pid=100, tid=101),
+        make_packet("vllm.request", req_b[0], req_b[1], 1_000_000, 9_000_000,
+                    attrs={"request.id": "req-B", "process.role": "api_server"}, pid=100, tid=101),
+        with_links(make_packet("vllm.scheduler.schedule", SCHED[0], SCHED[1], 2_000_000, 3_000_000,
+                               attrs=ids, pid=300, tid=301), [REQ, req_b], request_links=2),
+        with_links(make_packet("vllm.worker.execute_model", MODEL[0], MODEL[1], 3_000_000, 5_000_000,
+                               attrs=ids, pid=400, tid=401), [SCHED, REQ, req_b], request_links=2),
+        # a user's span with the same links unmarked: every one drawn
+        with_links(make_packet("user.batch", OUTPUT[0], OUTPUT[1], 6_000_000, 6_500_000,
+                               attrs={"request.ids": ["req-A", "req-B"]}, pid=500, tid=501),
+                   [REQ, req_b]),
+    ]
+    d = run(daemon_factory, tmp_path, "links" + ext, packets)
+    m = read_pftrace(d.output) if ext == ".pftrace" else read_chrome_json(d.output)
+    assert not m.dangling_flows
+    assert m.links == {(SCHED[1], MODEL[1]), (REQ[1], OUTPUT[1]), (req_b[1], OUTPUT[1])}
 
 
 def test_same_stream_says_the_same_in_json_and_proto(daemon_factory, tmp_path):

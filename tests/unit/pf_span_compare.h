@@ -56,6 +56,7 @@ static inline const char *pf_spans_differ(const mst_pf_span *a, const mst_pf_spa
     d = pf_kvs_differ(a->resource, a->n_resource, b->resource, b->n_resource, data, len);
     if (d) return d;
     if (a->n_links != b->n_links) return "number of links";
+    if (a->request_links != b->request_links) return "request_links";
     for (size_t i = 0; i < a->n_links; i++)
         if (strcmp(a->links[i].trace_id, b->links[i].trace_id) != 0 ||
             strcmp(a->links[i].span_id, b->links[i].span_id) != 0)

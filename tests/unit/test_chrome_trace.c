@@ -219,6 +219,58 @@ static void test_seed_cross_trace_flow_late_source(void) {
     unlink(path);
 }
 
+/* A step and a model span link the requests they carried (marked by
+ * request_links) and the model span links its step: the request links draw
+ * no flow (request.ids joins them), the step link draws one. The requests'
+ * spans come first, so every link could resolve at once. */
+static void test_request_links_not_drawn(void) {
+    const char *path = tmp_path("request_links.json");
+    mst_chrome_writer *w;
+    char err[256];
+    CHECK_EQ_INT(mst_chrome_writer_open(path, 1, &w, err, sizeof err), MST_OK);
+    char *r1 = make_packet("vllm.request", T1, S2, 1000000, 9000000, NULL, NULL);
+    char *r2 = make_packet("vllm.request", T3, "6666666666666666", 1000000, 9000000, NULL, NULL);
+    CHECK_EQ_INT(add_json(w, r1), MST_OK);
+    CHECK_EQ_INT(add_json(w, r2), MST_OK);
+    free(r1);
+    free(r2);
+#define REQ_LINKS "{\"trace_id\":\"" T1 "\",\"span_id\":\"" S2 "\"},{\"trace_id\":\"" T3 "\",\"span_id\":\"6666666666666666\"}"
+#define STEP_SPAN(name, trace, span, start, links, n_req)                                                  \
+    "{\"name\":\"" name "\",\"trace_id\":\"" trace "\",\"span_id\":\"" span "\",\"start_time_ns\":" start      \
+    ",\"end_time_ns\":" start "500,\"attributes\":{\"process.pid\":100,\"thread.id\":300,"                  \
+    "\"request.ids\":[\"request-1\",\"request-2\"],\"step.index\":1},\"links\":[" links "]" n_req "}"
+    CHECK_EQ_INT(add_json(w, STEP_SPAN("vllm.scheduler.schedule", "77777777777777777777777777777777",
+                                       S4, "2000000", REQ_LINKS, ",\"request_links\":2")),
+                 MST_OK);
+    CHECK_EQ_INT(add_json(w, STEP_SPAN("vllm.model.execute", "88888888888888888888888888888888",
+                                       "9999999999999999", "3000000",
+                                       "{\"trace_id\":\"77777777777777777777777777777777\",\"span_id\":\"" S4
+                                       "\"}," REQ_LINKS,
+                                       ",\"request_links\":2")),
+                 MST_OK);
+    /* The same step span without the mark: its links are user links, drawn. */
+    CHECK_EQ_INT(add_json(w, STEP_SPAN("user.step", "99999999999999999999999999999999", "aaaaaaaaaaaaaaaa",
+                                       "4000000", REQ_LINKS, "")),
+                 MST_OK);
+#undef STEP_SPAN
+#undef REQ_LINKS
+    CHECK_EQ_INT(mst_chrome_writer_flush(w), MST_OK);
+    mst_chrome_stats st;
+    mst_chrome_writer_get_stats(w, &st);
+    CHECK_EQ_INT(st.spans_written, 5);
+    CHECK_EQ_INT(st.flows_written, 3); /* model -> step, user.step -> each request */
+    CHECK_EQ_INT(st.flows_pending, 0);
+    CHECK_EQ_INT(mst_chrome_writer_close(w), MST_OK);
+    size_t len;
+    char *text = read_all(path, &len);
+    CHECK(text && strstr(text, "\"link\":\"77777777777777777777777777777777:" S4 ":9999999999999999\"") != NULL);
+    CHECK(text && strstr(text, ":" S2 ":" S4 "\"") == NULL);         /* no step -> request arrow */
+    CHECK(text && strstr(text, ":" S2 ":9999999999999999\"") == NULL); /* no model -> request arrow */
+    CHECK(text && strstr(text, ":" S2 ":aaaaaaaaaaaaaaaa\"") != NULL); /* unmarked: drawn */
+    free(text);
+    unlink(path);
+}
+
 static void test_source_first_emits_at_once(void) {
     const char *path = tmp_path("early.json");
     mst_chrome_writer *w;
@@ -504,6 +556,7 @@ static void cleanup(void) {
 
 static const mst_test_case TESTS[] = {
     {"seed_cross_trace_flow_late_source", test_seed_cross_trace_flow_late_source},
+    {"request_links_not_drawn", test_request_links_not_drawn},
     {"source_first_emits_at_once", test_source_first_emits_at_once},
     {"invalid_payload_leaves_empty_array", test_invalid_payload_leaves_empty_array},
     {"microsecond_formatting", test_microsecond_formatting},

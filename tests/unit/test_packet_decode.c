@@ -141,6 +141,10 @@ static void test_value_ranges(void) {
         {"\"attributes\":{\"process.pid\":-1}", "attribute 'process.pid' is out of range (-1; allowed 0..2147483647)"},
         {"\"attributes\":{\"thread.id\":2147483648}",
          "attribute 'thread.id' is out of range (2147483648; allowed 0..2147483647)"},
+        {"\"request_links\":1",
+         "field 'request_links' is out of range (1; allowed 0..0, the number of links)"},
+        {"\"links\":[{\"trace_id\":\"" T32 "\",\"span_id\":\"" S16 "\"}],\"request_links\":-1",
+         "field 'request_links' is out of range (-1; allowed 0..1, the number of links)"},
     };
     char json[512];
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -157,6 +161,12 @@ static void test_value_ranges(void) {
                     "\"thread.id\":0}}");
     CHECK_EQ_INT(d.st, MST_OK);
     CHECK(d.span.has_pid && d.span.pid == INT32_MAX && d.span.has_tid && d.span.tid == 0);
+    done(&d);
+    /* request_links before its links: checked once both are read. */
+    decode_json(&d, "{\"trace_id\":\"" T32 "\",\"span_id\":\"" S16 "\",\"request_links\":1,"
+                    "\"links\":[{\"trace_id\":\"" T32 "\",\"span_id\":\"" S16 "\"}]}");
+    CHECK_EQ_INT(d.st, MST_OK);
+    CHECK_EQ_INT(d.span.request_links, 1);
     done(&d);
 }
 

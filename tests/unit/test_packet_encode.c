@@ -233,6 +233,59 @@ static void test_links_parent_category_resource(void) {
     mst_arena_release(&s.arena);
 }
 
+/* A step span's request links (one attribute request.id each, at the end
+ * of its links, on a span carrying request.ids) are counted in
+ * "request_links"; a link before them (the step link) is not, and neither
+ * are they without request.ids on the span. */
+static void test_request_links_counted(void) {
+    mst_span s;
+    span_init(&s, "vllm.model.execute");
+    mst_str items[2] = {S("req-1"), S("req-2")};
+    mst_attr *ids = add_attr(&s, "request.ids", MST_ATTR_STRING_LIST);
+    ids->v.list.items = items;
+    ids->v.list.count = 2;
+    mst_link links[3];
+    mst_attr link_attrs[3] = {
+        {.key = S("why"), .type = MST_ATTR_STRING, .v.s = S("step")},
+        {.key = S("request.id"), .type = MST_ATTR_STRING, .v.s = S("req-1")},
+        {.key = S("request.id"), .type = MST_ATTR_STRING, .v.s = S("req-2")}};
+    memset(links, 0, sizeof links);
+    for (int l = 0; l < 3; l++) {
+        links[l].trace_id.bytes[0] = (uint8_t)(l + 1);
+        links[l].span_id.bytes[0] = (uint8_t)(l + 1);
+        links[l].attrs = &link_attrs[l];
+        links[l].n_attrs = 1;
+    }
+    s.links = links;
+    s.n_links = s.link_cap = 3;
+    size_t len;
+    char *pkt = encode(&s, NULL, &len);
+    CHECK(strstr(pkt, "\"span_id\":\"0300000000000000\"}],\"request_links\":2}") != NULL);
+    mst_arena arena;
+    mst_pf_span d;
+    if (decode(pkt, len, &arena, &d)) {
+        CHECK_EQ_INT(d.n_links, 3);
+        CHECK_EQ_INT(d.request_links, 2);
+    } else {
+        CHECK(!"decode");
+    }
+    mst_arena_release(&arena);
+    free(pkt);
+    /* The step link last: the request links are not at the end, none counted. */
+    mst_link swapped[3] = {links[1], links[2], links[0]};
+    s.links = swapped;
+    pkt = encode(&s, NULL, &len);
+    CHECK(strstr(pkt, "request_links") == NULL);
+    free(pkt);
+    /* No request.ids on the span: its request.id links are user links. */
+    s.links = links;
+    ids->key = S("other.ids");
+    pkt = encode(&s, NULL, &len);
+    CHECK(strstr(pkt, "request_links") == NULL);
+    free(pkt);
+    mst_arena_release(&s.arena);
+}
+
 static void test_empty_scope_name_is_tracing_and_nan_is_null(void) {
     mst_span s;
     span_init(&s, "x");
@@ -272,6 +325,7 @@ static const mst_test_case tests[] = {
     {"escaping", test_escaping},
     {"string_lists", test_string_lists},
     {"links_parent_category_resource", test_links_parent_category_resource},
+    {"request_links_counted", test_request_links_counted},
     {"empty_scope_name_is_tracing_and_nan_is_null", test_empty_scope_name_is_tracing_and_nan_is_null},
     {"appends_after_existing_bytes_and_reports_oom", test_appends_after_existing_bytes_and_reports_oom},
 };

@@ -482,3 +482,17 @@ def test_jaeger_step_links_resolve_to_every_request_it_carried(run):
         for x in linked:  # each resolves: the request's span is in Jaeger, in its trace
             rt = _jaeger_trace(run, x["traceID"], 1)
             assert any(y["spanID"] == x["spanID"] and y["operationName"] == "vllm.request" for y in rt["spans"])
+
+
+def test_request_links_draw_no_flow_and_the_step_link_does(run):
+    """Step and model spans link every request they carried; in the Perfetto JSON those request links
+    draw no flow (request.ids joins them), while a model span's link to its step's schedule span does."""
+    events = run["events"]
+    xs = {e["args"]["span_id"]: e for e in events if e.get("ph") == "X"}
+    sources = [e["args"]["link"].split(":") for e in events if e.get("cat") == "Tracing.Flow" and e["ph"] == "s"]
+    assert not [s for _, s, _ in sources if s in xs and xs[s]["name"] == "vllm.request"]
+    sched = {i for i, e in xs.items() if e["name"] == "vllm.scheduler.schedule"}
+    assert not [d for _, _, d in sources if d in sched]  # a schedule span's links are all request links
+    step_links = [(s, d) for _, s, d in sources if s in sched and d in xs]
+    assert step_links and all("step.index" in xs[d]["args"] for _, d in step_links)
+    assert all(xs[d]["args"]["step.index"] == xs[s]["args"]["step.index"] for s, d in step_links)
