@@ -361,6 +361,29 @@ def test_counters_carry_units_once_per_engine(run):
     assert len([c for c in counters if c["name"] == "batch size"]) == n_steps  # once per step
 
 
+def test_no_counter_outside_the_traced_window(run):
+    """Every counter sample of both files, the forwarder's own included, lies
+    within the spans' time range: the exporters' last batches reach the
+    daemon seconds after the load, and its own counters are not sampled
+    after the last span ends (the viewer's default view is the traced
+    work); the last samples still hold the final counts."""
+    from pftrace_model import read_pftrace
+    xs = [e for e in _exact(run) if e.get("ph") == "X"]
+    first, last = min(_ns(e["ts"]) for e in xs), max(_ns(e["ts"]) + _ns(e["dur"]) for e in xs)
+    counters = [e for e in _exact(run) if e.get("ph") == "C"]
+    assert any(c["name"].startswith("forwarder.") for c in counters)
+    out = [(c["name"], _ns(c["ts"])) for c in counters if not first <= _ns(c["ts"]) <= last]
+    assert not out, (first, last, out[:5])
+    received = [c["args"]["value"] for c in counters if c["name"] == "forwarder.spans_received"]
+    assert received[-1] == max(received) >= len(xs)
+    m = read_pftrace(run["pftrace"])
+    pf_first = min(s["ts"] for s in m.slices)
+    pf_last = max(s["ts"] + s["dur"] for s in m.slices)
+    out = [(n, ts) for pid, n, ts, v in m.counters if not pf_first <= ts <= pf_last]
+    assert not out, (pf_first, pf_last, out[:5])
+    assert any(n.startswith("forwarder.") for pid, n, ts, v in m.counters)
+
+
 def test_pftrace_says_the_same(run):
     """The .pftrace of the same run: each vllm.request on its own thread track
     named by its id, one step slice per step joined to its worker forward,
