@@ -120,6 +120,8 @@ struct mst_timeline {
     unsigned waiting_next;
     uint64_t fwd_last_received, fwd_last_written, fwd_last_dropped; /* last forwarder sample */
     bool fwd_sampled;
+    int64_t fwd_last_ts_ns;  /* of the last forwarder sample */
+    int64_t last_span_end_ns; /* latest end of a span added: the traced window's end */
     int64_t rank_base_ns;    /* mst_timeline_arrival_rank */
     bool have_rank_base;
 };
@@ -786,6 +788,7 @@ bool mst_timeline_add_span(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
     const mst_json_slice *phase = NULL, *new_ids = NULL, *queued = NULL, *resumed = NULL,
                          *preempted = NULL;
     if (!tl->have_rank_base) (void)mst_timeline_arrival_rank(tl, s->start_ns);
+    if (s->end_ns > tl->last_span_end_ns) tl->last_span_end_ns = s->end_ns;
     const mst_json_slice *step_index = NULL, *batch_count = NULL, *batch_tokens = NULL;
     bool sched_step = false, batch_step = false;
     size_t ctr_at[TL_KV_USAGE + 1] = {0}; /* counter attributes, index + 1 */
@@ -935,10 +938,16 @@ void mst_timeline_tick(mst_timeline *tl, uint64_t now_ms, const mst_tl_sink *sin
 void mst_timeline_forwarder_counters(mst_timeline *tl, int64_t pid, int64_t ts_ns,
                                      uint64_t received, uint64_t written, uint64_t dropped,
                                      const mst_tl_sink *sink) {
-    /* Sampled only while something changes: a forwarder idling before
-     * and after the traced work would stretch the file's time span (the
-     * viewer's default zoom) far beyond it. */
+    /* Sampled only while something changes, and never after the latest
+     * end of a span added: a forwarder idling before and after the traced
+     * work, or receiving the exporters' last batches seconds after it,
+     * would stretch the file's time span (the viewer's default zoom) far
+     * beyond it. A later sample is held at that end (the values it writes
+     * are the counts as of now; both clocks only move forward, so the
+     * samples stay in time order). */
     if (!received && !written && !dropped) return;
+    if (tl->last_span_end_ns > 0 && ts_ns > tl->last_span_end_ns) ts_ns = tl->last_span_end_ns;
+    if (tl->fwd_sampled && ts_ns < tl->fwd_last_ts_ns) ts_ns = tl->fwd_last_ts_ns;
     if (tl->fwd_sampled && received == tl->fwd_last_received && written == tl->fwd_last_written &&
         dropped == tl->fwd_last_dropped)
         return;
@@ -946,6 +955,7 @@ void mst_timeline_forwarder_counters(mst_timeline *tl, int64_t pid, int64_t ts_n
     tl->fwd_last_received = received;
     tl->fwd_last_written = written;
     tl->fwd_last_dropped = dropped;
+    tl->fwd_last_ts_ns = ts_ns;
     const char *names[3] = {MST_TL_FWD_RECEIVED, MST_TL_FWD_WRITTEN, MST_TL_FWD_DROPPED};
     uint64_t vals[3] = {received, written, dropped};
     for (int k = 0; k < 3; k++) {

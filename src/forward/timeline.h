@@ -200,7 +200,9 @@ uint32_t mst_timeline_open_requests(const mst_timeline *tl);
 /* Completes every request still open (at close). */
 void mst_timeline_finish_all(mst_timeline *tl, const mst_tl_sink *sink);
 
-/* The forwarder's own counters at ts_ns, on the track of process `pid`. */
+/* The forwarder's own counters at ts_ns (the daemon's clock; held at the
+ * latest end of a span added, so they end with the traced work), on the
+ * track of process `pid`; nothing when no count changed. */
 void mst_timeline_forwarder_counters(mst_timeline *tl, int64_t pid, int64_t ts_ns,
                                      uint64_t received, uint64_t written, uint64_t dropped,
                                      const mst_tl_sink *sink);

@@ -215,6 +215,21 @@ static void test_counters_from_attributes(void) {
     CHECK_EQ_STR(g.ctr[4].name, MST_TL_FWD_RECEIVED);
     CHECK_EQ_INT(g.ctr[6].i, 2);
     CHECK_EQ_INT(g.ctr[6].pid, 99);
+    /* sampled at 1000 on the daemon's clock, held at the last span's end:
+     * spans reach the daemon after they end, the file ends with them */
+    CHECK_EQ_INT(g.ctr[4].ts_ns, 210);
+    CHECK_EQ_INT(g.ctr[6].ts_ns, 210);
+    /* a later span: a sample before its end keeps the daemon's time ... */
+    feed(tl, &g, "m", "0000000000000003", 300, 5000, "\"other\":1");
+    mst_timeline_forwarder_counters(tl, 99, 3000, 11, 9, 2, &(mst_tl_sink){&g, on_request, on_counter, NULL});
+    CHECK_EQ_INT(g.n_ctr, 10);
+    CHECK_EQ_INT(g.ctr[7].ts_ns, 3000);
+    CHECK_EQ_INT(g.ctr[7].i, 11);
+    /* ... one after it is held there, with the counts as of now */
+    mst_timeline_forwarder_counters(tl, 99, 9000, 12, 12, 2, &(mst_tl_sink){&g, on_request, on_counter, NULL});
+    CHECK_EQ_INT(g.n_ctr, 13);
+    CHECK_EQ_INT(g.ctr[10].ts_ns, 5000);
+    CHECK_EQ_INT(g.ctr[11].i, 12);
     mst_timeline_free(tl);
 }
 

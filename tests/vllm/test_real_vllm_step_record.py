@@ -361,6 +361,69 @@ def test_counters_carry_units_once_per_engine(run):
     assert len([c for c in counters if c["name"] == "batch size"]) == n_steps  # once per step
 
 
+def test_no_counter_outside_the_traced_window(run):
+    """Every counter sample of both files, the forwarder's own included, lies
+    within the spans' time range: the exporters' last batches reach the
+    daemon seconds after the load, and its own counters are not sampled
+    after the last span ends (the viewer's default view is the traced
+    work); the last samples still hold the final counts."""
+    from pftrace_model import read_pftrace
+    xs = [e for e in _exact(run) if e.get("ph") == "X"]
+    first, last = min(_ns(e["ts"]) for e in xs), max(_ns(e["ts"]) + _ns(e["dur"]) for e in xs)
+    counters = [e for e in _exact(run) if e.get("ph") == "C"]
+    assert any(c["name"].startswith("forwarder.") for c in counters)
+    out = [(c["name"], _ns(c["ts"])) for c in counters if not first <= _ns(c["ts"]) <= last]
+    assert not out, (first, last, out[:5])
+    received = [c["args"]["value"] for c in counters if c["name"] == "forwarder.spans_received"]
+    assert received[-1] == max(received) >= len(xs)
+    m = read_pftrace(run["pftrace"])
+    pf_first = min(s["ts"] for s in m.slices)
+    pf_last = max(s["ts"] + s["dur"] for s in m.slices)
+    out = [(n, ts) for pid, n, ts, v in m.counters if not pf_first <= ts <= pf_last]
+    assert not out, (pf_first, pf_last, out[:5])
+    assert any(n.startswith("forwarder.") for pid, n, ts, v in m.counters)
+
+
+def test_pftrace_tracks_are_not_empty_and_request_threads_rank_by_arrival(run):
+    """Every track descriptor of the .pftrace has events on it or under it,
+    but the root one (uuid 0): it carries only `thread_ordering` (the only
+    way Perfetto orders a process's threads by `sibling_order_rank`, per
+    track_descriptor.proto) and no event is on it, so today's importer, which
+    makes a track only for a descriptor an event or a child uses, makes none
+    of it. The request threads' ranks follow their requests' arrival."""
+    from pftrace_model import iter_packets, read_pftrace
+    tracks, used, roots = {}, set(), []
+    for _, p in iter_packets(run["pftrace"].read_bytes()):
+        if p.HasField("track_descriptor"):
+            td = p.track_descriptor
+            (roots if td.uuid == 0 else []).append(td)
+            tracks[td.uuid] = td
+        if p.HasField("track_event"):
+            used.add(p.track_event.track_uuid)
+    assert len(roots) == 1 and 0 not in used
+    root = roots[0]
+    assert [f.name for f, _ in root.ListFields()] == ["uuid", "thread_ordering"]
+    process_track = {td.process.pid: u for u, td in tracks.items() if td.HasField("process")}
+
+    def parent(u):
+        td = tracks[u]
+        return td.parent_uuid or (process_track.get(td.thread.pid, 0) if td.HasField("thread") else 0)
+
+    shown = set()
+    for u in used:
+        while u and u not in shown:
+            shown.add(u)
+            u = parent(u)
+    empty = [str(tracks[u]).replace("\n", " ") for u in tracks if u and u not in shown]
+    assert not empty, empty
+    m = read_pftrace(run["pftrace"])
+    rank = {(td.thread.pid, td.thread.tid): td.sibling_order_rank for td in tracks.values() if td.HasField("thread")}
+    reqs = sorted((s["ts"], rank[(s["pid"], s["tid"])]) for s in m.slices if s["name"] == "vllm.request")
+    assert len(reqs) == REQUESTS and all(r > 0 for _, r in reqs)
+    assert [r for _, r in reqs] == sorted(r for _, r in reqs)
+    assert all(r == 0 for (pid, tid), r in rank.items() if tid < FORWARDER_TID)
+
+
 def test_pftrace_says_the_same(run):
     """The .pftrace of the same run: each vllm.request on its own thread track
     named by its id, one step slice per step joined to its worker forward,
