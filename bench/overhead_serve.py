@@ -429,11 +429,35 @@ def lifetime_export(servers, export_before_stop):
     return res
 
 
+def stop_servers(servers):
+    """vLLM's own shutdown of every server at once, then their forwarders."""
+    for s in servers:
+        s.interrupt()
+    for s in servers:
+        s.wait_stopped()
+    for s in servers:
+        s.stop_forwarder()
+
+
+def add_common_args(ap, out_default):
+    """--build, --out and --model, shared with bench/overhead_serve_threads.py."""
+    ap.add_argument("--build", required=True, help="a build with -DMST_BUILD_PYTHON=ON (the _native module, mstrace)")
+    ap.add_argument("--out", default=out_default)
+    ap.add_argument("--model", default=os.path.expanduser("~/.cache/mstrace/tiny-llama"))
+
+
+def clean_environment():
+    """No outside tracing or symbol settings leak into the servers; vLLM's CPU build, offline."""
+    for v in [k for k in os.environ if k.startswith("OTEL_")] + ["VLLM_PLUGINS", "PROFILING_SYMBOLS_PATH",
+                                                                 "MS_PROFILER_SAMPLE_RATE"]:
+        os.environ.pop(v, None)
+    os.environ.update(VLLM_TARGET_DEVICE="cpu", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+                      VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--build", required=True, help="a build with -DMST_BUILD_PYTHON=ON (the _native module, mstrace)")
-    ap.add_argument("--out", default="/tmp/mstrace-overhead-%d" % os.getuid())
-    ap.add_argument("--model", default=os.path.expanduser("~/.cache/mstrace/tiny-llama"))
+    add_common_args(ap, "/tmp/mstrace-overhead-%d" % os.getuid())
     ap.add_argument("--cases", default="off,perfetto,grpc,http")
     ap.add_argument("--rounds", type=int, default=8, help="pinned rounds (one load per case each)")
     ap.add_argument("--together-rounds", type=int, default=4,
@@ -453,11 +477,7 @@ def main():
     cases = a.cases.split(",")
     if cases[0] != "off" or any(c not in ("off", "perfetto", "grpc", "http") for c in cases):
         ap.error("--cases: off first, then any of perfetto, grpc, http")
-    for v in [k for k in os.environ if k.startswith("OTEL_")] + ["VLLM_PLUGINS", "PROFILING_SYMBOLS_PATH",
-                                                                 "MS_PROFILER_SAMPLE_RATE"]:
-        os.environ.pop(v, None)
-    os.environ.update(VLLM_TARGET_DEVICE="cpu", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-                      VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1")
+    clean_environment()
     shutil.rmtree(a.out, ignore_errors=True)
     os.makedirs(a.out)
     stage = stage_package(os.path.abspath(a.build), a.out)
@@ -502,12 +522,7 @@ def main():
         records.close()
         export_before = {pid: thread_cpu_s(pid, EXPORT_THREAD) for s in servers for pid in s.procs}
     finally:
-        for s in servers:
-            s.interrupt()
-        for s in servers:
-            s.wait_stopped()
-        for s in servers:
-            s.stop_forwarder()
+        stop_servers(servers)
         if jaeger:
             subprocess.run([JAEGER_SH, "stop"], env=jaeger_env)
     with open(os.path.join(a.out, "lifetime.json"), "w") as fh:
