@@ -294,7 +294,8 @@ static mst_span *span_begin(mst_tracer *tracer, const mst_scope *scope, const ch
         mst_tracer_span_enter_failed(tracer);
         return NULL;
     }
-    mst_arena_init(&s->arena);
+    /* s->arena comes empty from the pool (mst_tracer_span_alloc), maybe
+     * with a chunk kept for reuse: not re-initialised here. */
     s->tracer = tracer;
     s->trace_id = have_tid ? tid : mst_trace_id_random();
     s->span_id = span_id ? *span_id : mst_span_id_random();

@@ -398,9 +398,15 @@ mst_tracer_shard *mst_tracer_my_shard(mst_tracer *t) {
     return &t->shards[i - 1];
 }
 
+/* A pooled span record keeps its arena's first chunk (at most
+ * SPAN_KEPT_CHUNK_BYTES), emptied: most spans outgrow the inline buffer, and
+ * without it each would malloc a chunk on the hooked thread that the exporter
+ * thread frees. Bounded: pool capacity (max_queue_size) x the chunk. */
+#define SPAN_KEPT_CHUNK_BYTES 4096u
+
 mst_span *mst_tracer_span_alloc(mst_tracer *t) {
     mst_span *s = mst_queue_pop(&t->pool);
-    if (!s) s = malloc(sizeof(mst_span));
+    if (!s && (s = malloc(sizeof(mst_span)))) mst_arena_init(&s->arena);
     if (s) {
         s->fork_epoch = atomic_load_explicit(&g_fork_epoch, memory_order_relaxed);
         s->fork_lineage = atomic_load_explicit(&g_fork_lineage, memory_order_relaxed);
@@ -409,8 +415,9 @@ mst_span *mst_tracer_span_alloc(mst_tracer *t) {
 }
 
 void mst_tracer_span_free(mst_tracer *t, mst_span *s) {
-    if (s->arena.chunks) mst_arena_release(&s->arena);
-    if (!mst_queue_push(&t->pool, s, NULL)) free(s);
+    if (s->arena.chunks) mst_arena_reset_keep(&s->arena, SPAN_KEPT_CHUNK_BYTES);
+    else s->arena.inline_used = 0;
+    if (!mst_queue_push(&t->pool, s, NULL)) free_span_record(s, NULL);
 }
 
 static void *exporter_main(void *arg);
@@ -699,7 +706,7 @@ mst_status mst_tracer_shutdown(mst_tracer *t, uint32_t timeout_ms) {
                  (unsigned long long)open);
         return st;
     }
-    while ((p = mst_queue_pop(&t->pool)) != NULL) free(p);
+    while ((p = mst_queue_pop(&t->pool)) != NULL) free_span_record(p, NULL);
     mst_queue_destroy(&t->queue);
     mst_queue_destroy(&t->pool);
     while (t->scopes) {
