@@ -218,19 +218,7 @@ static inline bool no_backslash(const char *s, size_t n) {
 /* Exact hash of every byte (track ids, where a collision would merge two
  * tracks). */
 static uint64_t bytes_hash_full(const char *s, size_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, s + i, 8);
-        h = mst_mum(h ^ w, 0xe7037ed1a0b428dbull);
-    }
-    if (i < n) {
-        uint64_t w = 0;
-        memcpy(&w, s + i, n - i);
-        h = mst_mum(h ^ w, 0x8ebc6af09c88c6e3ull);
-    }
-    return h;
+    return mst_mum_bytes(0x9E3779B97F4A7C15ull ^ n, s, n);
 }
 
 /* Track uuids: a kind tag and the identifying values, mixed. */

@@ -164,18 +164,7 @@ void mst_timeline_free(mst_timeline *tl) {
 /* Every byte, 8 at a time (request ids are 20-40 bytes and each step
  * hashes its whole batch), mixed with the seed. */
 static uint64_t str_hash(uint64_t seed, const char *s, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull ^ seed ^ n;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, s + i, 8);
-        h = mst_mum(h ^ w, 0xe7037ed1a0b428dbull);
-    }
-    if (i < n) {
-        uint64_t w = 0;
-        memcpy(&w, s + i, n - i);
-        h = mst_mum(h ^ w, 0x8ebc6af09c88c6e3ull);
-    }
+    uint64_t h = mst_mum_bytes(0xcbf29ce484222325ull ^ seed ^ n, s, n);
     return h ^ (h >> 29);
 }
 

@@ -15,29 +15,13 @@ model call. Spans are read through `_native._capture`.
 """
 
 import copy
-from dataclasses import dataclass, field
 
 import pytest
 
 
-@dataclass
-class NewRequestData:
-    req_id: str
-
-
-@dataclass
-class CachedRequestData:
-    req_ids: list = field(default_factory=list)
-
-
-@dataclass
-class SchedulerOutput:
-    scheduled_new_reqs: list
-    scheduled_cached_reqs: CachedRequestData
-    num_scheduled_tokens: dict
-    total_num_scheduled_tokens: int
-    finished_req_ids: set = field(default_factory=set)
-    preempted_req_ids: set = field(default_factory=set)
+# vLLM-shaped stand-ins, the same as the adapters' tests use
+from test_native_adapters import CachedRequestData, NewRequestData, SchedulerOutput  # noqa: E402
+from test_native_robust import cap  # noqa: E402,F401  (the span-capture fixture)
 
 
 def scheduler_output(counts):
@@ -53,15 +37,6 @@ def register(native, n, flags="01", prefix="req"):
     for i, r in enumerate(ids):
         native.register_request(r, {"traceparent": "00-%s-%016x-%s" % (T1, i + 1, flags)})
     return ids
-
-
-@pytest.fixture
-def cap(native):
-    native._reset_requests()
-    spans = native._capture(True)
-    yield spans
-    native._capture(False)
-    native._reset_requests()
 
 
 class Engine:

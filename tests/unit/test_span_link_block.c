@@ -9,48 +9,12 @@
  * bytes are copied, without a NUL in the source. */
 #include "testlib.h"
 #include "mstrace.h"
+#include "inspect_exporter.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
-typedef struct block_exporter {
-    mst_exporter base;
-    int seen;
-} block_exporter;
-
-static void (*g_inspect)(const mst_span *s);
-
-static mst_status block_export(mst_exporter *self, const mst_span *const *spans, size_t n) {
-    block_exporter *e = (block_exporter *)self;
-    for (size_t i = 0; i < n; i++) {
-        if (g_inspect) g_inspect(spans[i]);
-        e->seen++;
-    }
-    return MST_OK;
-}
-static void block_destroy(mst_exporter *self) { free(self); }
-static const mst_exporter_ops block_ops = {.name = "block", .export_batch = block_export,
-                                           .destroy = block_destroy};
-
 static mst_tracer *g_t;
-static block_exporter *g_e;
-
-static void setup(void) {
-    mst_tracer_options o = {.max_queue_size = 64, .max_export_batch_size = 16, .schedule_delay_ms = 10000};
-    CHECK_EQ_INT(mst_tracer_create(&o, &g_t), MST_OK);
-    g_e = calloc(1, sizeof *g_e);
-    g_e->base.ops = &block_ops;
-    CHECK_EQ_INT(mst_tracer_add_exporter(g_t, &g_e->base), MST_OK);
-}
-
-static int finish(void) {
-    CHECK_EQ_INT(mst_tracer_flush(g_t, 5000), MST_OK);
-    int seen = g_e->seen;
-    CHECK_EQ_INT(mst_tracer_shutdown(g_t, 5000), MST_OK);
-    g_t = NULL;
-    g_inspect = NULL;
-    return seen;
-}
 
 /* Request k's context: trace id k+1 in its last two bytes, span id k+1. */
 static mst_link_ref ref_of(unsigned k, uint16_t item) {
@@ -103,7 +67,7 @@ static void inspect_batch(const mst_span *s) {
 }
 
 static void test_block_of_a_batch(void) {
-    setup();
+    g_t = mst_test_inspect_setup();
     fill_names(BATCH);
     mst_span *s = mst_span_start(g_t, mst_tracer_scope(g_t, "s", NULL), "step", MST_SPAN_KIND_INTERNAL, NULL, 0);
     mst_span_set_str_list(s, "request.ids", g_items, BATCH);
@@ -116,9 +80,9 @@ static void test_block_of_a_batch(void) {
     mst_link_ref refs[BATCH];
     for (unsigned k = 0; k < BATCH; k++) refs[k] = ref_of(k, (uint16_t)k);
     mst_span_add_link_block(s, refs, BATCH, "request.id", "request.ids");
-    g_inspect = inspect_batch;
+    mst_test_inspect_set(inspect_batch);
     mst_span_end(s, 0);
-    CHECK_EQ_INT(finish(), 1);
+    CHECK_EQ_INT(mst_test_inspect_finish(), 1);
 }
 
 static void inspect_limit(const mst_span *s) {
@@ -135,7 +99,7 @@ static void inspect_limit(const mst_span *s) {
 }
 
 static void test_limit_invalid_and_out_of_range(void) {
-    setup();
+    g_t = mst_test_inspect_setup();
     fill_names(MST_MAX_LINKS + 16);
     mst_span *s = mst_span_start(g_t, mst_tracer_scope(g_t, "s", NULL), "step", MST_SPAN_KIND_INTERNAL, NULL, 0);
     mst_span_set_str_list(s, "request.ids", g_items, MST_MAX_LIST_ITEMS);
@@ -146,9 +110,9 @@ static void test_limit_invalid_and_out_of_range(void) {
     memset(&refs[6].span_id, 0, sizeof refs[6].span_id);
     mst_span_add_link_block(s, refs, MST_MAX_LINKS + 16, "request.id", "request.ids");
     mst_span_add_link_block(s, refs, 3, "request.id", "request.ids");
-    g_inspect = inspect_limit;
+    mst_test_inspect_set(inspect_limit);
     mst_span_end(s, 0);
-    CHECK_EQ_INT(finish(), 1);
+    CHECK_EQ_INT(mst_test_inspect_finish(), 1);
 }
 
 static void inspect_no_list(const mst_span *s) {
@@ -160,14 +124,14 @@ static void inspect_no_list(const mst_span *s) {
 }
 
 static void test_no_list_no_attribute(void) {
-    setup();
+    g_t = mst_test_inspect_setup();
     mst_span *s = mst_span_start(g_t, mst_tracer_scope(g_t, "s", NULL), "step", MST_SPAN_KIND_INTERNAL, NULL, 0);
     mst_link_ref refs[2] = {ref_of(0, 0), ref_of(1, 1)};
     mst_span_add_link_block(s, refs, 2, "request.id", "request.ids"); /* no such list on the span */
     mst_span_add_link_block(NULL, refs, 2, "request.id", NULL);       /* NULL span: nothing */
-    g_inspect = inspect_no_list;
+    mst_test_inspect_set(inspect_no_list);
     mst_span_end(s, 0);
-    CHECK_EQ_INT(finish(), 1);
+    CHECK_EQ_INT(mst_test_inspect_finish(), 1);
 }
 
 static void inspect_lengths(const mst_span *s) {
@@ -184,7 +148,7 @@ static void inspect_lengths(const mst_span *s) {
 }
 
 static void test_list_with_lengths(void) {
-    setup();
+    g_t = mst_test_inspect_setup();
     static const char text[] = "abcdef"; /* items are prefixes: no NUL after them */
     const char *items[] = {text, text};
     size_t lens[] = {3, 0};
@@ -192,9 +156,9 @@ static void test_list_with_lengths(void) {
     mst_span_set_str_list_n(s, "request.ids", items, lens, 2);
     mst_link_ref r = ref_of(0, 0);
     mst_span_add_link_block(s, &r, 1, "request.id", "request.ids");
-    g_inspect = inspect_lengths;
+    mst_test_inspect_set(inspect_lengths);
     mst_span_end(s, 0);
-    CHECK_EQ_INT(finish(), 1);
+    CHECK_EQ_INT(mst_test_inspect_finish(), 1);
 }
 
 static const mst_test_case tests[] = {

@@ -5,47 +5,11 @@
  * counts past the limits, the resource, and empty values for a NULL span. */
 #include "testlib.h"
 #include "mstrace.h"
+#include "inspect_exporter.h"
 
 #include <stdlib.h>
 
-typedef struct readout_exporter {
-    mst_exporter base;
-    int seen;
-} readout_exporter;
-
-static void (*g_inspect)(const mst_span *s);
-
-static mst_status readout_export(mst_exporter *self, const mst_span *const *spans, size_t n) {
-    readout_exporter *e = (readout_exporter *)self;
-    for (size_t i = 0; i < n; i++) {
-        if (g_inspect) g_inspect(spans[i]);
-        e->seen++;
-    }
-    return MST_OK;
-}
-static void readout_destroy(mst_exporter *self) { free(self); }
-static const mst_exporter_ops readout_ops = {.name = "readout", .export_batch = readout_export,
-                                             .destroy = readout_destroy};
-
 static mst_tracer *g_t;
-static readout_exporter *g_e;
-
-static void setup(void) {
-    mst_tracer_options o = {.max_queue_size = 64, .max_export_batch_size = 16, .schedule_delay_ms = 10000};
-    CHECK_EQ_INT(mst_tracer_create(&o, &g_t), MST_OK);
-    g_e = calloc(1, sizeof *g_e);
-    g_e->base.ops = &readout_ops;
-    CHECK_EQ_INT(mst_tracer_add_exporter(g_t, &g_e->base), MST_OK);
-}
-
-static int finish(void) {
-    CHECK_EQ_INT(mst_tracer_flush(g_t, 5000), MST_OK);
-    int seen = g_e->seen;
-    CHECK_EQ_INT(mst_tracer_shutdown(g_t, 5000), MST_OK);
-    g_t = NULL;
-    g_inspect = NULL;
-    return seen;
-}
 
 static mst_span_context g_parent;
 
@@ -110,7 +74,7 @@ static void inspect_full(const mst_span *s) {
 }
 
 static void test_full_span(void) {
-    setup();
+    g_t = mst_test_inspect_setup();
     static const char tp[] = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
     CHECK_EQ_INT(mst_ctx_parse_traceparent(tp, sizeof tp - 1, &g_parent), MST_OK);
     CHECK_EQ_INT(mst_ctx_parse_tracestate("k=v", 3, &g_parent), MST_OK);
@@ -130,9 +94,9 @@ static void test_full_span(void) {
     mst_attr_in flag = {.key = "flag", .type = MST_ATTR_BOOL, .v.b = true};
     mst_span_add_event(s, "ev", 15, &flag, 1);
     mst_span_set_status(s, MST_STATUS_ERROR, "boom");
-    g_inspect = inspect_full;
+    mst_test_inspect_set(inspect_full);
     mst_span_end(s, 20);
-    CHECK_EQ_INT(finish(), 1);
+    CHECK_EQ_INT(mst_test_inspect_finish(), 1);
 }
 
 static void inspect_root(const mst_span *s) {
@@ -152,12 +116,12 @@ static void inspect_root(const mst_span *s) {
 }
 
 static void test_root_span(void) {
-    setup();
+    g_t = mst_test_inspect_setup();
     mst_span *s = mst_span_start(g_t, mst_tracer_scope(g_t, "scope.b", "2.0"), "root", MST_SPAN_KIND_INTERNAL,
                                  NULL, 0);
-    g_inspect = inspect_root;
+    mst_test_inspect_set(inspect_root);
     mst_span_end(s, 0);
-    CHECK_EQ_INT(finish(), 1);
+    CHECK_EQ_INT(mst_test_inspect_finish(), 1);
 }
 
 static void test_null_span(void) {
