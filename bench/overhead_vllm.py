@@ -244,6 +244,17 @@ def start_forwarder(binary, tmp, out="hook_tracing.json"):
     return proc, name
 
 
+def export_step_spans(n, so, sched, count):
+    """Exports `count` schedule spans of the replayed step `so` through a schedule hook, flushing every
+    256 so that none is dropped."""
+    h = n.Hook(lambda scheduler: so, name="vllm.scheduler.schedule", domain="Schedule", adapter="schedule")
+    for i in range(count):
+        h(sched)
+        if i % 256 == 255:
+            n.flush(30000)
+    n.flush(30000)
+
+
 def export_only(n, a, vllm_config_for):
     """Per size and output format: a fresh forwarder, EXPORT_SPANS step spans
     of one real step, then the exporter thread's and the forwarder's CPU and
@@ -265,15 +276,10 @@ def export_only(n, a, vllm_config_for):
             for _ in range(20):
                 step(eng, plain, cost)
             so = eng.sched.schedule()
-            h = n.Hook(lambda scheduler: so, name="vllm.scheduler.schedule", domain="Schedule", adapter="schedule")
             st0 = n.stats()
             cpu0 = thread_cpu_s(os.getpid(), "mstrace-export")
             fcpu0 = process_cpu_s(fwd.pid)
-            for i in range(a.export_spans):
-                h(eng.sched)
-                if i % 256 == 255:
-                    n.flush(30000)
-            n.flush(30000)
+            export_step_spans(n, so, eng.sched, a.export_spans)
             spans = n.stats()["spans_exported"] - st0["spans_exported"]
             ecpu = thread_cpu_s(os.getpid(), "mstrace-export") - cpu0
             n.shutdown()
@@ -337,16 +343,10 @@ def main():
         rp, batch, so = replay(n, eng, a.replays)
         n.flush(30000)
         if fwd:  # the export figures: a run of the replayed step's spans only, all sent
-            h = n.Hook(lambda scheduler: so, name="vllm.scheduler.schedule", domain="Schedule",
-                       adapter="schedule")
             st0 = n.stats()
             cpu0 = thread_cpu_s(os.getpid(), "mstrace-export")
             fcpu0 = process_cpu_s(fwd.pid)
-            for i in range(a.export_spans):
-                h(eng.sched)
-                if i % 256 == 255:
-                    n.flush(30000)
-            n.flush(30000)
+            export_step_spans(n, so, eng.sched, a.export_spans)
             time.sleep(1.0)  # the forwarder formats what it received
         st1 = n.stats()
         spans = st1["spans_exported"] - st0["spans_exported"]
