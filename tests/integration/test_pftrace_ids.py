@@ -9,7 +9,9 @@ trace id and parent is interned, every id decodes (with Perfetto's own protos) t
 Perfetto's trace processor shows every id as that text: the span id as a string arg in the raw
 file, the interned ones once their values are inline (the v20.1 build the suite pins predates
 `string_value_iid`, test_pftrace_trace_processor.py's older_encoding; current Perfetto resolves
-them to the same string args), and the raw file's interned ids are exactly the ones v20 leaves out.
+them to the same string args), and the raw file's interned ids are exactly the ones v20 leaves out;
+a file missing the packet that defined an interned id is analysed with a warning counting the ids
+read as absent, every other span read.
 """
 
 import json
@@ -19,7 +21,7 @@ import perfetto_wasm
 from conftest import MAGIC, mstrace_binary
 from pftrace_ids_fixture import packets, write
 from pftrace_model import iter_packets, read_pftrace
-from test_analyze import analysis
+from test_analyze import analysis, analyze
 from test_analyze_pftrace import close
 from test_pftrace_encoding import comparable
 from test_pftrace_trace_processor import older_encoding
@@ -116,3 +118,43 @@ def test_trace_processor_shows_the_ids_as_sent(tmp_path):
     raw = trace_processor_ids(new)
     assert raw == {sid: {k: v for k, v in ids.items() if k not in interned[sid]} for sid, ids in want.items()}
     assert sum(len(v) for v in interned.values()) > len(sent)
+
+
+def drop_an_id_definition(data: bytes):
+    """The file without one span (its begin and end packets) whose packet defines nothing but one
+    interned id that later spans use, and how many id annotations use it after it (up to the next
+    restart of the interning)."""
+    names, pkts = {}, list(iter_packets(data, whole=True))
+    ends = [o for o, _ in pkts[1:]] + [len(data)]
+    dropped, uses = None, 0
+    for i, (o, p) in enumerate(pkts):
+        if p.sequence_flags & 1:
+            if dropped is not None:
+                break
+            names = {}
+        names.update({e.iid: e.name for e in p.interned_data.debug_annotation_names})
+        ids = {names.get(a.name_iid): a for a in p.track_event.debug_annotations}
+        if dropped is None:
+            d = p.interned_data
+            if i > len(pkts) // 4 and len(d.debug_annotation_string_values) == 1 and not (
+                    d.debug_annotation_names or d.event_names or d.event_categories) and \
+                    ids["trace_id"].string_value_iid == d.debug_annotation_string_values[0].iid:
+                dropped = (i, d.debug_annotation_string_values[0].iid)
+            continue
+        uses += sum(1 for k in ID_KEYS if k in ids and ids[k].string_value_iid == dropped[1])
+    assert dropped and uses
+    i = dropped[0]
+    assert pkts[i + 1][1].track_event.type == 2  # its end follows its begin
+    return data[:pkts[i][0]] + data[ends[i + 1]:], uses
+
+
+def test_a_lost_id_definition_is_counted_and_the_rest_reads_the_same(tmp_path):
+    new = write(mstrace_binary(), tmp_path / "ids.pftrace")
+    cut, uses = drop_an_id_definition(new.read_bytes())
+    broken = tmp_path / "lost.pftrace"
+    broken.write_bytes(cut)
+    proc = analyze(broken, "--json", str(tmp_path / "lost.json"))
+    assert f"{uses} trace/span ids read as absent" in proc.stderr + proc.stdout
+    assert "malformed" not in proc.stderr + proc.stdout
+    a = json.loads((tmp_path / "lost.json").read_text())
+    assert a["data_quality"]["spans"] == len(packets()) - 1
