@@ -12,9 +12,9 @@
  * descriptors (pid, tid; the process track's name is the role, as the
  * JSON's process_name), the "overlapping spans N" child tracks of a thread,
  * the debug annotations (span attributes; trace/span/parent ids as hex
- * text, inline or interned, and span.status as in the JSON; lists as JSON text or as arrays of strings,
- * inline or interned; `request.ids` rebuilt from its stream's keyframe and
- * deltas, pftrace_id_streams.h), flow ids beyond a slice's own (its links,
+ * text, inline or interned, and span.status as in the JSON; lists as JSON
+ * text or as arrays of strings, inline or interned; `request.ids` rebuilt
+ * from its stream's keyframe and deltas, pftrace_id_streams.h), flow ids beyond a slice's own (its links,
  * counted) and the forwarder's `forwarder.spans_dropped` counter (the loss
  * the file itself reports). The request tracks and the per-engine counters
  * are derived from the spans by the forwarder and add nothing: skipped.
