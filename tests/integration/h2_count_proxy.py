@@ -1,0 +1,141 @@
+"""h2_count_proxy.py — a loopback TCP proxy in front of a real HTTP/2 (gRPC)
+server that counts the client connections it accepts and can end the first
+one the way a restarting collector does.
+
+Owns: accepting on a free 127.0.0.1 port, relaying bytes both ways to the
+upstream address, counting accepted connections, and (cut="goaway" or
+cut="close") ending the first connection when the client starts its second
+request on it: the client-to-server byte stream is read as HTTP/2 frames
+(after the 24-byte preface, 9-byte frame headers) and the HEADERS frame of a
+second stream is not forwarded; instead the proxy sends the client a GOAWAY
+(NO_ERROR, last stream = the first one: a server shutting down, which has
+not processed the new stream) and closes both sides ("goaway"), or just
+closes both sides ("close": a collector killed). Later connections are
+relayed untouched. Used by test_jaeger_export.py to check that the gRPC
+exporter keeps one connection and reconnects, losing nothing, when it ends.
+"""
+import socket
+import struct
+import threading
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+FRAME_HEADERS, FRAME_GOAWAY = 0x1, 0x7
+
+
+class H2CountProxy:
+    def __init__(self, upstream: str, cut: str = None):
+        host, port = upstream.rsplit(":", 1)
+        self.upstream = (host, int(port))
+        self.cut = cut
+        self.accepted = 0
+        self.cuts = 0
+        self._lock = threading.Lock()
+        self._socks = []
+        self._lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._lsock.bind(("127.0.0.1", 0))
+        self._lsock.listen(16)
+        self.addr = f"127.0.0.1:{self._lsock.getsockname()[1]}"
+        self._thread = threading.Thread(target=self._accept_loop, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._lsock.close()
+        with self._lock:
+            for s in self._socks:
+                _close(s)
+        self._thread.join(timeout=10)
+
+    def _accept_loop(self):
+        while True:
+            try:
+                client, _ = self._lsock.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.upstream, timeout=10)
+            upstream.settimeout(None)
+            with self._lock:
+                self.accepted += 1
+                cut = self.cut if self.accepted == 1 else None
+                self._socks += [client, upstream]
+            threading.Thread(target=_pump, args=(upstream, client), daemon=True).start()
+            if cut:
+                threading.Thread(target=self._pump_until_second_stream, args=(client, upstream, cut),
+                                 daemon=True).start()
+            else:
+                threading.Thread(target=_pump, args=(client, upstream), daemon=True).start()
+
+    def _pump_until_second_stream(self, client, upstream, cut):
+        """Client to server, whole frames only, until a second stream's
+        HEADERS: then the cut (see the top)."""
+        buf = b""
+        pos = None         # start of the next frame header; None: preface not yet read
+        first_stream = None
+        while True:
+            try:
+                data = client.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                break
+            buf += data
+            if pos is None:
+                if len(buf) < len(PREFACE):
+                    continue
+                pos = len(PREFACE)
+            while len(buf) - pos >= 9:
+                length = int.from_bytes(buf[pos:pos + 3], "big")
+                ftype = buf[pos + 3]
+                stream = struct.unpack(">I", buf[pos + 5:pos + 9])[0] & 0x7FFFFFFF
+                if len(buf) < pos + 9 + length:
+                    break
+                if ftype == FRAME_HEADERS and first_stream is None:
+                    first_stream = stream
+                elif ftype == FRAME_HEADERS and stream != first_stream:
+                    with self._lock:
+                        self.cuts += 1
+                    try:
+                        upstream.sendall(buf[:pos])
+                        if cut == "goaway":
+                            client.sendall(struct.pack(">I", 8)[1:] + bytes([FRAME_GOAWAY, 0]) +
+                                           struct.pack(">III", 0, first_stream, 0))
+                    except OSError:
+                        pass
+                    _close(upstream)
+                    _close(client)
+                    return
+                pos += 9 + length
+            try:
+                upstream.sendall(buf[:pos])
+            except OSError:
+                break
+            buf, pos = buf[pos:], 0
+        _close(client)
+        _close(upstream)
+
+
+def _pump(src, dst):
+    while True:
+        try:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+        except OSError:
+            break
+    _close(src)
+    _close(dst)
+
+
+def _close(s):
+    try:
+        s.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    try:
+        s.close()
+    except OSError:
+        pass
