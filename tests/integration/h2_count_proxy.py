@@ -3,7 +3,10 @@ server that counts the client connections it accepts and can end the first
 one the way a restarting collector does.
 
 Owns: accepting on a free 127.0.0.1 port, relaying bytes both ways to the
-upstream address, counting accepted connections, and (cut="goaway" or
+upstream address, counting accepted connections, recording the type of every
+frame each client sent (client_frames[i]: connection i's, in order; not with
+tls=True, where the bytes are only relayed and counted), and
+(cut="goaway" or
 cut="close") ending the first connection when the client starts its second
 request on it: the client-to-server byte stream is read as HTTP/2 frames
 (after the 24-byte preface, 9-byte frame headers) and the HEADERS frame of a
@@ -23,12 +26,16 @@ FRAME_HEADERS, FRAME_GOAWAY = 0x1, 0x7
 
 
 class H2CountProxy:
-    def __init__(self, upstream: str, cut: str = None):
+    def __init__(self, upstream: str, cut: str = None, tls: bool = False):
+        """tls: the bytes are TLS records, relayed as they are (count only)."""
+        assert not (tls and cut)
         host, port = upstream.rsplit(":", 1)
+        self.tls = tls
         self.upstream = (host, int(port))
         self.cut = cut
         self.accepted = 0
         self.cuts = 0
+        self.client_frames = []
         self._lock = threading.Lock()
         self._socks = []
         self._lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -61,16 +68,19 @@ class H2CountProxy:
                 self.accepted += 1
                 cut = self.cut if self.accepted == 1 else None
                 self._socks += [client, upstream]
+                frames = []
+                self.client_frames.append(frames)
             threading.Thread(target=_pump, args=(upstream, client), daemon=True).start()
-            if cut:
-                threading.Thread(target=self._pump_until_second_stream, args=(client, upstream, cut),
-                                 daemon=True).start()
-            else:
+            if self.tls:
                 threading.Thread(target=_pump, args=(client, upstream), daemon=True).start()
+            else:
+                threading.Thread(target=self._pump_client_frames, args=(client, upstream, cut, frames),
+                                 daemon=True).start()
 
-    def _pump_until_second_stream(self, client, upstream, cut):
-        """Client to server, whole frames only, until a second stream's
-        HEADERS: then the cut (see the top)."""
+    def _pump_client_frames(self, client, upstream, cut, frames):
+        """Client to server, whole frames only, each frame's type appended
+        to `frames`; with `cut`, until a second stream's HEADERS: then the
+        cut (see the top)."""
         buf = b""
         pos = None         # start of the next frame header; None: preface not yet read
         first_stream = None
@@ -94,7 +104,7 @@ class H2CountProxy:
                     break
                 if ftype == FRAME_HEADERS and first_stream is None:
                     first_stream = stream
-                elif ftype == FRAME_HEADERS and stream != first_stream:
+                elif cut and ftype == FRAME_HEADERS and stream != first_stream:
                     with self._lock:
                         self.cuts += 1
                     try:
@@ -107,6 +117,8 @@ class H2CountProxy:
                     _close(upstream)
                     _close(client)
                     return
+                with self._lock:
+                    frames.append(ftype)
                 pos += 9 + length
             try:
                 upstream.sendall(buf[:pos])

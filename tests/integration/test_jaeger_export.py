@@ -145,13 +145,14 @@ def test_grpc_batches_flag_all_arrive(jaeger):  # noqa: F811
         "request" if i == 0 else "batch" if i % 3 == 2 else "child" for i in range(n))
 
 
-def _grpc_batches_through(proxy, k: int, n: int, service: str) -> dict:
+def _grpc_batches_through(proxy, k: int, n: int, service: str, extra=()) -> dict:
     """The driver's K gRPC exports of N spans in all to Jaeger through `proxy`."""
     env = {k2: v for k2, v in os.environ.items() if not k2.startswith("OTEL_")}
     env["OTEL_SERVICE_NAME"] = service
     p = subprocess.run([str(driver_path()), "--url", f"http://{proxy.addr}", "--protocol", "grpc",
                         "--spans", str(n), "--batches", str(k), "--timeout-ms", "10000",
-                        "--backoff-scale", "0.01"], env=env, capture_output=True, text=True, timeout=120)
+                        "--backoff-scale", "0.01", *extra], env=env, capture_output=True, text=True,
+                       timeout=120)
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout.strip().splitlines()[-1])
     out["stderr"] = p.stderr
@@ -190,5 +191,27 @@ def test_grpc_reconnects_after_the_connection_ends(jaeger, cut):  # noqa: F811
     assert out["batches_ok"] == k and out["batches_failed"] == 0 and out["spans_exported"] == n, out["stderr"]
     assert out["retries"] == 1, out["stderr"]
     assert accepted == 2
+    spans = jaeger.wait_for_spans(service, n, timeout_s=30)
+    assert len({s["spanID"] for s in spans}) == n
+
+
+def test_grpc_fork_child_leaves_the_parents_connection_alone(jaeger):  # noqa: F811
+    """After two exports the driver forks; the child exports one batch on a
+    connection of its own and exits; the parent goes on on its first
+    connection, on which the child wrote nothing (no GOAWAY before the
+    parent's own at its end): two connections in all, no retry in the
+    parent, every span once."""
+    k, n = 6, 60
+    service = f"mstrace-otlp-grpc-fork-{uuid.uuid4().hex[:8]}"
+    with H2CountProxy(jaeger.otlp_grpc_addr) as proxy:
+        out = _grpc_batches_through(proxy, k, n, service, extra=("--fork-after", "2"))
+        accepted, parents = proxy.accepted, list(proxy.client_frames[0])
+    assert out["child_ok"] == 1, out["stderr"]
+    assert out["batches_ok"] == k - 1 and out["spans_exported"] == n - n // k, out["stderr"]
+    assert out["retries"] == 0 and out["calls_failed"] == 0, out["stderr"]
+    assert accepted == 2
+    goaway, headers = 0x7, 0x1
+    assert parents.count(headers) == k - 1  # the parent's exports, all on its connection
+    assert goaway not in parents or parents.index(goaway) > max(i for i, t in enumerate(parents) if t == headers)
     spans = jaeger.wait_for_spans(service, n, timeout_s=30)
     assert len({s["spanID"] for s in spans}) == n

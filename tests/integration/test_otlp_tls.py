@@ -171,7 +171,7 @@ def test_grpc_over_tls_keeps_one_connection(driver, jaeger_tls, pki):  # noqa: F
     """gRPC over TLS (HTTP/2 by ALPN) reuses its connection for every export,
     on libcurl < 8 too: a TCP proxy in front of the receiver accepts one."""
     k = N
-    with H2CountProxy(jaeger_tls.otlp_grpc_addr) as proxy:
+    with H2CountProxy(jaeger_tls.otlp_grpc_addr, tls=True) as proxy:
         out = _export(driver, f"https://{proxy.addr}", "grpc", _tls_env(pki), batches=k)
         accepted = proxy.accepted
     assert out["batches_ok"] == k and out["spans_exported"] == N and out["retries"] == 0, out["stderr"]
