@@ -114,6 +114,7 @@ struct mst_otlp_transport {
     /* per-attempt response headers/trailers */
     long retry_after_ms;          /* -1: none                               */
     int grpc_status;              /* -1: none                               */
+    bool grpc_reply;              /* content-type application/grpc[+...]   */
     char grpc_message[256];
     long grpc_retry_ms;           /* from RetryInfo, -1: none               */
     uint64_t rng;
@@ -254,11 +255,14 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *ud) {
     if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) { /* a new response (e.g. after 1xx) */
         t->retry_after_ms = -1;
         t->grpc_status = -1;
+        t->grpc_reply = false;
         t->grpc_message[0] = '\0';
         t->grpc_retry_ms = -1;
     } else if (header_is(line, n, "retry-after", &v, &vn)) {
         snprintf(tmp, sizeof tmp, "%.*s", (int)vn, v);
         t->retry_after_ms = parse_retry_after(tmp);
+    } else if (header_is(line, n, "content-type", &v, &vn)) {
+        t->grpc_reply = vn >= 16 && strncasecmp(v, "application/grpc", 16) == 0;
     } else if (header_is(line, n, "grpc-status", &v, &vn)) {
         t->grpc_status = mst_otlp_grpc_status_parse(v, vn);
     } else if (header_is(line, n, "grpc-message", &v, &vn)) {
@@ -525,6 +529,17 @@ static attempt_outcome classify_grpc(mst_otlp_transport *t, long http, mst_otlp_
     attempt_outcome o = {ATTEMPT_FAIL, MST_ERR_REJECTED, -1};
     int gs = t->grpc_status;
     r->grpc_status = gs;
+    mst_otlp_partial reply;
+    if (gs < 0 && http == 200 && t->grpc_reply && t->resp.len >= 5 &&
+        mst_otlp_response_parse_grpc(t->resp.data, t->resp.len, &reply) == MST_OK) {
+        /* A whole response message but no grpc-status: libcurl 7.88 drops
+         * the trailers when the server closes the connection (or sends a
+         * GOAWAY) in the same read. A unary gRPC server sends the response
+         * message only for a call that succeeded, so the export was
+         * accepted; failing it would count delivered spans as lost. */
+        MST_DEBUG("OTLP gRPC export to %s: a response message without trailers; taken as OK", t->url);
+        return accepted(t, &reply, r);
+    }
     if (gs < 0) {
         /* no grpc-status: an HTTP-level failure (proxy, wrong port ...) */
         if (http == 408 || http == 429 || http == 502 || http == 503 || http == 504) {
@@ -647,6 +662,7 @@ static CURLcode perform(mst_otlp_transport *t, const uint8_t *p, size_t n, uint6
         uint64_t remaining_ms = now < deadline ? (deadline - now + 999999) / 1000000 : 1;
         t->retry_after_ms = -1;
         t->grpc_status = -1;
+        t->grpc_reply = false;
         t->grpc_message[0] = '\0';
         t->grpc_retry_ms = -1;
         t->errbuf[0] = '\0';

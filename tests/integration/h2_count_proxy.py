@@ -13,8 +13,17 @@ request on it: the client-to-server byte stream is read as HTTP/2 frames
 second stream is not forwarded; instead the proxy sends the client a GOAWAY
 (NO_ERROR, last stream = the first one: a server shutting down, which has
 not processed the new stream) and closes both sides ("goaway"), or just
-closes both sides ("close": a collector killed). Later connections are
-relayed untouched. Used by test_jaeger_export.py to check that the gRPC
+closes both sides ("close": a collector killed). cut="idle-close" instead
+reads the server-to-client frames and, right after the first response's
+trailers (a HEADERS frame with END_STREAM and END_HEADERS) have been
+forwarded, closes the upstream side and ends the client side gracefully (FIN
+after the data; what the client sends then is read and dropped, so no reset
+discards the reply): a collector restarted between two exports.
+cut="no-trailers" rewrites the first response on the first connection
+instead: its trailers become an empty DATA frame with END_STREAM (a reply
+with its message but no grpc-status), and cut="no-message" also drops that
+response's DATA frames (neither message nor grpc-status); the connection
+stays open. Later connections are relayed untouched. Used by test_jaeger_export.py to check that the gRPC
 exporter keeps one connection and reconnects, losing nothing, when it ends.
 """
 import socket
@@ -23,6 +32,8 @@ import threading
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 FRAME_HEADERS, FRAME_GOAWAY = 0x1, 0x7
+FRAME_DATA = 0x0
+FLAG_END_STREAM, FLAG_END_HEADERS = 0x1, 0x4
 
 
 class H2CountProxy:
@@ -38,6 +49,7 @@ class H2CountProxy:
         self.client_frames = []
         self._lock = threading.Lock()
         self._socks = []
+        self._ended = set()  # client sockets ended by idle-close: their data is dropped
         self._lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._lsock.bind(("127.0.0.1", 0))
@@ -70,7 +82,12 @@ class H2CountProxy:
                 self._socks += [client, upstream]
                 frames = []
                 self.client_frames.append(frames)
-            threading.Thread(target=_pump, args=(upstream, client), daemon=True).start()
+            if cut in ("idle-close", "no-trailers", "no-message"):
+                threading.Thread(target=self._pump_until_first_trailers, args=(upstream, client, cut),
+                                 daemon=True).start()
+                cut = None
+            else:
+                threading.Thread(target=_pump, args=(upstream, client), daemon=True).start()
             if self.tls:
                 threading.Thread(target=_pump, args=(client, upstream), daemon=True).start()
             else:
@@ -91,6 +108,9 @@ class H2CountProxy:
                 data = b""
             if not data:
                 break
+            with self._lock:
+                if client in self._ended:
+                    continue  # idle-close: read and drop until the client closes
             buf += data
             if pos is None:
                 if len(buf) < len(PREFACE):
@@ -127,6 +147,61 @@ class H2CountProxy:
             buf, pos = buf[pos:], 0
         _close(client)
         _close(upstream)
+
+
+    def _pump_until_first_trailers(self, upstream, client, cut):
+        """Server to client, whole frames only (the server sends no
+        preface), until the first END_STREAM HEADERS frame: then the cut
+        (see the top); after a rewrite, the rest relayed as it is."""
+        buf = b""
+        while True:
+            try:
+                data = upstream.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                break
+            buf += data
+            pos, out = 0, b""
+            while len(buf) - pos >= 9:
+                end = pos + 9 + int.from_bytes(buf[pos:pos + 3], "big")
+                if len(buf) < end:
+                    break
+                ftype, flags = buf[pos + 3], buf[pos + 4]
+                frame, pos = buf[pos:end], end
+                stream = struct.unpack(">I", frame[5:9])[0] & 0x7FFFFFFF
+                if cut == "no-message" and ftype == FRAME_DATA and stream:
+                    continue
+                if cut in ("no-trailers", "no-message") and ftype == FRAME_HEADERS and flags & FLAG_END_STREAM:
+                    with self._lock:
+                        self.cuts += 1
+                    out += bytes([0, 0, 0, FRAME_DATA, FLAG_END_STREAM]) + frame[5:9]
+                    try:
+                        client.sendall(out + buf[pos:])
+                    except OSError:
+                        pass
+                    _pump(upstream, client)
+                    return
+                out += frame
+                if ftype == FRAME_HEADERS and flags & FLAG_END_STREAM and flags & FLAG_END_HEADERS:
+                    with self._lock:
+                        self.cuts += 1
+                    with self._lock:
+                        self._ended.add(client)
+                    try:
+                        client.sendall(out)
+                        client.shutdown(socket.SHUT_WR)
+                    except OSError:
+                        pass
+                    _close(upstream)
+                    return
+            try:
+                client.sendall(out)
+            except OSError:
+                break
+            buf = buf[pos:]
+        _close(upstream)
+        _close(client)
 
 
 def _pump(src, dst):

@@ -8,8 +8,10 @@ through Jaeger's query API: CHILD_OF and FOLLOWS_FROM references, attributes
 as typed tags, otel.scope.name, span.kind, error status. Jaeger comes from
 jaeger_fixture.py (tests/harness/jaeger.sh, loopback only). Through a
 counting loopback proxy (h2_count_proxy.py): many gRPC exports on one
-connection, and a reconnect without loss when that connection ends (GOAWAY or
-a plain close, as when the collector restarts) between two exports.
+connection; a reconnect without loss when that connection ends (a GOAWAY or a
+plain close as the next export starts, a close right after a reply); a reply
+that lost its trailers; a fork()ed child exporting on a connection of its own
+while the parent keeps its own.
 """
 import json
 import os
@@ -192,6 +194,50 @@ def test_grpc_reconnects_after_the_connection_ends(jaeger, cut):  # noqa: F811
     assert out["retries"] == 1, out["stderr"]
     assert accepted == 2
     spans = jaeger.wait_for_spans(service, n, timeout_s=30)
+    assert len({s["spanID"] for s in spans}) == n
+
+
+def test_grpc_reconnects_after_a_restart_between_exports(jaeger):  # noqa: F811
+    """The first connection is closed right after the first export's reply
+    (a collector restarted between two exports): the next export goes out
+    on a new connection, found closed before sending (no retry) or, when the
+    close arrives just as it sends, failed and sent again at once (one
+    retry); either way nothing is lost and no batch fails."""
+    k, n = 6, 60
+    service = f"mstrace-otlp-grpc-idle-close-{uuid.uuid4().hex[:8]}"
+    with H2CountProxy(jaeger.otlp_grpc_addr, cut="idle-close") as proxy:
+        out = _grpc_batches_through(proxy, k, n, service)
+        accepted, cuts = proxy.accepted, proxy.cuts
+    assert cuts == 1
+    assert out["batches_ok"] == k and out["batches_failed"] == 0 and out["spans_exported"] == n, out["stderr"]
+    assert out["retries"] in (0, 1), out["stderr"]
+    assert accepted == 2
+    spans = jaeger.wait_for_spans(service, n, timeout_s=30)
+    assert len({s["spanID"] for s in spans}) == n
+
+
+@pytest.mark.parametrize("cut", ["no-trailers", "no-message"])
+def test_grpc_reply_without_trailers(jaeger, cut):  # noqa: F811
+    """The first reply loses its trailers (what libcurl 7.88 does when the
+    server closes right after them): with its response message the export
+    counts as delivered (a unary gRPC server sends that message only for a
+    call that succeeded); without it, it counts as failed and is not
+    retried. (libcurl 7.88 then fails the next request on that connection,
+    which is sent again at once on a new one: at most one retry, nothing
+    lost.)"""
+    k, n = 3, 30
+    service = f"mstrace-otlp-grpc-{cut}-{uuid.uuid4().hex[:8]}"
+    with H2CountProxy(jaeger.otlp_grpc_addr, cut=cut) as proxy:
+        out = _grpc_batches_through(proxy, k, n, service)
+        accepted, cuts = proxy.accepted, proxy.cuts
+    assert cuts == 1 and accepted <= 2
+    assert out["retries"] <= 1, out["stderr"]
+    if cut == "no-trailers":
+        assert out["batches_ok"] == k and out["spans_exported"] == n, out["stderr"]
+    else:
+        assert out["batches_ok"] == k - 1 and out["batches_failed"] == 1, out["stderr"]
+        assert "without grpc-status" in out["stderr"]
+    spans = jaeger.wait_for_spans(service, n, timeout_s=30)  # Jaeger got every batch either way
     assert len({s["spanID"] for s in spans}) == n
 
 
