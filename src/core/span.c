@@ -433,16 +433,42 @@ static void span_set_lit(mst_span *s, const char *key, size_t klen, const mst_at
     attr_set_key(&s->arena, &t, key, klen, true, in, slen, lens);
 }
 
+/* The slot of a number under a literal key: the one holding the key, else
+ * the next free one, taken (a number needs no arena space, so nothing can
+ * fail after this). NULL: no span, a bad key, or the table is full (counted).
+ * Why not span_set_lit: most of a step's attributes are numbers, and this
+ * path skips the value switch and the store's failure handling. */
+static mst_attr *number_slot_lit(mst_span *s, const char *key, size_t klen) {
+    if (!s || !key || klen == 0 || klen > MST_MAX_KEY_LEN) return NULL;
+    uint64_t bit = key_bit(key, klen);
+    if (s->attr_key_lens & bit) {
+        attr_table t = {s->attrs, &s->n_attrs, MST_MAX_ATTRIBUTES, &s->dropped_attrs, &s->attr_key_lens};
+        mst_attr *held = attr_find(&t, key, klen);
+        if (held) return held;
+    }
+    if (s->n_attrs >= MST_MAX_ATTRIBUTES) {
+        s->dropped_attrs++;
+        return NULL;
+    }
+    mst_attr *a = &s->attrs[s->n_attrs++];
+    s->attr_key_lens |= bit;
+    a->key.ptr = key;
+    a->key.len = (uint32_t)klen;
+    return a;
+}
+
 void mst_span_set_int_lit(mst_span *span, const char *key, size_t key_len, int64_t value) {
-    if (!span) return;
-    mst_attr_in in = {.key = key, .type = MST_ATTR_INT, .v.i = value};
-    span_set_lit(span, key, key_len, &in, 0, NULL);
+    mst_attr *a = number_slot_lit(span, key, key_len);
+    if (!a) return;
+    a->type = MST_ATTR_INT;
+    a->v.i = value;
 }
 
 void mst_span_set_double_lit(mst_span *span, const char *key, size_t key_len, double value) {
-    if (!span) return;
-    mst_attr_in in = {.key = key, .type = MST_ATTR_DOUBLE, .v.d = value};
-    span_set_lit(span, key, key_len, &in, 0, NULL);
+    mst_attr *a = number_slot_lit(span, key, key_len);
+    if (!a) return;
+    a->type = MST_ATTR_DOUBLE;
+    a->v.d = value;
 }
 
 void mst_span_set_strn_lit(mst_span *span, const char *key, size_t key_len, const char *value, size_t len) {
