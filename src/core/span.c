@@ -72,6 +72,29 @@ static bool str_replace(mst_arena *a, mst_str *dst, const char *s, size_t len, s
  * are measured first (stored in the items, whose pointers still name the
  * source), then the bytes are copied in one pass. */
 static mst_str *list_copy(mst_arena *a, const char *const *src, const size_t *lens, size_t count) {
+    if (lens) { /* the usual case (a batch's ids): sized in one tight pass, copied in one */
+        size_t total = 0, longest = 0;
+        bool all_present = true;
+        for (size_t i = 0; i < count; i++) {
+            total += lens[i];
+            longest = lens[i] > longest ? lens[i] : longest;
+            all_present &= src[i] != NULL;
+        }
+        if (all_present && longest <= MST_MAX_VALUE_LEN) { /* nothing to cut */
+            mst_str *items = mst_arena_alloc(a, sizeof(mst_str) * count + total + count);
+            if (!items) return NULL;
+            char *p = (char *)(items + count);
+            for (size_t i = 0; i < count; i++) {
+                size_t n = lens[i];
+                memcpy(p, src[i], n);
+                p[n] = '\0';
+                items[i].ptr = p;
+                items[i].len = (uint32_t)n;
+                p += n + 1;
+            }
+            return items;
+        }
+    }
     mst_str *items = mst_arena_alloc(a, sizeof(mst_str) * count);
     if (!items) return NULL;
     size_t total = 0;

@@ -354,6 +354,11 @@ static void inspect_literal_keys(const mst_span *s) {
     CHECK_EQ_STR(a->v.list.items[1].ptr, "r22");
     a = find(s, "step.new_ids");
     CHECK(a && a->v.list.count == 2 && a->v.list.items[1].len == 3); /* lens NULL: measured */
+    a = find(s, "cut.list"); /* an item over the value limit: cut, the others as given */
+    CHECK(a && a->v.list.count == 3);
+    CHECK_EQ_INT(a->v.list.items[0].len, MST_MAX_VALUE_LEN);
+    CHECK_EQ_STR(a->v.list.items[1].ptr, "");
+    CHECK_EQ_STR(a->v.list.items[2].ptr, "zz");
     a = find(s, "copied.first");
     CHECK(a && a->type == MST_ATTR_INT && a->v.i == 2); /* a copied key replaced by a literal one */
     CHECK(find(s, "") == NULL);
@@ -374,6 +379,11 @@ static void test_literal_keys(void) {
     mst_span_set_str_list_lit(s, MST_LIT("request.ids"), ids, lens, 2);
     const char *plain[] = {"a", "bcd"};
     mst_span_set_str_list_lit(s, MST_LIT("step.new_ids"), plain, NULL, 2);
+    static char big[MST_MAX_VALUE_LEN + 10];
+    memset(big, 'y', sizeof big - 1);
+    const char *cut[] = {big, NULL, "zzz"};
+    const size_t cut_lens[] = {sizeof big - 1, 5, 2};
+    mst_span_set_str_list_lit(s, MST_LIT("cut.list"), cut, cut_lens, 3);
     mst_span_set_int(s, "copied.first", 1);
     mst_span_set_int_lit(s, MST_LIT("copied.first"), 2);
     mst_span_set_int_lit(s, MST_LIT(""), 3);                 /* empty key: ignored */
@@ -382,7 +392,7 @@ static void test_literal_keys(void) {
     longkey[sizeof longkey - 1] = '\0';
     mst_span_set_int_lit(s, longkey, sizeof longkey - 1, 3); /* over the key limit: ignored */
     mst_span_set_strn_lit(s, MST_LIT("null.value"), NULL, 0); /* no value: ignored */
-    for (int i = 0; i < MST_MAX_ATTRIBUTES - 6; i++) {
+    for (int i = 0; i < MST_MAX_ATTRIBUTES - 7; i++) {
         char k[16];
         sprintf(k, "k%d", i);
         mst_span_set_int(s, k, i);
