@@ -10,7 +10,8 @@ step counter). Also the CPU the engine thread spends busy-waiting in vLLM's
 shared-memory queue (SpinCondition.wait, measured by a sitecustomize placed in
 the staged package, the same in both servers, with an estimated 0.6 us per
 wait for the check between waits). With --export-off-engine-cpu the
-EngineCore's exporter thread runs on the side CPU. With --perf, `perf record -F 10000` on
+EngineCore's exporter thread runs on the side CPU; --export-batch N sets the
+traced server's OTEL_BSP_MAX_EXPORT_BATCH_SIZE. With --perf, `perf record -F 10000` on
 each EngineCore process during each load (OUT/perf.CASE.rN.data; read with
 `perf report -i FILE --tid TID --no-children --sort dso,sym -n`).
 
@@ -20,7 +21,8 @@ and EngineCore's other threads (off it), each off, perfetto and their paired
 difference per round (median, mean and 95 % t interval over the rounds).
 Run with the vLLM venv's Python. Nothing is asserted: this measures.
 
-Usage: python bench/overhead_serve_threads.py --build DIR [--out OUT] [--rounds N] [--perf]
+Usage: python bench/overhead_serve_threads.py --build DIR [--out OUT] [--rounds N] [--prompts N] [--perf]
+       [--export-off-engine-cpu] [--export-batch N]
 """
 import argparse
 import asyncio
@@ -160,6 +162,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--prompts", type=int, default=300)
     ap.add_argument("--perf", action="store_true", help="perf record each EngineCore during each load")
+    ap.add_argument("--export-batch", type=int, metavar="N",
+                    help="OTEL_BSP_MAX_EXPORT_BATCH_SIZE of the traced server (default: the tracer's 512)")
     ap.add_argument("--export-off-engine-cpu", action="store_true",
                     help="move the EngineCore's mstrace-export thread to the side CPU (as on a host with a spare core)")
     a = ap.parse_args()
@@ -167,7 +171,11 @@ def main():
         input_error("--rounds and --prompts must be at least 1")
     if a.perf and shutil.which("perf") is None:
         input_error("--perf: no perf on PATH")
+    if a.export_batch is not None and a.export_batch < 1:
+        input_error("--export-batch must be at least 1")
     ov.clean_environment()
+    if a.export_batch:
+        os.environ["OTEL_BSP_MAX_EXPORT_BATCH_SIZE"] = str(a.export_batch)
     shutil.rmtree(a.out, ignore_errors=True)
     spin_dir = os.path.join(a.out, "spin")
     os.makedirs(spin_dir)
