@@ -47,6 +47,7 @@
 #include "forward/output_path.h"
 #include "forward/span_args.h"
 #include "forward/timeline.h"
+#include "wire/hex8.h"
 
 /* Unwritten output (queued + being formatted) at which add_span waits for
  * the writer thread: about 0.2 s of output at the forwarder's full speed. */
@@ -156,6 +157,25 @@ static void maybe_name_process(mst_chrome_writer *w, int64_t pid, const mst_pf_s
     emit_name(w, pid, 0, false, &name);
 }
 
+/* The table key of ids as a span or link carries them (33 / 17-byte
+ * arrays): mst_link_key's bytes, decoded ids (32 + 16 hex digits) 16
+ * digits at a time (mst_hex16_value) instead of a table lookup per digit;
+ * anything else through mst_link_key. */
+static void table_key(const char trace_hex[33], const char span_hex[17], uint8_t key[24]) {
+#ifdef MST_HEX8_SWAR
+    uint64_t v[3];
+    if (mst_hex16_value(trace_hex, &v[0]) && mst_hex16_value(trace_hex + 16, &v[1]) &&
+        mst_hex16_value(span_hex, &v[2])) {
+        for (int i = 0; i < 3; i++) {
+            uint64_t be = __builtin_bswap64(v[i]); /* first digit pair first */
+            memcpy(key + 8 * i, &be, 8);
+        }
+        return;
+    }
+#endif
+    mst_link_key(trace_hex, span_hex, key);
+}
+
 /* Room for one s/f flow pair: the literals (~220 bytes), four numbers
  * with their copy slack, the id (18 bytes) twice and the link text (66
  * bytes) twice: ~600 bytes. */
@@ -181,17 +201,15 @@ static uint64_t flow_id64(const uint8_t src_key[24], const uint8_t dest_span[8])
 static void emit_flow(mst_chrome_writer *w, const uint8_t src_key[24], int64_t spid, int64_t stid,
                       int64_t sts, const uint8_t dest_span[8], int64_t dpid, int64_t dtid,
                       int64_t dts) {
-    static const char hx[] = "0123456789abcdef";
     char link[32 + 1 + 16 + 1 + 16]; /* "<srcTrace>:<srcSpan>:<destSpan>" */
-    size_t n = 0;
-    for (int i = 0; i < 16; i++) { link[n++] = hx[src_key[i] >> 4]; link[n++] = hx[src_key[i] & 15]; }
-    link[n++] = ':';
-    for (int i = 16; i < 24; i++) { link[n++] = hx[src_key[i] >> 4]; link[n++] = hx[src_key[i] & 15]; }
-    link[n++] = ':';
-    for (int i = 0; i < 8; i++) { link[n++] = hx[dest_span[i] >> 4]; link[n++] = hx[dest_span[i] & 15]; }
+    hex_bytes8(src_key, link);
+    hex_bytes8(src_key + 8, link + 16);
+    link[32] = ':';
+    hex_bytes8(src_key + 16, link + 33);
+    link[49] = ':';
+    hex_bytes8(dest_span, link + 50);
     char id[2 + 16] = {'0', 'x'};
-    uint64_t v = flow_id64(src_key, dest_span);
-    for (int i = 17; i >= 2; i--, v >>= 4) id[i] = hx[v & 15];
+    hex16_text(flow_id64(src_key, dest_span), id + 2);
     mst_buf *b = w->buf;
     if (!mst_buf_reserve(b, FLOW_NEED)) return;
     RLIT(b, ",{\"name\":\"request.link\",\"cat\":\"Tracing.Flow\",\"ph\":\"s\",\"ts\":");
@@ -241,6 +259,17 @@ static size_t span_need(const mst_pf_span *s, const mst_json_slice *service) {
     return need;
 }
 
+/* '"', the run of attributes [run, end) (from a key's content to a
+ * value's end, emit_plain_attrs) and ','. */
+static void raw_plain_run(mst_buf *b, const char *run, const char *end) {
+    uint8_t *d = b->data + b->len;
+    size_t n = (size_t)(end - run);
+    d[0] = '"';
+    memcpy(d + 1, run, n);
+    d[n + 1] = ',';
+    b->len += n + 2;
+}
+
 /* ,"resource.<key>":<value> — the rare escaped key is joined in scratch
  * and escaped whole, as before (the prefix is plain, so the text is the
  * same either way). */
@@ -272,13 +301,53 @@ static bool emit_resource_kv(mst_chrome_writer *w, const mst_pf_kv *kv, size_t n
  * the span links (mstrace analyze's `flows`); and the span's end of it
  * must be written with the span, before its step may be known. */
 static void bind_flow(mst_buf *b, uint64_t id, bool out) {
-    static const char hx[] = "0123456789abcdef";
     char text[2 + 16] = {'0', 'x'};
-    for (int i = 17; i >= 2; i--, id >>= 4) text[i] = hx[id & 15];
+    hex16_text(id, text + 2);
     LIT(b, ",\"bind_id\":");
     put_str(b, text, sizeof text);
     if (out) LIT(b, ",\"flow_out\":true");
     else LIT(b, ",\"flow_in\":true");
+}
+
+/* The args of a span whose keys are plain (mst_pf_span.plain_text), each
+ * "<key>":<value>, then ',', into reserved room; returns whether an
+ * attribute key starts with "resource." (mst_span_attr_shadows then
+ * applies). Attributes that lie back to back in the packet ("k1":v1,"k2":v2
+ * — the key's content 2 bytes before its value and 2 after the previous
+ * value: only the quote and ':' or ',' and the quote fit in between, so
+ * the bytes are exactly those of the output) are copied as one run. Why:
+ * a key is ~12 bytes and a value ~8, so three copies and a check per
+ * attribute were most of an attribute's cost. */
+static bool emit_plain_attrs(mst_buf *b, const mst_pf_span *s) {
+    bool any_resource_prefixed = false;
+    const char *run = NULL, *run_end = NULL; /* pending run: its text from the first key */
+    for (size_t i = 0; i < s->n_attrs; i++) {
+        const mst_pf_kv *kv = &s->attrs[i];
+        if (kv->key.len > 9 && memcmp(kv->key.ptr, "resource.", 9) == 0)
+            any_resource_prefixed = true;
+        if (mst_span_arg_is_fixed(&kv->key)) continue;
+        const char *k = kv->key.ptr, *v = kv->value.ptr;
+        bool own = v == k + kv->key.len + 2; /* "<key>":<value> in place */
+        if (run && own && k == run_end + 2) {
+            run_end = v + kv->value.len;
+            continue;
+        }
+        if (run) {
+            raw_plain_run(b, run, run_end);
+            run = NULL;
+        }
+        if (own) {
+            run = k;
+            run_end = v + kv->value.len;
+            continue;
+        }
+        raw_plain_str(b, k, kv->key.len);
+        RLIT(b, ":");
+        raw(b, v, kv->value.len);
+        RLIT(b, ",");
+    }
+    if (run) raw_plain_run(b, run, run_end);
+    return any_resource_prefixed;
 }
 
 /* `bind`: the flow joining the span to its engine step (0: none). */
@@ -289,10 +358,14 @@ static void emit_span(mst_chrome_writer *w, const mst_pf_span *s, int64_t pid, i
     if (!mst_buf_reserve(b, need)) return;
     /* Fixed keys are literals (nothing to escape); strings go through
      * raw_str (plain ones are one copy); room was reserved above. */
+    bool plain = s->plain_text;
     RLIT(b, ",{\"name\":");
-    if (!raw_str(b, s->name.ptr ? s->name.ptr : "", s->name.ptr ? s->name.len : 0, need)) return;
+    if (plain) raw_plain_str(b, s->name.ptr, s->name.len);
+    else if (!raw_str(b, s->name.ptr ? s->name.ptr : "", s->name.ptr ? s->name.len : 0, need)) return;
     RLIT(b, ",\"cat\":");
-    if (s->category.ptr) {
+    if (plain) {
+        raw_plain_str(b, s->category.ptr, s->category.len);
+    } else if (s->category.ptr) {
         if (!raw_str(b, s->category.ptr, s->category.len, need)) return;
     } else {
         RLIT(b, "\"Tracing\"");
@@ -307,22 +380,35 @@ static void emit_span(mst_chrome_writer *w, const mst_pf_span *s, int64_t pid, i
     raw_i64(b, tid);
     RLIT(b, ",\"args\":{");
     bool any_resource_prefixed = false;
-    for (size_t i = 0; i < s->n_attrs; i++) {
-        const mst_pf_kv *kv = &s->attrs[i];
-        if (kv->key.len > 9 && memcmp(kv->key.ptr, "resource.", 9) == 0)
-            any_resource_prefixed = true;
-        if (mst_span_arg_is_fixed(&kv->key)) continue;
-        if (!raw_str(b, kv->key.ptr, kv->key.len, need)) return;
-        RLIT(b, ":");
-        raw(b, kv->value.ptr, kv->value.len);
-        RLIT(b, ",");
+    if (plain) {
+        any_resource_prefixed = emit_plain_attrs(b, s);
+    } else {
+        for (size_t i = 0; i < s->n_attrs; i++) {
+            const mst_pf_kv *kv = &s->attrs[i];
+            if (kv->key.len > 9 && memcmp(kv->key.ptr, "resource.", 9) == 0)
+                any_resource_prefixed = true;
+            if (mst_span_arg_is_fixed(&kv->key)) continue;
+            if (!raw_str(b, kv->key.ptr, kv->key.len, need)) return;
+            RLIT(b, ":");
+            raw(b, kv->value.ptr, kv->value.len);
+            RLIT(b, ",");
+        }
     }
-    RLIT(b, "\"trace_id\":");
-    if (!raw_id(b, s->trace_id, 32, need)) return;
-    RLIT(b, ",\"span_id\":");
-    if (!raw_id(b, s->span_id, 16, need)) return;
-    RLIT(b, ",\"parent_span_id\":");
-    if (!raw_id(b, s->parent_span_id, 16, need)) return;
+    if (plain) {
+        RLIT(b, "\"trace_id\":");
+        raw_decoded_id(b, s->trace_id, 32);
+        RLIT(b, ",\"span_id\":");
+        raw_decoded_id(b, s->span_id, 16);
+        RLIT(b, ",\"parent_span_id\":");
+        raw_decoded_id(b, s->parent_span_id, 16);
+    } else {
+        RLIT(b, "\"trace_id\":");
+        if (!raw_id(b, s->trace_id, 32, need)) return;
+        RLIT(b, ",\"span_id\":");
+        if (!raw_id(b, s->span_id, 16, need)) return;
+        RLIT(b, ",\"parent_span_id\":");
+        if (!raw_id(b, s->parent_span_id, 16, need)) return;
+    }
     RLIT(b, ",\"span.kind\":");
     raw_i64(b, s->kind);
     RLIT(b, ",\"span.status\":");
@@ -333,7 +419,14 @@ static void emit_span(mst_chrome_writer *w, const mst_pf_span *s, int64_t pid, i
     for (size_t i = 0; i < s->n_resource; i++) {
         const mst_pf_kv *kv = &s->resource[i];
         if (any_resource_prefixed && mst_span_attr_shadows(s, &kv->key)) continue;
-        if (!emit_resource_kv(w, kv, need)) return;
+        if (plain) {
+            RLIT(b, ",\"resource.");
+            raw(b, kv->key.ptr, kv->key.len);
+            RLIT(b, "\":");
+            raw(b, kv->value.ptr, kv->value.len);
+        } else if (!emit_resource_kv(w, kv, need)) {
+            return;
+        }
     }
     RLIT(b, "}");
     if (bind) bind_flow(b, bind, false);
@@ -521,14 +614,14 @@ mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s
      * megabytes of random accesses, mostly cache misses, which then overlap
      * the formatting of the span's events below. */
     uint8_t key[24];
-    mst_link_key(s->trace_id, s->span_id, key);
+    table_key(s->trace_id, s->span_id, key);
     mst_track_table_prefetch(&w->pos, key);
     mst_track_table_prefetch(&w->pend.groups, key);
     uint8_t link_keys[PREFETCH_LINKS][24];
     size_t n_drawn = mst_span_drawn_links(s); /* request links get no flow */
     size_t n_pre = n_drawn < PREFETCH_LINKS ? n_drawn : PREFETCH_LINKS;
     for (size_t l = 0; l < n_pre; l++) {
-        mst_link_key(s->links[l].trace_id, s->links[l].span_id, link_keys[l]);
+        table_key(s->links[l].trace_id, s->links[l].span_id, link_keys[l]);
         mst_track_table_prefetch(&w->pos, link_keys[l]);
         mst_track_table_prefetch(&w->pend.groups, link_keys[l]);
     }
@@ -580,7 +673,7 @@ mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s
     for (size_t l = 0; l < n_drawn; l++) {
         uint8_t src[24];
         if (l < n_pre) memcpy(src, link_keys[l], 24);
-        else mst_link_key(s->links[l].trace_id, s->links[l].span_id, src);
+        else table_key(s->links[l].trace_id, s->links[l].span_id, src);
         uint32_t k = mst_track_table_find(&w->pos, src);
         if (k) {
             const mst_track_entry *sp = &w->pos.e[k - 1];

@@ -90,13 +90,17 @@ __attribute__((noinline)) static const uint8_t *general_raw(const uint8_t *p, co
 /* A string at p through the reader: unescaped into the arena and
  * NUL-terminated when `copy` (name, category), else as a slice into the
  * input or, with escapes, the arena (attribute keys, as the general
- * decoder reads them). Returns the byte after it, or NULL. */
+ * decoder reads them). Returns the byte after it, or NULL. A result that
+ * is not plain JSON text clears span->plain_text (mst_pf_span), as the
+ * general decoder's check of the same string would. */
 __attribute__((noinline)) static const uint8_t *general_str(const uint8_t *p, const uint8_t *end,
                                                             mst_arena *arena, bool copy,
-                                                            mst_str *out) {
+                                                            mst_str *out, mst_pf_span *span) {
     mst_json_reader r;
     reader_at(&r, p, end, 1);
     bool ok = copy ? mst_json_read_str(&r, arena, out) : mst_json_read_str_slice(&r, arena, out);
+    if (ok && mst_json_plain_prefix((const uint8_t *)out->ptr, out->len) != out->len)
+        span->plain_text = false;
     return ok ? r.p : NULL;
 }
 
@@ -209,10 +213,10 @@ static inline const uint8_t *read_int(const uint8_t *p, const uint8_t *end, int6
 
 /* A string value copied into the arena with a NUL (name, category). */
 static inline const uint8_t *read_str_copy(const uint8_t *p, const uint8_t *end, mst_arena *arena,
-                                           mst_str *out) {
+                                           mst_str *out, mst_pf_span *span) {
     if (p >= end || *p != '"') return NULL;
     const uint8_t *q = plain_string_end(p + 1, end);
-    if (!q) return general_str(p, end, arena, true, out);
+    if (!q) return general_str(p, end, arena, true, out, span);
     size_t n = (size_t)(q - (p + 1));
     char *dst = mst_arena_alloc(arena, n + 1);
     if (!dst) return NULL;
@@ -417,7 +421,7 @@ static const uint8_t *read_kv_object(const uint8_t *p, const uint8_t *end, mst_a
             fp = fingerprint_in_packet(p + 1, slot->key.len);
             q++;
         } else {
-            q = general_str(p, end, arena, false, &slot->key);
+            q = general_str(p, end, arena, false, &slot->key, out);
             if (!q) return NULL;
             fp = fingerprint_anywhere((const uint8_t *)slot->key.ptr, slot->key.len);
         }
@@ -599,6 +603,7 @@ bool mst_pf_decode_fast(const uint8_t *json, size_t len, mst_arena *arena, mst_p
     if (!p) return false;
     p++;
     unsigned seen = 0, next = 0; /* next: the field predicted to come next */
+    out->plain_text = true; /* until a string says otherwise (general_str) */
     for (;;) {
         unsigned fi; /* the field's I_ index */
         p = at_byte(p, end, '"');
@@ -622,8 +627,8 @@ bool mst_pf_decode_fast(const uint8_t *json, size_t len, mst_arena *arena, mst_p
         const uint8_t *v = p;
     value:
         switch (fi) {
-        case I_NAME: p = read_str_copy(p, end, arena, &out->name); break;
-        case I_CATEGORY: p = read_str_copy(p, end, arena, &out->category); break;
+        case I_NAME: p = read_str_copy(p, end, arena, &out->name, out); break;
+        case I_CATEGORY: p = read_str_copy(p, end, arena, &out->category, out); break;
         case I_TRACE_ID: p = read_id(p, end, 32, out->trace_id, false); break;
         case I_SPAN_ID: p = read_id(p, end, 16, out->span_id, false); break;
         case I_PARENT:
