@@ -102,57 +102,64 @@ static inline char *u64_digits(char *end, uint64_t v) {
 #define MST_CHROME_SWAR_DIGITS 1
 #endif
 
-static inline void raw_num(mst_buf *b, const char *p, const char *end) {
-    memcpy(b->data + b->len, p, NUM_COPY);
-    b->len += (size_t)(end - p);
+/* Cursor writers: each writes at o, into room the caller reserved, and
+ * returns the byte after what it wrote. Why a cursor: an event is ~20
+ * pieces, and a local pointer stays in a register where b->len (which a
+ * store through b->data might alias) was loaded and stored per piece. */
+static inline char *cur_mem(char *o, const void *p, size_t n) {
+    memcpy(o, p, n);
+    return o + n;
+}
+#define CLIT(o, s) cur_mem((o), (s), sizeof(s) - 1)
+
+/* Number text right-aligned at `end` in a scratch, copied as a fixed
+ * NUM_COPY bytes. */
+static inline char *cur_num(char *o, const char *p, const char *end) {
+    memcpy(o, p, NUM_COPY);
+    return o + (end - p);
 }
 
-/* Unchecked signed decimal (same text as mst_buf_append_i64); the caller
- * reserved EV_NUM bytes. Numbers below 10^8 (pids, tids, kinds: nearly
- * all) are one SWAR word written in place. */
-static inline void raw_i64(mst_buf *b, int64_t v) {
+/* Signed decimal (same text as mst_buf_append_i64), EV_NUM bytes of room.
+ * Numbers below 10^8 (pids, tids, kinds: nearly all) are one SWAR word
+ * written in place. */
+static inline char *cur_i64(char *o, int64_t v) {
 #ifdef MST_CHROME_SWAR_DIGITS
-    if (v >= 0 && v < 100000000) {
-        b->len += put_u8digits((char *)b->data + b->len, (uint32_t)v);
-        return;
-    }
+    if (v >= 0 && v < 100000000) return o + put_u8digits(o, (uint32_t)v);
 #endif
     char tmp[64];
     char *end = tmp + NUM_END;
     bool neg = v < 0;
     char *p = u64_digits(end, neg ? 0u - (uint64_t)v : (uint64_t)v);
     if (neg) *--p = '-';
-    raw_num(b, p, end);
+    return cur_num(o, p, end);
 }
 
-/* Unchecked nanoseconds as exact decimal microseconds ("1000", "1.5",
- * "-0.001"); the caller reserved EV_NUM bytes. */
-static inline void raw_us(mst_buf *b, bool neg, uint64_t ns) {
+/* Nanoseconds as exact decimal microseconds ("1000", "1.5", "-0.001"),
+ * EV_NUM bytes of room. */
+static inline char *cur_us(char *o, bool neg, uint64_t ns) {
     uint64_t us = ns / 1000;
     unsigned frac = (unsigned)(ns % 1000);
 #ifdef MST_CHROME_SWAR_DIGITS
     /* Up to 16 integer digits (every int64 of ns: < 9.3 * 10^15 us) as
      * one or two SWAR words written in place, then the fraction. */
     if (us < 10000000000000000ull) {
-        char *d = (char *)b->data + b->len, *p = d;
-        if (neg && ns) *p++ = '-';
+        if (neg && ns) *o++ = '-';
         if (us < 100000000u) {
-            p += put_u8digits(p, (uint32_t)us);
+            o += put_u8digits(o, (uint32_t)us);
         } else {
-            p += put_u8digits(p, (uint32_t)(us / 100000000u));
+            o += put_u8digits(o, (uint32_t)(us / 100000000u));
             uint64_t lo = digits8_word((uint32_t)(us % 100000000u));
-            memcpy(p, &lo, 8);
-            p += 8;
+            memcpy(o, &lo, 8);
+            o += 8;
         }
         if (frac) {
-            p[0] = '.';
-            p[1] = (char)('0' + frac / 100);
-            memcpy(p + 2, digits2 + 2 * (frac % 100), 2);
-            p += 4;
-            while (p[-1] == '0') p--;
+            o[0] = '.';
+            o[1] = (char)('0' + frac / 100);
+            memcpy(o + 2, digits2 + 2 * (frac % 100), 2);
+            o += 4;
+            while (o[-1] == '0') o--;
         }
-        b->len += (size_t)(p - d);
-        return;
+        return o;
     }
 #endif
     char tmp[64];
@@ -166,13 +173,31 @@ static inline void raw_us(mst_buf *b, bool neg, uint64_t ns) {
         end += 4;
         while (end[-1] == '0') end--;
     }
-    raw_num(b, p, end);
+    return cur_num(o, p, end);
 }
 
-static inline void raw_ts(mst_buf *b, int64_t ns) {
+static inline char *cur_ts(char *o, int64_t ns) {
     bool neg = ns < 0;
-    raw_us(b, neg, neg ? 0u - (uint64_t)ns : (uint64_t)ns);
+    return cur_us(o, neg, neg ? 0u - (uint64_t)ns : (uint64_t)ns);
 }
+
+/* A JSON string known to be plain (mst_pf_span.plain_text) between
+ * quotes: no check. */
+static inline char *cur_plain_str(char *o, const char *s, size_t n) {
+    o[0] = '"';
+    memcpy(o + 1, s, n);
+    o[n + 1] = '"';
+    return o + n + 2;
+}
+
+/* The cursor of b's room, and b after writing up to o. */
+static inline char *cur_of(mst_buf *b) { return (char *)b->data + b->len; }
+static inline void cur_done(mst_buf *b, const char *o) { b->len = (size_t)(o - (char *)b->data); }
+
+/* The same into a buffer with reserved room (b->len moves). */
+static inline void raw_i64(mst_buf *b, int64_t v) { cur_done(b, cur_i64(cur_of(b), v)); }
+static inline void raw_us(mst_buf *b, bool neg, uint64_t ns) { cur_done(b, cur_us(cur_of(b), neg, ns)); }
+static inline void raw_ts(mst_buf *b, int64_t ns) { cur_done(b, cur_ts(cur_of(b), ns)); }
 
 /* Checked signed decimal (M events). */
 static inline void put_i64(mst_buf *b, int64_t v) {
@@ -236,30 +261,18 @@ static inline void hex_bytes8(const uint8_t p[8], char out[16]) {
     hex16_text(v, out);
 }
 
-/* A JSON string known to be plain (mst_pf_span.plain_text) between
- * quotes, into reserved room: no check. */
-static inline void raw_plain_str(mst_buf *b, const char *s, size_t n) {
-    uint8_t *d = b->data + b->len;
-    d[0] = '"';
-    memcpy(d + 1, s, n);
-    d[n + 1] = '"';
-    b->len += n + 2;
-}
-
 /* A decoded id (mst_pf_span.plain_text: exactly `n` lowercase hex digits,
- * or none for a root's parent) quoted, into reserved room. */
-static inline void raw_decoded_id(mst_buf *b, const char *id, size_t n) {
-    uint8_t *d = b->data + b->len;
-    d[0] = '"';
+ * or none for a root's parent) quoted. */
+static inline char *cur_decoded_id(char *o, const char *id, size_t n) {
+    o[0] = '"';
     if (!id[0]) {
-        d[1] = '"';
-        b->len += 2;
-        return;
+        o[1] = '"';
+        return o + 2;
     }
-    if (n == 32) memcpy(d + 1, id, 32);
-    else memcpy(d + 1, id, 16);
-    d[n + 1] = '"';
-    b->len += n + 2;
+    if (n == 32) memcpy(o + 1, id, 32);
+    else memcpy(o + 1, id, 16);
+    o[n + 1] = '"';
+    return o + n + 2;
 }
 
 /* A lowercase-hex id (as the decoder leaves it) of at most `max` digits,

@@ -130,9 +130,57 @@ static inline const uint8_t *short_int_end(const uint8_t *p, const uint8_t *end)
     return short_int_run(p, end, &w, &k);
 }
 
+/* The end of a literal (true, false, null) at p, or NULL. */
+static inline const uint8_t *literal_end(const uint8_t *p, const uint8_t *end) {
+    switch (*p) {
+    case 't': return end - p >= 4 && memcmp(p, "true", 4) == 0 ? p + 4 : NULL;
+    case 'f': return end - p >= 5 && memcmp(p, "false", 5) == 0 ? p + 5 : NULL;
+    case 'n': return end - p >= 4 && memcmp(p, "null", 4) == 0 ? p + 4 : NULL;
+    default: return NULL;
+    }
+}
+
+/* The end of a flat array at p (its '['): items that are plain strings,
+ * numbers or literals, separated by bare ','. NULL for anything else (a
+ * nested container, a string to check or unescape, whitespace, an error),
+ * and the caller reads the array with the reader, which then accepts or
+ * reports it as before: what is accepted here is exactly what the reader
+ * accepts (the same scanners, json_scan.h; one level of nesting, within
+ * every caller's depth). Why: a step record's lists (request.ids,
+ * step.tokens: 256 items each at batch 256) were 90 % of its decoding
+ * through the reader's per-item calls. */
+static const uint8_t *flat_array_end(const uint8_t *p, const uint8_t *end) {
+    p++;
+    if (p < end && *p == ']') return p + 1;
+    for (;;) {
+        if (p >= end) return NULL;
+        const uint8_t *q;
+        if (*p == '"') {
+            q = plain_string_end(p + 1, end);
+            if (!q) return NULL;
+            q++;
+        } else if (*p == '-' || (unsigned)(*p - '0') <= 9) {
+            q = short_int_end(p, end);
+            if (!q) {
+                const char *msg;
+                const uint8_t *at;
+                q = mst_json_number_end(p, end, &msg, &at);
+                if (!q) return NULL;
+            }
+        } else {
+            q = literal_end(p, end);
+            if (!q) return NULL;
+        }
+        if (q >= end) return NULL;
+        if (*q == ']') return q + 1;
+        if (*q != ',') return NULL;
+        p = q + 1;
+    }
+}
+
 /* The raw text of any value at p into *out; returns the byte after it or
- * NULL. Plain strings, numbers and literals inline; the rest through the
- * reader. */
+ * NULL. Plain strings, numbers, literals and flat arrays inline; the rest
+ * through the reader. */
 static inline __attribute__((always_inline)) const uint8_t *
 read_raw(const uint8_t *p, const uint8_t *end, unsigned depth, mst_json_slice *out) {
     const uint8_t *q;
@@ -160,8 +208,11 @@ again:
         if (end - p < 4 || memcmp(p, "null", 4) != 0) return NULL;
         q = p + 4;
         break;
-    case '{':
-    case '[': return general_raw(p, end, MST_PF_MAX_DEPTH - depth, out);
+    case '[':
+        q = flat_array_end(p, end);
+        if (!q) return general_raw(p, end, MST_PF_MAX_DEPTH - depth, out);
+        break;
+    case '{': return general_raw(p, end, MST_PF_MAX_DEPTH - depth, out);
     default:
         q = short_int_end(p, end);
         if (q) break;
