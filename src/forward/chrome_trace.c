@@ -679,6 +679,9 @@ mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s
         mst_track_table_prefetch(&w->pos, link_keys[l]);
         mst_track_table_prefetch(&w->pend.groups, link_keys[l]);
     }
+    /* ... and those of the evictions the inserts below make (full tables) */
+    mst_track_table_prefetch_victim(&w->pos);
+    mst_pend_table_prefetch_victim(&w->pend, false);
 
     mst_tl_sink sink = tl_sink(w);
     /* A vllm.request span goes on its request's own thread (tl_request),
@@ -700,6 +703,7 @@ mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s
                     : mst_timeline_joins_step(s)                  ? at.flow
                                                                   : 0;
     emit_span(w, s, pid, tid, service, bind);
+    mst_pend_table_prefetch_victim(&w->pend, true);
 
     bool ev;
     uint32_t i = mst_track_table_find(&w->pos, key);
