@@ -1,9 +1,11 @@
 /*
  * chrome_json.h — the number and string fast paths of the Chrome Trace
- * writer (chrome_trace.c): decimal digit formatting (two digits per table
- * lookup, eight per 64-bit division), timestamps as exact decimal
- * microseconds, and the raw_* (unchecked, into room the caller reserved)
- * and put_* (checked) JSON appenders. Every event has several numbers and
+ * writer (chrome_trace.c): decimal digits (eight per SWAR word below 10^8,
+ * else two per table lookup and eight per 64-bit division), timestamps as
+ * exact decimal microseconds, hex text 16 digits at once, the cursor
+ * writers (cur_*: unchecked, at a pointer into room the caller reserved),
+ * and the raw_* (the same on an mst_buf) and put_* (checked) JSON
+ * appenders. Every event has several numbers and
  * short strings, and the generic appenders were ~15% of the forwarder's
  * time, so everything here is inline: this is the per-span path. The JSON
  * escaping rules stay in buf.c (mst_json_plain_prefix decides what is

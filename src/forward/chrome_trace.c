@@ -323,8 +323,8 @@ static void bind_flow(mst_buf *b, uint64_t id, bool out) {
 /* The span's X event through the checked appenders (any span: strings
  * escaped where needed). `bind`: the flow joining the span to its engine
  * step (0: none). */
-static void emit_span_checked(mst_chrome_writer *w, const mst_pf_span *s, int64_t pid, int64_t tid,
-                      const mst_json_slice *service, uint64_t bind) {
+static void emit_span_checked(mst_chrome_writer *w, const mst_pf_span *s, int64_t pid,
+                              int64_t tid, const mst_json_slice *service, uint64_t bind) {
     mst_buf *b = w->buf;
     size_t need = span_need(s, service);
     if (!mst_buf_reserve(b, need)) return;

@@ -9,10 +9,10 @@
  * key is predicted in encoder order and checked with 16-byte compares; a
  * miss scans the key), plain (printable ASCII, no escape) keys, ids as
  * exactly 32/16 hex digits (16 per SSE2 block), integers (up to 8 digits
- * per 64-bit load), attribute values that are plain strings, numbers or
- * literals, and whitespace between tokens (tried only where the expected
- * byte is missing). Less common values take the
- * strict pull reader on the spot (a string with escapes or UTF-8, a nested
+ * per 64-bit load), attribute values that are plain strings, numbers,
+ * literals or flat arrays of those, and whitespace between tokens (tried
+ * only where the expected byte is missing). Less common values take the
+ * strict pull reader on the spot (a string with escapes or UTF-8, any other
  * container as an attribute value, an attribute key with escapes or UTF-8),
  * so they are exactly as strict as the general decoder. Everything else
  * declines, and the caller decodes again with the general decoder: a
