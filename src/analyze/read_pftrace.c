@@ -103,6 +103,7 @@ typedef struct reader {
     /* findings for the warnings */
     uint64_t bad_ids, unpaired_ends, open_dropped, unknown_sequences, intern_full;
     uint64_t tracks_full, lists_lost;
+    uint64_t ids_lost;       /* interned trace/parent ids whose definition the file lacks */
     bool ids_unreadable;     /* this slice's request.ids annotations: one unresolved */
 } reader;
 
@@ -429,18 +430,25 @@ static bool read_annotation(reader *r, const sequence *seq, const uint8_t *p, si
     }
     if (!have_key || !have_val) return true;
     mst_an_str sv = {NULL, 0};
+    bool resolved = true; /* an interned value is defined */
     if (val.number == DA_STRING) sv = (mst_an_str){(const char *)val.data, val.len};
-    else if (val.number == DA_STRING_IID && !intern_get(seq, IN_STRING_VALUES, val.u, &sv))
-        return true;
+    else if (val.number == DA_STRING_IID) resolved = intern_get(seq, IN_STRING_VALUES, val.u, &sv);
     bool is_str = val.number == DA_STRING || val.number == DA_STRING_IID;
+    /* Ids are hex text, inline or (the trace id and the parent where they
+     * recur) interned: docs/architecture.md "Trace and span ids". */
     if (str_is(&key, "trace_id") || str_is(&key, "span_id") || str_is(&key, "parent_span_id")) {
         if (!is_str) return true;
+        if (!resolved) { /* its definition was in a packet the file lacks: absent, counted */
+            r->ids_lost++;
+            return true;
+        }
         bool ok = key.len == 8   ? parse_id(&sv, span->trace_id, 16)
                   : key.len == 7 ? parse_id(&sv, span->span_id, 8)
                                  : parse_id(&sv, span->parent_span_id, 8);
         if (!ok) r->bad_ids++;
         return true;
     }
+    if (!resolved) return true;
     if (str_is(&key, "span.status") || str_is(&key, "span.kind")) {
         if (key.len == 11 && (val.number == DA_INT || val.number == DA_UINT))
             span->status = (int)(int64_t)val.u;
@@ -865,6 +873,10 @@ static mst_status run_checked(reader *r, char *err, size_t err_size) {
         mst_an_input_warn(in, "%llu request-id lists left out: written as a change to a list the "
                           "file does not hold (a packet lost, or a file read from the middle)",
                           (unsigned long long)r->lists_lost);
+    if (r->ids_lost)
+        mst_an_input_warn(in, "%llu trace/span ids read as absent: interned in a packet the file "
+                          "does not hold (a packet lost, or a file read from the middle)",
+                          (unsigned long long)r->ids_lost);
     if (r->intern_full || r->tracks_full)
         mst_an_input_warn(in, "interning or track table full: %llu names and %llu tracks ignored",
                           (unsigned long long)r->intern_full, (unsigned long long)r->tracks_full);

@@ -11,10 +11,10 @@
  * packet says SEQ_INCREMENTAL_STATE_CLEARED), process and thread track
  * descriptors (pid, tid; the process track's name is the role, as the
  * JSON's process_name), the "overlapping spans N" child tracks of a thread,
- * the debug annotations (span attributes; trace/span/parent ids and
- * span.status as in the JSON; lists as JSON text or as arrays of strings,
- * inline or interned; `request.ids` rebuilt from its stream's keyframe and
- * deltas, pftrace_id_streams.h), flow ids beyond a slice's own (its links,
+ * the debug annotations (span attributes; trace/span/parent ids as hex
+ * text, inline or interned, and span.status as in the JSON; lists as JSON
+ * text or as arrays of strings, inline or interned; `request.ids` rebuilt
+ * from its stream's keyframe and deltas, pftrace_id_streams.h), flow ids beyond a slice's own (its links,
  * counted) and the forwarder's `forwarder.spans_dropped` counter (the loss
  * the file itself reports). The request tracks and the per-engine counters
  * are derived from the spans by the forwarder and add nothing: skipped.
@@ -32,7 +32,9 @@
  * sentence in err). A file that ends inside a packet (cut by a SIGKILL
  * while being written) or whose framing breaks mid-way is read up to the
  * last whole packet, with info->truncated and a warning. A packet that is
- * not a valid TracePacket is skipped and counted (info->skipped).
+ * not a valid TracePacket is skipped and counted (info->skipped). An
+ * interned id whose definition the file lacks (a packet lost) reads as
+ * absent, counted in a warning.
  */
 #ifndef MST_ANALYZE_READ_PFTRACE_H
 #define MST_ANALYZE_READ_PFTRACE_H

@@ -858,9 +858,25 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, int64_t pid, 
         w->fixed_gen = w->intern_gen;
     }
     const uint64_t *fixed_iid = w->fixed_iid;
-    mst_pft_annotation_string(&w->ann, fixed_iid[0], s->trace_id, ID_LEN(s->trace_id));
+    /* Ids as the hex text Jaeger shows. The trace id and the parent recur
+     * across a trace's spans and are interned from their second sighting,
+     * as repeated values are (value_iid); a span with a parent shares its
+     * trace with that parent, so its trace id is interned at once (the
+     * second call finds it marked by the first). The span id is unique and
+     * stays inline. Interned only while the table keeps room for the
+     * resource entries still to come (docs/architecture.md "Trace and span
+     * ids"). */
+    size_t trace_n = ID_LEN(s->trace_id), parent_n = ID_LEN(s->parent_span_id);
+    bool ids_room = w->icount + 2 + 2 * s->n_resource + 1 <= INTERN_MAX;
+    uint64_t trace_viid = ids_room && trace_n ? value_iid(w, s->trace_id, trace_n, NULL) : 0;
+    if (!trace_viid && ids_room && trace_n && parent_n)
+        trace_viid = value_iid(w, s->trace_id, trace_n, NULL);
+    uint64_t parent_viid = ids_room && parent_n ? value_iid(w, s->parent_span_id, parent_n, NULL) : 0;
+    if (trace_viid) mst_pft_annotation_string_iid(&w->ann, fixed_iid[0], trace_viid);
+    else mst_pft_annotation_string(&w->ann, fixed_iid[0], s->trace_id, trace_n);
     mst_pft_annotation_string(&w->ann, fixed_iid[1], s->span_id, ID_LEN(s->span_id));
-    mst_pft_annotation_string(&w->ann, fixed_iid[2], s->parent_span_id, ID_LEN(s->parent_span_id));
+    if (parent_viid) mst_pft_annotation_string_iid(&w->ann, fixed_iid[2], parent_viid);
+    else mst_pft_annotation_string(&w->ann, fixed_iid[2], s->parent_span_id, parent_n);
     mst_pft_annotation_int(&w->ann, fixed_iid[3], s->kind);
     mst_pft_annotation_int(&w->ann, fixed_iid[4], s->status);
     /* Resource names and values are interned before the service name's

@@ -2,9 +2,10 @@
 
 Owns the check of the coexistence rule (python/mstrace/coexist.py,
 docs/user-guide.md "Beside msServiceProfiler") with PyPI's
-`msserviceprofiler` 1.2.3 wheel: installed with pip --target into a
-directory of this test (never into the shared vLLM venv) and put on
-PYTHONPATH, so vLLM's plugin loader finds both general plugins. With
+`msserviceprofiler` 1.2.3 wheel: installed once with pip --target into
+~/.cache/mstrace/msserviceprofiler-1.2.3 (never into the shared vLLM venv;
+reused by later runs, made again when absent) and put on PYTHONPATH, so
+vLLM's plugin loader finds both general plugins. With
 MS_TRACE_ENABLE=1, SERVICE_PROF_CONFIG_PATH set and one symbols YAML (the
 packaged default plus a counting profiling handler on
 OutputProcessor.process_outputs), an offline LLM.generate() must:
@@ -27,8 +28,10 @@ Skipped, with the reason, without a vLLM interpreter, the extension or the
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -82,15 +85,42 @@ def _yaml_with_counting_handler(dst):
     dst.write_text("".join(out))
 
 
+CACHE_DIR = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+                         "mstrace", "msserviceprofiler-" + WHEEL.split("==")[1])
+COMPLETE = ".mstrace-complete"  # written last: a directory without it is an interrupted install
+
+
+def _cached_wheel_target(python):
+    """The wheel's --target directory, installed on first use. The install
+    goes into a fresh sibling directory renamed into place, so two runs at
+    once never see half an install (the loser of the rename uses the
+    winner's)."""
+    if os.path.exists(os.path.join(CACHE_DIR, COMPLETE)):
+        return CACHE_DIR
+    os.makedirs(os.path.dirname(CACHE_DIR), exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=os.path.basename(CACHE_DIR) + ".", dir=os.path.dirname(CACHE_DIR))
+    try:
+        p = subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
+                            "--target", staging, WHEEL], capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            pytest.skip("pip cannot install %s: %s" % (WHEEL, (p.stderr or p.stdout)[-500:]))
+        open(os.path.join(staging, COMPLETE), "w").close()
+        if os.path.isdir(CACHE_DIR) and not os.path.exists(os.path.join(CACHE_DIR, COMPLETE)):
+            shutil.rmtree(CACHE_DIR, ignore_errors=True)  # an interrupted install of an earlier run
+        try:
+            os.rename(staging, CACHE_DIR)
+        except OSError:  # another run installed it first
+            if not os.path.exists(os.path.join(CACHE_DIR, COMPLETE)):
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return CACHE_DIR
+
+
 @pytest.fixture(scope="module")
-def msp_target(tmp_path_factory):
+def msp_target():
     python, binary = vllm_serve.traced_setup()
-    target = tmp_path_factory.mktemp("msserviceprofiler")
-    p = subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
-                        "--target", str(target), WHEEL], capture_output=True, text=True, timeout=600)
-    if p.returncode != 0:
-        pytest.skip("pip cannot install %s: %s" % (WHEEL, (p.stderr or p.stdout)[-500:]))
-    return python, binary, target
+    return python, binary, _cached_wheel_target(python)
 
 
 def test_both_plugins_each_symbol_hooked_once_handler_once(msp_target, tmp_path):
