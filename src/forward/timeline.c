@@ -81,7 +81,7 @@ typedef struct req_entry {
  * ~130 forwards before the engine's first step); each ring is scanned
  * whole, once per step or per joining span (a few µs). */
 #define TL_DONE_STEPS 1024
-#define TL_WAITING_SPANS 4096
+#define TL_WAITING_SPANS MST_TL_WAITING_SPANS
 
 /* The step an engine thread is in (from its schedule span on). */
 typedef struct tl_engine {
@@ -117,7 +117,12 @@ struct mst_timeline {
     tl_done_step done[TL_DONE_STEPS];
     unsigned done_next;
     tl_waiting_span waiting[TL_WAITING_SPANS];
-    unsigned waiting_next;
+    /* Spans ever put in the ring, and the oldest that may still wait: every
+     * earlier one was joined or overwritten, so a step scans only
+     * [waiting_lo, waiting_next) — nothing when none waits (the usual case:
+     * its forward and output processing were written after the step). */
+    uint64_t waiting_next, waiting_lo;
+    uint32_t waiting_live[JOIN_OUTPUT + 1]; /* waiting spans per kind */
     uint64_t fwd_last_received, fwd_last_written, fwd_last_dropped; /* last forwarder sample */
     bool fwd_sampled;
     int64_t fwd_last_ts_ns;  /* of the last forwarder sample */
@@ -627,21 +632,37 @@ static uint64_t join_flow(uint64_t step, uint8_t kind) {
 
 /* Joins the waiting span of `kind` that belongs to the step [start, end]
  * to it: a worker forward that started within it, or the earliest output
- * processing that started after it ended. */
+ * processing that started after it ended (of equal starts, the one in the
+ * lowest ring slot). */
 static bool join_waiting(mst_timeline *tl, uint8_t kind, int64_t start, int64_t end,
                          mst_tl_step *st) {
+    if (!tl->waiting_live[kind]) return false;
     tl_waiting_span *best = NULL;
-    for (unsigned i = 0; i < TL_WAITING_SPANS; i++) {
-        tl_waiting_span *w = &tl->waiting[i];
+    for (uint64_t n = tl->waiting_lo; n < tl->waiting_next; n++) {
+        tl_waiting_span *w = &tl->waiting[n % TL_WAITING_SPANS];
         if (w->kind != kind) continue;
         int64_t t = w->pos.ts_ns;
         bool in = kind == JOIN_WORKER ? t >= start && t <= end : t >= end;
-        if (in && (!best || t < best->pos.ts_ns)) best = w;
+        if (in && (!best || t < best->pos.ts_ns || (t == best->pos.ts_ns && w < best))) best = w;
     }
     if (!best) return false;
     st->joined[st->n_joined++] = best->pos;
     best->kind = 0;
+    tl->waiting_live[kind]--;
+    while (tl->waiting_lo < tl->waiting_next && !tl->waiting[tl->waiting_lo % TL_WAITING_SPANS].kind)
+        tl->waiting_lo++;
     return true;
+}
+
+/* Puts span `at` of `kind` in the waiting ring, over its oldest entry when
+ * full. */
+static void wait_for_step(mst_timeline *tl, const mst_tl_pos *at, uint8_t kind) {
+    tl_waiting_span *w = &tl->waiting[tl->waiting_next % TL_WAITING_SPANS];
+    if (w->kind) tl->waiting_live[w->kind]--;
+    *w = (tl_waiting_span){*at, kind};
+    tl->waiting_live[kind]++;
+    if (++tl->waiting_next - tl->waiting_lo > TL_WAITING_SPANS)
+        tl->waiting_lo = tl->waiting_next - TL_WAITING_SPANS;
 }
 
 /* Hands the open step of engine e to the sink, ending at end_ns. */
@@ -727,7 +748,7 @@ bool mst_timeline_join_step(mst_timeline *tl, const mst_pf_span *s, const mst_tl
         step->flow = join_flow(best->pos.flow, kind);
         return true;
     }
-    tl->waiting[tl->waiting_next++ % TL_WAITING_SPANS] = (tl_waiting_span){*at, kind};
+    wait_for_step(tl, at, kind);
     return false;
 }
 

@@ -112,6 +112,8 @@ typedef struct mst_tl_pos {
  * when their slices were already written; one written later is joined to
  * the step by mst_timeline_join_step. */
 #define MST_TL_STEP_JOINS 2
+/* Spans kept waiting for their step (a ring: the oldest is forgotten). */
+#define MST_TL_WAITING_SPANS 4096
 typedef struct mst_tl_step {
     int64_t pid, tid;        /* the engine thread */
     int64_t index;           /* step.index */

@@ -484,6 +484,61 @@ static void test_engine_steps_and_their_flows(void) {
     mst_timeline_free(tl);
 }
 
+/* Spans waiting for their step are a bounded ring: the oldest are
+ * forgotten once more than MST_TL_WAITING_SPANS wait, the rest still join
+ * (after the ring wrapped), and of two output processings starting at the
+ * same time after a step the one that waited longer joins it. */
+static void test_waiting_spans_ring(void) {
+    mst_timeline *tl = mst_timeline_new(16);
+    got g = {0};
+    mst_tl_pos step;
+    char id[17];
+    const int over = 10, n = MST_TL_WAITING_SPANS + over;
+    for (int i = 0; i < n; i++) {
+        snprintf(id, sizeof id, "%016x", 0x100000 + i);
+        CHECK(!feed_joining(tl, &g, "vllm.worker.execute_model", id, 1000 + i, 1000 + i, "", &step));
+    }
+    /* two outputs at the same time; the first waits longer */
+    CHECK(!feed_joining(tl, &g, "vllm.output.process", "00000000000000b1", 900000, 900001, "", &step));
+    CHECK(!feed_joining(tl, &g, "vllm.output.process", "00000000000000b2", 900000, 900002, "", &step));
+    /* a step over the forgotten forwards joins none of them (and the
+     * output after it) */
+    CHECK(!feed_joining(tl, &g, "vllm.scheduler.schedule", "0000000000000001", 1000, 1000 + over - 1,
+                        "\"step.index\":0,\"scheduler.running\":1", &step));
+    CHECK(!feed_joining(tl, &g, "vllm.scheduler.update_from_output", "0000000000000002", 1000 + over - 1,
+                        1000 + over - 1, "", &step));
+    CHECK_EQ_INT(g.n_steps, 1);
+    CHECK_EQ_INT(g.steps[0].n_joined, 1);
+    CHECK_EQ_INT(g.steps[0].joined[0].flow,
+                 mst_tl_flow_id("00000000000000000000000000000001", "00000000000000b1"));
+    /* the oldest kept forward (the two outputs took the slots of the two
+     * before it) and the newest one join their steps */
+    int kept[2] = {over + 2, n - 1};
+    for (int k = 0; k < 2; k++) {
+        long long t = 1000 + kept[k];
+        char sp[17];
+        snprintf(sp, sizeof sp, "%016x", 0x10 + 2 * k);
+        char attrs[64];
+        snprintf(attrs, sizeof attrs, "\"step.index\":%d,\"scheduler.running\":1", k + 1);
+        CHECK(!feed_joining(tl, &g, "vllm.scheduler.schedule", sp, t, t, attrs, &step));
+        snprintf(sp, sizeof sp, "%016x", 0x11 + 2 * k);
+        CHECK(!feed_joining(tl, &g, "vllm.scheduler.update_from_output", sp, t, t, "", &step));
+        CHECK_EQ_INT(g.n_steps, 2 + k);
+        const mst_tl_step *st = &g.steps[1 + k];
+        CHECK(st->n_joined >= 1);
+        snprintf(id, sizeof id, "%016x", 0x100000 + kept[k]);
+        CHECK_EQ_INT(st->joined[0].flow, mst_tl_flow_id("00000000000000000000000000000001", id));
+        CHECK_EQ_INT(st->joined[0].ts_ns, t);
+    }
+    /* the second output, still waiting, went to the first step after the
+     * one that took the first output */
+    CHECK_EQ_INT(g.steps[2].n_joined, 1);
+    CHECK_EQ_INT(g.steps[1].n_joined, 2);
+    CHECK_EQ_INT(g.steps[1].joined[1].flow,
+                 mst_tl_flow_id("00000000000000000000000000000001", "00000000000000b2"));
+    mst_timeline_free(tl);
+}
+
 /* A request span's lane is its entry's: the same for later spans naming
  * it, another for each request. */
 static void test_request_lanes(void) {
@@ -506,6 +561,7 @@ static void test_request_lanes(void) {
 static const mst_test_case TESTS[] = {
     {"engine_steps_and_their_flows", test_engine_steps_and_their_flows},
     {"request_lanes", test_request_lanes},
+    {"waiting_spans_ring", test_waiting_spans_ring},
     {"request_span_gives_track_and_phases", test_request_span_gives_track_and_phases},
     {"steps_only_request_completes_at_the_end", test_steps_only_request_completes_at_the_end},
     {"steps_only_request_completes_when_idle", test_steps_only_request_completes_when_idle},
