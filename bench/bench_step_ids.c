@@ -19,7 +19,9 @@
  * link drawn as a flow).
  *
  * Usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step [--draw-links]] [-f json|pftrace]
- *   prints, per output, bytes/span, the median spans/s over the rounds
+ *                       [-o FILE]
+ *   (-o: the last round's file of the one output -f names is kept at FILE,
+ *   to compare the files two builds write), prints, per output, bytes/span, the median spans/s over the rounds
  *   (wall clock of feeding and closing, the writer thread included) and the
  *   median process CPU per span (both threads: the figure that holds on a
  *   busy machine), and a SUMMARY line.
@@ -162,6 +164,7 @@ int main(int argc, char **argv) {
     long long n = 200000;
     bool fresh = false, step = false, draw_links = false;
     int only = -1; /* -f: one output only */
+    const char *keep = NULL; /* -o */
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-k") == 0 && i + 1 < argc) ids = atoi(argv[++i]);
         else if (strcmp(argv[i], "-n") == 0 && i + 1 < argc) n = atoll(argv[++i]);
@@ -169,6 +172,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--fresh") == 0) fresh = true;
         else if (strcmp(argv[i], "--step") == 0) step = true;
         else if (strcmp(argv[i], "--draw-links") == 0) draw_links = true;
+        else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) keep = argv[++i];
         else if (strcmp(argv[i], "-f") == 0 && i + 1 < argc) {
             i++;
             only = strcmp(argv[i], "json") == 0 ? 0 : strcmp(argv[i], "pftrace") == 0 ? 1 : -2;
@@ -178,9 +182,13 @@ int main(int argc, char **argv) {
             }
         }
         else {
-            fprintf(stderr, "usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step [--draw-links]] [-f json|pftrace]\n");
+            fprintf(stderr, "usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step [--draw-links]] [-f json|pftrace] [-o FILE]\n");
             return 2;
         }
+    }
+    if (keep && only < 0) {
+        fprintf(stderr, "bench_step_ids: -o needs -f json or -f pftrace\n");
+        return 2;
     }
     if (ids < 1 || ids > 1024 || n < 1 || rounds < 1 || rounds > 99) {
         fprintf(stderr, "bench_step_ids: -k 1..1024, -n >= 1, -r 1..99\n");
@@ -202,6 +210,10 @@ int main(int argc, char **argv) {
             rate[f][r] = (double)n / run(path, &p, (size_t)n, &cpu, &bytes);
             cpu_us[f][r] = cpu / (double)n * 1e6;
             per_span[f] = (double)bytes / (double)n;
+            if (keep && r == rounds - 1 && rename(path, keep) != 0) {
+                fprintf(stderr, "bench_step_ids: cannot keep the file at %s\n", keep);
+                return 1;
+            }
             unlink(path);
         }
     printf("%d request ids per span (%s, %s); %lld spans per run, %d rounds\n", ids,

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "wire/json_scan.h"
+
 #define SET_SLOTS (2u * MST_PFT_ID_LIST_MAX)
 
 typedef struct id_stream {
@@ -22,6 +24,8 @@ typedef struct id_stream {
     uint32_t pos;            /* of the last list since its keyframe */
     size_t n, cap;
     uint64_t *iids;          /* the last list */
+    uint32_t *refs;          /* ... its caller's refs (cap of them) */
+    bool has_refs;
 } id_stream;
 
 struct mst_pft_id_chains {
@@ -64,6 +68,15 @@ static const char *quote_or_backslash(const char *s, const char *end) {
     return s;
 }
 
+/* quote_or_backslash, 16 bytes a step through the JSON scanner's plain
+ * runs (which also stop at control bytes and bytes >= 0x80: from such a
+ * byte on, the word loop finishes the search). */
+static inline const char *first_quote_or_backslash(const char *s, const char *end) {
+    const char *q = (const char *)mst_json_plain_run((const uint8_t *)s, (const uint8_t *)end);
+    if (q < end && *q != '"' && *q != '\\') q = quote_or_backslash(q + 1, end);
+    return q;
+}
+
 bool mst_pft_split_id_list(const char *v, size_t len, mst_pft_id_item *out, size_t cap, size_t *n) {
     const char *p = v, *end = v + len;
     *n = 0;
@@ -73,9 +86,9 @@ bool mst_pft_split_id_list(const char *v, size_t len, mst_pft_id_item *out, size
     if (p < end && *p == ']') return false; /* empty: nothing to intern, JSON says it */
     for (;;) {
         if (p == end || *p != '"') return false;
-        const char *s = p + 1, *q = quote_or_backslash(s, end);
+        const char *s = p + 1, *q = first_quote_or_backslash(s, end);
         if (q == end || *q != '"' || *n == cap) return false;
-        out[(*n)++] = (mst_pft_id_item){s, (size_t)(q - s)};
+        out[(*n)++] = (mst_pft_id_item){s, (size_t)(q - s), NULL};
         p = q + 1;
         if (p < end && *p == ',') { /* the usual "a","b" */
             p++;
@@ -96,7 +109,10 @@ mst_pft_id_chains *mst_pft_id_chains_new(void) { return calloc(1, sizeof(mst_pft
 
 void mst_pft_id_chains_free(mst_pft_id_chains *c) {
     if (!c) return;
-    for (unsigned i = 0; i < MST_PFT_ID_STREAMS; i++) free(c->streams[i].iids);
+    for (unsigned i = 0; i < MST_PFT_ID_STREAMS; i++) {
+        free(c->streams[i].iids);
+        free(c->streams[i].refs);
+    }
     free(c);
 }
 
@@ -161,13 +177,21 @@ static id_stream *stream_slot(mst_pft_id_chains *c, uint64_t key) {
     return &c->streams[(key ^ (key >> 29)) & (MST_PFT_ID_STREAMS - 1)];
 }
 
+size_t mst_pft_id_chain_last(const mst_pft_id_chains *c, uint64_t key, const uint32_t **refs) {
+    key |= 1;
+    const id_stream *st = &c->streams[(key ^ (key >> 29)) & (MST_PFT_ID_STREAMS - 1)];
+    if (st->key != key || !st->has_refs) return 0;
+    *refs = st->refs;
+    return st->n;
+}
+
 void mst_pft_id_chain_forget(mst_pft_id_chains *c, uint64_t key) {
     id_stream *st = stream_slot(c, key | 1);
     if (st->key == (key | 1)) st->key = 0;
 }
 
-bool mst_pft_id_chain_step(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids, size_t n,
-                           mst_pft_id_delta *out) {
+bool mst_pft_id_chain_step(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids,
+                           const uint32_t *refs, size_t n, mst_pft_id_delta *out) {
     key |= 1; /* 0 marks a free slot */
     id_stream *st = stream_slot(c, key);
     *out = (mst_pft_id_delta){0, NULL, iids, 0, 0};
@@ -182,14 +206,18 @@ bool mst_pft_id_chain_step(mst_pft_id_chains *c, uint64_t key, const uint64_t *i
     if (n > st->cap) {
         size_t cap = n < 64 ? 64 : n;
         uint64_t *grown = realloc(st->iids, cap * sizeof *grown);
-        if (!grown) {
+        if (grown) st->iids = grown;
+        uint32_t *grown_refs = grown ? realloc(st->refs, cap * sizeof *grown_refs) : NULL;
+        if (grown_refs) st->refs = grown_refs;
+        if (!grown || !grown_refs) {
             st->key = 0;
             return false;
         }
-        st->iids = grown;
         st->cap = cap;
     }
     memcpy(st->iids, iids, n * sizeof *iids);
+    st->has_refs = refs != NULL;
+    if (refs) memcpy(st->refs, refs, n * sizeof *refs);
     st->n = n;
     return true;
 }

@@ -23,15 +23,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "forward/timeline.h"
+
 #define MST_PFT_ID_KEYFRAME_EVERY 32u
 #define MST_PFT_ID_STREAMS 256u
 /* Longest list written as items; a longer one is written as JSON text. */
 #define MST_PFT_ID_LIST_MAX 4096u
 
-typedef struct mst_pft_id_item {
-    const char *s;
-    size_t n;
-} mst_pft_id_item;
+/* An item: its text (s, n) and a lookup hint for the timeline
+ * (timeline.h mst_tl_id_item; the splitter leaves it NULL). */
+typedef mst_tl_id_item mst_pft_id_item;
 
 /* True for the attribute keys whose string lists are request ids:
  * `request.ids` and keys ending in `_ids` (step.new_ids, ...). */
@@ -63,9 +64,16 @@ void mst_pft_id_chains_reset(mst_pft_id_chains *c);
  * of it was written another way, as JSON text). */
 void mst_pft_id_chain_forget(mst_pft_id_chains *c, uint64_t key);
 /* Records iids[0..n) (interned ids of the items, n >= 1) as the latest list
- * of stream `key` and fills *out with how to write it. False when out of
- * memory (*out is then a keyframe and the stream forgotten). */
-bool mst_pft_id_chain_step(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids, size_t n,
-                           mst_pft_id_delta *out);
+ * of stream `key` and fills *out with how to write it; refs[0..n) (may be
+ * NULL: none) are the caller's words for the same ids, kept with them for
+ * mst_pft_id_chain_last. False when out of memory (*out is then a keyframe
+ * and the stream forgotten). */
+bool mst_pft_id_chain_step(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids,
+                           const uint32_t *refs, size_t n, mst_pft_id_delta *out);
+/* The refs of stream `key`'s latest list (*refs, its length returned),
+ * or 0 when it has none (forgotten, reset, or recorded without refs): what
+ * a writer predicts the next list's items from. Valid until the next call
+ * changing `c`. */
+size_t mst_pft_id_chain_last(const mst_pft_id_chains *c, uint64_t key, const uint32_t **refs);
 
 #endif /* MST_FORWARD_PFTRACE_ID_LISTS_H */

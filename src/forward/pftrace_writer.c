@@ -62,6 +62,15 @@
 /* Annotations a span adds besides its attributes: ids, kind, status, service. */
 #define FIXED_ANNOTATIONS 6
 #define ARENA_KEEP_BYTES (16u * 1024u)
+/* Id lists of one span handed to the timeline split (the rest it reads
+ * as JSON), and the items they and any other list take. */
+#define SPLIT_LISTS 8u
+/* request.ids items are looked for among the next PREDICT_AHEAD ids of the
+ * stream's previous list (ids that left are skipped so), until
+ * PREDICT_MISSES of them were not there. */
+#define PREDICT_AHEAD 4u
+#define PREDICT_MISSES 8u
+#define ITEMS_CAP (3u * MST_PFT_ID_LIST_MAX)
 #define REQUESTS_TRACK_NAME "Requests"
 #define FORWARDER_PROCESS_NAME "mstrace forward"
 
@@ -73,6 +82,7 @@ typedef struct intern_entry {
     uint32_t hash;
     uint8_t kind;
     uint64_t iid;
+    uint64_t tl_hint;      /* a request id's: the timeline's (mst_tl_id_item.hint) */
 } intern_entry;
 
 
@@ -112,8 +122,15 @@ struct mst_pftrace_writer {
     uint64_t delta_gen;           /* intern_gen when delta_iid was filled */
     uint64_t delta_iid[3];        /* request.ids.delta / .left / .joined */
     mst_pft_id_chains *chains;    /* request.ids of each stream (pftrace_id_lists.h) */
-    mst_pft_id_item *items;       /* a list's items (MST_PFT_ID_LIST_MAX) */
-    uint64_t *item_iids;          /* ... and their interned ids */
+    /* The span's id lists' items (ITEMS_CAP): lists the timeline reads
+     * too from [0, 2 * MST_PFT_ID_LIST_MAX), each at items_used, then the
+     * last MST_PFT_ID_LIST_MAX for any that no longer fits there. */
+    mst_pft_id_item *items;
+    size_t items_used;
+    mst_tl_split_list split[SPLIT_LISTS]; /* ... the lists there, for the timeline */
+    size_t n_split;
+    uint64_t *item_iids;          /* a list's interned ids (MST_PFT_ID_LIST_MAX) */
+    uint32_t *item_refs;          /* ... their intern entries (request.ids' chain refs) */
     mst_buf defs;                 /* InternedData entries of the packet being built */
     mst_buf ann;                  /* its debug annotations */
     uint64_t *res_iids;           /* its resource entries' name and value iids */
@@ -257,7 +274,7 @@ static void intern_reset(mst_pftrace_writer *w) {
 
 /* Adds (kind, s) at free slot `pos` of the probe for hash h. NULL when
  * out of memory. */
-static const intern_entry *intern_add(mst_pftrace_writer *w, unsigned kind, const char *s,
+static intern_entry *intern_add(mst_pftrace_writer *w, unsigned kind, const char *s,
                                       size_t n, uint32_t h, uint32_t pos) {
     uint32_t off = (uint32_t)w->blob.len;
     mst_buf_append(&w->blob, s, n);
@@ -271,6 +288,7 @@ static const intern_entry *intern_add(mst_pftrace_writer *w, unsigned kind, cons
     e->hash = h;
     e->kind = (uint8_t)kind;
     e->iid = w->next_iid[kind]++;
+    e->tl_hint = 0;
     w->islots[pos] = ((uint64_t)h << 32) | ++w->icount;
     mst_pft_interned_entry(&w->defs, kind, e->iid, s, n);
     return e;
@@ -279,7 +297,7 @@ static const intern_entry *intern_add(mst_pftrace_writer *w, unsigned kind, cons
 /* The entry of (kind, s), whose bytes_hash is `hash` (callers that hashed
  * the text already pass it); a new one is added to the packet's w->defs.
  * NULL when out of memory. */
-static inline const intern_entry *intern_hashed(mst_pftrace_writer *w, unsigned kind,
+static inline intern_entry *intern_hashed(mst_pftrace_writer *w, unsigned kind,
                                                 const char *s, size_t n, uint64_t hash) {
     uint64_t h64 = hash ^ kind;
     uint32_t h = (uint32_t)(h64 ^ (h64 >> 32));
@@ -288,7 +306,7 @@ static inline const intern_entry *intern_hashed(mst_pftrace_writer *w, unsigned 
     for (;; pos = (pos + 1) & mask) {
         uint64_t sl = w->islots[pos];
         if (!sl) break;
-        const intern_entry *e = &w->ie[(uint32_t)sl - 1];
+        intern_entry *e = &w->ie[(uint32_t)sl - 1];
         if ((uint32_t)(sl >> 32) == h && e->kind == kind && e->len == n &&
             bytes_eq((const char *)w->blob.data + e->off, s, n))
             return e;
@@ -296,7 +314,7 @@ static inline const intern_entry *intern_hashed(mst_pftrace_writer *w, unsigned 
     return intern_add(w, kind, s, n, h, pos);
 }
 
-static inline const intern_entry *intern_e(mst_pftrace_writer *w, unsigned kind, const char *s,
+static inline intern_entry *intern_e(mst_pftrace_writer *w, unsigned kind, const char *s,
                                            size_t n) {
     return intern_hashed(w, kind, s, n, bytes_hash(s, n));
 }
@@ -757,18 +775,46 @@ static bool annotate_id_list(mst_pftrace_writer *w, shape *sh, size_t p, const m
     /* Written as JSON instead when not a plain string list, or when its
      * items would not fit in the intern table (emit_span's room is an
      * estimate): then the stream's next list must be a keyframe. */
-    if (!mst_pft_split_id_list(v->ptr, v->len, w->items, MST_PFT_ID_LIST_MAX, &n) ||
+    bool shared = w->items_used <= MST_PFT_ID_LIST_MAX && w->n_split < SPLIT_LISTS;
+    mst_pft_id_item *items = w->items + (shared ? w->items_used : 2 * MST_PFT_ID_LIST_MAX);
+    if (!mst_pft_split_id_list(v->ptr, v->len, items, MST_PFT_ID_LIST_MAX, &n) ||
         w->icount + n + 3 > INTERN_MAX) {
         if (is_request_ids) mst_pft_id_chain_forget(w->chains, stream);
         return false;
     }
+    /* A stream's list is mostly its previous one without a few ids: each
+     * item is first compared with the next ids of that list (the intern
+     * entries it had), then interned as usual. A match is the entry
+     * interning finds (one per text), without hashing or probing. */
+    const uint32_t *prev = NULL;
+    size_t n_prev = is_request_ids ? mst_pft_id_chain_last(w->chains, stream, &prev) : 0, j = 0;
+    unsigned misses = 0;
     for (size_t i = 0; i < n; i++) {
-        const intern_entry *e = intern_e(w, MST_PFT_INTERN_STRING_VALUE, w->items[i].s, w->items[i].n);
-        if (!e) return true; /* out of memory: the add fails and rolls back */
+        intern_entry *e = NULL;
+        for (size_t look = j; look < n_prev && look < j + PREDICT_AHEAD; look++) {
+            intern_entry *c = prev[look] < w->icount ? &w->ie[prev[look]] : NULL;
+            if (c && c->kind == MST_PFT_INTERN_STRING_VALUE && blob_eq(w, c->off, c->len, items[i].s, items[i].n)) {
+                e = c;
+                j = look + 1;
+                break;
+            }
+        }
+        if (!e) {
+            if (++misses == PREDICT_MISSES) n_prev = 0; /* another list: stop guessing */
+            e = intern_e(w, MST_PFT_INTERN_STRING_VALUE, items[i].s, items[i].n);
+            if (!e) return true; /* out of memory: the add fails and rolls back */
+        }
         w->item_iids[i] = e->iid;
+        w->item_refs[i] = (uint32_t)(e - w->ie);
+        items[i].hint = &e->tl_hint;
+    }
+    if (shared) { /* the timeline reads the list from these items */
+        w->split[w->n_split++] = (mst_tl_split_list){v, items, n};
+        w->items_used += n;
     }
     mst_pft_id_delta d = {0, NULL, w->item_iids, 0, n};
-    if (is_request_ids && !mst_pft_id_chain_step(w->chains, stream, w->item_iids, n, &d))
+    if (is_request_ids &&
+        !mst_pft_id_chain_step(w->chains, stream, w->item_iids, w->item_refs, n, &d))
         w->buf->failed = true;
     if (!d.pos) {
         mst_pft_annotation_iid_array(&w->ann, shape_key_iid(w, sh, p, k->ptr, k->len), w->item_iids, n);
@@ -811,6 +857,7 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, int64_t pid, 
                                                                     : MST_PFT_ID_LIST_MAX;
     intern_room(w, need);
     mst_buf_reset(&w->ann);
+    w->items_used = w->n_split = 0;
     const char *cat = s->category.ptr ? s->category.ptr : DEFAULT_CATEGORY;
     size_t cat_n = s->category.ptr ? s->category.len : strlen(DEFAULT_CATEGORY);
     mst_pft_slice sl;
@@ -1108,7 +1155,7 @@ mst_status mst_pftrace_writer_add_span(mst_pftrace_writer *w, const mst_pf_span 
     if (req_lane) tid = mst_tl_request_tid(req_lane);
     mst_tl_pos at = {pid, tid, s->start_ns, mst_tl_span_flow_id(s->trace_id, s->span_id)}, step;
     emit_span(w, s, pid, tid, track, mst_timeline_join_step(w->tl, s, &at, &step) ? step.flow : 0);
-    mst_timeline_add_span(w->tl, s, pid, &w->arena, &sink);
+    mst_timeline_add_span_split(w->tl, s, pid, &w->arena, &sink, w->split, w->n_split);
     return end_add(w, mark);
 }
 
@@ -1200,6 +1247,7 @@ static void writer_free(mst_pftrace_writer *w) {
     mst_pft_id_chains_free(w->chains);
     free(w->items);
     free(w->item_iids);
+    free(w->item_refs);
     free(w->tslots);
     free(w->tnamed);
     if (w->lanes)
@@ -1230,8 +1278,9 @@ mst_status mst_pftrace_writer_open(const char *path, int64_t default_pid,
         w->flows = calloc(MST_PF_MAX_LINKS + 1u, sizeof *w->flows);
         w->vseen = calloc(VSEEN_SLOTS, sizeof *w->vseen);
         w->chains = mst_pft_id_chains_new();
-        w->items = calloc(MST_PFT_ID_LIST_MAX, sizeof *w->items);
+        w->items = calloc(ITEMS_CAP, sizeof *w->items);
         w->item_iids = calloc(MST_PFT_ID_LIST_MAX, sizeof *w->item_iids);
+        w->item_refs = calloc(MST_PFT_ID_LIST_MAX, sizeof *w->item_refs);
         w->tslots = calloc(TRACK_SLOTS, sizeof *w->tslots);
         w->tnamed = calloc(TRACK_SLOTS, 1);
         w->lanes = calloc(LANE_THREADS, sizeof *w->lanes);
@@ -1241,7 +1290,7 @@ mst_status mst_pftrace_writer_open(const char *path, int64_t default_pid,
         mst_arena_init(&w->arena);
     }
     if (!w || !w->islots || !w->ie || !w->res_iids || !w->flows || !w->shapes || !w->vseen ||
-        !w->chains || !w->items || !w->item_iids ||
+        !w->chains || !w->items || !w->item_iids || !w->item_refs ||
         !w->tslots || !w->tnamed || !w->lanes || !w->tl) {
         if (w) writer_free(w);
         close(fd);

@@ -455,21 +455,65 @@ static void note_step(int64_t start, int64_t *first, int64_t *second, uint32_t *
     }
 }
 
-/* Reads the next item of a JSON array of request ids (r is inside it):
- * 1 with *x the item's open entry, or NULL when the item is not a string,
- * its request was already emitted, or out of memory (*ok = false); 0 at the
- * end of the array or on bad JSON. */
-static int next_request(mst_timeline *tl, mst_json_reader *r, int64_t pid, mst_arena *arena,
+/* req_get of a split item: first where its hint says (when that entry
+ * holds this very id), then by hash; the hint is updated. */
+static req_entry *req_get_item(mst_timeline *tl, const mst_tl_id_item *it, int64_t pid,
+                               const mst_tl_sink *sink) {
+    if (it->hint && *it->hint && *it->hint <= tl->used) {
+        req_entry *x = &tl->e[*it->hint - 1];
+        if (x->id && x->id_len == it->n && memcmp(x->id, it->s, it->n) == 0) return x;
+    }
+    req_entry *x = req_get(tl, it->s, it->n, pid, sink);
+    if (x && it->hint) *it->hint = (uint64_t)(x - tl->e) + 1;
+    return x;
+}
+
+/* The items of one list of request ids: its JSON text, or the caller's
+ * split of it (mst_timeline_add_span_split). */
+typedef struct tl_id_cursor {
+    mst_json_reader r;
+    const mst_tl_id_item *items; /* NULL: read r */
+    size_t n, next;
+} tl_id_cursor;
+
+/* Starts c on list `v`: its split among lists[0..n_lists) when there, else
+ * its JSON. False when it is not an array (nothing to read). */
+static bool cursor_begin(tl_id_cursor *c, const mst_json_slice *v, const mst_tl_split_list *lists,
+                         size_t n_lists) {
+    for (size_t i = 0; i < n_lists; i++)
+        if (lists[i].value == v) {
+            c->items = lists[i].items;
+            c->n = lists[i].n;
+            c->next = 0;
+            return true;
+        }
+    c->items = NULL;
+    mst_json_reader_init(&c->r, v->ptr, v->len, MST_PF_MAX_DEPTH);
+    return mst_json_peek(&c->r) == MST_JSON_ARRAY && mst_json_array_begin(&c->r);
+}
+
+/* Reads the next item of a list of request ids: 1 with *x the item's open
+ * entry, or NULL when the item is not a string, its request was already
+ * emitted, or out of memory (*ok = false); 0 at the end of the list or on
+ * bad JSON. */
+static int next_request(mst_timeline *tl, tl_id_cursor *c, int64_t pid, mst_arena *arena,
                         const mst_tl_sink *sink, req_entry **x, bool *ok) {
     *x = NULL;
-    if (mst_json_array_next(r) != 1) return 0;
-    if (mst_json_peek(r) != MST_JSON_STRING) {
-        mst_json_slice skip;
-        return mst_json_read_raw(r, &skip) ? 1 : 0;
+    req_entry *e;
+    if (c->items) {
+        if (c->next == c->n) return 0;
+        e = req_get_item(tl, &c->items[c->next++], pid, sink);
+    } else {
+        mst_json_reader *r = &c->r;
+        if (mst_json_array_next(r) != 1) return 0;
+        if (mst_json_peek(r) != MST_JSON_STRING) {
+            mst_json_slice skip;
+            return mst_json_read_raw(r, &skip) ? 1 : 0;
+        }
+        mst_str id;
+        if (!mst_json_read_str_slice(r, arena, &id)) return 0;
+        e = req_get(tl, id.ptr, id.len, pid, sink);
     }
-    mst_str id;
-    if (!mst_json_read_str_slice(r, arena, &id)) return 0;
-    req_entry *e = req_get(tl, id.ptr, id.len, pid, sink);
     if (!e) {
         *ok = false;
         return 1;
@@ -524,10 +568,11 @@ enum { LIST_PREEMPTED, LIST_RESUMED, LIST_NEW };
  * *count gets the number of items. False on out of memory. */
 static bool note_step_list(mst_timeline *tl, const mst_json_slice *list, int kind,
                            const mst_json_slice *queued, int64_t ts, int64_t pid, mst_arena *arena,
-                           const mst_tl_sink *sink, uint64_t *count) {
-    mst_json_reader r, q;
-    mst_json_reader_init(&r, list->ptr, list->len, MST_PF_MAX_DEPTH);
-    if (mst_json_peek(&r) != MST_JSON_ARRAY || !mst_json_array_begin(&r)) return true;
+                           const mst_tl_sink *sink, const mst_tl_split_list *lists, size_t n_lists,
+                           uint64_t *count) {
+    tl_id_cursor r;
+    mst_json_reader q;
+    if (!cursor_begin(&r, list, lists, n_lists)) return true;
     bool have_q = false;
     if (queued) {
         mst_json_reader_init(&q, queued->ptr, queued->len, MST_PF_MAX_DEPTH);
@@ -590,10 +635,10 @@ static void note_preemptions(mst_timeline *tl, int64_t pid, int64_t ts, uint64_t
  * record's step.phase (one character per id), or NULL. */
 static bool note_request_ids(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
                              const mst_json_slice *ids, int step, const mst_str *phase,
-                             mst_arena *arena, const mst_tl_sink *sink) {
-    mst_json_reader r;
-    mst_json_reader_init(&r, ids->ptr, ids->len, MST_PF_MAX_DEPTH);
-    if (mst_json_peek(&r) != MST_JSON_ARRAY || !mst_json_array_begin(&r)) return true;
+                             mst_arena *arena, const mst_tl_sink *sink,
+                             const mst_tl_split_list *lists, size_t n_lists) {
+    tl_id_cursor r;
+    if (!cursor_begin(&r, ids, lists, n_lists)) return true;
     bool ok = true;
     req_entry *x;
     for (size_t idx = 0; next_request(tl, &r, pid, arena, sink, &x, &ok); idx++) {
@@ -790,6 +835,12 @@ static inline bool key_is(const mst_str *k, const char *lit, size_t n) {
 
 bool mst_timeline_add_span(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
                            mst_arena *arena, const mst_tl_sink *sink) {
+    return mst_timeline_add_span_split(tl, s, pid, arena, sink, NULL, 0);
+}
+
+bool mst_timeline_add_span_split(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
+                                 mst_arena *arena, const mst_tl_sink *sink,
+                                 const mst_tl_split_list *lists, size_t n_lists) {
     /* One pass over the attributes, dispatched on the key's length: the
      * counter samples (every such attribute, in order) and the first of
      * each key the request bookkeeping reads. */
@@ -903,15 +954,18 @@ bool mst_timeline_add_span(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
         uint64_t n_preempted = 0, n = 0;
         if (preempted)
             ok &= note_step_list(tl, preempted, LIST_PREEMPTED, NULL, s->start_ns, pid, arena, sink,
-                                 &n_preempted);
+                                 lists, n_lists, &n_preempted);
         if (resumed)
-            ok &= note_step_list(tl, resumed, LIST_RESUMED, NULL, s->start_ns, pid, arena, sink, &n);
+            ok &= note_step_list(tl, resumed, LIST_RESUMED, NULL, s->start_ns, pid, arena, sink, lists,
+                                 n_lists, &n);
         if (new_ids)
-            ok &= note_step_list(tl, new_ids, LIST_NEW, queued, s->start_ns, pid, arena, sink, &n);
+            ok &= note_step_list(tl, new_ids, LIST_NEW, queued, s->start_ns, pid, arena, sink, lists,
+                                 n_lists, &n);
         note_preemptions(tl, pid, s->end_ns, n_preempted, sink);
     }
     if (!ids) return ok;
-    return note_request_ids(tl, s, pid, ids, step, record ? &ph : NULL, arena, sink) && ok;
+    return note_request_ids(tl, s, pid, ids, step, record ? &ph : NULL, arena, sink, lists,
+                            n_lists) && ok;
 }
 
 void mst_timeline_finish_all(mst_timeline *tl, const mst_tl_sink *sink) {

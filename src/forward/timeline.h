@@ -191,6 +191,34 @@ void mst_timeline_free(mst_timeline *tl);
 bool mst_timeline_add_span(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
                            mst_arena *arena, const mst_tl_sink *sink);
 
+/* One item of a request-id list its caller split already: the text
+ * between the quotes of a JSON string without escapes. `hint` (may be
+ * NULL): a word the caller keeps with this id's text, 0 at first, where
+ * the timeline remembers where it found the id; a hint is checked against
+ * the id's text before use, so a stale one costs a lookup, never a wrong
+ * request. */
+typedef struct mst_tl_id_item {
+    const char *s;
+    size_t n;
+    uint64_t *hint;
+} mst_tl_id_item;
+
+/* A list of span attribute `value` (a JSON array of plain strings) split
+ * into items[0..n), in order. */
+typedef struct mst_tl_split_list {
+    const mst_json_slice *value;
+    const mst_tl_id_item *items;
+    size_t n;
+} mst_tl_split_list;
+
+/* mst_timeline_add_span for a caller that split some of the span's id
+ * lists already (the `.pftrace` writer, which writes them as interned
+ * ids): an attribute value among lists[0..n_lists) is read from its items
+ * instead of its JSON text, to the same result. */
+bool mst_timeline_add_span_split(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
+                                 mst_arena *arena, const mst_tl_sink *sink,
+                                 const mst_tl_split_list *lists, size_t n_lists);
+
 /* Advances the model's clock (the forwarder's monotonic ms) and, at most
  * once per MST_TL_SCAN_EVERY_MS, hands complete requests to `sink`. */
 void mst_timeline_tick(mst_timeline *tl, uint64_t now_ms, const mst_tl_sink *sink);

@@ -443,25 +443,35 @@ static void test_id_chain_keyframes_and_deltas(void) {
     mst_pft_id_delta d;
     uint64_t a[] = {1, 2, 3, 4, 5, 6}, b[] = {2, 3, 4, 5, 6, 7}, r[] = {2, 4, 3, 5, 6, 7},
              dup[] = {2, 2, 3, 4, 5, 6};
-    CHECK(mst_pft_id_chain_step(c, 100, a, 6, &d) && d.pos == 0);          /* first: keyframe */
-    CHECK(mst_pft_id_chain_step(c, 100, b, 6, &d) && d.pos == 1);          /* 1 left, 7 joined */
+    CHECK(mst_pft_id_chain_step(c, 100, a, NULL, 6, &d) && d.pos == 0);          /* first: keyframe */
+    CHECK(mst_pft_id_chain_step(c, 100, b, NULL, 6, &d) && d.pos == 1);          /* 1 left, 7 joined */
     CHECK(d.n_left == 1 && d.left[0] == 1 && d.n_joined == 1 && d.joined[0] == 7);
-    CHECK(mst_pft_id_chain_step(c, 100, b, 6, &d) && d.pos == 2 && !d.n_left && !d.n_joined);
-    CHECK(mst_pft_id_chain_step(c, 200, a, 6, &d) && d.pos == 0);         /* another stream */
-    CHECK(mst_pft_id_chain_step(c, 100, r, 6, &d) && d.pos == 0);          /* reordered */
-    CHECK(mst_pft_id_chain_step(c, 100, dup, 6, &d) && d.pos == 0);        /* an id twice */
-    CHECK(mst_pft_id_chain_step(c, 100, b, 6, &d) && d.pos == 0);          /* after a dup list */
-    CHECK(mst_pft_id_chain_step(c, 100, a + 3, 3, &d) && d.pos == 0);      /* half the list changed */
+    CHECK(mst_pft_id_chain_step(c, 100, b, NULL, 6, &d) && d.pos == 2 && !d.n_left && !d.n_joined);
+    CHECK(mst_pft_id_chain_step(c, 200, a, NULL, 6, &d) && d.pos == 0);         /* another stream */
+    CHECK(mst_pft_id_chain_step(c, 100, r, NULL, 6, &d) && d.pos == 0);          /* reordered */
+    CHECK(mst_pft_id_chain_step(c, 100, dup, NULL, 6, &d) && d.pos == 0);        /* an id twice */
+    CHECK(mst_pft_id_chain_step(c, 100, b, NULL, 6, &d) && d.pos == 0);          /* after a dup list */
+    CHECK(mst_pft_id_chain_step(c, 100, a + 3, NULL, 3, &d) && d.pos == 0);      /* half the list changed */
     /* a keyframe every MST_PFT_ID_KEYFRAME_EVERY lists of a stream */
     unsigned keyframes = 0;
     for (unsigned i = 0; i < 3 * MST_PFT_ID_KEYFRAME_EVERY; i++) {
-        CHECK(mst_pft_id_chain_step(c, 300, a, 6, &d));
+        CHECK(mst_pft_id_chain_step(c, 300, a, NULL, 6, &d));
         keyframes += d.pos == 0;
         CHECK(d.pos == i % MST_PFT_ID_KEYFRAME_EVERY);
     }
     CHECK_EQ_INT(keyframes, 3);
+    /* a stream's refs, for predicting its next list */
+    const uint32_t *got_refs = NULL, refs[] = {11, 12, 13, 14, 15, 16};
+    CHECK_EQ_INT(mst_pft_id_chain_last(c, 300, &got_refs), 0); /* recorded without */
+    CHECK(mst_pft_id_chain_step(c, 300, a, refs, 6, &d));
+    CHECK(mst_pft_id_chain_last(c, 300, &got_refs) == 6 && got_refs[0] == 11 && got_refs[5] == 16);
+    CHECK_EQ_INT(mst_pft_id_chain_last(c, 400, &got_refs), 0);
+    mst_pft_id_chain_forget(c, 300);
+    CHECK_EQ_INT(mst_pft_id_chain_last(c, 300, &got_refs), 0);
+    CHECK(mst_pft_id_chain_step(c, 300, a, refs, 6, &d));
     mst_pft_id_chains_reset(c);
-    CHECK(mst_pft_id_chain_step(c, 300, a, 6, &d) && d.pos == 0);
+    CHECK_EQ_INT(mst_pft_id_chain_last(c, 300, &got_refs), 0);
+    CHECK(mst_pft_id_chain_step(c, 300, a, NULL, 6, &d) && d.pos == 0);
     mst_pft_id_chains_free(c);
 }
 
