@@ -16,9 +16,15 @@
  * link per request, as bench_flight.c, marked as request links with
  * `request_links` as the hook marks them: no flow drawn for them);
  * `--draw-links` leaves the mark out (a hook that did not send it: every
- * link drawn as a flow).
+ * link drawn as a flow). `--engine` sends bench_forward's step records
+ * instead (bench_packet.h "step packets": one engine's rolling batch with
+ * vLLM-like ids, requests finishing and joining in their slots, each step
+ * linking the previous one): the formatting thread's work of
+ * `bench_forward --ids IDS` without the sockets, with the same spans in
+ * the same order every run (so two builds' files can be compared).
  *
- * Usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step [--draw-links]] [-f json|pftrace]
+ * Usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step [--draw-links]] [--engine]
+ *                       [-f json|pftrace]
  *                       [-o FILE]
  *   (-o: the last round's file of the one output -f names is kept at FILE,
  *   to compare the files two builds write), prints, per output, bytes/span, the median spans/s over the rounds
@@ -32,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_packet.h"
 #include "forward/writer_sinks.h"
 #include "wire/perfetto_packet.h"
 
@@ -65,6 +72,28 @@ static void lists(int i, int ids, bool fresh, char *idt, char *tok, char *ph, ch
     }
     idt[a++] = tok[t++] = lk[l++] = ']';
     idt[a] = tok[t] = lk[l] = ph[ids] = 0;
+}
+
+/* --engine: bench_forward's step packets of one engine, decoded. */
+static void build_engine_pool(pool *p, int ids) {
+    mst_arena_init(&p->arena);
+    p->n = POOL_SPANS;
+    p->spans = calloc(p->n, sizeof *p->spans);
+    p->bufs = calloc(p->n, sizeof *p->bufs);
+    bench_batch b;
+    bench_batch_init(&b, 0, ids);
+    for (size_t i = 0; i < p->n; i++) {
+        char *buf = p->bufs[i] = malloc(bench_step_cap(ids));
+        size_t len = bench_step_format(buf, &b, i + 1, i);
+        bench_batch_advance(&b);
+        char err[200];
+        if (mst_perfetto_packet_decode((const uint8_t *)buf, len, &p->arena, &p->spans[i], err,
+                                       sizeof err) != MST_OK) {
+            fprintf(stderr, "bench_step_ids: bad packet: %s\n", err);
+            exit(1);
+        }
+    }
+    bench_batch_free(&b);
 }
 
 static void build_pool(pool *p, int ids, bool fresh, bool step, bool draw_links) {
@@ -162,7 +191,7 @@ static int cmp_double(const void *a, const void *b) {
 int main(int argc, char **argv) {
     int ids = 8, rounds = 5;
     long long n = 200000;
-    bool fresh = false, step = false, draw_links = false;
+    bool fresh = false, step = false, draw_links = false, engine = false;
     int only = -1; /* -f: one output only */
     const char *keep = NULL; /* -o */
     for (int i = 1; i < argc; i++) {
@@ -172,6 +201,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--fresh") == 0) fresh = true;
         else if (strcmp(argv[i], "--step") == 0) step = true;
         else if (strcmp(argv[i], "--draw-links") == 0) draw_links = true;
+        else if (strcmp(argv[i], "--engine") == 0) engine = true;
         else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) keep = argv[++i];
         else if (strcmp(argv[i], "-f") == 0 && i + 1 < argc) {
             i++;
@@ -182,7 +212,7 @@ int main(int argc, char **argv) {
             }
         }
         else {
-            fprintf(stderr, "usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step [--draw-links]] [-f json|pftrace] [-o FILE]\n");
+            fprintf(stderr, "usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step [--draw-links]] [--engine] [-f json|pftrace] [-o FILE]\n");
             return 2;
         }
     }
@@ -197,7 +227,8 @@ int main(int argc, char **argv) {
     char dir[] = "/tmp/bench-step-ids-XXXXXX";
     if (!mkdtemp(dir)) return 1;
     pool p;
-    build_pool(&p, ids, fresh, step, draw_links);
+    if (engine) build_engine_pool(&p, ids);
+    else build_pool(&p, ids, fresh, step, draw_links);
     static const char *const ext[2] = {"json", "pftrace"};
     double rate[2][99] = {{0}}, cpu_us[2][99] = {{0}}, per_span[2] = {0, 0};
     for (int r = 0; r < rounds; r++)
@@ -217,7 +248,8 @@ int main(int argc, char **argv) {
             unlink(path);
         }
     printf("%d request ids per span (%s, %s); %lld spans per run, %d rounds\n", ids,
-           fresh ? "fresh ids every span" : "rolling batch", !step ? "bench packet" : draw_links ? "full step records, every link drawn" : "full step records",
+           engine ? "one engine's batch" : fresh ? "fresh ids every span" : "rolling batch",
+           engine ? "bench_forward's step records" : !step ? "bench packet" : draw_links ? "full step records, every link drawn" : "full step records",
            n, rounds);
     for (int f = 0; f < 2; f++) {
         qsort(rate[f], (size_t)rounds, sizeof(double), cmp_double);

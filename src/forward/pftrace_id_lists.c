@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "forward/hash_mix.h"
 #include "wire/json_scan.h"
 
 #define SET_SLOTS (2u * MST_PFT_ID_LIST_MAX)
@@ -78,7 +79,31 @@ static inline const char *first_quote_or_backslash(const char *s, const char *en
 }
 
 bool mst_pft_split_id_list(const char *v, size_t len, mst_pft_id_item *out, size_t cap, size_t *n) {
+    return mst_pft_split_id_list_guided(v, len, out, cap, n, NULL, 0, NULL);
+}
+
+/* The guess among guess[*j .. *j + MST_PFT_ID_GUESS_AHEAD) whose text is at
+ * s, followed by a quote (the item's end, as the guesses hold neither
+ * quotes nor backslashes); its index, *j moved past it. */
+static inline size_t match_guess(const char *s, const char *end, const mst_pft_id_item *guess,
+                                 size_t n_guess, size_t *j) {
+    size_t left = (size_t)(end - s);
+    for (size_t k = *j; k < n_guess && k < *j + MST_PFT_ID_GUESS_AHEAD; k++) {
+        size_t gn = guess[k].n;
+        if (gn < left && s[gn] == '"' && mst_same_bytes(s, guess[k].s, gn)) {
+            *j = k + 1;
+            return k;
+        }
+    }
+    return MST_PFT_ID_NO_GUESS;
+}
+
+bool mst_pft_split_id_list_guided(const char *v, size_t len, mst_pft_id_item *out, size_t cap,
+                                  size_t *n, const mst_pft_id_item *guess, size_t n_guess,
+                                  uint32_t *which) {
     const char *p = v, *end = v + len;
+    size_t j = 0;
+    unsigned misses = 0;
     *n = 0;
     while (p < end && is_blank(*p)) p++;
     if (p == end || *p++ != '[') return false;
@@ -86,8 +111,17 @@ bool mst_pft_split_id_list(const char *v, size_t len, mst_pft_id_item *out, size
     if (p < end && *p == ']') return false; /* empty: nothing to intern, JSON says it */
     for (;;) {
         if (p == end || *p != '"') return false;
-        const char *s = p + 1, *q = first_quote_or_backslash(s, end);
-        if (q == end || *q != '"' || *n == cap) return false;
+        if (*n == cap) return false;
+        const char *s = p + 1, *q;
+        size_t g = n_guess ? match_guess(s, end, guess, n_guess, &j) : MST_PFT_ID_NO_GUESS;
+        if (g != MST_PFT_ID_NO_GUESS) {
+            q = s + guess[g].n;
+        } else {
+            if (n_guess && ++misses == MST_PFT_ID_GUESS_MISSES) n_guess = 0; /* another list */
+            q = first_quote_or_backslash(s, end);
+            if (q == end || *q != '"') return false;
+        }
+        if (which) which[*n] = (uint32_t)g;
         out[(*n)++] = (mst_pft_id_item){s, (size_t)(q - s), NULL};
         p = q + 1;
         if (p < end && *p == ',') { /* the usual "a","b" */

@@ -43,6 +43,23 @@ bool mst_pft_is_id_list_key(const char *key, size_t n);
  * (another type, an escape, more than `cap` items): write it as JSON. */
 bool mst_pft_split_id_list(const char *v, size_t len, mst_pft_id_item *out, size_t cap, size_t *n);
 
+/* Guesses: an item is looked for first among the next
+ * MST_PFT_ID_GUESS_AHEAD guesses (from the one after the last matched),
+ * until MST_PFT_ID_GUESS_MISSES items were none of them. */
+#define MST_PFT_ID_GUESS_AHEAD 4u
+#define MST_PFT_ID_GUESS_MISSES 8u
+#define MST_PFT_ID_NO_GUESS UINT32_MAX
+
+/* mst_pft_split_id_list told what the items probably are (a stream's list
+ * is mostly its previous one without a few ids): guess[0..n_guess), texts
+ * without quotes or backslashes, in their likely order. An item found
+ * equal to a guess is not scanned; which[i] (may be NULL) gets the index
+ * of the guess item i is, or MST_PFT_ID_NO_GUESS. The same result as
+ * mst_pft_split_id_list whatever the guesses. */
+bool mst_pft_split_id_list_guided(const char *v, size_t len, mst_pft_id_item *out, size_t cap,
+                                  size_t *n, const mst_pft_id_item *guess, size_t n_guess,
+                                  uint32_t *which);
+
 typedef struct mst_pft_id_chains mst_pft_id_chains;
 
 /* How to write one list: pos 0 = a keyframe (the whole list), else its

@@ -65,11 +65,6 @@
 /* Id lists of one span handed to the timeline split (the rest it reads
  * as JSON), and the items they and any other list take. */
 #define SPLIT_LISTS 8u
-/* request.ids items are looked for among the next PREDICT_AHEAD ids of the
- * stream's previous list (ids that left are skipped so), until
- * PREDICT_MISSES of them were not there. */
-#define PREDICT_AHEAD 4u
-#define PREDICT_MISSES 8u
 #define ITEMS_CAP (3u * MST_PFT_ID_LIST_MAX)
 #define REQUESTS_TRACK_NAME "Requests"
 #define FORWARDER_PROCESS_NAME "mstrace forward"
@@ -131,6 +126,8 @@ struct mst_pftrace_writer {
     size_t n_split;
     uint64_t *item_iids;          /* a list's interned ids (MST_PFT_ID_LIST_MAX) */
     uint32_t *item_refs;          /* ... their intern entries (request.ids' chain refs) */
+    mst_pft_id_item *guess;       /* the texts of a stream's previous list (MST_PFT_ID_LIST_MAX) */
+    uint32_t *guessed;            /* the guess each item was (MST_PFT_ID_LIST_MAX) */
     mst_buf defs;                 /* InternedData entries of the packet being built */
     mst_buf ann;                  /* its debug annotations */
     uint64_t *res_iids;           /* its resource entries' name and value iids */
@@ -777,33 +774,27 @@ static bool annotate_id_list(mst_pftrace_writer *w, shape *sh, size_t p, const m
      * estimate): then the stream's next list must be a keyframe. */
     bool shared = w->items_used <= MST_PFT_ID_LIST_MAX && w->n_split < SPLIT_LISTS;
     mst_pft_id_item *items = w->items + (shared ? w->items_used : 2 * MST_PFT_ID_LIST_MAX);
-    if (!mst_pft_split_id_list(v->ptr, v->len, items, MST_PFT_ID_LIST_MAX, &n) ||
+    /* A stream's list is mostly its previous one without a few ids: its
+     * items are guessed to be the texts of that list's intern entries (an
+     * item equal to one is that entry: one per text), the rest interned. */
+    const uint32_t *prev = NULL;
+    size_t n_prev = is_request_ids ? mst_pft_id_chain_last(w->chains, stream, &prev) : 0, n_guess = 0;
+    for (; n_guess < n_prev; n_guess++) {
+        uint32_t r = prev[n_guess];
+        if (r >= w->icount || w->ie[r].kind != MST_PFT_INTERN_STRING_VALUE) break;
+        w->guess[n_guess] = (mst_pft_id_item){(const char *)w->blob.data + w->ie[r].off, w->ie[r].len, NULL};
+    }
+    if (!mst_pft_split_id_list_guided(v->ptr, v->len, items, MST_PFT_ID_LIST_MAX, &n, w->guess,
+                                      n_guess, w->guessed) ||
         w->icount + n + 3 > INTERN_MAX) {
         if (is_request_ids) mst_pft_id_chain_forget(w->chains, stream);
         return false;
     }
-    /* A stream's list is mostly its previous one without a few ids: each
-     * item is first compared with the next ids of that list (the intern
-     * entries it had), then interned as usual. A match is the entry
-     * interning finds (one per text), without hashing or probing. */
-    const uint32_t *prev = NULL;
-    size_t n_prev = is_request_ids ? mst_pft_id_chain_last(w->chains, stream, &prev) : 0, j = 0;
-    unsigned misses = 0;
     for (size_t i = 0; i < n; i++) {
-        intern_entry *e = NULL;
-        for (size_t look = j; look < n_prev && look < j + PREDICT_AHEAD; look++) {
-            intern_entry *c = prev[look] < w->icount ? &w->ie[prev[look]] : NULL;
-            if (c && c->kind == MST_PFT_INTERN_STRING_VALUE && blob_eq(w, c->off, c->len, items[i].s, items[i].n)) {
-                e = c;
-                j = look + 1;
-                break;
-            }
-        }
-        if (!e) {
-            if (++misses == PREDICT_MISSES) n_prev = 0; /* another list: stop guessing */
-            e = intern_e(w, MST_PFT_INTERN_STRING_VALUE, items[i].s, items[i].n);
-            if (!e) return true; /* out of memory: the add fails and rolls back */
-        }
+        intern_entry *e = w->guessed[i] != MST_PFT_ID_NO_GUESS
+                              ? &w->ie[prev[w->guessed[i]]]
+                              : intern_e(w, MST_PFT_INTERN_STRING_VALUE, items[i].s, items[i].n);
+        if (!e) return true; /* out of memory: the add fails and rolls back */
         w->item_iids[i] = e->iid;
         w->item_refs[i] = (uint32_t)(e - w->ie);
         items[i].hint = &e->tl_hint;
@@ -1155,7 +1146,15 @@ mst_status mst_pftrace_writer_add_span(mst_pftrace_writer *w, const mst_pf_span 
     if (req_lane) tid = mst_tl_request_tid(req_lane);
     mst_tl_pos at = {pid, tid, s->start_ns, mst_tl_span_flow_id(s->trace_id, s->span_id)}, step;
     emit_span(w, s, pid, tid, track, mst_timeline_join_step(w->tl, s, &at, &step) ? step.flow : 0);
+    /* The timeline keeps its lookups of the split ids in their intern
+     * entries (mst_tl_id_item.hint). A sink call that restarted interning
+     * meanwhile gave entries to other texts, some perhaps since written a
+     * hint meant for the old one: every hint is dropped then (rare: once
+     * per INTERN_MAX new strings). */
+    uint64_t gen = w->intern_gen;
     mst_timeline_add_span_split(w->tl, s, pid, &w->arena, &sink, w->split, w->n_split);
+    if (w->intern_gen != gen)
+        for (uint32_t i = 0; i < INTERN_MAX; i++) w->ie[i].tl_hint = 0;
     return end_add(w, mark);
 }
 
@@ -1248,6 +1247,8 @@ static void writer_free(mst_pftrace_writer *w) {
     free(w->items);
     free(w->item_iids);
     free(w->item_refs);
+    free(w->guess);
+    free(w->guessed);
     free(w->tslots);
     free(w->tnamed);
     if (w->lanes)
@@ -1281,6 +1282,8 @@ mst_status mst_pftrace_writer_open(const char *path, int64_t default_pid,
         w->items = calloc(ITEMS_CAP, sizeof *w->items);
         w->item_iids = calloc(MST_PFT_ID_LIST_MAX, sizeof *w->item_iids);
         w->item_refs = calloc(MST_PFT_ID_LIST_MAX, sizeof *w->item_refs);
+        w->guess = calloc(MST_PFT_ID_LIST_MAX, sizeof *w->guess);
+        w->guessed = calloc(MST_PFT_ID_LIST_MAX, sizeof *w->guessed);
         w->tslots = calloc(TRACK_SLOTS, sizeof *w->tslots);
         w->tnamed = calloc(TRACK_SLOTS, 1);
         w->lanes = calloc(LANE_THREADS, sizeof *w->lanes);
@@ -1291,6 +1294,7 @@ mst_status mst_pftrace_writer_open(const char *path, int64_t default_pid,
     }
     if (!w || !w->islots || !w->ie || !w->res_iids || !w->flows || !w->shapes || !w->vseen ||
         !w->chains || !w->items || !w->item_iids || !w->item_refs ||
+        !w->guess || !w->guessed ||
         !w->tslots || !w->tnamed || !w->lanes || !w->tl) {
         if (w) writer_free(w);
         close(fd);

@@ -68,6 +68,7 @@ typedef struct req_entry {
     int64_t new_ns;          /* start of the step naming it in step.new_ids (-1) */
     uint32_t preemptions;
     uint32_t lane;           /* mst_tl_request.lane */
+    uint64_t serial;         /* this entry's number (0: free slot), for hints */
 } req_entry;
 
 /* Preemptions so far per engine process (the MST_TL_PREEMPTIONS counter). */
@@ -129,7 +130,15 @@ struct mst_timeline {
     int64_t last_span_end_ns; /* latest end of a span added: the traced window's end */
     int64_t rank_base_ns;    /* mst_timeline_arrival_rank */
     bool have_rank_base;
+    uint64_t serial;         /* entries made so far (req_entry.serial) */
 };
+
+/* A hint (mst_tl_id_item.hint): the entry's slot + 1 in its low HINT_SLOT_BITS
+ * and its serial above (never reused: no hint is written once serials run
+ * out of their bits). */
+#define HINT_SLOT_BITS 24
+#define HINT_SLOTS ((1ull << HINT_SLOT_BITS) - 1)
+#define HINT_SERIALS (1ull << (64 - HINT_SLOT_BITS))
 
 mst_timeline *mst_timeline_new(uint32_t max_requests) {
     if (max_requests < 2) max_requests = 2;
@@ -193,6 +202,7 @@ static void req_remove(mst_timeline *tl, uint32_t i) {
     x->id = NULL;
     free(x->segs);
     x->segs = NULL;
+    x->serial = 0;
     x->older = tl->free_head;
     tl->free_head = i;
     tl->count--;
@@ -329,6 +339,7 @@ static req_entry *req_get(mst_timeline *tl, const char *id, size_t n, int64_t pi
     x->sched1_ns = x->sched2_ns = x->wsched1_ns = x->wsched2_ns = -1;
     x->new_ns = -1;
     x->last_seen_ms = tl->now_ms;
+    x->serial = ++tl->serial;
     if (!++tl->next_lane) tl->next_lane = 1;
     x->lane = tl->next_lane;
     tl->open++;
@@ -455,16 +466,21 @@ static void note_step(int64_t start, int64_t *first, int64_t *second, uint32_t *
     }
 }
 
-/* req_get of a split item: first where its hint says (when that entry
- * holds this very id), then by hash; the hint is updated. */
-static req_entry *req_get_item(mst_timeline *tl, const mst_tl_id_item *it, int64_t pid,
-                               const mst_tl_sink *sink) {
-    if (it->hint && *it->hint && *it->hint <= tl->used) {
-        req_entry *x = &tl->e[*it->hint - 1];
-        if (x->id && x->id_len == it->n && memcmp(x->id, it->s, it->n) == 0) return x;
+/* req_get of a split item: the entry its hint names when that entry is
+ * still the one the hint was written for (its serial), else by hash; the
+ * hint is updated. */
+static inline req_entry *req_get_item(mst_timeline *tl, const mst_tl_id_item *it, int64_t pid,
+                                      const mst_tl_sink *sink) {
+    uint64_t h = it->hint ? *it->hint : 0, slot = h & HINT_SLOTS;
+    if (slot && slot <= tl->used) {
+        req_entry *x = &tl->e[slot - 1];
+        if (x->serial == h >> HINT_SLOT_BITS && x->id_len == it->n) return x;
     }
     req_entry *x = req_get(tl, it->s, it->n, pid, sink);
-    if (x && it->hint) *it->hint = (uint64_t)(x - tl->e) + 1;
+    if (x && it->hint) {
+        uint64_t i = (uint64_t)(x - tl->e) + 1;
+        *it->hint = i < HINT_SLOTS && x->serial < HINT_SERIALS ? x->serial << HINT_SLOT_BITS | i : 0;
+    }
     return x;
 }
 
@@ -492,35 +508,43 @@ static bool cursor_begin(tl_id_cursor *c, const mst_json_slice *v, const mst_tl_
     return mst_json_peek(&c->r) == MST_JSON_ARRAY && mst_json_array_begin(&c->r);
 }
 
+/* The open entry of a list item's request (found or added): NULL when its
+ * request was already emitted, or out of memory (*ok = false). */
+static inline req_entry *item_request(mst_timeline *tl, req_entry *e, bool *ok) {
+    if (!e) {
+        *ok = false;
+        return NULL;
+    }
+    if (e->done) return NULL;
+    e->last_seen_ms = tl->now_ms;
+    return e;
+}
+
+/* next_request of a JSON list. */
+static int next_json_request(mst_timeline *tl, mst_json_reader *r, int64_t pid, mst_arena *arena,
+                             const mst_tl_sink *sink, req_entry **x, bool *ok) {
+    *x = NULL;
+    if (mst_json_array_next(r) != 1) return 0;
+    if (mst_json_peek(r) != MST_JSON_STRING) {
+        mst_json_slice skip;
+        return mst_json_read_raw(r, &skip) ? 1 : 0;
+    }
+    mst_str id;
+    if (!mst_json_read_str_slice(r, arena, &id)) return 0;
+    *x = item_request(tl, req_get(tl, id.ptr, id.len, pid, sink), ok);
+    return 1;
+}
+
 /* Reads the next item of a list of request ids: 1 with *x the item's open
  * entry, or NULL when the item is not a string, its request was already
  * emitted, or out of memory (*ok = false); 0 at the end of the list or on
- * bad JSON. */
-static int next_request(mst_timeline *tl, tl_id_cursor *c, int64_t pid, mst_arena *arena,
-                        const mst_tl_sink *sink, req_entry **x, bool *ok) {
-    *x = NULL;
-    req_entry *e;
-    if (c->items) {
-        if (c->next == c->n) return 0;
-        e = req_get_item(tl, &c->items[c->next++], pid, sink);
-    } else {
-        mst_json_reader *r = &c->r;
-        if (mst_json_array_next(r) != 1) return 0;
-        if (mst_json_peek(r) != MST_JSON_STRING) {
-            mst_json_slice skip;
-            return mst_json_read_raw(r, &skip) ? 1 : 0;
-        }
-        mst_str id;
-        if (!mst_json_read_str_slice(r, arena, &id)) return 0;
-        e = req_get(tl, id.ptr, id.len, pid, sink);
-    }
-    if (!e) {
-        *ok = false;
-        return 1;
-    }
-    if (e->done) return 1;
-    e->last_seen_ms = tl->now_ms;
-    *x = e;
+ * bad JSON. Inline: a split list's items (the usual) take a few loads. */
+static inline __attribute__((always_inline)) int
+next_request(mst_timeline *tl, tl_id_cursor *c, int64_t pid, mst_arena *arena,
+             const mst_tl_sink *sink, req_entry **x, bool *ok) {
+    if (!c->items) return next_json_request(tl, &c->r, pid, arena, sink, x, ok);
+    if (c->next == c->n) return 0;
+    *x = item_request(tl, req_get_item(tl, &c->items[c->next++], pid, sink), ok);
     return 1;
 }
 

@@ -193,10 +193,12 @@ bool mst_timeline_add_span(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
 
 /* One item of a request-id list its caller split already: the text
  * between the quotes of a JSON string without escapes. `hint` (may be
- * NULL): a word the caller keeps with this id's text, 0 at first, where
- * the timeline remembers where it found the id; a hint is checked against
- * the id's text before use, so a stale one costs a lookup, never a wrong
- * request. */
+ * NULL): a word the caller keeps with this id's text only, where the
+ * timeline remembers where it found the id (its table slot and that
+ * entry's serial: a hint of an entry since evicted is told as stale and
+ * costs a lookup). The caller sets the word to 0 whenever it gives it to
+ * another text — including a text change during the call that passed it
+ * (then it zeroes every word it passed). */
 typedef struct mst_tl_id_item {
     const char *s;
     size_t n;

@@ -419,6 +419,14 @@ static void test_id_array_bytes(void) {
                                    0x62, 4, 0x88, 0x01, 0xac, 0x02};
     CHECK_EQ_INT(b.len, sizeof want);
     CHECK(memcmp(b.data, want, sizeof want) == 0);
+    /* an id of 2^14 or more (three bytes): every item the general way */
+    mst_buf_reset(&b);
+    uint64_t big[2] = {5, 1u << 14};
+    mst_pft_annotation_iid_array(&b, 7, big, 2);
+    static const uint8_t want_big[] = {0x22, 14, 0x08, 7, 0x62, 3, 0x88, 0x01, 5,
+                                       0x62, 5, 0x88, 0x01, 0x80, 0x80, 0x01};
+    CHECK_EQ_INT(b.len, sizeof want_big);
+    CHECK(memcmp(b.data, want_big, sizeof want_big) == 0);
     mst_buf_free(&b);
 }
 
@@ -435,6 +443,30 @@ static void test_id_list_split(void) {
         CHECK(!mst_pft_split_id_list(refused[i], strlen(refused[i]), it, 4, &n));
     CHECK(mst_pft_is_id_list_key("request.ids", 11) && mst_pft_is_id_list_key("step.new_ids", 12));
     CHECK(!mst_pft_is_id_list_key("step.tokens", 11) && !mst_pft_is_id_list_key("ids", 3));
+    /* Guided: an item equal to a guess is that guess (one left out and one
+     * joined; a guess that is a prefix of the item is not it), the rest
+     * are scanned; the result is the unguided split's. */
+    const char *list = "[\"id-one-0123456789abcdef\",\"id-three-0123456789abcdef\",\"id-fo\","
+                       "\"id-five-0123456789abcdef\",\"new\"]";
+    const mst_pft_id_item guess[] = {{"id-one-0123456789abcdef", 23, NULL},
+                                     {"id-two-0123456789abcdef", 23, NULL},
+                                     {"id-three-0123456789abcdef", 25, NULL},
+                                     {"id-f", 4, NULL},
+                                     {"id-five-0123456789abcdef", 24, NULL}};
+    mst_pft_id_item g[8], u[8];
+    size_t ng, nu;
+    uint32_t which[8];
+    CHECK(mst_pft_split_id_list_guided(list, strlen(list), g, 8, &ng, guess, 5, which));
+    CHECK(mst_pft_split_id_list(list, strlen(list), u, 8, &nu));
+    CHECK_EQ_INT(ng, 5);
+    CHECK_EQ_INT(nu, 5);
+    for (size_t i = 0; i < ng && i < nu; i++) CHECK(g[i].s == u[i].s && g[i].n == u[i].n);
+    CHECK(which[0] == 0 && which[1] == 2 && which[2] == MST_PFT_ID_NO_GUESS && which[3] == 4 &&
+          which[4] == MST_PFT_ID_NO_GUESS);
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
+        CHECK(!mst_pft_split_id_list_guided(refused[i], strlen(refused[i]), it, 4, &n, guess, 5, which));
+    const char *escaped = "[\"id-one-0123456789abcdef\",\"a\\\"b\"]"; /* an escape after a guess */
+    CHECK(!mst_pft_split_id_list_guided(escaped, strlen(escaped), g, 8, &ng, guess, 5, which));
 }
 
 static void test_id_chain_keyframes_and_deltas(void) {

@@ -539,6 +539,88 @@ static void test_waiting_spans_ring(void) {
     mst_timeline_free(tl);
 }
 
+/* Feeds one span to two timelines: `plain` reads its lists as JSON, `split`
+ * gets request.ids and step.new_ids split, with hint words kept per id
+ * text in hints[] (texts one character long: "a", "b", ...). */
+static void feed_both(mst_timeline *plain, mst_timeline *split, got *gp, got *gs, long long start,
+                      const char *ids, const char *new_ids, uint64_t hints[26]) {
+    char json[2048];
+    snprintf(json, sizeof json,
+             MST_PERFETTO_MAGIC
+             "{\"name\":\"vllm.scheduler.schedule\",\"category\":\"c\",\"trace_id\":\"%032d\","
+             "\"span_id\":\"%016llx\",\"parent_span_id\":\"\",\"start_time_ns\":%lld,"
+             "\"end_time_ns\":%lld,\"kind\":1,\"status\":1,\"attributes\":{\"process.pid\":7,"
+             "\"scheduler.running\":1,\"request.ids\":%s,\"step.new_ids\":%s,\"step.phase\":\"%.*s\"},"
+             "\"resource_attributes\":{},\"links\":[]}",
+             1, start + 1, start, start + 5, ids, new_ids, (int)(strlen(ids) / 4), "ddddddddddddddddd");
+    mst_arena a;
+    mst_arena_init(&a);
+    mst_pf_span s;
+    char err[200];
+    CHECK_EQ_INT(mst_perfetto_packet_decode((const uint8_t *)json, strlen(json), &a, &s, err,
+                                            sizeof err), MST_OK);
+    mst_tl_sink sp = {gp, on_request, on_counter, NULL}, ss = {gs, on_request, on_counter, NULL};
+    CHECK(mst_timeline_add_span(plain, &s, s.pid, &a, &sp));
+    mst_tl_id_item items[2][16];
+    mst_tl_split_list lists[2];
+    size_t n_lists = 0;
+    for (size_t i = 0; i < s.n_attrs; i++) {
+        const mst_str *k = &s.attrs[i].key;
+        bool is_ids = k->len == 11 && memcmp(k->ptr, "request.ids", 11) == 0;
+        bool is_new = k->len == 12 && memcmp(k->ptr, "step.new_ids", 12) == 0;
+        if (!is_ids && !is_new) continue;
+        const mst_json_slice *v = &s.attrs[i].value;
+        size_t n = 0;
+        for (size_t j = 0; j < v->len; j++)
+            if (v->ptr[j] >= 'a' && v->ptr[j] <= 'z')
+                items[n_lists][n++] = (mst_tl_id_item){v->ptr + j, 1, &hints[v->ptr[j] - 'a']};
+        lists[n_lists] = (mst_tl_split_list){v, items[n_lists], n};
+        n_lists++;
+    }
+    CHECK_EQ_INT(n_lists, 2);
+    CHECK(mst_timeline_add_span_split(split, &s, s.pid, &a, &ss, lists, n_lists));
+    mst_arena_release(&a);
+}
+
+/* Lists a writer split are read as their JSON: the same request tracks,
+ * also when the bounded table evicts requests and makes them again in
+ * slots their ids' hints still name. */
+static void test_split_lists_read_as_json(void) {
+    mst_timeline *plain = mst_timeline_new(4), *split = mst_timeline_new(4);
+    got gp = {0}, gs = {0};
+    uint64_t hints[26] = {0};
+    static const char *const steps[][2] = {
+        {"[\"a\",\"b\",\"c\"]", "[\"a\",\"b\",\"c\"]"},
+        {"[\"a\",\"b\",\"c\",\"d\"]", "[\"d\"]"},
+        {"[\"b\",\"c\",\"d\",\"e\"]", "[\"e\"]"},       /* the table is full: a is evicted */
+        {"[\"a\",\"e\"]", "[\"a\"]"},                   /* a again (a new entry), b evicted */
+        {"[\"f\",\"a\",\"e\",\"b\"]", "[\"f\",\"b\"]"},
+        {"[\"b\",\"f\"]", "[]"},
+    };
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
+        feed_both(plain, split, &gp, &gs, 100 + 10 * (long long)i, steps[i][0], steps[i][1], hints);
+    mst_timeline_finish_all(plain, &(mst_tl_sink){&gp, on_request, on_counter, NULL});
+    mst_timeline_finish_all(split, &(mst_tl_sink){&gs, on_request, on_counter, NULL});
+    CHECK(gp.n_req >= 6);
+    CHECK_EQ_INT(gs.n_req, gp.n_req);
+    for (size_t i = 0; i < gp.n_req && i < gs.n_req; i++) {
+        CHECK_EQ_STR(gs.req[i].id, gp.req[i].id);
+        CHECK_EQ_INT(gs.req[i].start_ns, gp.req[i].start_ns);
+        CHECK_EQ_INT(gs.req[i].end_ns, gp.req[i].end_ns);
+        CHECK_EQ_INT(gs.req[i].steps, gp.req[i].steps);
+        CHECK_EQ_INT(gs.req[i].lane, gp.req[i].lane);
+        CHECK_EQ_INT(gs.req[i].n_phases, gp.req[i].n_phases);
+        for (unsigned k = 0; k < gp.req[i].n_phases && k < gs.req[i].n_phases; k++) {
+            CHECK_EQ_STR(gs.req[i].phases[k].name, gp.req[i].phases[k].name);
+            CHECK_EQ_INT(gs.req[i].phases[k].start_ns, gp.req[i].phases[k].start_ns);
+            CHECK_EQ_INT(gs.req[i].phases[k].end_ns, gp.req[i].phases[k].end_ns);
+        }
+    }
+    CHECK(hints[0] != 0 && hints[5] != 0); /* the split timeline kept its lookups */
+    mst_timeline_free(plain);
+    mst_timeline_free(split);
+}
+
 /* A request span's lane is its entry's: the same for later spans naming
  * it, another for each request. */
 static void test_request_lanes(void) {
@@ -562,6 +644,7 @@ static const mst_test_case TESTS[] = {
     {"engine_steps_and_their_flows", test_engine_steps_and_their_flows},
     {"request_lanes", test_request_lanes},
     {"waiting_spans_ring", test_waiting_spans_ring},
+    {"split_lists_read_as_json", test_split_lists_read_as_json},
     {"request_span_gives_track_and_phases", test_request_span_gives_track_and_phases},
     {"steps_only_request_completes_at_the_end", test_steps_only_request_completes_at_the_end},
     {"steps_only_request_completes_when_idle", test_steps_only_request_completes_when_idle},
