@@ -89,6 +89,10 @@ typedef struct name_memo {
     uint64_t iid;
 } name_memo;
 struct shape;
+/* An iid remembered for one generation (intern_memo). */
+typedef struct iid_memo {
+    uint64_t gen, iid;
+} iid_memo;
 typedef struct counter_memo {
     const char *name;
     int64_t pid;
@@ -116,6 +120,7 @@ struct mst_pftrace_writer {
     uint64_t fixed_iid[6];        /* the fixed annotation names (FIXED_ANNOTATIONS) */
     uint64_t delta_gen;           /* intern_gen when delta_iid was filled */
     uint64_t delta_iid[3];        /* request.ids.delta / .left / .joined */
+    iid_memo step_names[3];       /* sink_step's annotation names */
     mst_pft_id_chains *chains;    /* request.ids of each stream (pftrace_id_lists.h) */
     /* The span's id lists' items (ITEMS_CAP): lists the timeline reads
      * too from [0, 2 * MST_PFT_ID_LIST_MAX), each at items_used, then the
@@ -320,6 +325,17 @@ static inline intern_entry *intern_e(mst_pftrace_writer *w, unsigned kind, const
 static uint64_t intern(mst_pftrace_writer *w, unsigned kind, const char *s, size_t n) {
     const intern_entry *e = intern_e(w, kind, s, n);
     return e ? e->iid : 0;
+}
+
+/* intern of an annotation name the writer uses for every span of a kind,
+ * remembered in *m for the rest of the generation (what intern returns
+ * for it until the next restart). */
+static uint64_t intern_memo(mst_pftrace_writer *w, iid_memo *m, const char *s, size_t n) {
+    if (m->gen != w->intern_gen || !m->iid) {
+        m->iid = intern(w, MST_PFT_INTERN_ANNOTATION_NAME, s, n);
+        m->gen = w->intern_gen;
+    }
+    return m->iid;
 }
 
 /* ------------------------------------------------------------ span shapes
@@ -1052,6 +1068,22 @@ static uint64_t request_span_track(mst_pftrace_writer *w, const mst_pf_span *s, 
     return track;
 }
 
+/* "step <index>" into name (32 bytes); its length. */
+static size_t step_name(char *name, int64_t index) {
+    char digits[24];
+    size_t k = 0, n = 0;
+    uint64_t v = index < 0 ? 0 - (uint64_t)index : (uint64_t)index;
+    do {
+        digits[k++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    memcpy(name, "step ", 5);
+    n = 5;
+    if (index < 0) name[n++] = '-';
+    while (k) name[n++] = digits[--k];
+    return n;
+}
+
 /* An engine step: "step N" on the engine's "engine steps" track (a child
  * of its process track, beside its threads), with the flows joining it to
  * its worker forward and output processing. */
@@ -1061,18 +1093,18 @@ static void sink_step(void *self, const mst_tl_step *st) {
     if (!track_seen(w, track, true))
         mst_pft_named_track(w->buf, track, process_uuid(st->pid), "engine steps", 12, -1);
     char name[32];
-    int n = snprintf(name, sizeof name, "step %lld", (long long)st->index);
+    size_t n = step_name(name, st->index);
     intern_room(w, 4);
     mst_buf_reset(&w->ann);
     mst_pft_slice sl;
     memset(&sl, 0, sizeof sl);
-    sl.name_iid = intern(w, MST_PFT_INTERN_EVENT_NAME, name, (size_t)n);
-    mst_pft_annotation_int(&w->ann, intern(w, MST_PFT_INTERN_ANNOTATION_NAME, "step.index", 10), st->index);
+    sl.name_iid = intern(w, MST_PFT_INTERN_EVENT_NAME, name, n);
+    mst_pft_annotation_int(&w->ann, intern_memo(w, &w->step_names[0], "step.index", 10), st->index);
     if (st->requests >= 0)
-        mst_pft_annotation_int(&w->ann, intern(w, MST_PFT_INTERN_ANNOTATION_NAME, "batch.request_count", 19),
+        mst_pft_annotation_int(&w->ann, intern_memo(w, &w->step_names[1], "batch.request_count", 19),
                                st->requests);
     if (st->tokens >= 0)
-        mst_pft_annotation_int(&w->ann, intern(w, MST_PFT_INTERN_ANNOTATION_NAME, "batch.scheduled_tokens", 22),
+        mst_pft_annotation_int(&w->ann, intern_memo(w, &w->step_names[2], "batch.scheduled_tokens", 22),
                                st->tokens);
     uint64_t flows[2] = {st->worker_flow, st->output_flow};
     size_t nf = 2;
