@@ -102,7 +102,7 @@ bool mst_pft_split_id_list_guided(const char *v, size_t len, mst_pft_id_item *ou
                                   size_t *n, const mst_pft_id_item *guess, size_t n_guess,
                                   uint32_t *which) {
     const char *p = v, *end = v + len;
-    size_t j = 0;
+    size_t j = 0, count = 0; /* a local count: stores to out cannot change it */
     unsigned misses = 0;
     *n = 0;
     while (p < end && is_blank(*p)) p++;
@@ -110,10 +110,15 @@ bool mst_pft_split_id_list_guided(const char *v, size_t len, mst_pft_id_item *ou
     while (p < end && is_blank(*p)) p++;
     if (p < end && *p == ']') return false; /* empty: nothing to intern, JSON says it */
     for (;;) {
-        if (p == end || *p != '"') return false;
-        if (*n == cap) return false;
+        if (p == end || *p != '"' || count == cap) return false;
         const char *s = p + 1, *q;
-        size_t g = n_guess ? match_guess(s, end, guess, n_guess, &j) : MST_PFT_ID_NO_GUESS;
+        size_t g = MST_PFT_ID_NO_GUESS;
+        if (j < n_guess) {
+            /* the next guess first (the usual: the id kept in its place) */
+            size_t gn = guess[j].n;
+            if (gn < (size_t)(end - s) && s[gn] == '"' && mst_same_bytes(s, guess[j].s, gn)) g = j++;
+            else g = match_guess(s, end, guess, n_guess, &j);
+        }
         if (g != MST_PFT_ID_NO_GUESS) {
             q = s + guess[g].n;
         } else {
@@ -121,11 +126,12 @@ bool mst_pft_split_id_list_guided(const char *v, size_t len, mst_pft_id_item *ou
             q = first_quote_or_backslash(s, end);
             if (q == end || *q != '"') return false;
         }
-        if (which) which[*n] = (uint32_t)g;
-        out[(*n)++] = (mst_pft_id_item){s, (size_t)(q - s), NULL};
+        if (which) which[count] = (uint32_t)g;
+        out[count++] = (mst_pft_id_item){s, (size_t)(q - s), NULL};
         p = q + 1;
         if (p < end && *p == ',') { /* the usual "a","b" */
             p++;
+            if (p < end && *p == '"') continue;
         } else {
             while (p < end && is_blank(*p)) p++;
             if (p == end) return false;
@@ -134,6 +140,7 @@ bool mst_pft_split_id_list_guided(const char *v, size_t len, mst_pft_id_item *ou
         }
         while (p < end && is_blank(*p)) p++;
     }
+    *n = count;
     for (p++; p < end; p++)
         if (!is_blank(*p)) return false;
     return true;

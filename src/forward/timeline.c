@@ -657,6 +657,15 @@ static void note_preemptions(mst_timeline *tl, int64_t pid, int64_t ts, uint64_t
  * span (batch.scheduled_tokens: also the model steps), used only for
  * requests that no scheduling step named, 0 = neither. `phase`: the step
  * record's step.phase (one character per id), or NULL. */
+static inline void note_named(mst_timeline *tl, req_entry *x, int64_t start, int64_t end, int step,
+                              int ph) {
+    if (start < x->first_ns) x->first_ns = start;
+    if (end > x->last_end_ns) x->last_end_ns = end;
+    if (step == 2) note_step(start, &x->sched1_ns, &x->sched2_ns, &x->steps);
+    else if (step == 1) note_step(start, &x->wsched1_ns, &x->wsched2_ns, &x->wsteps);
+    if (ph >= 0) note_phase(tl, x, start, (char)ph);
+}
+
 static bool note_request_ids(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
                              const mst_json_slice *ids, int step, const mst_str *phase,
                              mst_arena *arena, const mst_tl_sink *sink,
@@ -664,15 +673,18 @@ static bool note_request_ids(mst_timeline *tl, const mst_pf_span *s, int64_t pid
     tl_id_cursor r;
     if (!cursor_begin(&r, ids, lists, n_lists)) return true;
     bool ok = true;
-    req_entry *x;
-    for (size_t idx = 0; next_request(tl, &r, pid, arena, sink, &x, &ok); idx++) {
-        if (!x) continue;
-        if (s->start_ns < x->first_ns) x->first_ns = s->start_ns;
-        if (s->end_ns > x->last_end_ns) x->last_end_ns = s->end_ns;
-        if (step == 2) note_step(s->start_ns, &x->sched1_ns, &x->sched2_ns, &x->steps);
-        else if (step == 1) note_step(s->start_ns, &x->wsched1_ns, &x->wsched2_ns, &x->wsteps);
-        if (phase && idx < phase->len) note_phase(tl, x, s->start_ns, phase->ptr[idx]);
+    int64_t start = s->start_ns, end = s->end_ns;
+    size_t n_phase = phase ? phase->len : 0;
+    if (r.items) { /* split by the writer: one pass over its items */
+        for (size_t idx = 0; idx < r.n; idx++) {
+            req_entry *x = item_request(tl, req_get_item(tl, &r.items[idx], pid, sink), &ok);
+            if (x) note_named(tl, x, start, end, step, idx < n_phase ? (unsigned char)phase->ptr[idx] : -1);
+        }
+        return ok;
     }
+    req_entry *x;
+    for (size_t idx = 0; next_request(tl, &r, pid, arena, sink, &x, &ok); idx++)
+        if (x) note_named(tl, x, start, end, step, idx < n_phase ? (unsigned char)phase->ptr[idx] : -1);
     return ok;
 }
 
