@@ -18,7 +18,12 @@
  *
  * Request-id lists (`request.ids`, `*_ids`) are written as arrays of
  * interned string values, `request.ids` as a keyframe or a delta of its
- * stream (annotate_id_list; the delta rule is pftrace_id_lists.h's).
+ * stream (annotate_id_list; the delta rule is pftrace_id_lists.h's). Each
+ * list is split once: its items go to the timeline too
+ * (mst_timeline_add_span_split), each with its intern entry's word where
+ * the timeline keeps its lookup of that request; `request.ids` items are
+ * first compared with the stream's previous list's ids (the guided split),
+ * so a kept id is neither scanned for nor hashed.
  *
  * Per span (the hot path, see bench/RESULTS.md): the annotations and new
  * definitions are encoded into scratch buffers as the attributes are met,
