@@ -44,6 +44,15 @@ static void on_step(void *self, const mst_tl_step *st) {
     if (g->n_steps < 8) g->steps[g->n_steps++] = *st;
 }
 
+/* Decodes one span packet (magic + JSON) into *s, its text in arena *a
+ * (initialised here, released by the caller). */
+static void decode(const char *json, mst_arena *a, mst_pf_span *s) {
+    mst_arena_init(a);
+    char err[200];
+    CHECK_EQ_INT(mst_perfetto_packet_decode((const uint8_t *)json, strlen(json), a, s, err,
+                                            sizeof err), MST_OK);
+}
+
 /* Decodes one span from its JSON body and feeds it to the timeline. */
 static void feed(mst_timeline *tl, got *g, const char *name, const char *span_id, long long start,
                  long long end, const char *attrs) {
@@ -56,11 +65,8 @@ static void feed(mst_timeline *tl, got *g, const char *name, const char *span_id
              "\"links\":[]}",
              name, 1, span_id, start, end, attrs[0] ? "," : "", attrs);
     mst_arena a;
-    mst_arena_init(&a);
     mst_pf_span s;
-    char err[200];
-    CHECK_EQ_INT(mst_perfetto_packet_decode((const uint8_t *)json, strlen(json), &a, &s, err,
-                                            sizeof err), MST_OK);
+    decode(json, &a, &s);
     mst_tl_sink sink = {g, on_request, on_counter, NULL};
     CHECK(mst_timeline_add_span(tl, &s, s.pid, &a, &sink));
     mst_arena_release(&a);
@@ -414,11 +420,8 @@ static bool feed_joining(mst_timeline *tl, got *g, const char *name, const char 
              "\"resource_attributes\":{},\"links\":[]}",
              name, 1, span_id, start, end, attrs[0] ? "," : "", attrs);
     mst_arena a;
-    mst_arena_init(&a);
     mst_pf_span s;
-    char err[200];
-    CHECK_EQ_INT(mst_perfetto_packet_decode((const uint8_t *)json, strlen(json), &a, &s, err,
-                                            sizeof err), MST_OK);
+    decode(json, &a, &s);
     mst_tl_sink sink = {g, on_request, on_counter, on_step};
     mst_tl_pos at = {s.pid, s.tid, s.start_ns, mst_tl_span_flow_id(s.trace_id, s.span_id)};
     bool joined = mst_timeline_join_step(tl, &s, &at, step);
@@ -554,11 +557,8 @@ static void feed_both(mst_timeline *plain, mst_timeline *split, got *gp, got *gs
              "\"resource_attributes\":{},\"links\":[]}",
              1, start + 1, start, start + 5, ids, new_ids, (int)(strlen(ids) / 4), "ddddddddddddddddd");
     mst_arena a;
-    mst_arena_init(&a);
     mst_pf_span s;
-    char err[200];
-    CHECK_EQ_INT(mst_perfetto_packet_decode((const uint8_t *)json, strlen(json), &a, &s, err,
-                                            sizeof err), MST_OK);
+    decode(json, &a, &s);
     mst_tl_sink sp = {gp, on_request, on_counter, NULL}, ss = {gs, on_request, on_counter, NULL};
     CHECK(mst_timeline_add_span(plain, &s, s.pid, &a, &sp));
     mst_tl_id_item items[2][16];
