@@ -44,31 +44,34 @@ typedef struct tl_seg {
 } tl_seg;
 
 typedef struct req_entry {
-    char *id;
+    /* What every step naming the request reads or sets, first (one or
+     * two cache lines a request at batch 256): */
+    uint64_t serial;         /* this entry's number (0: free slot), for hints */
     size_t id_len;
+    int64_t first_ns, last_end_ns;     /* spans naming it */
+    int64_t sched1_ns, sched2_ns;      /* first two scheduling steps (-1: none) */
+    uint64_t last_seen_ms;   /* forwarder time of the last span naming it */
+    uint32_t steps, wsteps;
+    bool done;               /* emitted; kept only to ignore late spans */
+    bool has_span;           /* its vllm.request span arrived: */
+    uint8_t chunk;           /* prefill chunks since the last (re)start */
+    uint8_t cur;             /* the kind of the last phase (0: none) */
+    uint8_t n_segs, cap_segs;
+    /* the rest */
+    char *id;
     uint64_t hash;
     uint32_t chain;          /* next in bucket, index + 1 */
     uint32_t older, newer;   /* FIFO, index + 1; `older` doubles as free list */
     int64_t pid;
-    int64_t first_ns, last_end_ns;     /* spans naming it */
-    int64_t sched1_ns, sched2_ns;      /* first two scheduling steps (-1: none) */
     int64_t wsched1_ns, wsched2_ns;    /* the same from batch spans (fallback) */
-    uint32_t steps, wsteps;
-    bool done;               /* emitted; kept only to ignore late spans */
-    bool has_span;           /* its vllm.request span arrived: */
     int64_t span_start, span_end, span_pid;
     uint64_t span_seen_ms;   /* ... at this forwarder time */
-    uint64_t last_seen_ms;   /* forwarder time of the last span naming it */
     /* from step records (docs/architecture.md "1a") */
     tl_seg *segs;
-    uint8_t n_segs, cap_segs;
-    uint8_t chunk;           /* prefill chunks since the last (re)start */
-    uint8_t cur;             /* the kind of the last phase (0: none) */
     int64_t queued_ns;       /* step.queued_ns (0: unknown) */
     int64_t new_ns;          /* start of the step naming it in step.new_ids (-1) */
     uint32_t preemptions;
     uint32_t lane;           /* mst_tl_request.lane */
-    uint64_t serial;         /* this entry's number (0: free slot), for hints */
 } req_entry;
 
 /* Preemptions so far per engine process (the MST_TL_PREEMPTIONS counter). */
