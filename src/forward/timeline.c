@@ -82,8 +82,10 @@ typedef struct req_entry {
  * the two whichever arrives first (bounded rings, oldest overwritten). The
  * processes' exporters batch for seconds, so one process's spans run
  * hundreds of steps ahead of another's (a real vLLM run: the worker's first
- * ~130 forwards before the engine's first step); each ring is scanned
- * whole, once per step or per joining span (a few µs). */
+ * ~130 forwards before the engine's first step). The steps' ring is
+ * scanned whole per joining span (a few µs); a step scans only the part of
+ * the waiting ring that may still hold a waiting span (join_waiting), and
+ * nothing when none of its kind waits: every step pays that. */
 #define TL_DONE_STEPS 1024
 #define TL_WAITING_SPANS MST_TL_WAITING_SPANS
 
