@@ -1,7 +1,7 @@
 /*
  * pftrace_id_lists.c — the `.pftrace` writer's request-id lists
- * (pftrace_id_lists.h): the JSON list splitter and the per-stream delta
- * table.
+ * (pftrace_id_lists.h): the JSON list splitter (plain, or guided by the
+ * items a list probably has) and the per-stream delta table.
  *
  * The delta is exact: a reader rebuilds the list as the previous list
  * without the ids that left, then the ids that joined. That holds only

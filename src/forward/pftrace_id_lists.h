@@ -13,8 +13,11 @@
  * ids at the end" (vLLM's order: running requests first, new ones after) —
  * and otherwise only the ids that left and joined, with the span's place
  * since the keyframe so a reader can tell that it missed none.
+ * The same recurrence makes splitting cheap: a stream keeps its last list's
+ * refs (the writer's intern entries), so the next list's items are first
+ * compared with those ids (mst_pft_split_id_list_guided) before any scan.
  * Memory: a fixed table of MST_PFT_ID_STREAMS streams, each with its last
- * list (grown to the longest list seen). Used from one thread.
+ * list and refs (grown to the longest list seen). Used from one thread.
  */
 #ifndef MST_FORWARD_PFTRACE_ID_LISTS_H
 #define MST_FORWARD_PFTRACE_ID_LISTS_H

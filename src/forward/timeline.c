@@ -657,11 +657,9 @@ static void note_preemptions(mst_timeline *tl, int64_t pid, int64_t ts, uint64_t
     if (sink && sink->counter) sink->counter(sink->self, &c);
 }
 
-/* Notes every request in the span's request.ids (a validated JSON array).
- * step: 2 = a scheduling step (the schedule adapter's span), 1 = a batch
- * span (batch.scheduled_tokens: also the model steps), used only for
- * requests that no scheduling step named, 0 = neither. `phase`: the step
- * record's step.phase (one character per id), or NULL. */
+/* What a span naming request x in its request.ids tells of it: its times,
+ * a step (step 2 or 1, as note_request_ids) and its phase ph (the step
+ * record's character for it, or -1). */
 static inline void note_named(mst_timeline *tl, req_entry *x, int64_t start, int64_t end, int step,
                               int ph) {
     if (start < x->first_ns) x->first_ns = start;
@@ -671,6 +669,11 @@ static inline void note_named(mst_timeline *tl, req_entry *x, int64_t start, int
     if (ph >= 0) note_phase(tl, x, start, (char)ph);
 }
 
+/* Notes every request in the span's request.ids (a validated JSON array).
+ * step: 2 = a scheduling step (the schedule adapter's span), 1 = a batch
+ * span (batch.scheduled_tokens: also the model steps), used only for
+ * requests that no scheduling step named, 0 = neither. `phase`: the step
+ * record's step.phase (one character per id), or NULL. */
 static bool note_request_ids(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
                              const mst_json_slice *ids, int step, const mst_str *phase,
                              mst_arena *arena, const mst_tl_sink *sink,
