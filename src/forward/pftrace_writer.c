@@ -858,15 +858,18 @@ static uint64_t name_iid(mst_pftrace_writer *w, const char *s, size_t n) {
  * the thread and lane descriptors, when due, go out after the attribute
  * loop (which finds thread.name on the way) and before the slice. */
 /* Writes span s as a slice: on `track` when given (a request's own track),
- * else on its thread track or a lane of it; `step_flow` (0: none) joins it
- * to its engine step. */
+ * else on its thread track or a lane of it; `own_flow` is its span's flow
+ * id, `step_flow` (0: none) joins it to its engine step. */
 static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, int64_t pid, int64_t tid,
-                      uint64_t track, uint64_t step_flow) {
+                      uint64_t track, uint64_t own_flow, uint64_t step_flow) {
     size_t need = 2 + 2 * (s->n_attrs + s->n_resource) + FIXED_ANNOTATIONS + 1 + 3;
+    uint64_t id_lists = 0; /* which of the first 64 attributes are id lists */
     for (size_t i = 0; i < s->n_attrs; i++) /* a list item is at least `"",` */
-        if (mst_pft_is_id_list_key(s->attrs[i].key.ptr, s->attrs[i].key.len))
+        if (mst_pft_is_id_list_key(s->attrs[i].key.ptr, s->attrs[i].key.len)) {
+            if (i < 64) id_lists |= 1ull << i;
             need += s->attrs[i].value.len / 3 < MST_PFT_ID_LIST_MAX ? s->attrs[i].value.len / 3
                                                                     : MST_PFT_ID_LIST_MAX;
+        }
     intern_room(w, need);
     mst_buf_reset(&w->ann);
     w->items_used = w->n_split = 0;
@@ -898,7 +901,7 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, int64_t pid, 
         if (k->len == 11 && !thread_name && memcmp(k->ptr, "thread.name", 11) == 0)
             thread_name = &s->attrs[i].value;
         if (mst_span_arg_is_fixed(k)) continue;
-        if (mst_pft_is_id_list_key(k->ptr, k->len) &&
+        if ((i < 64 ? id_lists >> i & 1 : mst_pft_is_id_list_key(k->ptr, k->len)) &&
             annotate_id_list(w, sh, pos, k, &s->attrs[i].value, stream_key(pid, tid, &s->name))) {
             pos++;
             continue;
@@ -969,7 +972,7 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, int64_t pid, 
     /* Flows: this span's own id (a later span linking here joins it), then
      * one per drawn link (joining the linked span, written before or after). */
     size_t n_drawn = mst_span_drawn_links(s);
-    w->flows[0] = mst_tl_span_flow_id(s->trace_id, s->span_id);
+    w->flows[0] = own_flow;
     for (size_t l = 0; l < n_drawn; l++)
         w->flows[1 + l] = mst_tl_span_flow_id(s->links[l].trace_id, s->links[l].span_id);
     size_t n_flows = 1 + n_drawn;
@@ -1182,7 +1185,8 @@ mst_status mst_pftrace_writer_add_span(mst_pftrace_writer *w, const mst_pf_span 
     uint64_t track = req_lane ? request_span_track(w, s, pid, req_lane) : 0;
     if (req_lane) tid = mst_tl_request_tid(req_lane);
     mst_tl_pos at = {pid, tid, s->start_ns, mst_tl_span_flow_id(s->trace_id, s->span_id)}, step;
-    emit_span(w, s, pid, tid, track, mst_timeline_join_step(w->tl, s, &at, &step) ? step.flow : 0);
+    emit_span(w, s, pid, tid, track, at.flow,
+              mst_timeline_join_step(w->tl, s, &at, &step) ? step.flow : 0);
     /* The timeline keeps its lookups of the split ids in their intern
      * entries (mst_tl_id_item.hint). A sink call that restarted interning
      * meanwhile gave entries to other texts, some perhaps since written a
