@@ -16,10 +16,18 @@
  * link per request, as bench_flight.c, marked as request links with
  * `request_links` as the hook marks them: no flow drawn for them);
  * `--draw-links` leaves the mark out (a hook that did not send it: every
- * link drawn as a flow).
+ * link drawn as a flow). `--engine` sends bench_forward's step records
+ * instead (bench_packet.h "step packets": one engine's rolling batch with
+ * vLLM-like ids, requests finishing and joining in their slots, each step
+ * linking the previous one): the formatting thread's work of
+ * `bench_forward --ids IDS` without the sockets, with the same spans in
+ * the same order every run (so two builds' files can be compared).
  *
- * Usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step [--draw-links]] [-f json|pftrace]
- *   prints, per output, bytes/span, the median spans/s over the rounds
+ * Usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step [--draw-links]] [--engine]
+ *                       [-f json|pftrace]
+ *                       [-o FILE]
+ *   (-o: the last round's file of the one output -f names is kept at FILE,
+ *   to compare the files two builds write), prints, per output, bytes/span, the median spans/s over the rounds
  *   (wall clock of feeding and closing, the writer thread included) and the
  *   median process CPU per span (both threads: the figure that holds on a
  *   busy machine), and a SUMMARY line.
@@ -30,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_packet.h"
 #include "forward/writer_sinks.h"
 #include "wire/perfetto_packet.h"
 
@@ -63,6 +72,28 @@ static void lists(int i, int ids, bool fresh, char *idt, char *tok, char *ph, ch
     }
     idt[a++] = tok[t++] = lk[l++] = ']';
     idt[a] = tok[t] = lk[l] = ph[ids] = 0;
+}
+
+/* --engine: bench_forward's step packets of one engine, decoded. */
+static void build_engine_pool(pool *p, int ids) {
+    mst_arena_init(&p->arena);
+    p->n = POOL_SPANS;
+    p->spans = calloc(p->n, sizeof *p->spans);
+    p->bufs = calloc(p->n, sizeof *p->bufs);
+    bench_batch b;
+    bench_batch_init(&b, 0, ids);
+    for (size_t i = 0; i < p->n; i++) {
+        char *buf = p->bufs[i] = malloc(bench_step_cap(ids));
+        size_t len = bench_step_format(buf, &b, i + 1, i);
+        bench_batch_advance(&b);
+        char err[200];
+        if (mst_perfetto_packet_decode((const uint8_t *)buf, len, &p->arena, &p->spans[i], err,
+                                       sizeof err) != MST_OK) {
+            fprintf(stderr, "bench_step_ids: bad packet: %s\n", err);
+            exit(1);
+        }
+    }
+    bench_batch_free(&b);
 }
 
 static void build_pool(pool *p, int ids, bool fresh, bool step, bool draw_links) {
@@ -160,8 +191,9 @@ static int cmp_double(const void *a, const void *b) {
 int main(int argc, char **argv) {
     int ids = 8, rounds = 5;
     long long n = 200000;
-    bool fresh = false, step = false, draw_links = false;
+    bool fresh = false, step = false, draw_links = false, engine = false;
     int only = -1; /* -f: one output only */
+    const char *keep = NULL; /* -o */
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-k") == 0 && i + 1 < argc) ids = atoi(argv[++i]);
         else if (strcmp(argv[i], "-n") == 0 && i + 1 < argc) n = atoll(argv[++i]);
@@ -169,6 +201,8 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--fresh") == 0) fresh = true;
         else if (strcmp(argv[i], "--step") == 0) step = true;
         else if (strcmp(argv[i], "--draw-links") == 0) draw_links = true;
+        else if (strcmp(argv[i], "--engine") == 0) engine = true;
+        else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) keep = argv[++i];
         else if (strcmp(argv[i], "-f") == 0 && i + 1 < argc) {
             i++;
             only = strcmp(argv[i], "json") == 0 ? 0 : strcmp(argv[i], "pftrace") == 0 ? 1 : -2;
@@ -178,9 +212,13 @@ int main(int argc, char **argv) {
             }
         }
         else {
-            fprintf(stderr, "usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step [--draw-links]] [-f json|pftrace]\n");
+            fprintf(stderr, "usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step [--draw-links]] [--engine] [-f json|pftrace] [-o FILE]\n");
             return 2;
         }
+    }
+    if (keep && only < 0) {
+        fprintf(stderr, "bench_step_ids: -o needs -f json or -f pftrace\n");
+        return 2;
     }
     if (ids < 1 || ids > 1024 || n < 1 || rounds < 1 || rounds > 99) {
         fprintf(stderr, "bench_step_ids: -k 1..1024, -n >= 1, -r 1..99\n");
@@ -189,7 +227,8 @@ int main(int argc, char **argv) {
     char dir[] = "/tmp/bench-step-ids-XXXXXX";
     if (!mkdtemp(dir)) return 1;
     pool p;
-    build_pool(&p, ids, fresh, step, draw_links);
+    if (engine) build_engine_pool(&p, ids);
+    else build_pool(&p, ids, fresh, step, draw_links);
     static const char *const ext[2] = {"json", "pftrace"};
     double rate[2][99] = {{0}}, cpu_us[2][99] = {{0}}, per_span[2] = {0, 0};
     for (int r = 0; r < rounds; r++)
@@ -202,10 +241,15 @@ int main(int argc, char **argv) {
             rate[f][r] = (double)n / run(path, &p, (size_t)n, &cpu, &bytes);
             cpu_us[f][r] = cpu / (double)n * 1e6;
             per_span[f] = (double)bytes / (double)n;
+            if (keep && r == rounds - 1 && rename(path, keep) != 0) {
+                fprintf(stderr, "bench_step_ids: cannot keep the file at %s\n", keep);
+                return 1;
+            }
             unlink(path);
         }
     printf("%d request ids per span (%s, %s); %lld spans per run, %d rounds\n", ids,
-           fresh ? "fresh ids every span" : "rolling batch", !step ? "bench packet" : draw_links ? "full step records, every link drawn" : "full step records",
+           engine ? "one engine's batch" : fresh ? "fresh ids every span" : "rolling batch",
+           engine ? "bench_forward's step records" : !step ? "bench packet" : draw_links ? "full step records, every link drawn" : "full step records",
            n, rounds);
     for (int f = 0; f < 2; f++) {
         qsort(rate[f], (size_t)rounds, sizeof(double), cmp_double);

@@ -10,14 +10,19 @@ step counter). Also the CPU the engine thread spends busy-waiting in vLLM's
 shared-memory queue (SpinCondition.wait, measured by a sitecustomize placed in
 the staged package, the same in both servers, with an estimated 0.6 us per
 wait for the check between waits). With --export-off-engine-cpu the
-EngineCore's exporter thread runs on the side CPU. With --perf, `perf record -F 10000` on
+EngineCore's exporter thread runs on the side CPU; --export-batch N sets the
+traced server's OTEL_BSP_MAX_EXPORT_BATCH_SIZE. With --perf, `perf record -F 10000` on
 each EngineCore process during each load (OUT/perf.CASE.rN.data; read with
 `perf report -i FILE --tid TID --no-children --sort dso,sym -n`).
 
-Prints one JSON line per load and server. Run with the vLLM venv's Python.
-Nothing is asserted: this measures.
+Prints one JSON line per load and server, then the split per engine step:
+the engine (main) thread — the critical path —, the `mstrace-export` thread
+and EngineCore's other threads (off it), each off, perfetto and their paired
+difference per round (median, mean and 95 % t interval over the rounds).
+Run with the vLLM venv's Python. Nothing is asserted: this measures.
 
-Usage: python bench/overhead_serve_threads.py --build DIR [--out OUT] [--rounds N] [--perf]
+Usage: python bench/overhead_serve_threads.py --build DIR [--out OUT] [--rounds N] [--prompts N] [--perf]
+       [--export-off-engine-cpu] [--export-batch N]
 """
 import argparse
 import asyncio
@@ -25,12 +30,14 @@ import glob
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import overhead_serve as ov  # noqa: E402  (the servers, the load, the /proc readings)
+from overhead_ab import t_interval  # noqa: E402
 
 SPIN_METER = r'''
 # Measurement only (bench/overhead_serve_threads.py): the CPU time each thread
@@ -121,12 +128,42 @@ def per_step(before, after, steps):
     return out
 
 
+def thread_split(pid, before, after, steps):
+    """µs per engine step of the engine (main) thread, the exporter thread and
+    every other thread of the EngineCore process (on-CPU time)."""
+    out = {"engine thread": 0.0, "mstrace-export thread": 0.0, "other threads": 0.0}
+    for tid, (comm, ns, _, _) in after.items():
+        us = (ns - before.get(tid, (comm, 0, 0, 0))[1]) / 1e3 / steps
+        key = "engine thread" if tid == pid else "mstrace-export thread" if comm == ov.EXPORT_THREAD else "other threads"
+        out[key] += us
+    out["process, exporter thread left out"] = out["engine thread"] + out["other threads"]
+    return out
+
+
+def split_table(splits):
+    """The per-step split, off / perfetto / paired difference over the rounds (markdown)."""
+    rows = ["| µs per engine step | off (median) | perfetto (median) | perfetto − off per round | median | mean [95 % t] |",
+            "|---|---|---|---|---|---|"]
+    rounds = sorted(set(r for _, r in splits))
+    for key in ("engine thread", "other threads", "process, exporter thread left out", "mstrace-export thread"):
+        off = [splits[("off", r)][key] for r in rounds]
+        on = [splits[("perfetto", r)][key] for r in rounds]
+        d = [b - a for a, b in zip(off, on)]
+        ci = "%+.1f [%+.1f, %+.1f]" % ((statistics.mean(d),) + t_interval(d)) if len(d) > 1 else "%+.1f" % d[0]
+        rows.append("| %s | %.1f | %.1f | %s | %+.1f | %s |" % (
+            key, statistics.median(off), statistics.median(on), ", ".join("%+.1f" % x for x in d),
+            statistics.median(d), ci))
+    return "\n".join(rows)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ov.add_common_args(ap, "/tmp/mstrace-serve-threads-%d" % os.getuid())
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--prompts", type=int, default=300)
     ap.add_argument("--perf", action="store_true", help="perf record each EngineCore during each load")
+    ap.add_argument("--export-batch", type=int, metavar="N",
+                    help="OTEL_BSP_MAX_EXPORT_BATCH_SIZE of the traced server (default: the tracer's 512)")
     ap.add_argument("--export-off-engine-cpu", action="store_true",
                     help="move the EngineCore's mstrace-export thread to the side CPU (as on a host with a spare core)")
     a = ap.parse_args()
@@ -134,7 +171,11 @@ def main():
         input_error("--rounds and --prompts must be at least 1")
     if a.perf and shutil.which("perf") is None:
         input_error("--perf: no perf on PATH")
+    if a.export_batch is not None and a.export_batch < 1:
+        input_error("--export-batch must be at least 1")
     ov.clean_environment()
+    if a.export_batch:
+        os.environ["OTEL_BSP_MAX_EXPORT_BATCH_SIZE"] = str(a.export_batch)
     shutil.rmtree(a.out, ignore_errors=True)
     spin_dir = os.path.join(a.out, "spin")
     os.makedirs(spin_dir)
@@ -155,6 +196,7 @@ def main():
             for tid, (comm, _, _, _) in threads(engine["perfetto"]).items():
                 if comm == ov.EXPORT_THREAD:
                     os.sched_setaffinity(tid, ov.SIDE_CPU)
+        splits = {}
         for r in range(1, a.rounds + 1):
             time.sleep(1.5)
             prompts = ov.prompts_for(r, a.prompts)
@@ -194,6 +236,8 @@ def main():
                                for tid, (ns, n) in sp1[s.case].items()})
                 print(json.dumps(rec))
                 sys.stdout.flush()
+                splits[(s.case, r)] = thread_split(engine[s.case], t0[s.case], t1[s.case], steps)
+        print(split_table(splits))
     finally:
         ov.stop_servers(servers)
     return 0

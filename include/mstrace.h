@@ -302,6 +302,22 @@ MST_EXPORT void mst_span_set_str_list(mst_span *span, const char *key,
 MST_EXPORT void mst_span_set_str_list_n(mst_span *span, const char *key, const char *const *items,
                                         const size_t *lens, size_t count);
 MST_EXPORT void mst_span_set_attr(mst_span *span, const mst_attr_in *attr);
+/* Setters for a key that is a string literal: the key is stored in the span
+ * by pointer, neither measured nor copied (the value is copied as above).
+ * Why: keys are most of what a span with many small attributes copies. The
+ * key must stay valid and unchanged until every span it was set on is
+ * exported (a literal of a program or of a library that is never unloaded);
+ * MST_LIT accepts only a literal and gives its length:
+ *     mst_span_set_int_lit(span, MST_LIT("batch.request_count"), 4);
+ * An empty key or one over MST_MAX_KEY_LEN bytes is ignored. */
+#define MST_LIT(s) ("" s ""), (sizeof(s) - 1)
+MST_EXPORT void mst_span_set_int_lit(mst_span *span, const char *key, size_t key_len, int64_t value);
+MST_EXPORT void mst_span_set_double_lit(mst_span *span, const char *key, size_t key_len, double value);
+MST_EXPORT void mst_span_set_strn_lit(mst_span *span, const char *key, size_t key_len, const char *value,
+                                      size_t len);
+/* lens: the items' lengths (as mst_span_set_str_list_n), or NULL (measured) */
+MST_EXPORT void mst_span_set_str_list_lit(mst_span *span, const char *key, size_t key_len,
+                                          const char *const *items, const size_t *lens, size_t count);
 /* Adds a link (at most MST_MAX_LINKS; more are counted as dropped). */
 MST_EXPORT void mst_span_add_link(mst_span *span, const mst_span_context *linked,
                                   const mst_attr_in *attrs, size_t n_attrs);

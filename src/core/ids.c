@@ -66,10 +66,20 @@ static __attribute__((noinline)) void rng_reseed(rng_state *r) {
 
 static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
-static inline uint64_t rng_next(void) {
+/* This thread's generator, seeded (again in a fork()ed child). Taken once
+ * per id: each reach of the thread-local state from this shared object is a
+ * __tls_get_addr call, and the compiler would rather call it again than keep
+ * the address in a register; the empty asm makes the address an opaque
+ * value it must keep. */
+static inline rng_state *rng_ready(void) {
     rng_state *r = &t_rng;
+    __asm__("" : "+r"(r));
     if (__builtin_expect(!r->seeded || r->gen != atomic_load_explicit(&g_fork_gen, memory_order_relaxed), 0))
         rng_reseed(r);
+    return r;
+}
+
+static inline uint64_t rng_next(rng_state *r) {
     uint64_t *s = r->s;
     uint64_t result = rotl(s[1] * 5, 7) * 9;
     uint64_t t = s[1] << 17;
@@ -83,11 +93,12 @@ static inline uint64_t rng_next(void) {
 }
 
 mst_trace_id mst_trace_id_random(void) {
+    rng_state *r = rng_ready();
     mst_trace_id id;
     uint64_t a, b;
     do {
-        a = rng_next();
-        b = rng_next();
+        a = rng_next(r);
+        b = rng_next(r);
     } while ((a | b) == 0);
     memcpy(id.bytes, &a, 8);
     memcpy(id.bytes + 8, &b, 8);
@@ -95,9 +106,10 @@ mst_trace_id mst_trace_id_random(void) {
 }
 
 mst_span_id mst_span_id_random(void) {
+    rng_state *r = rng_ready();
     mst_span_id id;
     uint64_t a;
-    do a = rng_next(); while (a == 0);
+    do a = rng_next(r); while (a == 0);
     memcpy(id.bytes, &a, 8);
     return id;
 }

@@ -72,6 +72,29 @@ static bool str_replace(mst_arena *a, mst_str *dst, const char *s, size_t len, s
  * are measured first (stored in the items, whose pointers still name the
  * source), then the bytes are copied in one pass. */
 static mst_str *list_copy(mst_arena *a, const char *const *src, const size_t *lens, size_t count) {
+    if (lens) { /* the usual case (a batch's ids): sized in one tight pass, copied in one */
+        size_t total = 0, longest = 0;
+        bool all_present = true;
+        for (size_t i = 0; i < count; i++) {
+            total += lens[i];
+            longest = lens[i] > longest ? lens[i] : longest;
+            all_present &= src[i] != NULL;
+        }
+        if (all_present && longest <= MST_MAX_VALUE_LEN) { /* nothing to cut */
+            mst_str *items = mst_arena_alloc(a, sizeof(mst_str) * count + total + count);
+            if (!items) return NULL;
+            char *p = (char *)(items + count);
+            for (size_t i = 0; i < count; i++) {
+                size_t n = lens[i];
+                memcpy(p, src[i], n);
+                p[n] = '\0';
+                items[i].ptr = p;
+                items[i].len = (uint32_t)n;
+                p += n + 1;
+            }
+            return items;
+        }
+    }
     mst_str *items = mst_arena_alloc(a, sizeof(mst_str) * count);
     if (!items) return NULL;
     size_t total = 0;
@@ -116,7 +139,6 @@ static uint64_t key_bit(const char *key, size_t klen) {
 }
 
 static mst_attr *attr_find(const attr_table *t, const char *key, size_t klen) {
-    if (t->key_lens && !(*t->key_lens & key_bit(key, klen))) return NULL;
     for (uint32_t i = 0; i < *t->n; i++) {
         mst_attr *a = &t->arr[i];
         if (a->key.len == klen && memcmp(a->key.ptr, key, klen) == 0) return a;
@@ -157,13 +179,16 @@ static bool attr_store(mst_arena *ar, mst_attr *a, bool is_new, const mst_attr_i
     return true;
 }
 
-/* Sets (adds or replaces) one attribute in a table. `slen` is the string
- * length for MST_ATTR_STRING. Over-limit or failed: counted as dropped. */
-static void attr_set(mst_arena *ar, const attr_table *t, const mst_attr_in *in, size_t slen,
-                     const size_t *lens) {
-    if (!in->key || !in->key[0]) return;
-    size_t klen = mst_utf8_cut(in->key, strlen(in->key), MST_MAX_KEY_LEN);
-    mst_attr *a = attr_find(t, in->key, klen);
+/* Sets (adds or replaces) one attribute in a table under `key` (klen bytes,
+ * 1..MST_MAX_KEY_LEN). A new key is copied into the arena, or stored by
+ * pointer when `key_lit` (a literal that outlives the span: mstrace.h
+ * MST_LIT). `slen` is the string length for MST_ATTR_STRING.
+ * Over-limit or failed: counted as dropped. */
+static void attr_set_key(mst_arena *ar, const attr_table *t, const char *key, size_t klen, bool key_lit,
+                         const mst_attr_in *in, size_t slen, const size_t *lens) {
+    uint64_t bit = key_bit(key, klen);
+    mst_attr *a = NULL;
+    if (!t->key_lens || (*t->key_lens & bit)) a = attr_find(t, key, klen);
     bool is_new = a == NULL;
     if (is_new) {
         if (*t->n >= t->cap) {
@@ -171,7 +196,10 @@ static void attr_set(mst_arena *ar, const attr_table *t, const mst_attr_in *in, 
             return;
         }
         a = &t->arr[*t->n];
-        if (!str_copy(ar, &a->key, in->key, klen, MST_MAX_KEY_LEN)) {
+        if (key_lit) {
+            a->key.ptr = key;
+            a->key.len = (uint32_t)klen;
+        } else if (!str_copy(ar, &a->key, key, klen, MST_MAX_KEY_LEN)) {
             (*t->dropped)++;
             return;
         }
@@ -182,8 +210,16 @@ static void attr_set(mst_arena *ar, const attr_table *t, const mst_attr_in *in, 
     }
     if (is_new) {
         (*t->n)++;
-        if (t->key_lens) *t->key_lens |= key_bit(in->key, klen);
+        if (t->key_lens) *t->key_lens |= bit;
     }
+}
+
+/* attr_set_key for a borrowed key of any lifetime (copied). */
+static void attr_set(mst_arena *ar, const attr_table *t, const mst_attr_in *in, size_t slen,
+                     const size_t *lens) {
+    if (!in->key || !in->key[0]) return;
+    size_t klen = mst_utf8_cut(in->key, strlen(in->key), MST_MAX_KEY_LEN);
+    attr_set_key(ar, t, in->key, klen, false, in, slen, lens);
 }
 
 static size_t in_strlen(const mst_attr_in *in) {
@@ -410,6 +446,67 @@ void mst_span_set_str_list_n(mst_span *span, const char *key, const char *const 
 void mst_span_set_attr(mst_span *span, const mst_attr_in *attr) {
     if (!span || !attr) return;
     span_set(span, attr, in_strlen(attr), NULL);
+}
+
+/* The literal-key setters (mstrace.h): the key is neither measured nor copied. */
+static void span_set_lit(mst_span *s, const char *key, size_t klen, const mst_attr_in *in, size_t slen,
+                         const size_t *lens) {
+    if (!key || klen == 0 || klen > MST_MAX_KEY_LEN) return;
+    attr_table t = {s->attrs, &s->n_attrs, MST_MAX_ATTRIBUTES, &s->dropped_attrs, &s->attr_key_lens};
+    attr_set_key(&s->arena, &t, key, klen, true, in, slen, lens);
+}
+
+/* The slot of a number under a literal key: the one holding the key, else
+ * the next free one, taken (a number needs no arena space, so nothing can
+ * fail after this). NULL: no span, a bad key, or the table is full (counted).
+ * Why not span_set_lit: most of a step's attributes are numbers, and this
+ * path skips the value switch and the store's failure handling. */
+static mst_attr *number_slot_lit(mst_span *s, const char *key, size_t klen) {
+    if (!s || !key || klen == 0 || klen > MST_MAX_KEY_LEN) return NULL;
+    uint64_t bit = key_bit(key, klen);
+    if (s->attr_key_lens & bit) {
+        attr_table t = {s->attrs, &s->n_attrs, MST_MAX_ATTRIBUTES, &s->dropped_attrs, &s->attr_key_lens};
+        mst_attr *held = attr_find(&t, key, klen);
+        if (held) return held;
+    }
+    if (s->n_attrs >= MST_MAX_ATTRIBUTES) {
+        s->dropped_attrs++;
+        return NULL;
+    }
+    mst_attr *a = &s->attrs[s->n_attrs++];
+    s->attr_key_lens |= bit;
+    a->key.ptr = key;
+    a->key.len = (uint32_t)klen;
+    return a;
+}
+
+void mst_span_set_int_lit(mst_span *span, const char *key, size_t key_len, int64_t value) {
+    mst_attr *a = number_slot_lit(span, key, key_len);
+    if (!a) return;
+    a->type = MST_ATTR_INT;
+    a->v.i = value;
+}
+
+void mst_span_set_double_lit(mst_span *span, const char *key, size_t key_len, double value) {
+    mst_attr *a = number_slot_lit(span, key, key_len);
+    if (!a) return;
+    a->type = MST_ATTR_DOUBLE;
+    a->v.d = value;
+}
+
+void mst_span_set_strn_lit(mst_span *span, const char *key, size_t key_len, const char *value, size_t len) {
+    if (!span || !value) return;
+    mst_attr_in in = {.key = key, .type = MST_ATTR_STRING, .v.s = value};
+    span_set_lit(span, key, key_len, &in, len, NULL);
+}
+
+void mst_span_set_str_list_lit(mst_span *span, const char *key, size_t key_len, const char *const *items,
+                               const size_t *lens, size_t count) {
+    if (!span) return;
+    mst_attr_in in = {.key = key, .type = MST_ATTR_STRING_LIST};
+    in.v.list.items = items;
+    in.v.list.count = count;
+    span_set_lit(span, key, key_len, &in, 0, lens);
 }
 
 /* Makes room for one more element of a growable arena array (links or

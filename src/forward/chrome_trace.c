@@ -47,6 +47,7 @@
 #include "forward/output_path.h"
 #include "forward/span_args.h"
 #include "forward/timeline.h"
+#include "wire/hex8.h"
 
 /* Unwritten output (queued + being formatted) at which add_span waits for
  * the writer thread: about 0.2 s of output at the forwarder's full speed. */
@@ -107,14 +108,26 @@ static void emit_name(mst_chrome_writer *w, int64_t pid, int64_t tid, bool threa
     LIT(b, "}}");
 }
 
+/* The "already named" key of a process (thread false) or a thread. */
+static void name_key(int64_t pid, int64_t tid, bool thread, uint8_t key[24]) {
+    memset(key, 0, 24);
+    key[0] = thread ? 2 : 1;
+    memcpy(key + 8, &pid, 8);
+    if (thread) memcpy(key + 16, &tid, 8);
+}
+
+static bool thread_named(const mst_chrome_writer *w, int64_t pid, int64_t tid) {
+    uint8_t key[24];
+    name_key(pid, tid, true, key);
+    return mst_track_table_find(&w->names, key) != 0;
+}
+
 /* Emits the M event once per process / thread (bounded set, oldest out). */
 static void maybe_name(mst_chrome_writer *w, int64_t pid, int64_t tid, bool thread,
                        const mst_json_slice *name) {
     if (!is_string(name)) return;
-    uint8_t key[24] = {0};
-    key[0] = thread ? 2 : 1;
-    memcpy(key + 8, &pid, 8);
-    if (thread) memcpy(key + 16, &tid, 8);
+    uint8_t key[24];
+    name_key(pid, tid, thread, key);
     if (mst_track_table_find(&w->names, key)) return;
     bool ev;
     mst_track_table_insert(&w->names, key, &ev);
@@ -156,6 +169,25 @@ static void maybe_name_process(mst_chrome_writer *w, int64_t pid, const mst_pf_s
     emit_name(w, pid, 0, false, &name);
 }
 
+/* The table key of ids as a span or link carries them (33 / 17-byte
+ * arrays): mst_link_key's bytes, decoded ids (32 + 16 hex digits) 16
+ * digits at a time (mst_hex16_value) instead of a table lookup per digit;
+ * anything else through mst_link_key. */
+static void table_key(const char trace_hex[33], const char span_hex[17], uint8_t key[24]) {
+#ifdef MST_HEX8_SWAR
+    uint64_t v[3];
+    if (mst_hex16_value(trace_hex, &v[0]) && mst_hex16_value(trace_hex + 16, &v[1]) &&
+        mst_hex16_value(span_hex, &v[2])) {
+        for (int i = 0; i < 3; i++) {
+            uint64_t be = __builtin_bswap64(v[i]); /* first digit pair first */
+            memcpy(key + 8 * i, &be, 8);
+        }
+        return;
+    }
+#endif
+    mst_link_key(trace_hex, span_hex, key);
+}
+
 /* Room for one s/f flow pair: the literals (~220 bytes), four numbers
  * with their copy slack, the id (18 bytes) twice and the link text (66
  * bytes) twice: ~600 bytes. */
@@ -177,50 +209,52 @@ static uint64_t flow_id64(const uint8_t src_key[24], const uint8_t dest_span[8])
 }
 
 /* One s/f flow pair: source = the linked span, dest = the linking span.
- * Room is reserved once; everything written is plain ASCII. */
+ * Room is reserved once; everything written is plain ASCII. The id and
+ * the link text ("<srcTrace>:<srcSpan>:<destSpan>") are written into the
+ * first event and copied from there into the second. */
 static void emit_flow(mst_chrome_writer *w, const uint8_t src_key[24], int64_t spid, int64_t stid,
                       int64_t sts, const uint8_t dest_span[8], int64_t dpid, int64_t dtid,
                       int64_t dts) {
-    static const char hx[] = "0123456789abcdef";
-    char link[32 + 1 + 16 + 1 + 16]; /* "<srcTrace>:<srcSpan>:<destSpan>" */
-    size_t n = 0;
-    for (int i = 0; i < 16; i++) { link[n++] = hx[src_key[i] >> 4]; link[n++] = hx[src_key[i] & 15]; }
-    link[n++] = ':';
-    for (int i = 16; i < 24; i++) { link[n++] = hx[src_key[i] >> 4]; link[n++] = hx[src_key[i] & 15]; }
-    link[n++] = ':';
-    for (int i = 0; i < 8; i++) { link[n++] = hx[dest_span[i] >> 4]; link[n++] = hx[dest_span[i] & 15]; }
-    char id[2 + 16] = {'0', 'x'};
-    uint64_t v = flow_id64(src_key, dest_span);
-    for (int i = 17; i >= 2; i--, v >>= 4) id[i] = hx[v & 15];
     mst_buf *b = w->buf;
     if (!mst_buf_reserve(b, FLOW_NEED)) return;
-    RLIT(b, ",{\"name\":\"request.link\",\"cat\":\"Tracing.Flow\",\"ph\":\"s\",\"ts\":");
-    raw_ts(b, sts);
-    RLIT(b, ",\"pid\":");
-    raw_i64(b, spid);
-    RLIT(b, ",\"tid\":");
-    raw_i64(b, stid);
-    RLIT(b, ",\"id\":\"");
-    raw(b, id, sizeof id);
-    RLIT(b, "\",\"args\":{\"source.span_id\":\"");
-    raw(b, link + 33, 16);
-    RLIT(b, "\",\"link\":\"");
-    raw(b, link, sizeof link);
-    RLIT(b, "\"}}");
-    RLIT(b, ",{\"name\":\"request.link\",\"cat\":\"Tracing.Flow\",\"ph\":\"f\",\"ts\":");
-    raw_ts(b, dts);
-    RLIT(b, ",\"pid\":");
-    raw_i64(b, dpid);
-    RLIT(b, ",\"tid\":");
-    raw_i64(b, dtid);
-    RLIT(b, ",\"id\":\"");
-    raw(b, id, sizeof id);
-    RLIT(b, "\",\"bp\":\"e\",\"args\":{\"link\":\"");
-    raw(b, link, sizeof link);
-    RLIT(b, "\"}}");
+    char *o = cur_of(b);
+    o = CLIT(o, ",{\"name\":\"request.link\",\"cat\":\"Tracing.Flow\",\"ph\":\"s\",\"ts\":");
+    o = cur_ts(o, sts);
+    o = CLIT(o, ",\"pid\":");
+    o = cur_i64(o, spid);
+    o = CLIT(o, ",\"tid\":");
+    o = cur_i64(o, stid);
+    o = CLIT(o, ",\"id\":\"0x");
+    const char *id = o - 2;
+    hex16_text(flow_id64(src_key, dest_span), o);
+    o += 16;
+    o = CLIT(o, "\",\"args\":{\"source.span_id\":\"");
+    hex_bytes8(src_key + 16, o);
+    o += 16;
+    o = CLIT(o, "\",\"link\":\"");
+    const char *link = o;
+    hex_bytes8(src_key, o);
+    hex_bytes8(src_key + 8, o + 16);
+    o[32] = ':';
+    memcpy(o + 33, link - 26, 16); /* the source span id, just written */
+    o[49] = ':';
+    hex_bytes8(dest_span, o + 50);
+    o += 66;
+    o = CLIT(o, "\"}}");
+    o = CLIT(o, ",{\"name\":\"request.link\",\"cat\":\"Tracing.Flow\",\"ph\":\"f\",\"ts\":");
+    o = cur_ts(o, dts);
+    o = CLIT(o, ",\"pid\":");
+    o = cur_i64(o, dpid);
+    o = CLIT(o, ",\"tid\":");
+    o = cur_i64(o, dtid);
+    o = CLIT(o, ",\"id\":\"");
+    o = cur_mem(o, id, 18);
+    o = CLIT(o, "\",\"bp\":\"e\",\"args\":{\"link\":\"");
+    o = cur_mem(o, link, 66);
+    o = CLIT(o, "\"}}");
+    cur_done(b, o);
     w->buffered_flows++;
 }
-
 
 /* Room a span event needs besides its strings: literals (~230 bytes),
  * six numbers with their copy slack, three ids, the default service name. */
@@ -271,19 +305,26 @@ static bool emit_resource_kv(mst_chrome_writer *w, const mst_pf_kv *kv, size_t n
  * span's slice. Why not an s/f pair: a reader counting "f" events counts
  * the span links (mstrace analyze's `flows`); and the span's end of it
  * must be written with the span, before its step may be known. */
-static void bind_flow(mst_buf *b, uint64_t id, bool out) {
-    static const char hx[] = "0123456789abcdef";
-    char text[2 + 16] = {'0', 'x'};
-    for (int i = 17; i >= 2; i--, id >>= 4) text[i] = hx[id & 15];
-    LIT(b, ",\"bind_id\":");
-    put_str(b, text, sizeof text);
-    if (out) LIT(b, ",\"flow_out\":true");
-    else LIT(b, ",\"flow_in\":true");
+static char *cur_bind_flow(char *o, uint64_t id, bool out) {
+    o = CLIT(o, ",\"bind_id\":\"0x");
+    hex16_text(id, o);
+    o += 16;
+    if (out) return CLIT(o, "\",\"flow_out\":true");
+    return CLIT(o, "\",\"flow_in\":true");
 }
 
-/* `bind`: the flow joining the span to its engine step (0: none). */
-static void emit_span(mst_chrome_writer *w, const mst_pf_span *s, int64_t pid, int64_t tid,
-                      const mst_json_slice *service, uint64_t bind) {
+/* Room for a bind: the literals and the id, with the hex writer's slack. */
+#define BIND_NEED 64
+
+static void bind_flow(mst_buf *b, uint64_t id, bool out) {
+    if (mst_buf_reserve(b, BIND_NEED)) cur_done(b, cur_bind_flow(cur_of(b), id, out));
+}
+
+/* The span's X event through the checked appenders (any span: strings
+ * escaped where needed). `bind`: the flow joining the span to its engine
+ * step (0: none). */
+static void emit_span_checked(mst_chrome_writer *w, const mst_pf_span *s, int64_t pid,
+                              int64_t tid, const mst_json_slice *service, uint64_t bind) {
     mst_buf *b = w->buf;
     size_t need = span_need(s, service);
     if (!mst_buf_reserve(b, need)) return;
@@ -339,6 +380,112 @@ static void emit_span(mst_chrome_writer *w, const mst_pf_span *s, int64_t pid, i
     if (bind) bind_flow(b, bind, false);
     LIT(b, "}");
     w->buffered_spans++;
+}
+
+/* '"', the run of attributes [run, end) (from a key's content to a
+ * value's end, cur_plain_attrs) and ','. */
+static char *cur_plain_run(char *o, const char *run, const char *end) {
+    size_t n = (size_t)(end - run);
+    o[0] = '"';
+    memcpy(o + 1, run, n);
+    o[n + 1] = ',';
+    return o + n + 2;
+}
+
+/* The args of a span whose keys are plain (mst_pf_span.plain_text), each
+ * "<key>":<value>, then ','; *any_resource_prefixed tells whether an
+ * attribute key starts with "resource." (mst_span_attr_shadows then
+ * applies). Attributes that lie back to back in the packet ("k1":v1,"k2":v2
+ * — the key's content 2 bytes before its value and 2 after the previous
+ * value: only the quote and ':' or ',' and the quote fit in between, so
+ * the bytes are exactly those of the output) are copied as one run. Why:
+ * a key is ~12 bytes and a value ~8, so three copies and a check per
+ * attribute were most of an attribute's cost. */
+static char *cur_plain_attrs(char *o, const mst_pf_span *s, bool *any_resource_prefixed) {
+    const char *run = NULL, *run_end = NULL; /* pending run: its text from the first key */
+    for (size_t i = 0; i < s->n_attrs; i++) {
+        const mst_pf_kv *kv = &s->attrs[i];
+        if (kv->key.len > 9 && memcmp(kv->key.ptr, "resource.", 9) == 0)
+            *any_resource_prefixed = true;
+        if (mst_span_arg_is_fixed(&kv->key)) continue;
+        const char *k = kv->key.ptr, *v = kv->value.ptr;
+        bool own = v == k + kv->key.len + 2; /* "<key>":<value> in place */
+        if (run && own && k == run_end + 2) {
+            run_end = v + kv->value.len;
+            continue;
+        }
+        if (run) {
+            o = cur_plain_run(o, run, run_end);
+            run = NULL;
+        }
+        if (own) {
+            run = k;
+            run_end = v + kv->value.len;
+            continue;
+        }
+        o = cur_plain_str(o, k, kv->key.len);
+        *o++ = ':';
+        o = cur_mem(o, v, kv->value.len);
+        *o++ = ',';
+    }
+    return run ? cur_plain_run(o, run, run_end) : o;
+}
+
+/* The X event of a span the decoder marked plain_text (the usual one):
+ * the same bytes as emit_span_checked, with no string checked again and
+ * every piece written through one cursor. */
+static void emit_span_plain(mst_chrome_writer *w, const mst_pf_span *s, int64_t pid, int64_t tid,
+                            const mst_json_slice *service, uint64_t bind) {
+    mst_buf *b = w->buf;
+    if (!mst_buf_reserve(b, span_need(s, service))) return;
+    char *o = cur_of(b);
+    o = CLIT(o, ",{\"name\":");
+    o = cur_plain_str(o, s->name.ptr, s->name.len);
+    o = CLIT(o, ",\"cat\":");
+    o = cur_plain_str(o, s->category.ptr, s->category.len);
+    o = CLIT(o, ",\"ph\":\"X\",\"ts\":");
+    o = cur_ts(o, s->start_ns);
+    o = CLIT(o, ",\"dur\":");
+    o = cur_us(o, false, s->end_ns > s->start_ns ? (uint64_t)s->end_ns - (uint64_t)s->start_ns : 0);
+    o = CLIT(o, ",\"pid\":");
+    o = cur_i64(o, pid);
+    o = CLIT(o, ",\"tid\":");
+    o = cur_i64(o, tid);
+    o = CLIT(o, ",\"args\":{");
+    bool any_resource_prefixed = false;
+    o = cur_plain_attrs(o, s, &any_resource_prefixed);
+    o = CLIT(o, "\"trace_id\":");
+    o = cur_decoded_id(o, s->trace_id, 32);
+    o = CLIT(o, ",\"span_id\":");
+    o = cur_decoded_id(o, s->span_id, 16);
+    o = CLIT(o, ",\"parent_span_id\":");
+    o = cur_decoded_id(o, s->parent_span_id, 16);
+    o = CLIT(o, ",\"span.kind\":");
+    o = cur_i64(o, s->kind);
+    o = CLIT(o, ",\"span.status\":");
+    o = cur_i64(o, s->status);
+    o = CLIT(o, ",\"service.name\":");
+    if (service) o = cur_mem(o, service->ptr, service->len);
+    else o = CLIT(o, "\"" DEFAULT_SERVICE_NAME "\"");
+    for (size_t i = 0; i < s->n_resource; i++) {
+        const mst_pf_kv *kv = &s->resource[i];
+        if (any_resource_prefixed && mst_span_attr_shadows(s, &kv->key)) continue;
+        o = CLIT(o, ",\"resource.");
+        o = cur_mem(o, kv->key.ptr, kv->key.len);
+        o = CLIT(o, "\":");
+        o = cur_mem(o, kv->value.ptr, kv->value.len);
+    }
+    *o++ = '}';
+    if (bind) o = cur_bind_flow(o, bind, false);
+    *o++ = '}';
+    cur_done(b, o);
+    w->buffered_spans++;
+}
+
+static void emit_span(mst_chrome_writer *w, const mst_pf_span *s, int64_t pid, int64_t tid,
+                      const mst_json_slice *service, uint64_t bind) {
+    if (s->plain_text) emit_span_plain(w, s, pid, tid, service, bind);
+    else emit_span_checked(w, s, pid, tid, service, bind);
 }
 
 /* ---- timeline events (timeline.h): each request on a thread of its own
@@ -521,17 +668,20 @@ mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s
      * megabytes of random accesses, mostly cache misses, which then overlap
      * the formatting of the span's events below. */
     uint8_t key[24];
-    mst_link_key(s->trace_id, s->span_id, key);
+    table_key(s->trace_id, s->span_id, key);
     mst_track_table_prefetch(&w->pos, key);
     mst_track_table_prefetch(&w->pend.groups, key);
     uint8_t link_keys[PREFETCH_LINKS][24];
     size_t n_drawn = mst_span_drawn_links(s); /* request links get no flow */
     size_t n_pre = n_drawn < PREFETCH_LINKS ? n_drawn : PREFETCH_LINKS;
     for (size_t l = 0; l < n_pre; l++) {
-        mst_link_key(s->links[l].trace_id, s->links[l].span_id, link_keys[l]);
+        table_key(s->links[l].trace_id, s->links[l].span_id, link_keys[l]);
         mst_track_table_prefetch(&w->pos, link_keys[l]);
         mst_track_table_prefetch(&w->pend.groups, link_keys[l]);
     }
+    /* ... and those of the evictions the inserts below make (full tables) */
+    mst_track_table_prefetch_victim(&w->pos);
+    mst_pend_table_prefetch_victim(&w->pend, false);
 
     mst_tl_sink sink = tl_sink(w);
     /* A vllm.request span goes on its request's own thread (tl_request),
@@ -539,8 +689,9 @@ mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s
     uint32_t lane = mst_timeline_request_lane(w->tl, s, pid, &w->arena, &sink);
     if (lane) tid = request_tid(lane);
     maybe_name_process(w, pid, s, service);
-    if (!lane) {
-        /* Threads are named by the span's thread.name, else by the role. */
+    if (!lane && !thread_named(w, pid, tid)) {
+        /* Threads are named by the span's thread.name, else by the role
+         * (looked up only for a thread not named yet). */
         const mst_json_slice *tn = mst_span_find_kv(s->attrs, s->n_attrs, "thread.name");
         maybe_name(w, pid, tid, true,
                    is_string(tn) ? tn : mst_span_find_kv(s->attrs, s->n_attrs, "process.role"));
@@ -552,6 +703,7 @@ mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s
                     : mst_timeline_joins_step(s)                  ? at.flow
                                                                   : 0;
     emit_span(w, s, pid, tid, service, bind);
+    mst_pend_table_prefetch_victim(&w->pend, true);
 
     bool ev;
     uint32_t i = mst_track_table_find(&w->pos, key);
@@ -580,7 +732,7 @@ mst_status mst_chrome_writer_add_span(mst_chrome_writer *w, const mst_pf_span *s
     for (size_t l = 0; l < n_drawn; l++) {
         uint8_t src[24];
         if (l < n_pre) memcpy(src, link_keys[l], 24);
-        else mst_link_key(s->links[l].trace_id, s->links[l].span_id, src);
+        else table_key(s->links[l].trace_id, s->links[l].span_id, src);
         uint32_t k = mst_track_table_find(&w->pos, src);
         if (k) {
             const mst_track_entry *sp = &w->pos.e[k - 1];

@@ -77,7 +77,12 @@ void mst_track_table_remove(mst_track_table *t, uint32_t i) {
     uint32_t pos = mst_track_key_hash(t, x->key) & t->mask;
     while ((uint32_t)t->slots[pos] != i) pos = (pos + 1) & t->mask;
     slots_delete(t, pos);
-    if (x->older) t->e[x->older - 1].newer = x->newer; else t->oldest = x->newer;
+    if (x->older) {
+        t->e[x->older - 1].newer = x->newer;
+    } else {
+        t->oldest = x->newer;
+        if (x->newer) __builtin_prefetch(&t->e[x->newer - 1]); /* the next victim */
+    }
     if (x->newer) t->e[x->newer - 1].older = x->older; else t->newest = x->older;
     x->older = t->free_head;
     t->free_head = i;
@@ -140,7 +145,12 @@ void mst_pend_table_remove(mst_pend_table *p, uint32_t i) {
     if (x->g_prev) p->d[x->g_prev - 1].g_next = x->g_next; else g->first = x->g_next;
     if (x->g_next) p->d[x->g_next - 1].g_prev = x->g_prev; else g->last = x->g_prev;
     if (!g->first) mst_track_table_remove(&p->groups, x->group);
-    if (x->older) p->d[x->older - 1].newer = x->newer; else p->oldest = x->newer;
+    if (x->older) {
+        p->d[x->older - 1].newer = x->newer;
+    } else {
+        p->oldest = x->newer;
+        if (x->newer) __builtin_prefetch(&p->d[x->newer - 1]); /* the next victim */
+    }
     if (x->newer) p->d[x->newer - 1].older = x->older; else p->newest = x->older;
     x->older = p->free_head;
     p->free_head = i;

@@ -85,12 +85,31 @@ static inline uint32_t mst_track_table_find(const mst_track_table *t, const uint
     }
 }
 
+/* The prefetch helpers below are always inlined. Why: gcc counts a
+ * prefetch as no side effect, so an out-of-line helper whose only effect
+ * is one is found "const" and its calls are deleted before inlining (gcc
+ * 12 at -O2/-O3 dropped every one of them). */
+#define MST_PREFETCH_FN static inline __attribute__((always_inline)) void
+
 /* Starts loading the cache lines a later find/insert of `key` will touch
  * (its home slot and, when the table is full, the entry that insert would
  * evict), so those misses overlap the event formatting done meanwhile. */
-static inline void mst_track_table_prefetch(const mst_track_table *t, const uint8_t key[24]) {
+MST_PREFETCH_FN mst_track_table_prefetch(const mst_track_table *t, const uint8_t key[24]) {
     __builtin_prefetch(&t->slots[mst_track_key_hash(t, key) & t->mask]);
     if (t->count == t->cap) __builtin_prefetch(&t->e[t->oldest - 1]);
+}
+
+/* For a full table, the lines the next eviction (insert) touches besides
+ * the victim's entry: the victim's slot and its FIFO neighbour. The victim's
+ * entry was prefetched when the previous victim left (it became the
+ * oldest then), so its key is at hand here. Why: a forwarder's tables are
+ * full in steady state, and these misses came after the formatting they
+ * could otherwise overlap. */
+MST_PREFETCH_FN mst_track_table_prefetch_victim(const mst_track_table *t) {
+    if (t->count != t->cap || !t->oldest) return;
+    const mst_track_entry *x = &t->e[t->oldest - 1];
+    __builtin_prefetch(&t->slots[mst_track_key_hash(t, x->key) & t->mask]);
+    if (x->newer) __builtin_prefetch(&t->e[x->newer - 1]);
 }
 
 /* Allocates a table of `cap` entries (seeded per table). False when out of
@@ -102,6 +121,27 @@ void mst_track_table_remove(mst_track_table *t, uint32_t i);
 /* Adds a new entry for key (the caller checked it is absent); evicts the
  * oldest first when full (*evicted). Returns index + 1. */
 uint32_t mst_track_table_insert(mst_track_table *t, const uint8_t key[24], bool *evicted);
+
+/* For a full pending table, in two steps as their addresses become known:
+ * the lines the next eviction (add) touches, the oldest destination's
+ * group entry and its FIFO neighbours; then (`group_slot`, once those have
+ * arrived) the group's slot and its FIFO neighbours, which a group left
+ * empty is removed from. As mst_track_table_prefetch_victim. */
+MST_PREFETCH_FN mst_pend_table_prefetch_victim(const mst_pend_table *p, bool group_slot) {
+    if (p->count != p->cap || !p->oldest) return;
+    const mst_pend_dest *x = &p->d[p->oldest - 1];
+    const mst_track_entry *g = &p->groups.e[x->group - 1];
+    if (!group_slot) {
+        __builtin_prefetch(g);
+        if (x->newer) __builtin_prefetch(&p->d[x->newer - 1]);
+        if (x->g_next) __builtin_prefetch(&p->d[x->g_next - 1]);
+        return;
+    }
+    if (x->g_prev || x->g_next) return; /* the group stays */
+    __builtin_prefetch(&p->groups.slots[mst_track_key_hash(&p->groups, g->key) & p->groups.mask]);
+    if (g->older) __builtin_prefetch(&p->groups.e[g->older - 1]);
+    if (g->newer) __builtin_prefetch(&p->groups.e[g->newer - 1]);
+}
 
 /* Allocates room for `cap` waiting destinations. False when out of memory. */
 bool mst_pend_table_init(mst_pend_table *p, uint32_t cap);

@@ -1,7 +1,7 @@
 /*
  * pftrace_id_lists.c — the `.pftrace` writer's request-id lists
- * (pftrace_id_lists.h): the JSON list splitter and the per-stream delta
- * table.
+ * (pftrace_id_lists.h): the JSON list splitter (plain, or guided by the
+ * items a list probably has) and the per-stream delta table.
  *
  * The delta is exact: a reader rebuilds the list as the previous list
  * without the ids that left, then the ids that joined. That holds only
@@ -15,6 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "forward/hash_mix.h"
+#include "wire/json_scan.h"
+
 #define SET_SLOTS (2u * MST_PFT_ID_LIST_MAX)
 
 typedef struct id_stream {
@@ -22,6 +25,8 @@ typedef struct id_stream {
     uint32_t pos;            /* of the last list since its keyframe */
     size_t n, cap;
     uint64_t *iids;          /* the last list */
+    uint32_t *refs;          /* ... its caller's refs (cap of them) */
+    bool has_refs;
 } id_stream;
 
 struct mst_pft_id_chains {
@@ -64,21 +69,69 @@ static const char *quote_or_backslash(const char *s, const char *end) {
     return s;
 }
 
+/* quote_or_backslash, 16 bytes a step through the JSON scanner's plain
+ * runs (which also stop at control bytes and bytes >= 0x80: from such a
+ * byte on, the word loop finishes the search). */
+static inline const char *first_quote_or_backslash(const char *s, const char *end) {
+    const char *q = (const char *)mst_json_plain_run((const uint8_t *)s, (const uint8_t *)end);
+    if (q < end && *q != '"' && *q != '\\') q = quote_or_backslash(q + 1, end);
+    return q;
+}
+
 bool mst_pft_split_id_list(const char *v, size_t len, mst_pft_id_item *out, size_t cap, size_t *n) {
+    return mst_pft_split_id_list_guided(v, len, out, cap, n, NULL, 0, NULL);
+}
+
+/* The guess among guess[*j .. *j + MST_PFT_ID_GUESS_AHEAD) whose text is at
+ * s, followed by a quote (the item's end, as the guesses hold neither
+ * quotes nor backslashes); its index, *j moved past it. */
+static inline size_t match_guess(const char *s, const char *end, const mst_pft_id_item *guess,
+                                 size_t n_guess, size_t *j) {
+    size_t left = (size_t)(end - s);
+    for (size_t k = *j; k < n_guess && k < *j + MST_PFT_ID_GUESS_AHEAD; k++) {
+        size_t gn = guess[k].n;
+        if (gn < left && s[gn] == '"' && mst_same_bytes(s, guess[k].s, gn)) {
+            *j = k + 1;
+            return k;
+        }
+    }
+    return MST_PFT_ID_NO_GUESS;
+}
+
+bool mst_pft_split_id_list_guided(const char *v, size_t len, mst_pft_id_item *out, size_t cap,
+                                  size_t *n, const mst_pft_id_item *guess, size_t n_guess,
+                                  uint32_t *which) {
     const char *p = v, *end = v + len;
+    size_t j = 0, count = 0; /* a local count: stores to out cannot change it */
+    unsigned misses = 0;
     *n = 0;
     while (p < end && is_blank(*p)) p++;
     if (p == end || *p++ != '[') return false;
     while (p < end && is_blank(*p)) p++;
     if (p < end && *p == ']') return false; /* empty: nothing to intern, JSON says it */
     for (;;) {
-        if (p == end || *p != '"') return false;
-        const char *s = p + 1, *q = quote_or_backslash(s, end);
-        if (q == end || *q != '"' || *n == cap) return false;
-        out[(*n)++] = (mst_pft_id_item){s, (size_t)(q - s)};
+        if (p == end || *p != '"' || count == cap) return false;
+        const char *s = p + 1, *q;
+        size_t g = MST_PFT_ID_NO_GUESS;
+        if (j < n_guess) {
+            /* the next guess first (the usual: the id kept in its place) */
+            size_t gn = guess[j].n;
+            if (gn < (size_t)(end - s) && s[gn] == '"' && mst_same_bytes(s, guess[j].s, gn)) g = j++;
+            else g = match_guess(s, end, guess, n_guess, &j);
+        }
+        if (g != MST_PFT_ID_NO_GUESS) {
+            q = s + guess[g].n;
+        } else {
+            if (n_guess && ++misses == MST_PFT_ID_GUESS_MISSES) n_guess = 0; /* another list */
+            q = first_quote_or_backslash(s, end);
+            if (q == end || *q != '"') return false;
+        }
+        if (which) which[count] = (uint32_t)g;
+        out[count++] = (mst_pft_id_item){s, (size_t)(q - s), NULL};
         p = q + 1;
         if (p < end && *p == ',') { /* the usual "a","b" */
             p++;
+            if (p < end && *p == '"') continue;
         } else {
             while (p < end && is_blank(*p)) p++;
             if (p == end) return false;
@@ -87,6 +140,7 @@ bool mst_pft_split_id_list(const char *v, size_t len, mst_pft_id_item *out, size
         }
         while (p < end && is_blank(*p)) p++;
     }
+    *n = count;
     for (p++; p < end; p++)
         if (!is_blank(*p)) return false;
     return true;
@@ -96,7 +150,10 @@ mst_pft_id_chains *mst_pft_id_chains_new(void) { return calloc(1, sizeof(mst_pft
 
 void mst_pft_id_chains_free(mst_pft_id_chains *c) {
     if (!c) return;
-    for (unsigned i = 0; i < MST_PFT_ID_STREAMS; i++) free(c->streams[i].iids);
+    for (unsigned i = 0; i < MST_PFT_ID_STREAMS; i++) {
+        free(c->streams[i].iids);
+        free(c->streams[i].refs);
+    }
     free(c);
 }
 
@@ -161,13 +218,21 @@ static id_stream *stream_slot(mst_pft_id_chains *c, uint64_t key) {
     return &c->streams[(key ^ (key >> 29)) & (MST_PFT_ID_STREAMS - 1)];
 }
 
+size_t mst_pft_id_chain_last(const mst_pft_id_chains *c, uint64_t key, const uint32_t **refs) {
+    key |= 1;
+    const id_stream *st = &c->streams[(key ^ (key >> 29)) & (MST_PFT_ID_STREAMS - 1)];
+    if (st->key != key || !st->has_refs) return 0;
+    *refs = st->refs;
+    return st->n;
+}
+
 void mst_pft_id_chain_forget(mst_pft_id_chains *c, uint64_t key) {
     id_stream *st = stream_slot(c, key | 1);
     if (st->key == (key | 1)) st->key = 0;
 }
 
-bool mst_pft_id_chain_step(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids, size_t n,
-                           mst_pft_id_delta *out) {
+bool mst_pft_id_chain_step(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids,
+                           const uint32_t *refs, size_t n, mst_pft_id_delta *out) {
     key |= 1; /* 0 marks a free slot */
     id_stream *st = stream_slot(c, key);
     *out = (mst_pft_id_delta){0, NULL, iids, 0, 0};
@@ -182,14 +247,18 @@ bool mst_pft_id_chain_step(mst_pft_id_chains *c, uint64_t key, const uint64_t *i
     if (n > st->cap) {
         size_t cap = n < 64 ? 64 : n;
         uint64_t *grown = realloc(st->iids, cap * sizeof *grown);
-        if (!grown) {
+        if (grown) st->iids = grown;
+        uint32_t *grown_refs = grown ? realloc(st->refs, cap * sizeof *grown_refs) : NULL;
+        if (grown_refs) st->refs = grown_refs;
+        if (!grown || !grown_refs) {
             st->key = 0;
             return false;
         }
-        st->iids = grown;
         st->cap = cap;
     }
     memcpy(st->iids, iids, n * sizeof *iids);
+    st->has_refs = refs != NULL;
+    if (refs) memcpy(st->refs, refs, n * sizeof *refs);
     st->n = n;
     return true;
 }

@@ -13,8 +13,11 @@
  * ids at the end" (vLLM's order: running requests first, new ones after) —
  * and otherwise only the ids that left and joined, with the span's place
  * since the keyframe so a reader can tell that it missed none.
+ * The same recurrence makes splitting cheap: a stream keeps its last list's
+ * refs (the writer's intern entries), so the next list's items are first
+ * compared with those ids (mst_pft_split_id_list_guided) before any scan.
  * Memory: a fixed table of MST_PFT_ID_STREAMS streams, each with its last
- * list (grown to the longest list seen). Used from one thread.
+ * list and refs (grown to the longest list seen). Used from one thread.
  */
 #ifndef MST_FORWARD_PFTRACE_ID_LISTS_H
 #define MST_FORWARD_PFTRACE_ID_LISTS_H
@@ -23,15 +26,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "forward/timeline.h"
+
 #define MST_PFT_ID_KEYFRAME_EVERY 32u
 #define MST_PFT_ID_STREAMS 256u
 /* Longest list written as items; a longer one is written as JSON text. */
 #define MST_PFT_ID_LIST_MAX 4096u
 
-typedef struct mst_pft_id_item {
-    const char *s;
-    size_t n;
-} mst_pft_id_item;
+/* An item: its text (s, n) and a lookup hint for the timeline
+ * (timeline.h mst_tl_id_item; the splitter leaves it NULL). */
+typedef mst_tl_id_item mst_pft_id_item;
 
 /* True for the attribute keys whose string lists are request ids:
  * `request.ids` and keys ending in `_ids` (step.new_ids, ...). */
@@ -41,6 +45,23 @@ bool mst_pft_is_id_list_key(const char *key, size_t n);
  * escapes into out[0..*n) (pointing into v). False for anything else
  * (another type, an escape, more than `cap` items): write it as JSON. */
 bool mst_pft_split_id_list(const char *v, size_t len, mst_pft_id_item *out, size_t cap, size_t *n);
+
+/* Guesses: an item is looked for first among the next
+ * MST_PFT_ID_GUESS_AHEAD guesses (from the one after the last matched),
+ * until MST_PFT_ID_GUESS_MISSES items were none of them. */
+#define MST_PFT_ID_GUESS_AHEAD 4u
+#define MST_PFT_ID_GUESS_MISSES 8u
+#define MST_PFT_ID_NO_GUESS UINT32_MAX
+
+/* mst_pft_split_id_list told what the items probably are (a stream's list
+ * is mostly its previous one without a few ids): guess[0..n_guess), texts
+ * without quotes or backslashes, in their likely order. An item found
+ * equal to a guess is not scanned; which[i] (may be NULL) gets the index
+ * of the guess item i is, or MST_PFT_ID_NO_GUESS. The same result as
+ * mst_pft_split_id_list whatever the guesses. */
+bool mst_pft_split_id_list_guided(const char *v, size_t len, mst_pft_id_item *out, size_t cap,
+                                  size_t *n, const mst_pft_id_item *guess, size_t n_guess,
+                                  uint32_t *which);
 
 typedef struct mst_pft_id_chains mst_pft_id_chains;
 
@@ -63,9 +84,16 @@ void mst_pft_id_chains_reset(mst_pft_id_chains *c);
  * of it was written another way, as JSON text). */
 void mst_pft_id_chain_forget(mst_pft_id_chains *c, uint64_t key);
 /* Records iids[0..n) (interned ids of the items, n >= 1) as the latest list
- * of stream `key` and fills *out with how to write it. False when out of
- * memory (*out is then a keyframe and the stream forgotten). */
-bool mst_pft_id_chain_step(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids, size_t n,
-                           mst_pft_id_delta *out);
+ * of stream `key` and fills *out with how to write it; refs[0..n) (may be
+ * NULL: none) are the caller's words for the same ids, kept with them for
+ * mst_pft_id_chain_last. False when out of memory (*out is then a keyframe
+ * and the stream forgotten). */
+bool mst_pft_id_chain_step(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids,
+                           const uint32_t *refs, size_t n, mst_pft_id_delta *out);
+/* The refs of stream `key`'s latest list (*refs, its length returned),
+ * or 0 when it has none (forgotten, reset, or recorded without refs): what
+ * a writer predicts the next list's items from. Valid until the next call
+ * changing `c`. */
+size_t mst_pft_id_chain_last(const mst_pft_id_chains *c, uint64_t key, const uint32_t **refs);
 
 #endif /* MST_FORWARD_PFTRACE_ID_LISTS_H */

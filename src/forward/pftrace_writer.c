@@ -18,7 +18,12 @@
  *
  * Request-id lists (`request.ids`, `*_ids`) are written as arrays of
  * interned string values, `request.ids` as a keyframe or a delta of its
- * stream (annotate_id_list; the delta rule is pftrace_id_lists.h's).
+ * stream (annotate_id_list; the delta rule is pftrace_id_lists.h's). Each
+ * list is split once: its items go to the timeline too
+ * (mst_timeline_add_span_split), each with its intern entry's word where
+ * the timeline keeps its lookup of that request; `request.ids` items are
+ * first compared with the stream's previous list's ids (the guided split),
+ * so a kept id is neither scanned for nor hashed.
  *
  * Per span (the hot path, see bench/RESULTS.md): the annotations and new
  * definitions are encoded into scratch buffers as the attributes are met,
@@ -62,6 +67,10 @@
 /* Annotations a span adds besides its attributes: ids, kind, status, service. */
 #define FIXED_ANNOTATIONS 6
 #define ARENA_KEEP_BYTES (16u * 1024u)
+/* Id lists of one span handed to the timeline split (the rest it reads
+ * as JSON), and the items they and any other list take. */
+#define SPLIT_LISTS 8u
+#define ITEMS_CAP (3u * MST_PFT_ID_LIST_MAX)
 #define REQUESTS_TRACK_NAME "Requests"
 #define FORWARDER_PROCESS_NAME "mstrace forward"
 
@@ -73,6 +82,7 @@ typedef struct intern_entry {
     uint32_t hash;
     uint8_t kind;
     uint64_t iid;
+    uint64_t tl_hint;      /* a request id's: the timeline's (mst_tl_id_item.hint) */
 } intern_entry;
 
 
@@ -84,6 +94,10 @@ typedef struct name_memo {
     uint64_t iid;
 } name_memo;
 struct shape;
+/* An iid remembered for one generation (intern_memo). */
+typedef struct iid_memo {
+    uint64_t gen, iid;
+} iid_memo;
 typedef struct counter_memo {
     const char *name;
     int64_t pid;
@@ -111,9 +125,19 @@ struct mst_pftrace_writer {
     uint64_t fixed_iid[6];        /* the fixed annotation names (FIXED_ANNOTATIONS) */
     uint64_t delta_gen;           /* intern_gen when delta_iid was filled */
     uint64_t delta_iid[3];        /* request.ids.delta / .left / .joined */
+    iid_memo step_names[3];       /* sink_step's annotation names */
     mst_pft_id_chains *chains;    /* request.ids of each stream (pftrace_id_lists.h) */
-    mst_pft_id_item *items;       /* a list's items (MST_PFT_ID_LIST_MAX) */
-    uint64_t *item_iids;          /* ... and their interned ids */
+    /* The span's id lists' items (ITEMS_CAP): lists the timeline reads
+     * too from [0, 2 * MST_PFT_ID_LIST_MAX), each at items_used, then the
+     * last MST_PFT_ID_LIST_MAX for any that no longer fits there. */
+    mst_pft_id_item *items;
+    size_t items_used;
+    mst_tl_split_list split[SPLIT_LISTS]; /* ... the lists there, for the timeline */
+    size_t n_split;
+    uint64_t *item_iids;          /* a list's interned ids (MST_PFT_ID_LIST_MAX) */
+    uint32_t *item_refs;          /* ... their intern entries (request.ids' chain refs) */
+    mst_pft_id_item *guess;       /* the texts of a stream's previous list (MST_PFT_ID_LIST_MAX) */
+    uint32_t *guessed;            /* the guess each item was (MST_PFT_ID_LIST_MAX) */
     mst_buf defs;                 /* InternedData entries of the packet being built */
     mst_buf ann;                  /* its debug annotations */
     uint64_t *res_iids;           /* its resource entries' name and value iids */
@@ -257,7 +281,7 @@ static void intern_reset(mst_pftrace_writer *w) {
 
 /* Adds (kind, s) at free slot `pos` of the probe for hash h. NULL when
  * out of memory. */
-static const intern_entry *intern_add(mst_pftrace_writer *w, unsigned kind, const char *s,
+static intern_entry *intern_add(mst_pftrace_writer *w, unsigned kind, const char *s,
                                       size_t n, uint32_t h, uint32_t pos) {
     uint32_t off = (uint32_t)w->blob.len;
     mst_buf_append(&w->blob, s, n);
@@ -271,6 +295,7 @@ static const intern_entry *intern_add(mst_pftrace_writer *w, unsigned kind, cons
     e->hash = h;
     e->kind = (uint8_t)kind;
     e->iid = w->next_iid[kind]++;
+    e->tl_hint = 0;
     w->islots[pos] = ((uint64_t)h << 32) | ++w->icount;
     mst_pft_interned_entry(&w->defs, kind, e->iid, s, n);
     return e;
@@ -279,7 +304,7 @@ static const intern_entry *intern_add(mst_pftrace_writer *w, unsigned kind, cons
 /* The entry of (kind, s), whose bytes_hash is `hash` (callers that hashed
  * the text already pass it); a new one is added to the packet's w->defs.
  * NULL when out of memory. */
-static inline const intern_entry *intern_hashed(mst_pftrace_writer *w, unsigned kind,
+static inline intern_entry *intern_hashed(mst_pftrace_writer *w, unsigned kind,
                                                 const char *s, size_t n, uint64_t hash) {
     uint64_t h64 = hash ^ kind;
     uint32_t h = (uint32_t)(h64 ^ (h64 >> 32));
@@ -288,7 +313,7 @@ static inline const intern_entry *intern_hashed(mst_pftrace_writer *w, unsigned 
     for (;; pos = (pos + 1) & mask) {
         uint64_t sl = w->islots[pos];
         if (!sl) break;
-        const intern_entry *e = &w->ie[(uint32_t)sl - 1];
+        intern_entry *e = &w->ie[(uint32_t)sl - 1];
         if ((uint32_t)(sl >> 32) == h && e->kind == kind && e->len == n &&
             bytes_eq((const char *)w->blob.data + e->off, s, n))
             return e;
@@ -296,7 +321,7 @@ static inline const intern_entry *intern_hashed(mst_pftrace_writer *w, unsigned 
     return intern_add(w, kind, s, n, h, pos);
 }
 
-static inline const intern_entry *intern_e(mst_pftrace_writer *w, unsigned kind, const char *s,
+static inline intern_entry *intern_e(mst_pftrace_writer *w, unsigned kind, const char *s,
                                            size_t n) {
     return intern_hashed(w, kind, s, n, bytes_hash(s, n));
 }
@@ -305,6 +330,17 @@ static inline const intern_entry *intern_e(mst_pftrace_writer *w, unsigned kind,
 static uint64_t intern(mst_pftrace_writer *w, unsigned kind, const char *s, size_t n) {
     const intern_entry *e = intern_e(w, kind, s, n);
     return e ? e->iid : 0;
+}
+
+/* intern of an annotation name the writer uses for every span of a kind,
+ * remembered in *m for the rest of the generation (what intern returns
+ * for it until the next restart). */
+static uint64_t intern_memo(mst_pftrace_writer *w, iid_memo *m, const char *s, size_t n) {
+    if (m->gen != w->intern_gen || !m->iid) {
+        m->iid = intern(w, MST_PFT_INTERN_ANNOTATION_NAME, s, n);
+        m->gen = w->intern_gen;
+    }
+    return m->iid;
 }
 
 /* ------------------------------------------------------------ span shapes
@@ -757,18 +793,40 @@ static bool annotate_id_list(mst_pftrace_writer *w, shape *sh, size_t p, const m
     /* Written as JSON instead when not a plain string list, or when its
      * items would not fit in the intern table (emit_span's room is an
      * estimate): then the stream's next list must be a keyframe. */
-    if (!mst_pft_split_id_list(v->ptr, v->len, w->items, MST_PFT_ID_LIST_MAX, &n) ||
+    bool shared = w->items_used <= MST_PFT_ID_LIST_MAX && w->n_split < SPLIT_LISTS;
+    mst_pft_id_item *items = w->items + (shared ? w->items_used : 2 * MST_PFT_ID_LIST_MAX);
+    /* A stream's list is mostly its previous one without a few ids: its
+     * items are guessed to be the texts of that list's intern entries (an
+     * item equal to one is that entry: one per text), the rest interned. */
+    const uint32_t *prev = NULL;
+    size_t n_prev = is_request_ids ? mst_pft_id_chain_last(w->chains, stream, &prev) : 0, n_guess = 0;
+    for (; n_guess < n_prev; n_guess++) {
+        uint32_t r = prev[n_guess];
+        if (r >= w->icount || w->ie[r].kind != MST_PFT_INTERN_STRING_VALUE) break;
+        w->guess[n_guess] = (mst_pft_id_item){(const char *)w->blob.data + w->ie[r].off, w->ie[r].len, NULL};
+    }
+    if (!mst_pft_split_id_list_guided(v->ptr, v->len, items, MST_PFT_ID_LIST_MAX, &n, w->guess,
+                                      n_guess, w->guessed) ||
         w->icount + n + 3 > INTERN_MAX) {
         if (is_request_ids) mst_pft_id_chain_forget(w->chains, stream);
         return false;
     }
     for (size_t i = 0; i < n; i++) {
-        const intern_entry *e = intern_e(w, MST_PFT_INTERN_STRING_VALUE, w->items[i].s, w->items[i].n);
+        intern_entry *e = w->guessed[i] != MST_PFT_ID_NO_GUESS
+                              ? &w->ie[prev[w->guessed[i]]]
+                              : intern_e(w, MST_PFT_INTERN_STRING_VALUE, items[i].s, items[i].n);
         if (!e) return true; /* out of memory: the add fails and rolls back */
         w->item_iids[i] = e->iid;
+        w->item_refs[i] = (uint32_t)(e - w->ie);
+        items[i].hint = &e->tl_hint;
+    }
+    if (shared) { /* the timeline reads the list from these items */
+        w->split[w->n_split++] = (mst_tl_split_list){v, items, n};
+        w->items_used += n;
     }
     mst_pft_id_delta d = {0, NULL, w->item_iids, 0, n};
-    if (is_request_ids && !mst_pft_id_chain_step(w->chains, stream, w->item_iids, n, &d))
+    if (is_request_ids &&
+        !mst_pft_id_chain_step(w->chains, stream, w->item_iids, w->item_refs, n, &d))
         w->buf->failed = true;
     if (!d.pos) {
         mst_pft_annotation_iid_array(&w->ann, shape_key_iid(w, sh, p, k->ptr, k->len), w->item_iids, n);
@@ -800,17 +858,21 @@ static uint64_t name_iid(mst_pftrace_writer *w, const char *s, size_t n) {
  * the thread and lane descriptors, when due, go out after the attribute
  * loop (which finds thread.name on the way) and before the slice. */
 /* Writes span s as a slice: on `track` when given (a request's own track),
- * else on its thread track or a lane of it; `step_flow` (0: none) joins it
- * to its engine step. */
+ * else on its thread track or a lane of it; `own_flow` is its span's flow
+ * id, `step_flow` (0: none) joins it to its engine step. */
 static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, int64_t pid, int64_t tid,
-                      uint64_t track, uint64_t step_flow) {
+                      uint64_t track, uint64_t own_flow, uint64_t step_flow) {
     size_t need = 2 + 2 * (s->n_attrs + s->n_resource) + FIXED_ANNOTATIONS + 1 + 3;
+    uint64_t id_lists = 0; /* which of the first 64 attributes are id lists */
     for (size_t i = 0; i < s->n_attrs; i++) /* a list item is at least `"",` */
-        if (mst_pft_is_id_list_key(s->attrs[i].key.ptr, s->attrs[i].key.len))
+        if (mst_pft_is_id_list_key(s->attrs[i].key.ptr, s->attrs[i].key.len)) {
+            if (i < 64) id_lists |= 1ull << i;
             need += s->attrs[i].value.len / 3 < MST_PFT_ID_LIST_MAX ? s->attrs[i].value.len / 3
                                                                     : MST_PFT_ID_LIST_MAX;
+        }
     intern_room(w, need);
     mst_buf_reset(&w->ann);
+    w->items_used = w->n_split = 0;
     const char *cat = s->category.ptr ? s->category.ptr : DEFAULT_CATEGORY;
     size_t cat_n = s->category.ptr ? s->category.len : strlen(DEFAULT_CATEGORY);
     mst_pft_slice sl;
@@ -839,7 +901,7 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, int64_t pid, 
         if (k->len == 11 && !thread_name && memcmp(k->ptr, "thread.name", 11) == 0)
             thread_name = &s->attrs[i].value;
         if (mst_span_arg_is_fixed(k)) continue;
-        if (mst_pft_is_id_list_key(k->ptr, k->len) &&
+        if ((i < 64 ? id_lists >> i & 1 : mst_pft_is_id_list_key(k->ptr, k->len)) &&
             annotate_id_list(w, sh, pos, k, &s->attrs[i].value, stream_key(pid, tid, &s->name))) {
             pos++;
             continue;
@@ -926,7 +988,7 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, int64_t pid, 
     /* Flows: this span's own id (a later span linking here joins it), then
      * one per drawn link (joining the linked span, written before or after). */
     size_t n_drawn = mst_span_drawn_links(s);
-    w->flows[0] = mst_tl_span_flow_id(s->trace_id, s->span_id);
+    w->flows[0] = own_flow;
     for (size_t l = 0; l < n_drawn; l++)
         w->flows[1 + l] = mst_tl_span_flow_id(s->links[l].trace_id, s->links[l].span_id);
     size_t n_flows = 1 + n_drawn;
@@ -1030,6 +1092,22 @@ static uint64_t request_span_track(mst_pftrace_writer *w, const mst_pf_span *s, 
     return track;
 }
 
+/* "step <index>" into name (32 bytes); its length. */
+static size_t step_name(char *name, int64_t index) {
+    char digits[24];
+    size_t k = 0, n = 0;
+    uint64_t v = index < 0 ? 0 - (uint64_t)index : (uint64_t)index;
+    do {
+        digits[k++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    memcpy(name, "step ", 5);
+    n = 5;
+    if (index < 0) name[n++] = '-';
+    while (k) name[n++] = digits[--k];
+    return n;
+}
+
 /* An engine step: "step N" on the engine's "engine steps" track (a child
  * of its process track, beside its threads), with the flows joining it to
  * its worker forward and output processing. */
@@ -1039,18 +1117,18 @@ static void sink_step(void *self, const mst_tl_step *st) {
     if (!track_seen(w, track, true))
         mst_pft_named_track(w->buf, track, process_uuid(st->pid), "engine steps", 12, -1);
     char name[32];
-    int n = snprintf(name, sizeof name, "step %lld", (long long)st->index);
+    size_t n = step_name(name, st->index);
     intern_room(w, 4);
     mst_buf_reset(&w->ann);
     mst_pft_slice sl;
     memset(&sl, 0, sizeof sl);
-    sl.name_iid = intern(w, MST_PFT_INTERN_EVENT_NAME, name, (size_t)n);
-    mst_pft_annotation_int(&w->ann, intern(w, MST_PFT_INTERN_ANNOTATION_NAME, "step.index", 10), st->index);
+    sl.name_iid = intern(w, MST_PFT_INTERN_EVENT_NAME, name, n);
+    mst_pft_annotation_int(&w->ann, intern_memo(w, &w->step_names[0], "step.index", 10), st->index);
     if (st->requests >= 0)
-        mst_pft_annotation_int(&w->ann, intern(w, MST_PFT_INTERN_ANNOTATION_NAME, "batch.request_count", 19),
+        mst_pft_annotation_int(&w->ann, intern_memo(w, &w->step_names[1], "batch.request_count", 19),
                                st->requests);
     if (st->tokens >= 0)
-        mst_pft_annotation_int(&w->ann, intern(w, MST_PFT_INTERN_ANNOTATION_NAME, "batch.scheduled_tokens", 22),
+        mst_pft_annotation_int(&w->ann, intern_memo(w, &w->step_names[2], "batch.scheduled_tokens", 22),
                                st->tokens);
     uint64_t flows[2] = {st->worker_flow, st->output_flow};
     size_t nf = 2;
@@ -1123,8 +1201,17 @@ mst_status mst_pftrace_writer_add_span(mst_pftrace_writer *w, const mst_pf_span 
     uint64_t track = req_lane ? request_span_track(w, s, pid, req_lane) : 0;
     if (req_lane) tid = mst_tl_request_tid(req_lane);
     mst_tl_pos at = {pid, tid, s->start_ns, mst_tl_span_flow_id(s->trace_id, s->span_id)}, step;
-    emit_span(w, s, pid, tid, track, mst_timeline_join_step(w->tl, s, &at, &step) ? step.flow : 0);
-    mst_timeline_add_span(w->tl, s, pid, &w->arena, &sink);
+    emit_span(w, s, pid, tid, track, at.flow,
+              mst_timeline_join_step(w->tl, s, &at, &step) ? step.flow : 0);
+    /* The timeline keeps its lookups of the split ids in their intern
+     * entries (mst_tl_id_item.hint). A sink call that restarted interning
+     * meanwhile gave entries to other texts, some perhaps since written a
+     * hint meant for the old one: every hint is dropped then (rare: once
+     * per INTERN_MAX new strings). */
+    uint64_t gen = w->intern_gen;
+    mst_timeline_add_span_split(w->tl, s, pid, &w->arena, &sink, w->split, w->n_split);
+    if (w->intern_gen != gen)
+        for (uint32_t i = 0; i < INTERN_MAX; i++) w->ie[i].tl_hint = 0;
     return end_add(w, mark);
 }
 
@@ -1216,6 +1303,9 @@ static void writer_free(mst_pftrace_writer *w) {
     mst_pft_id_chains_free(w->chains);
     free(w->items);
     free(w->item_iids);
+    free(w->item_refs);
+    free(w->guess);
+    free(w->guessed);
     free(w->tslots);
     free(w->tnamed);
     if (w->lanes)
@@ -1246,8 +1336,11 @@ mst_status mst_pftrace_writer_open(const char *path, int64_t default_pid,
         w->flows = calloc(MST_PF_MAX_LINKS + 1u, sizeof *w->flows);
         w->vseen = calloc(VSEEN_SLOTS, sizeof *w->vseen);
         w->chains = mst_pft_id_chains_new();
-        w->items = calloc(MST_PFT_ID_LIST_MAX, sizeof *w->items);
+        w->items = calloc(ITEMS_CAP, sizeof *w->items);
         w->item_iids = calloc(MST_PFT_ID_LIST_MAX, sizeof *w->item_iids);
+        w->item_refs = calloc(MST_PFT_ID_LIST_MAX, sizeof *w->item_refs);
+        w->guess = calloc(MST_PFT_ID_LIST_MAX, sizeof *w->guess);
+        w->guessed = calloc(MST_PFT_ID_LIST_MAX, sizeof *w->guessed);
         w->tslots = calloc(TRACK_SLOTS, sizeof *w->tslots);
         w->tnamed = calloc(TRACK_SLOTS, 1);
         w->lanes = calloc(LANE_THREADS, sizeof *w->lanes);
@@ -1257,7 +1350,8 @@ mst_status mst_pftrace_writer_open(const char *path, int64_t default_pid,
         mst_arena_init(&w->arena);
     }
     if (!w || !w->islots || !w->ie || !w->res_iids || !w->flows || !w->shapes || !w->vseen ||
-        !w->chains || !w->items || !w->item_iids ||
+        !w->chains || !w->items || !w->item_iids || !w->item_refs ||
+        !w->guess || !w->guessed ||
         !w->tslots || !w->tnamed || !w->lanes || !w->tl) {
         if (w) writer_free(w);
         close(fd);

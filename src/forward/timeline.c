@@ -44,26 +44,30 @@ typedef struct tl_seg {
 } tl_seg;
 
 typedef struct req_entry {
-    char *id;
+    /* What every step naming the request reads or sets, first (one or
+     * two cache lines a request at batch 256): */
+    uint64_t serial;         /* this entry's number (0: free slot), for hints */
     size_t id_len;
+    int64_t first_ns, last_end_ns;     /* spans naming it */
+    int64_t sched1_ns, sched2_ns;      /* first two scheduling steps (-1: none) */
+    uint64_t last_seen_ms;   /* forwarder time of the last span naming it */
+    uint32_t steps, wsteps;
+    bool done;               /* emitted; kept only to ignore late spans */
+    bool has_span;           /* its vllm.request span arrived: */
+    uint8_t chunk;           /* prefill chunks since the last (re)start */
+    uint8_t cur;             /* the kind of the last phase (0: none) */
+    uint8_t n_segs, cap_segs;
+    /* the rest */
+    char *id;
     uint64_t hash;
     uint32_t chain;          /* next in bucket, index + 1 */
     uint32_t older, newer;   /* FIFO, index + 1; `older` doubles as free list */
     int64_t pid;
-    int64_t first_ns, last_end_ns;     /* spans naming it */
-    int64_t sched1_ns, sched2_ns;      /* first two scheduling steps (-1: none) */
     int64_t wsched1_ns, wsched2_ns;    /* the same from batch spans (fallback) */
-    uint32_t steps, wsteps;
-    bool done;               /* emitted; kept only to ignore late spans */
-    bool has_span;           /* its vllm.request span arrived: */
     int64_t span_start, span_end, span_pid;
     uint64_t span_seen_ms;   /* ... at this forwarder time */
-    uint64_t last_seen_ms;   /* forwarder time of the last span naming it */
     /* from step records (docs/architecture.md "1a") */
     tl_seg *segs;
-    uint8_t n_segs, cap_segs;
-    uint8_t chunk;           /* prefill chunks since the last (re)start */
-    uint8_t cur;             /* the kind of the last phase (0: none) */
     int64_t queued_ns;       /* step.queued_ns (0: unknown) */
     int64_t new_ns;          /* start of the step naming it in step.new_ids (-1) */
     uint32_t preemptions;
@@ -78,10 +82,12 @@ typedef struct req_entry {
  * the two whichever arrives first (bounded rings, oldest overwritten). The
  * processes' exporters batch for seconds, so one process's spans run
  * hundreds of steps ahead of another's (a real vLLM run: the worker's first
- * ~130 forwards before the engine's first step); each ring is scanned
- * whole, once per step or per joining span (a few µs). */
+ * ~130 forwards before the engine's first step). The steps' ring is
+ * scanned whole per joining span (a few µs); a step scans only the part of
+ * the waiting ring that may still hold a waiting span (join_waiting), and
+ * nothing when none of its kind waits: every step pays that. */
 #define TL_DONE_STEPS 1024
-#define TL_WAITING_SPANS 4096
+#define TL_WAITING_SPANS MST_TL_WAITING_SPANS
 
 /* The step an engine thread is in (from its schedule span on). */
 typedef struct tl_engine {
@@ -117,14 +123,27 @@ struct mst_timeline {
     tl_done_step done[TL_DONE_STEPS];
     unsigned done_next;
     tl_waiting_span waiting[TL_WAITING_SPANS];
-    unsigned waiting_next;
+    /* Spans ever put in the ring, and the oldest that may still wait: every
+     * earlier one was joined or overwritten, so a step scans only
+     * [waiting_lo, waiting_next) — nothing when none waits (the usual case:
+     * its forward and output processing were written after the step). */
+    uint64_t waiting_next, waiting_lo;
+    uint32_t waiting_live[JOIN_OUTPUT + 1]; /* waiting spans per kind */
     uint64_t fwd_last_received, fwd_last_written, fwd_last_dropped; /* last forwarder sample */
     bool fwd_sampled;
     int64_t fwd_last_ts_ns;  /* of the last forwarder sample */
     int64_t last_span_end_ns; /* latest end of a span added: the traced window's end */
     int64_t rank_base_ns;    /* mst_timeline_arrival_rank */
     bool have_rank_base;
+    uint64_t serial;         /* entries made so far (req_entry.serial) */
 };
+
+/* A hint (mst_tl_id_item.hint): the entry's slot + 1 in its low HINT_SLOT_BITS
+ * and its serial above (never reused: no hint is written once serials run
+ * out of their bits). */
+#define HINT_SLOT_BITS 24
+#define HINT_SLOTS ((1ull << HINT_SLOT_BITS) - 1)
+#define HINT_SERIALS (1ull << (64 - HINT_SLOT_BITS))
 
 mst_timeline *mst_timeline_new(uint32_t max_requests) {
     if (max_requests < 2) max_requests = 2;
@@ -188,6 +207,7 @@ static void req_remove(mst_timeline *tl, uint32_t i) {
     x->id = NULL;
     free(x->segs);
     x->segs = NULL;
+    x->serial = 0;
     x->older = tl->free_head;
     tl->free_head = i;
     tl->count--;
@@ -324,6 +344,7 @@ static req_entry *req_get(mst_timeline *tl, const char *id, size_t n, int64_t pi
     x->sched1_ns = x->sched2_ns = x->wsched1_ns = x->wsched2_ns = -1;
     x->new_ns = -1;
     x->last_seen_ms = tl->now_ms;
+    x->serial = ++tl->serial;
     if (!++tl->next_lane) tl->next_lane = 1;
     x->lane = tl->next_lane;
     tl->open++;
@@ -450,12 +471,63 @@ static void note_step(int64_t start, int64_t *first, int64_t *second, uint32_t *
     }
 }
 
-/* Reads the next item of a JSON array of request ids (r is inside it):
- * 1 with *x the item's open entry, or NULL when the item is not a string,
- * its request was already emitted, or out of memory (*ok = false); 0 at the
- * end of the array or on bad JSON. */
-static int next_request(mst_timeline *tl, mst_json_reader *r, int64_t pid, mst_arena *arena,
-                        const mst_tl_sink *sink, req_entry **x, bool *ok) {
+/* req_get of a split item: the entry its hint names when that entry is
+ * still the one the hint was written for (its serial), else by hash; the
+ * hint is updated. */
+static inline req_entry *req_get_item(mst_timeline *tl, const mst_tl_id_item *it, int64_t pid,
+                                      const mst_tl_sink *sink) {
+    uint64_t h = it->hint ? *it->hint : 0, slot = h & HINT_SLOTS;
+    if (slot && slot <= tl->used) {
+        req_entry *x = &tl->e[slot - 1];
+        if (x->serial == h >> HINT_SLOT_BITS && x->id_len == it->n) return x;
+    }
+    req_entry *x = req_get(tl, it->s, it->n, pid, sink);
+    if (x && it->hint) {
+        uint64_t i = (uint64_t)(x - tl->e) + 1;
+        *it->hint = i < HINT_SLOTS && x->serial < HINT_SERIALS ? x->serial << HINT_SLOT_BITS | i : 0;
+    }
+    return x;
+}
+
+/* The items of one list of request ids: its JSON text, or the caller's
+ * split of it (mst_timeline_add_span_split). */
+typedef struct tl_id_cursor {
+    mst_json_reader r;
+    const mst_tl_id_item *items; /* NULL: read r */
+    size_t n, next;
+} tl_id_cursor;
+
+/* Starts c on list `v`: its split among lists[0..n_lists) when there, else
+ * its JSON. False when it is not an array (nothing to read). */
+static bool cursor_begin(tl_id_cursor *c, const mst_json_slice *v, const mst_tl_split_list *lists,
+                         size_t n_lists) {
+    for (size_t i = 0; i < n_lists; i++)
+        if (lists[i].value == v) {
+            c->items = lists[i].items;
+            c->n = lists[i].n;
+            c->next = 0;
+            return true;
+        }
+    c->items = NULL;
+    mst_json_reader_init(&c->r, v->ptr, v->len, MST_PF_MAX_DEPTH);
+    return mst_json_peek(&c->r) == MST_JSON_ARRAY && mst_json_array_begin(&c->r);
+}
+
+/* The open entry of a list item's request (found or added): NULL when its
+ * request was already emitted, or out of memory (*ok = false). */
+static inline req_entry *item_request(mst_timeline *tl, req_entry *e, bool *ok) {
+    if (!e) {
+        *ok = false;
+        return NULL;
+    }
+    if (e->done) return NULL;
+    e->last_seen_ms = tl->now_ms;
+    return e;
+}
+
+/* next_request of a JSON list. */
+static int next_json_request(mst_timeline *tl, mst_json_reader *r, int64_t pid, mst_arena *arena,
+                             const mst_tl_sink *sink, req_entry **x, bool *ok) {
     *x = NULL;
     if (mst_json_array_next(r) != 1) return 0;
     if (mst_json_peek(r) != MST_JSON_STRING) {
@@ -464,14 +536,20 @@ static int next_request(mst_timeline *tl, mst_json_reader *r, int64_t pid, mst_a
     }
     mst_str id;
     if (!mst_json_read_str_slice(r, arena, &id)) return 0;
-    req_entry *e = req_get(tl, id.ptr, id.len, pid, sink);
-    if (!e) {
-        *ok = false;
-        return 1;
-    }
-    if (e->done) return 1;
-    e->last_seen_ms = tl->now_ms;
-    *x = e;
+    *x = item_request(tl, req_get(tl, id.ptr, id.len, pid, sink), ok);
+    return 1;
+}
+
+/* Reads the next item of a list of request ids: 1 with *x the item's open
+ * entry, or NULL when the item is not a string, its request was already
+ * emitted, or out of memory (*ok = false); 0 at the end of the list or on
+ * bad JSON. Inline: a split list's items (the usual) take a few loads. */
+static inline __attribute__((always_inline)) int
+next_request(mst_timeline *tl, tl_id_cursor *c, int64_t pid, mst_arena *arena,
+             const mst_tl_sink *sink, req_entry **x, bool *ok) {
+    if (!c->items) return next_json_request(tl, &c->r, pid, arena, sink, x, ok);
+    if (c->next == c->n) return 0;
+    *x = item_request(tl, req_get_item(tl, &c->items[c->next++], pid, sink), ok);
     return 1;
 }
 
@@ -519,10 +597,11 @@ enum { LIST_PREEMPTED, LIST_RESUMED, LIST_NEW };
  * *count gets the number of items. False on out of memory. */
 static bool note_step_list(mst_timeline *tl, const mst_json_slice *list, int kind,
                            const mst_json_slice *queued, int64_t ts, int64_t pid, mst_arena *arena,
-                           const mst_tl_sink *sink, uint64_t *count) {
-    mst_json_reader r, q;
-    mst_json_reader_init(&r, list->ptr, list->len, MST_PF_MAX_DEPTH);
-    if (mst_json_peek(&r) != MST_JSON_ARRAY || !mst_json_array_begin(&r)) return true;
+                           const mst_tl_sink *sink, const mst_tl_split_list *lists, size_t n_lists,
+                           uint64_t *count) {
+    tl_id_cursor r;
+    mst_json_reader q;
+    if (!cursor_begin(&r, list, lists, n_lists)) return true;
     bool have_q = false;
     if (queued) {
         mst_json_reader_init(&q, queued->ptr, queued->len, MST_PF_MAX_DEPTH);
@@ -578,6 +657,18 @@ static void note_preemptions(mst_timeline *tl, int64_t pid, int64_t ts, uint64_t
     if (sink && sink->counter) sink->counter(sink->self, &c);
 }
 
+/* What a span naming request x in its request.ids tells of it: its times,
+ * a step (step 2 or 1, as note_request_ids) and its phase ph (the step
+ * record's character for it, or -1). */
+static inline void note_named(mst_timeline *tl, req_entry *x, int64_t start, int64_t end, int step,
+                              int ph) {
+    if (start < x->first_ns) x->first_ns = start;
+    if (end > x->last_end_ns) x->last_end_ns = end;
+    if (step == 2) note_step(start, &x->sched1_ns, &x->sched2_ns, &x->steps);
+    else if (step == 1) note_step(start, &x->wsched1_ns, &x->wsched2_ns, &x->wsteps);
+    if (ph >= 0) note_phase(tl, x, start, (char)ph);
+}
+
 /* Notes every request in the span's request.ids (a validated JSON array).
  * step: 2 = a scheduling step (the schedule adapter's span), 1 = a batch
  * span (batch.scheduled_tokens: also the model steps), used only for
@@ -585,20 +676,23 @@ static void note_preemptions(mst_timeline *tl, int64_t pid, int64_t ts, uint64_t
  * record's step.phase (one character per id), or NULL. */
 static bool note_request_ids(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
                              const mst_json_slice *ids, int step, const mst_str *phase,
-                             mst_arena *arena, const mst_tl_sink *sink) {
-    mst_json_reader r;
-    mst_json_reader_init(&r, ids->ptr, ids->len, MST_PF_MAX_DEPTH);
-    if (mst_json_peek(&r) != MST_JSON_ARRAY || !mst_json_array_begin(&r)) return true;
+                             mst_arena *arena, const mst_tl_sink *sink,
+                             const mst_tl_split_list *lists, size_t n_lists) {
+    tl_id_cursor r;
+    if (!cursor_begin(&r, ids, lists, n_lists)) return true;
     bool ok = true;
-    req_entry *x;
-    for (size_t idx = 0; next_request(tl, &r, pid, arena, sink, &x, &ok); idx++) {
-        if (!x) continue;
-        if (s->start_ns < x->first_ns) x->first_ns = s->start_ns;
-        if (s->end_ns > x->last_end_ns) x->last_end_ns = s->end_ns;
-        if (step == 2) note_step(s->start_ns, &x->sched1_ns, &x->sched2_ns, &x->steps);
-        else if (step == 1) note_step(s->start_ns, &x->wsched1_ns, &x->wsched2_ns, &x->wsteps);
-        if (phase && idx < phase->len) note_phase(tl, x, s->start_ns, phase->ptr[idx]);
+    int64_t start = s->start_ns, end = s->end_ns;
+    size_t n_phase = phase ? phase->len : 0;
+    if (r.items) { /* split by the writer: one pass over its items */
+        for (size_t idx = 0; idx < r.n; idx++) {
+            req_entry *x = item_request(tl, req_get_item(tl, &r.items[idx], pid, sink), &ok);
+            if (x) note_named(tl, x, start, end, step, idx < n_phase ? (unsigned char)phase->ptr[idx] : -1);
+        }
+        return ok;
     }
+    req_entry *x;
+    for (size_t idx = 0; next_request(tl, &r, pid, arena, sink, &x, &ok); idx++)
+        if (x) note_named(tl, x, start, end, step, idx < n_phase ? (unsigned char)phase->ptr[idx] : -1);
     return ok;
 }
 
@@ -627,21 +721,37 @@ static uint64_t join_flow(uint64_t step, uint8_t kind) {
 
 /* Joins the waiting span of `kind` that belongs to the step [start, end]
  * to it: a worker forward that started within it, or the earliest output
- * processing that started after it ended. */
+ * processing that started after it ended (of equal starts, the one in the
+ * lowest ring slot). */
 static bool join_waiting(mst_timeline *tl, uint8_t kind, int64_t start, int64_t end,
                          mst_tl_step *st) {
+    if (!tl->waiting_live[kind]) return false;
     tl_waiting_span *best = NULL;
-    for (unsigned i = 0; i < TL_WAITING_SPANS; i++) {
-        tl_waiting_span *w = &tl->waiting[i];
+    for (uint64_t n = tl->waiting_lo; n < tl->waiting_next; n++) {
+        tl_waiting_span *w = &tl->waiting[n % TL_WAITING_SPANS];
         if (w->kind != kind) continue;
         int64_t t = w->pos.ts_ns;
         bool in = kind == JOIN_WORKER ? t >= start && t <= end : t >= end;
-        if (in && (!best || t < best->pos.ts_ns)) best = w;
+        if (in && (!best || t < best->pos.ts_ns || (t == best->pos.ts_ns && w < best))) best = w;
     }
     if (!best) return false;
     st->joined[st->n_joined++] = best->pos;
     best->kind = 0;
+    tl->waiting_live[kind]--;
+    while (tl->waiting_lo < tl->waiting_next && !tl->waiting[tl->waiting_lo % TL_WAITING_SPANS].kind)
+        tl->waiting_lo++;
     return true;
+}
+
+/* Puts span `at` of `kind` in the waiting ring, over its oldest entry when
+ * full. */
+static void wait_for_step(mst_timeline *tl, const mst_tl_pos *at, uint8_t kind) {
+    tl_waiting_span *w = &tl->waiting[tl->waiting_next % TL_WAITING_SPANS];
+    if (w->kind) tl->waiting_live[w->kind]--;
+    *w = (tl_waiting_span){*at, kind};
+    tl->waiting_live[kind]++;
+    if (++tl->waiting_next - tl->waiting_lo > TL_WAITING_SPANS)
+        tl->waiting_lo = tl->waiting_next - TL_WAITING_SPANS;
 }
 
 /* Hands the open step of engine e to the sink, ending at end_ns. */
@@ -727,7 +837,7 @@ bool mst_timeline_join_step(mst_timeline *tl, const mst_pf_span *s, const mst_tl
         step->flow = join_flow(best->pos.flow, kind);
         return true;
     }
-    tl->waiting[tl->waiting_next++ % TL_WAITING_SPANS] = (tl_waiting_span){*at, kind};
+    wait_for_step(tl, at, kind);
     return false;
 }
 
@@ -769,6 +879,12 @@ static inline bool key_is(const mst_str *k, const char *lit, size_t n) {
 
 bool mst_timeline_add_span(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
                            mst_arena *arena, const mst_tl_sink *sink) {
+    return mst_timeline_add_span_split(tl, s, pid, arena, sink, NULL, 0);
+}
+
+bool mst_timeline_add_span_split(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
+                                 mst_arena *arena, const mst_tl_sink *sink,
+                                 const mst_tl_split_list *lists, size_t n_lists) {
     /* One pass over the attributes, dispatched on the key's length: the
      * counter samples (every such attribute, in order) and the first of
      * each key the request bookkeeping reads. */
@@ -882,15 +998,18 @@ bool mst_timeline_add_span(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
         uint64_t n_preempted = 0, n = 0;
         if (preempted)
             ok &= note_step_list(tl, preempted, LIST_PREEMPTED, NULL, s->start_ns, pid, arena, sink,
-                                 &n_preempted);
+                                 lists, n_lists, &n_preempted);
         if (resumed)
-            ok &= note_step_list(tl, resumed, LIST_RESUMED, NULL, s->start_ns, pid, arena, sink, &n);
+            ok &= note_step_list(tl, resumed, LIST_RESUMED, NULL, s->start_ns, pid, arena, sink, lists,
+                                 n_lists, &n);
         if (new_ids)
-            ok &= note_step_list(tl, new_ids, LIST_NEW, queued, s->start_ns, pid, arena, sink, &n);
+            ok &= note_step_list(tl, new_ids, LIST_NEW, queued, s->start_ns, pid, arena, sink, lists,
+                                 n_lists, &n);
         note_preemptions(tl, pid, s->end_ns, n_preempted, sink);
     }
     if (!ids) return ok;
-    return note_request_ids(tl, s, pid, ids, step, record ? &ph : NULL, arena, sink) && ok;
+    return note_request_ids(tl, s, pid, ids, step, record ? &ph : NULL, arena, sink, lists,
+                            n_lists) && ok;
 }
 
 void mst_timeline_finish_all(mst_timeline *tl, const mst_tl_sink *sink) {

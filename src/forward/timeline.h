@@ -112,6 +112,8 @@ typedef struct mst_tl_pos {
  * when their slices were already written; one written later is joined to
  * the step by mst_timeline_join_step. */
 #define MST_TL_STEP_JOINS 2
+/* Spans kept waiting for their step (a ring: the oldest is forgotten). */
+#define MST_TL_WAITING_SPANS 4096
 typedef struct mst_tl_step {
     int64_t pid, tid;        /* the engine thread */
     int64_t index;           /* step.index */
@@ -188,6 +190,36 @@ void mst_timeline_free(mst_timeline *tl);
  * request bookkeeping is then partly skipped; nothing else is harmed). */
 bool mst_timeline_add_span(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
                            mst_arena *arena, const mst_tl_sink *sink);
+
+/* One item of a request-id list its caller split already: the text
+ * between the quotes of a JSON string without escapes. `hint` (may be
+ * NULL): a word the caller keeps with this id's text only, where the
+ * timeline remembers where it found the id (its table slot and that
+ * entry's serial: a hint of an entry since evicted is told as stale and
+ * costs a lookup). The caller sets the word to 0 whenever it gives it to
+ * another text — including a text change during the call that passed it
+ * (then it zeroes every word it passed). */
+typedef struct mst_tl_id_item {
+    const char *s;
+    size_t n;
+    uint64_t *hint;
+} mst_tl_id_item;
+
+/* A list of span attribute `value` (a JSON array of plain strings) split
+ * into items[0..n), in order. */
+typedef struct mst_tl_split_list {
+    const mst_json_slice *value;
+    const mst_tl_id_item *items;
+    size_t n;
+} mst_tl_split_list;
+
+/* mst_timeline_add_span for a caller that split some of the span's id
+ * lists already (the `.pftrace` writer, which writes them as interned
+ * ids): an attribute value among lists[0..n_lists) is read from its items
+ * instead of its JSON text, to the same result. */
+bool mst_timeline_add_span_split(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
+                                 mst_arena *arena, const mst_tl_sink *sink,
+                                 const mst_tl_split_list *lists, size_t n_lists);
 
 /* Advances the model's clock (the forwarder's monotonic ms) and, at most
  * once per MST_TL_SCAN_EVERY_MS, hands complete requests to `sink`. */

@@ -50,6 +50,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "wire/buf.h" /* mst_json_plain_prefix */
 #include "wire/hex8.h"
 #include "wire/json_reader.h"
 #include "wire/perfetto_packet_fast.h"
@@ -438,6 +439,22 @@ static mst_status decode_field(decoder *d, unsigned f, const mst_str *key, mst_p
     }
 }
 
+static bool str_plain(const char *s, size_t n) {
+    return mst_json_plain_prefix((const uint8_t *)s, n) == n;
+}
+
+static bool keys_plain(const mst_pf_kv *kv, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!str_plain(kv[i].key.ptr, kv[i].key.len)) return false;
+    return true;
+}
+
+/* mst_pf_span.plain_text of a decoded span (its ids are the decoder's). */
+static bool strings_plain(const mst_pf_span *s) {
+    return str_plain(s->name.ptr, s->name.len) && str_plain(s->category.ptr, s->category.len) &&
+           keys_plain(s->attrs, s->n_attrs) && keys_plain(s->resource, s->n_resource);
+}
+
 mst_status mst_perfetto_packet_decode_general(const uint8_t *data, size_t len, mst_arena *arena,
                                               mst_pf_span *out, char *err, size_t err_size) {
     decoder d;
@@ -474,7 +491,9 @@ mst_status mst_perfetto_packet_decode_general(const uint8_t *data, size_t len, m
     if (!mst_json_finish(&d.r)) return reader_err(&d, "packet");
     if (!(seen & F_TRACE_ID)) return set_err(&d, MST_ERR_PARSE, "missing field 'trace_id'");
     if (!(seen & F_SPAN_ID)) return set_err(&d, MST_ERR_PARSE, "missing field 'span_id'");
-    return mst_pf_span_check_ranges(out, err, err_size) ? MST_OK : MST_ERR_PARSE;
+    if (!mst_pf_span_check_ranges(out, err, err_size)) return MST_ERR_PARSE;
+    out->plain_text = strings_plain(out);
+    return MST_OK;
 }
 
 /* The fast path first (perfetto_packet_fast.h); when it declines (an

@@ -9,10 +9,10 @@
  * key is predicted in encoder order and checked with 16-byte compares; a
  * miss scans the key), plain (printable ASCII, no escape) keys, ids as
  * exactly 32/16 hex digits (16 per SSE2 block), integers (up to 8 digits
- * per 64-bit load), attribute values that are plain strings, numbers or
- * literals, and whitespace between tokens (tried only where the expected
- * byte is missing). Less common values take the
- * strict pull reader on the spot (a string with escapes or UTF-8, a nested
+ * per 64-bit load), attribute values that are plain strings, numbers,
+ * literals or flat arrays of those, and whitespace between tokens (tried
+ * only where the expected byte is missing). Less common values take the
+ * strict pull reader on the spot (a string with escapes or UTF-8, any other
  * container as an attribute value, an attribute key with escapes or UTF-8),
  * so they are exactly as strict as the general decoder. Everything else
  * declines, and the caller decodes again with the general decoder: a
@@ -90,13 +90,17 @@ __attribute__((noinline)) static const uint8_t *general_raw(const uint8_t *p, co
 /* A string at p through the reader: unescaped into the arena and
  * NUL-terminated when `copy` (name, category), else as a slice into the
  * input or, with escapes, the arena (attribute keys, as the general
- * decoder reads them). Returns the byte after it, or NULL. */
+ * decoder reads them). Returns the byte after it, or NULL. A result that
+ * is not plain JSON text clears span->plain_text (mst_pf_span), as the
+ * general decoder's check of the same string would. */
 __attribute__((noinline)) static const uint8_t *general_str(const uint8_t *p, const uint8_t *end,
                                                             mst_arena *arena, bool copy,
-                                                            mst_str *out) {
+                                                            mst_str *out, mst_pf_span *span) {
     mst_json_reader r;
     reader_at(&r, p, end, 1);
     bool ok = copy ? mst_json_read_str(&r, arena, out) : mst_json_read_str_slice(&r, arena, out);
+    if (ok && mst_json_plain_prefix((const uint8_t *)out->ptr, out->len) != out->len)
+        span->plain_text = false;
     return ok ? r.p : NULL;
 }
 
@@ -126,9 +130,57 @@ static inline const uint8_t *short_int_end(const uint8_t *p, const uint8_t *end)
     return short_int_run(p, end, &w, &k);
 }
 
+/* The end of a literal (true, false, null) at p, or NULL. */
+static inline const uint8_t *literal_end(const uint8_t *p, const uint8_t *end) {
+    switch (*p) {
+    case 't': return end - p >= 4 && memcmp(p, "true", 4) == 0 ? p + 4 : NULL;
+    case 'f': return end - p >= 5 && memcmp(p, "false", 5) == 0 ? p + 5 : NULL;
+    case 'n': return end - p >= 4 && memcmp(p, "null", 4) == 0 ? p + 4 : NULL;
+    default: return NULL;
+    }
+}
+
+/* The end of a flat array at p (its '['): items that are plain strings,
+ * numbers or literals, separated by bare ','. NULL for anything else (a
+ * nested container, a string to check or unescape, whitespace, an error),
+ * and the caller reads the array with the reader, which then accepts or
+ * reports it as before: what is accepted here is exactly what the reader
+ * accepts (the same scanners, json_scan.h; one level of nesting, within
+ * every caller's depth). Why: a step record's lists (request.ids,
+ * step.tokens: 256 items each at batch 256) were 90 % of its decoding
+ * through the reader's per-item calls. */
+static const uint8_t *flat_array_end(const uint8_t *p, const uint8_t *end) {
+    p++;
+    if (p < end && *p == ']') return p + 1;
+    for (;;) {
+        if (p >= end) return NULL;
+        const uint8_t *q;
+        if (*p == '"') {
+            q = plain_string_end(p + 1, end);
+            if (!q) return NULL;
+            q++;
+        } else if (*p == '-' || (unsigned)(*p - '0') <= 9) {
+            q = short_int_end(p, end);
+            if (!q) {
+                const char *msg;
+                const uint8_t *at;
+                q = mst_json_number_end(p, end, &msg, &at);
+                if (!q) return NULL;
+            }
+        } else {
+            q = literal_end(p, end);
+            if (!q) return NULL;
+        }
+        if (q >= end) return NULL;
+        if (*q == ']') return q + 1;
+        if (*q != ',') return NULL;
+        p = q + 1;
+    }
+}
+
 /* The raw text of any value at p into *out; returns the byte after it or
- * NULL. Plain strings, numbers and literals inline; the rest through the
- * reader. */
+ * NULL. Plain strings, numbers, literals and flat arrays inline; the rest
+ * through the reader. */
 static inline __attribute__((always_inline)) const uint8_t *
 read_raw(const uint8_t *p, const uint8_t *end, unsigned depth, mst_json_slice *out) {
     const uint8_t *q;
@@ -156,8 +208,11 @@ again:
         if (end - p < 4 || memcmp(p, "null", 4) != 0) return NULL;
         q = p + 4;
         break;
-    case '{':
-    case '[': return general_raw(p, end, MST_PF_MAX_DEPTH - depth, out);
+    case '[':
+        q = flat_array_end(p, end);
+        if (!q) return general_raw(p, end, MST_PF_MAX_DEPTH - depth, out);
+        break;
+    case '{': return general_raw(p, end, MST_PF_MAX_DEPTH - depth, out);
     default:
         q = short_int_end(p, end);
         if (q) break;
@@ -209,10 +264,10 @@ static inline const uint8_t *read_int(const uint8_t *p, const uint8_t *end, int6
 
 /* A string value copied into the arena with a NUL (name, category). */
 static inline const uint8_t *read_str_copy(const uint8_t *p, const uint8_t *end, mst_arena *arena,
-                                           mst_str *out) {
+                                           mst_str *out, mst_pf_span *span) {
     if (p >= end || *p != '"') return NULL;
     const uint8_t *q = plain_string_end(p + 1, end);
-    if (!q) return general_str(p, end, arena, true, out);
+    if (!q) return general_str(p, end, arena, true, out, span);
     size_t n = (size_t)(q - (p + 1));
     char *dst = mst_arena_alloc(arena, n + 1);
     if (!dst) return NULL;
@@ -417,7 +472,7 @@ static const uint8_t *read_kv_object(const uint8_t *p, const uint8_t *end, mst_a
             fp = fingerprint_in_packet(p + 1, slot->key.len);
             q++;
         } else {
-            q = general_str(p, end, arena, false, &slot->key);
+            q = general_str(p, end, arena, false, &slot->key, out);
             if (!q) return NULL;
             fp = fingerprint_anywhere((const uint8_t *)slot->key.ptr, slot->key.len);
         }
@@ -599,6 +654,7 @@ bool mst_pf_decode_fast(const uint8_t *json, size_t len, mst_arena *arena, mst_p
     if (!p) return false;
     p++;
     unsigned seen = 0, next = 0; /* next: the field predicted to come next */
+    out->plain_text = true; /* until a string says otherwise (general_str) */
     for (;;) {
         unsigned fi; /* the field's I_ index */
         p = at_byte(p, end, '"');
@@ -622,8 +678,8 @@ bool mst_pf_decode_fast(const uint8_t *json, size_t len, mst_arena *arena, mst_p
         const uint8_t *v = p;
     value:
         switch (fi) {
-        case I_NAME: p = read_str_copy(p, end, arena, &out->name); break;
-        case I_CATEGORY: p = read_str_copy(p, end, arena, &out->category); break;
+        case I_NAME: p = read_str_copy(p, end, arena, &out->name, out); break;
+        case I_CATEGORY: p = read_str_copy(p, end, arena, &out->category, out); break;
         case I_TRACE_ID: p = read_id(p, end, 32, out->trace_id, false); break;
         case I_SPAN_ID: p = read_id(p, end, 16, out->span_id, false); break;
         case I_PARENT:

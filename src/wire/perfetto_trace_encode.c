@@ -116,19 +116,49 @@ void mst_pft_interned_entry_slow(mst_buf *b, unsigned kind, uint64_t iid, const 
 void mst_pft_annotation_iid_array(mst_buf *b, uint64_t name_iid, const uint64_t *iids, size_t n) {
     /* Each item: array_values (12) { string_value_iid (17) = iid }. */
     size_t body = 1 + mst_pb_varint_size(name_iid);
-    for (size_t i = 0; i < n; i++) body += 4 + mst_pb_varint_size(iids[i]);
-    if (!mst_pb_room(b, 1 + MST_PB_MAX_VARINT + body)) return;
+    /* Ids below 2^14 (a writer's are below its intern table's size) take
+     * one or two bytes: counted, then written a word a store. */
+    size_t two = 0;
+    uint64_t all = 0;
+    for (size_t i = 0; i < n; i++) {
+        two += iids[i] >= 0x80;
+        all |= iids[i];
+    }
+    bool small = all < 0x4000;
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+    small = false;
+#endif
+    if (small) {
+        body += 5 * n + two;
+    } else {
+        for (size_t i = 0; i < n; i++) body += 4 + mst_pb_varint_size(iids[i]);
+    }
+    /* + 8: the word stores may run past the last item */
+    if (!mst_pb_room(b, 1 + MST_PB_MAX_VARINT + body + 8)) return;
     uint8_t *p = b->data + b->len;
     *p++ = (TE_DEBUG_ANNOTATIONS << 3) | MST_PB_WT_LEN;
     p += mst_pb_put_varint(p, body);
     *p++ = (DA_NAME_IID << 3) | MST_PB_WT_VARINT;
     p += mst_pb_put_varint(p, name_iid);
-    for (size_t i = 0; i < n; i++) {
-        *p++ = (DA_ARRAY_VALUES << 3) | MST_PB_WT_LEN;
-        *p++ = (uint8_t)(2 + mst_pb_varint_size(iids[i]));
-        *p++ = (uint8_t)(((DA_STRING_IID << 3) | MST_PB_WT_VARINT) | 0x80);
-        *p++ = (uint8_t)(((DA_STRING_IID << 3) | MST_PB_WT_VARINT) >> 7);
-        p += mst_pb_put_varint(p, iids[i]);
+    const uint64_t tag = (DA_ARRAY_VALUES << 3) | MST_PB_WT_LEN,
+                   iid_tag = (DA_STRING_IID << 3) | MST_PB_WT_VARINT; /* two varint bytes */
+    if (small) {
+        const uint64_t head = tag | ((iid_tag | 0x80) & 0xff) << 16 | (iid_tag >> 7) << 24;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t v = iids[i], wide = v >= 0x80;
+            uint64_t w = head | (3 + wide) << 8 |
+                         (wide ? ((v & 0x7f) | 0x80) | (v >> 7) << 8 : v) << 32;
+            memcpy(p, &w, 8);
+            p += 5 + wide;
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            *p++ = (uint8_t)tag;
+            *p++ = (uint8_t)(2 + mst_pb_varint_size(iids[i]));
+            *p++ = (uint8_t)((iid_tag | 0x80) & 0xff);
+            *p++ = (uint8_t)(iid_tag >> 7);
+            p += mst_pb_put_varint(p, iids[i]);
+        }
     }
     b->len = (size_t)(p - b->data);
 }

@@ -16,6 +16,9 @@
  *   - the events the writer appends for it form valid JSON: after each
  *     flush the bytes from the old closing ']' to the end of the file are
  *     re-read and validated as an array;
+ *   - a span the decoder marked plain_text is written exactly as through
+ *     the writer's checked path: a twin writer gets every span with the
+ *     mark cleared, and the two files stay byte-identical;
  *   - the loss report decoder (wire/loss_report.h) accepts exactly the
  *     payloads of its size that start with its magic, and what it accepts
  *     encodes back to the same bytes (tried on the input as is and with
@@ -43,26 +46,31 @@
 
 #define REQUIRE(c) do { if (!(c)) { fprintf(stderr, "invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__); abort(); } } while (0)
 
-static mst_chrome_writer *g_writer;
-static char g_path[64];
-static int g_read_fd = -1;
+static mst_chrome_writer *g_writer, *g_twin; /* g_twin: every span as not plain_text */
+static char g_path[64], g_twin_path[64];
+static int g_read_fd = -1, g_twin_fd = -1;
 static off_t g_prev_size;
 static unsigned g_spans_in_file;
 
 static void remove_output(void) {
     if (g_path[0]) unlink(g_path);
+    if (g_twin_path[0]) unlink(g_twin_path);
 }
 
 static void open_writer(void) {
     char err[256];
     if (!g_path[0]) {
         snprintf(g_path, sizeof g_path, "/tmp/mst_fuzz_packet_%d.json", (int)getpid());
+        snprintf(g_twin_path, sizeof g_twin_path, "/tmp/mst_fuzz_packet_%d.twin.json", (int)getpid());
         atexit(remove_output);
     }
     REQUIRE(mst_chrome_writer_open(g_path, 4242, &g_writer, err, sizeof err) == MST_OK);
+    REQUIRE(mst_chrome_writer_open(g_twin_path, 4242, &g_twin, err, sizeof err) == MST_OK);
     if (g_read_fd >= 0) close(g_read_fd);
+    if (g_twin_fd >= 0) close(g_twin_fd);
     g_read_fd = open(g_path, O_RDONLY | O_CLOEXEC);
-    REQUIRE(g_read_fd >= 0);
+    g_twin_fd = open(g_twin_path, O_RDONLY | O_CLOEXEC);
+    REQUIRE(g_read_fd >= 0 && g_twin_fd >= 0);
     g_prev_size = 2; /* "[]" */
     g_spans_in_file = 0;
 }
@@ -126,6 +134,19 @@ static void check_appended(void) {
     REQUIRE(buf);
     REQUIRE(pread(g_read_fd, buf + 1, n, g_prev_size - 1) == (ssize_t)n);
     REQUIRE(buf[n] == ']');
+    /* the twin (checked path) wrote the same bytes */
+    struct stat tst;
+    REQUIRE(fstat(g_twin_fd, &tst) == 0);
+    REQUIRE(tst.st_size == st.st_size);
+    char *twin = malloc(n);
+    REQUIRE(twin);
+    REQUIRE(pread(g_twin_fd, twin, n, g_prev_size - 1) == (ssize_t)n);
+    if (memcmp(twin, buf + 1, n) != 0) {
+        fprintf(stderr, "plain_text output differs from the checked path's:\n%.*s\n%.*s\n",
+                (int)n, buf + 1, (int)n, twin);
+        abort();
+    }
+    free(twin);
     /* "[" + appended events (drop a leading ',') + "]" */
     size_t off = 0;
     if (buf[1] == ',') off = 1;
@@ -180,10 +201,15 @@ static void decode_one(const uint8_t *data, size_t len) {
         if (!g_writer) open_writer();
         mst_status ws = mst_chrome_writer_add_span(g_writer, &span);
         REQUIRE(ws == MST_OK);
+        mst_pf_span checked = span;
+        checked.plain_text = false;
+        REQUIRE(mst_chrome_writer_add_span(g_twin, &checked) == MST_OK);
         REQUIRE(mst_chrome_writer_flush(g_writer) == MST_OK);
+        REQUIRE(mst_chrome_writer_flush(g_twin) == MST_OK);
         check_appended();
         if (++g_spans_in_file >= 2048) { /* keep the file small */
             REQUIRE(mst_chrome_writer_close(g_writer) == MST_OK);
+            REQUIRE(mst_chrome_writer_close(g_twin) == MST_OK);
             open_writer();
         }
     }

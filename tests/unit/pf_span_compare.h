@@ -55,6 +55,7 @@ static inline const char *pf_spans_differ(const mst_pf_span *a, const mst_pf_spa
     if (d) return d;
     d = pf_kvs_differ(a->resource, a->n_resource, b->resource, b->n_resource, data, len);
     if (d) return d;
+    if (a->plain_text != b->plain_text) return "plain_text";
     if (a->n_links != b->n_links) return "number of links";
     if (a->request_links != b->request_links) return "request_links";
     for (size_t i = 0; i < a->n_links; i++)

@@ -5,13 +5,17 @@
  * source still yields one s/f pair with equal ids), an invalid payload
  * leaving "[]", exact microsecond fractions, unicode/escape round trip, args
  * composition, M events, valid JSON after every flush, and table eviction.
- * Output is parsed back with the strict JSON reader.
+ * Output is parsed back with the strict JSON reader. The fast paths are
+ * checked against their references: the number and hex formatters
+ * (chrome_json.h) against printf, and spans the decoder marked plain_text
+ * against the same spans written through the checked path, byte for byte.
  */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "forward/chrome_json.h"
 #include "forward/chrome_trace.h"
 #include "testlib.h"
 #include "wire/json_reader.h"
@@ -550,6 +554,146 @@ static void test_open_refuses_bad_paths(void) {
     CHECK(strstr(err, "unsupported character") != NULL);
 }
 
+/* ---- the fast paths against their references ---- */
+
+static uint64_t next_rand(uint64_t *x) {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+/* The text of raw_us as printf would make it: integer microseconds, then
+ * the fraction of up to 3 digits without trailing zeros. */
+static void us_reference(char *out, size_t cap, bool neg, uint64_t ns) {
+    char frac[8] = "";
+    if (ns % 1000) {
+        snprintf(frac, sizeof frac, ".%03u", (unsigned)(ns % 1000));
+        size_t n = strlen(frac);
+        while (frac[n - 1] == '0') frac[--n] = '\0';
+    }
+    snprintf(out, cap, "%s%llu%s", neg && ns ? "-" : "", (unsigned long long)(ns / 1000), frac);
+}
+
+static void check_numbers(int64_t v) {
+    uint8_t room[256];
+    mst_buf b = {.data = room, .cap = sizeof room};
+    char want[64];
+    raw_i64(&b, v);
+    snprintf(want, sizeof want, "%lld", (long long)v);
+    if (b.len != strlen(want) || memcmp(room, want, b.len) != 0) {
+        fprintf(stderr, "raw_i64(%lld) = \"%.*s\"\n", (long long)v, (int)b.len, (const char *)room);
+        CHECK(false);
+    }
+    b.len = 0;
+    raw_ts(&b, v);
+    bool neg = v < 0;
+    us_reference(want, sizeof want, neg, neg ? 0u - (uint64_t)v : (uint64_t)v);
+    if (b.len != strlen(want) || memcmp(room, want, b.len) != 0) {
+        fprintf(stderr, "raw_ts(%lld) = \"%.*s\", want %s\n", (long long)v, (int)b.len,
+                (const char *)room, want);
+        CHECK(false);
+    }
+    b.len = 0;
+    raw_us(&b, false, (uint64_t)v); /* durations: any uint64 */
+    us_reference(want, sizeof want, false, (uint64_t)v);
+    CHECK(b.len == strlen(want) && memcmp(room, want, b.len) == 0);
+    char hex[17] = "", ref[17];
+    hex16_text((uint64_t)v, hex);
+    snprintf(ref, sizeof ref, "%016llx", (unsigned long long)v);
+    CHECK(memcmp(hex, ref, 16) == 0);
+}
+
+static void test_number_and_hex_formatters_match_printf(void) {
+    /* every power of ten and its neighbours (the digit-count boundaries),
+     * both signs, the extremes, and random values of every magnitude */
+    int64_t p = 1;
+    for (int e = 0; e <= 18; e++) {
+        for (int64_t d = -2; d <= 2; d++) {
+            check_numbers(p + d);
+            check_numbers(-(p + d));
+        }
+        if (e < 18) p *= 10;
+    }
+    check_numbers(INT64_MAX);
+    check_numbers(INT64_MIN);
+    check_numbers(INT64_MIN + 1);
+    for (int64_t v = -1100; v <= 1100; v++) check_numbers(v);
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < 200000; i++) {
+        uint64_t r = next_rand(&x);
+        check_numbers((int64_t)(r >> (r % 64))); /* magnitudes from 0 to 2^64 */
+    }
+}
+
+/* Writes every packet through a writer, with plain_text as the decoder
+ * set it (`as_decoded`) or cleared (the checked path); returns the file. */
+static char *write_packets(const char *name, const char *const *jsons, size_t n, bool as_decoded,
+                           size_t *len, int *marked) {
+    const char *path = tmp_path(name);
+    mst_chrome_writer *w;
+    char err[256];
+    CHECK_EQ_INT(mst_chrome_writer_open(path, 7, &w, err, sizeof err), MST_OK);
+    *marked = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t jn = strlen(jsons[i]);
+        uint8_t *pkt = malloc(MST_PERFETTO_MAGIC_LEN + jn);
+        memcpy(pkt, MST_PERFETTO_MAGIC, MST_PERFETTO_MAGIC_LEN);
+        memcpy(pkt + MST_PERFETTO_MAGIC_LEN, jsons[i], jn);
+        mst_arena a;
+        mst_pf_span s;
+        mst_arena_init(&a);
+        mst_status st = mst_perfetto_packet_decode(pkt, MST_PERFETTO_MAGIC_LEN + jn, &a, &s, err,
+                                                   sizeof err);
+        if (st != MST_OK) fprintf(stderr, "packet %zu: %s\n", i, err);
+        CHECK_EQ_INT(st, MST_OK);
+        *marked += st == MST_OK && s.plain_text;
+        if (!as_decoded) s.plain_text = false;
+        if (st == MST_OK) CHECK_EQ_INT(mst_chrome_writer_add_span(w, &s), MST_OK);
+        mst_arena_release(&a);
+        free(pkt);
+    }
+    CHECK_EQ_INT(mst_chrome_writer_close(w), MST_OK);
+    char *text = read_all(path, len);
+    unlink(path);
+    return text;
+}
+
+static void test_plain_text_spans_write_the_same_bytes(void) {
+    /* Shapes that end attribute runs (emit_plain_attrs): pid/tid and fixed
+     * keys in the middle, whitespace around ':' and ',', nested values,
+     * "resource." attributes shadowing resource entries, keys the decoder
+     * unescaped, an empty attribute object, links both ways. */
+    static const char *const jsons[] = {
+        "{\"name\":\"a\",\"category\":\"c\",\"trace_id\":\"" T1 "\",\"span_id\":\"0000000000000001\","
+        "\"parent_span_id\":\"\",\"start_time_ns\":1700000000000000001,\"end_time_ns\":1700000000000500000,"
+        "\"kind\":1,\"status\":1,\"attributes\":{\"x\":1,\"process.pid\":42,\"y\":\"s\",\"thread.id\":43,"
+        "\"z\":[1,{\"q\":null}],\"trace_id\":\"spoof\",\"w\":true,\"v\":-0.5e3},"
+        "\"resource_attributes\":{\"service.name\":\"vllm\",\"host.name\":\"n\"},"
+        "\"links\":[{\"trace_id\":\"" T1 "\",\"span_id\":\"0000000000000002\"}]}",
+        "{\"name\":\"b\",\"trace_id\":\"" T1 "\",\"span_id\":\"0000000000000002\","
+        "\"parent_span_id\":\"0000000000000001\",\"start_time_ns\":5,\"end_time_ns\":7,"
+        "\"attributes\":{ \"a\" : 1 , \"b\":2,\"c\" :3,\"d\": 4,\"e\":5 ,\"f\":6,\"resource.host.name\":\"won\","
+        "\"g\\u0041\":7,\"h\":\"\\u00e9\"},\"resource_attributes\":{\"host.name\":\"lost\",\"zone\":\"z\"},"
+        "\"links\":[{\"trace_id\":\"" T1 "\",\"span_id\":\"0000000000000001\"},"
+        "{\"trace_id\":\"" T1 "\",\"span_id\":\"0000000000000003\"}]}",
+        "{\"name\":\"c\",\"category\":\"c\",\"trace_id\":\"" T1 "\",\"span_id\":\"0000000000000003\","
+        "\"start_time_ns\":100,\"end_time_ns\":50,\"attributes\":{},\"resource_attributes\":null}",
+        "{\"name\":\"d\",\"trace_id\":\"" T1 "\",\"span_id\":\"0000000000000004\",\"start_time_ns\":0,"
+        "\"end_time_ns\":9223372036854775807,\"attributes\":{\"span_id\":1,\"only\":\"one\"}}",
+    };
+    size_t n = sizeof jsons / sizeof jsons[0], la, lb;
+    int marked_a, marked_b;
+    char *a = write_packets("plain_a.json", jsons, n, true, &la, &marked_a);
+    char *b = write_packets("plain_b.json", jsons, n, false, &lb, &marked_b);
+    CHECK_EQ_INT(marked_a, (int)n); /* every one took the plain path */
+    CHECK(a && b && la == lb && memcmp(a, b, la) == 0);
+    CHECK(a && strstr(a, "\"x\":1,\"y\":\"s\",\"z\":[1,{\"q\":null}],\"w\":true,\"v\":-0.5e3,") != NULL);
+    CHECK(a && strstr(a, "\"gA\":7") != NULL);
+    free(a);
+    free(b);
+}
+
 static void cleanup(void) {
     if (g_dir[0]) rmdir(g_dir);
 }
@@ -565,6 +709,8 @@ static const mst_test_case TESTS[] = {
     {"process_role_names_the_process", test_process_role_names_the_process},
     {"tables_are_bounded", test_tables_are_bounded},
     {"open_refuses_bad_paths", test_open_refuses_bad_paths},
+    {"number_and_hex_formatters_match_printf", test_number_and_hex_formatters_match_printf},
+    {"plain_text_spans_write_the_same_bytes", test_plain_text_spans_write_the_same_bytes},
 };
 
 int main(int argc, char **argv) {

@@ -546,6 +546,37 @@ static void test_truncations_and_mutations(void) {
     CHECK(g_fast_accepted > g_inputs / 10);
 }
 
+/* mst_pf_span.plain_text: true exactly when the name, the category and
+ * every kept key are plain JSON text; both decoders say the same (tri_run
+ * compares it), whichever of them the packet takes. */
+static void expect_plain(const char *json, bool want) {
+    tri t;
+    tri_run(&t, json, strlen(json));
+    CHECK_EQ_INT(t.st_public, MST_OK);
+    if (t.public_span.plain_text != want) fprintf(stderr, "  plain_text wrong on %.400s\n", json);
+    CHECK_EQ_INT(t.public_span.plain_text, want);
+    CHECK_EQ_INT(t.general_span.plain_text, want);
+    tri_done(&t);
+}
+
+static void test_plain_text(void) {
+    expect_plain("{" IDS "}", true); /* the defaults: "" and "Tracing" */
+    expect_plain("{\"name\":\"n\",\"category\":\"c\"," IDS ",\"attributes\":{\"a\":\"\\u00e9\\n\","
+                 "\"b\":[\"\\\"\"]},\"resource_attributes\":{\"service.name\":\"caf\xc3\xa9\"}}",
+                 true); /* values do not count */
+    expect_plain("{" IDS ",\"attributes\":{\"a\\u0062c\":1}}", true); /* unescaped, plain */
+    expect_plain("{" IDS ",\"attributes\":{\"thread.\\u0069d\":9}}", true); /* taken out */
+    expect_plain("{\"name\":\"caf\\u00e9\"," IDS "}", false);
+    expect_plain("{\"name\":\"caf\xc3\xa9\"," IDS "}", false);
+    expect_plain("{\"category\":\"a\\nb\"," IDS "}", false);
+    expect_plain("{" IDS ",\"attributes\":{\"a\":1,\"k\\\"\":2}}", false);
+    expect_plain("{" IDS ",\"attributes\":{\"k\xc3\xa9y\":2}}", false);
+    expect_plain("{" IDS ",\"resource_attributes\":{\"a\\u0001\":2}}", false);
+    /* an escaped top-level key: the general decoder's only */
+    expect_plain("{" IDS ",\"\\u0078\":1,\"attributes\":{\"a\":1}}", true);
+    expect_plain("{" IDS ",\"\\u0078\":1,\"attributes\":{\"\\u00e9\":1}}", false);
+}
+
 static const mst_test_case TESTS[] = {
     {"bench_packet_takes_fast_path", test_bench_packet_takes_fast_path},
     {"key_order_whitespace_unknown_keys", test_key_order_whitespace_unknown_keys},
@@ -556,6 +587,7 @@ static const mst_test_case TESTS[] = {
     {"utf8_at_block_edges", test_utf8_at_block_edges},
     {"nesting_and_limits", test_nesting_and_limits},
     {"truncations_and_mutations", test_truncations_and_mutations},
+    {"plain_text", test_plain_text},
 };
 
 MST_TEST_MAIN(TESTS)

@@ -419,6 +419,14 @@ static void test_id_array_bytes(void) {
                                    0x62, 4, 0x88, 0x01, 0xac, 0x02};
     CHECK_EQ_INT(b.len, sizeof want);
     CHECK(memcmp(b.data, want, sizeof want) == 0);
+    /* an id of 2^14 or more (three bytes): every item the general way */
+    mst_buf_reset(&b);
+    uint64_t big[2] = {5, 1u << 14};
+    mst_pft_annotation_iid_array(&b, 7, big, 2);
+    static const uint8_t want_big[] = {0x22, 14, 0x08, 7, 0x62, 3, 0x88, 0x01, 5,
+                                       0x62, 5, 0x88, 0x01, 0x80, 0x80, 0x01};
+    CHECK_EQ_INT(b.len, sizeof want_big);
+    CHECK(memcmp(b.data, want_big, sizeof want_big) == 0);
     mst_buf_free(&b);
 }
 
@@ -435,6 +443,30 @@ static void test_id_list_split(void) {
         CHECK(!mst_pft_split_id_list(refused[i], strlen(refused[i]), it, 4, &n));
     CHECK(mst_pft_is_id_list_key("request.ids", 11) && mst_pft_is_id_list_key("step.new_ids", 12));
     CHECK(!mst_pft_is_id_list_key("step.tokens", 11) && !mst_pft_is_id_list_key("ids", 3));
+    /* Guided: an item equal to a guess is that guess (one left out and one
+     * joined; a guess that is a prefix of the item is not it), the rest
+     * are scanned; the result is the unguided split's. */
+    const char *list = "[\"id-one-0123456789abcdef\",\"id-three-0123456789abcdef\",\"id-fo\","
+                       "\"id-five-0123456789abcdef\",\"new\"]";
+    const mst_pft_id_item guess[] = {{"id-one-0123456789abcdef", 23, NULL},
+                                     {"id-two-0123456789abcdef", 23, NULL},
+                                     {"id-three-0123456789abcdef", 25, NULL},
+                                     {"id-f", 4, NULL},
+                                     {"id-five-0123456789abcdef", 24, NULL}};
+    mst_pft_id_item g[8], u[8];
+    size_t ng, nu;
+    uint32_t which[8];
+    CHECK(mst_pft_split_id_list_guided(list, strlen(list), g, 8, &ng, guess, 5, which));
+    CHECK(mst_pft_split_id_list(list, strlen(list), u, 8, &nu));
+    CHECK_EQ_INT(ng, 5);
+    CHECK_EQ_INT(nu, 5);
+    for (size_t i = 0; i < ng && i < nu; i++) CHECK(g[i].s == u[i].s && g[i].n == u[i].n);
+    CHECK(which[0] == 0 && which[1] == 2 && which[2] == MST_PFT_ID_NO_GUESS && which[3] == 4 &&
+          which[4] == MST_PFT_ID_NO_GUESS);
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
+        CHECK(!mst_pft_split_id_list_guided(refused[i], strlen(refused[i]), it, 4, &n, guess, 5, which));
+    const char *escaped = "[\"id-one-0123456789abcdef\",\"a\\\"b\"]"; /* an escape after a guess */
+    CHECK(!mst_pft_split_id_list_guided(escaped, strlen(escaped), g, 8, &ng, guess, 5, which));
 }
 
 static void test_id_chain_keyframes_and_deltas(void) {
@@ -443,25 +475,35 @@ static void test_id_chain_keyframes_and_deltas(void) {
     mst_pft_id_delta d;
     uint64_t a[] = {1, 2, 3, 4, 5, 6}, b[] = {2, 3, 4, 5, 6, 7}, r[] = {2, 4, 3, 5, 6, 7},
              dup[] = {2, 2, 3, 4, 5, 6};
-    CHECK(mst_pft_id_chain_step(c, 100, a, 6, &d) && d.pos == 0);          /* first: keyframe */
-    CHECK(mst_pft_id_chain_step(c, 100, b, 6, &d) && d.pos == 1);          /* 1 left, 7 joined */
+    CHECK(mst_pft_id_chain_step(c, 100, a, NULL, 6, &d) && d.pos == 0);          /* first: keyframe */
+    CHECK(mst_pft_id_chain_step(c, 100, b, NULL, 6, &d) && d.pos == 1);          /* 1 left, 7 joined */
     CHECK(d.n_left == 1 && d.left[0] == 1 && d.n_joined == 1 && d.joined[0] == 7);
-    CHECK(mst_pft_id_chain_step(c, 100, b, 6, &d) && d.pos == 2 && !d.n_left && !d.n_joined);
-    CHECK(mst_pft_id_chain_step(c, 200, a, 6, &d) && d.pos == 0);         /* another stream */
-    CHECK(mst_pft_id_chain_step(c, 100, r, 6, &d) && d.pos == 0);          /* reordered */
-    CHECK(mst_pft_id_chain_step(c, 100, dup, 6, &d) && d.pos == 0);        /* an id twice */
-    CHECK(mst_pft_id_chain_step(c, 100, b, 6, &d) && d.pos == 0);          /* after a dup list */
-    CHECK(mst_pft_id_chain_step(c, 100, a + 3, 3, &d) && d.pos == 0);      /* half the list changed */
+    CHECK(mst_pft_id_chain_step(c, 100, b, NULL, 6, &d) && d.pos == 2 && !d.n_left && !d.n_joined);
+    CHECK(mst_pft_id_chain_step(c, 200, a, NULL, 6, &d) && d.pos == 0);         /* another stream */
+    CHECK(mst_pft_id_chain_step(c, 100, r, NULL, 6, &d) && d.pos == 0);          /* reordered */
+    CHECK(mst_pft_id_chain_step(c, 100, dup, NULL, 6, &d) && d.pos == 0);        /* an id twice */
+    CHECK(mst_pft_id_chain_step(c, 100, b, NULL, 6, &d) && d.pos == 0);          /* after a dup list */
+    CHECK(mst_pft_id_chain_step(c, 100, a + 3, NULL, 3, &d) && d.pos == 0);      /* half the list changed */
     /* a keyframe every MST_PFT_ID_KEYFRAME_EVERY lists of a stream */
     unsigned keyframes = 0;
     for (unsigned i = 0; i < 3 * MST_PFT_ID_KEYFRAME_EVERY; i++) {
-        CHECK(mst_pft_id_chain_step(c, 300, a, 6, &d));
+        CHECK(mst_pft_id_chain_step(c, 300, a, NULL, 6, &d));
         keyframes += d.pos == 0;
         CHECK(d.pos == i % MST_PFT_ID_KEYFRAME_EVERY);
     }
     CHECK_EQ_INT(keyframes, 3);
+    /* a stream's refs, for predicting its next list */
+    const uint32_t *got_refs = NULL, refs[] = {11, 12, 13, 14, 15, 16};
+    CHECK_EQ_INT(mst_pft_id_chain_last(c, 300, &got_refs), 0); /* recorded without */
+    CHECK(mst_pft_id_chain_step(c, 300, a, refs, 6, &d));
+    CHECK(mst_pft_id_chain_last(c, 300, &got_refs) == 6 && got_refs[0] == 11 && got_refs[5] == 16);
+    CHECK_EQ_INT(mst_pft_id_chain_last(c, 400, &got_refs), 0);
+    mst_pft_id_chain_forget(c, 300);
+    CHECK_EQ_INT(mst_pft_id_chain_last(c, 300, &got_refs), 0);
+    CHECK(mst_pft_id_chain_step(c, 300, a, refs, 6, &d));
     mst_pft_id_chains_reset(c);
-    CHECK(mst_pft_id_chain_step(c, 300, a, 6, &d) && d.pos == 0);
+    CHECK_EQ_INT(mst_pft_id_chain_last(c, 300, &got_refs), 0);
+    CHECK(mst_pft_id_chain_step(c, 300, a, NULL, 6, &d) && d.pos == 0);
     mst_pft_id_chains_free(c);
 }
 

@@ -317,6 +317,10 @@ static void test_null_span_is_noop(void) {
     mst_span_set_double(s, "k", 1);
     mst_span_set_bool(s, "k", 1);
     mst_span_set_str_list(s, "k", NULL, 0);
+    mst_span_set_int_lit(s, MST_LIT("k"), 1);
+    mst_span_set_double_lit(s, MST_LIT("k"), 1);
+    mst_span_set_strn_lit(s, MST_LIT("k"), "v", 1);
+    mst_span_set_str_list_lit(s, MST_LIT("k"), NULL, NULL, 0);
     mst_span_set_attr(s, NULL);
     mst_span_add_link(s, NULL, NULL, 0);
     mst_span_add_event(s, "e", 0, NULL, 0);
@@ -328,6 +332,77 @@ static void test_null_span_is_noop(void) {
     CHECK_EQ_INT(mst_span_end_ns(s), 0);
     mst_span_end(s, 0);
     mst_span_discard(s);
+}
+
+static const char k_lit_count[] = "batch.request_count";
+
+static void inspect_literal_keys(const mst_span *s) {
+    CHECK_EQ_INT(s->n_attrs, MST_MAX_ATTRIBUTES);
+    CHECK_EQ_INT(s->dropped_attrs, 1); /* the 33rd key */
+    const mst_attr *a = find(s, "batch.request_count");
+    CHECK(a && a->key.ptr == k_lit_count); /* stored by pointer, not copied */
+    CHECK(a && a->type == MST_ATTR_INT && a->v.i == 9); /* replaced by the copying setter, same slot */
+    CHECK(a == &s->attrs[0]);
+    a = find(s, "kv_cache.usage");
+    CHECK(a && a->type == MST_ATTR_DOUBLE && a->v.d == 0.25);
+    a = find(s, "step.phase");
+    CHECK(a && a->type == MST_ATTR_STRING && a->v.s.len == 2);
+    CHECK_EQ_STR(a->v.s.ptr, "pd");
+    a = find(s, "request.ids");
+    CHECK(a && a->type == MST_ATTR_STRING_LIST && a->v.list.count == 2);
+    CHECK_EQ_STR(a->v.list.items[0].ptr, "r1");
+    CHECK_EQ_STR(a->v.list.items[1].ptr, "r22");
+    a = find(s, "step.new_ids");
+    CHECK(a && a->v.list.count == 2 && a->v.list.items[1].len == 3); /* lens NULL: measured */
+    a = find(s, "cut.list"); /* an item over the value limit: cut, the others as given */
+    CHECK(a && a->v.list.count == 3);
+    CHECK_EQ_INT(a->v.list.items[0].len, MST_MAX_VALUE_LEN);
+    CHECK_EQ_STR(a->v.list.items[1].ptr, "");
+    CHECK_EQ_STR(a->v.list.items[2].ptr, "zz");
+    a = find(s, "copied.first");
+    CHECK(a && a->type == MST_ATTR_INT && a->v.i == 2); /* a copied key replaced by a literal one */
+    CHECK(find(s, "") == NULL);
+}
+
+/* mst_span_set_*_lit: the key by pointer; replacing, limits and the
+ * no-op cases as the copying setters. */
+static void test_literal_keys(void) {
+    setup();
+    g_inspect = inspect_literal_keys;
+    mst_span *s = mst_span_start(g_t, NULL, "lit", MST_SPAN_KIND_INTERNAL, NULL, 0);
+    mst_span_set_int_lit(s, k_lit_count, sizeof k_lit_count - 1, 4);
+    mst_span_set_int(s, "batch.request_count", 9);
+    mst_span_set_double_lit(s, MST_LIT("kv_cache.usage"), 0.25);
+    mst_span_set_strn_lit(s, MST_LIT("step.phase"), "pdx", 2);
+    const char *ids[] = {"r1xx", "r22"};
+    const size_t lens[] = {2, 3};
+    mst_span_set_str_list_lit(s, MST_LIT("request.ids"), ids, lens, 2);
+    const char *plain[] = {"a", "bcd"};
+    mst_span_set_str_list_lit(s, MST_LIT("step.new_ids"), plain, NULL, 2);
+    static char big[MST_MAX_VALUE_LEN + 10];
+    memset(big, 'y', sizeof big - 1);
+    const char *cut[] = {big, NULL, "zzz"};
+    const size_t cut_lens[] = {sizeof big - 1, 5, 2};
+    mst_span_set_str_list_lit(s, MST_LIT("cut.list"), cut, cut_lens, 3);
+    mst_span_set_int(s, "copied.first", 1);
+    mst_span_set_int_lit(s, MST_LIT("copied.first"), 2);
+    mst_span_set_int_lit(s, MST_LIT(""), 3);                 /* empty key: ignored */
+    char longkey[MST_MAX_KEY_LEN + 2];
+    memset(longkey, 'k', sizeof longkey - 1);
+    longkey[sizeof longkey - 1] = '\0';
+    mst_span_set_int_lit(s, longkey, sizeof longkey - 1, 3); /* over the key limit: ignored */
+    mst_span_set_strn_lit(s, MST_LIT("null.value"), NULL, 0); /* no value: ignored */
+    for (int i = 0; i < MST_MAX_ATTRIBUTES - 7; i++) {
+        char k[16];
+        sprintf(k, "k%d", i);
+        mst_span_set_int(s, k, i);
+    }
+    mst_span_set_int_lit(s, MST_LIT("one.too.many"), 1); /* the table is full: dropped */
+    mst_span_set_int_lit(s, k_lit_count, sizeof k_lit_count - 1, 9); /* a key held: still set */
+    mst_span_end(s, 0);
+    CHECK_EQ_INT(mst_tracer_flush(g_t, 5000), MST_OK);
+    CHECK_EQ_INT(g_e->seen, 1);
+    teardown();
 }
 
 static void test_discard_and_replace_budget(void) {
@@ -371,6 +446,7 @@ static const mst_test_case tests[] = {
     {"links_events_status", test_links_events_status},
     {"shared_copies", test_shared_copies},
     {"status_ok_is_final", test_status_ok_is_final},
+    {"literal_keys", test_literal_keys},
     {"null_span_is_noop", test_null_span_is_noop},
     {"discard_and_replace_budget", test_discard_and_replace_budget},
     {"shutdown_rejects_new_spans", test_shutdown_rejects_new_spans},

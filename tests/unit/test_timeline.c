@@ -44,6 +44,15 @@ static void on_step(void *self, const mst_tl_step *st) {
     if (g->n_steps < 8) g->steps[g->n_steps++] = *st;
 }
 
+/* Decodes one span packet (magic + JSON) into *s, its text in arena *a
+ * (initialised here, released by the caller). */
+static void decode(const char *json, mst_arena *a, mst_pf_span *s) {
+    mst_arena_init(a);
+    char err[200];
+    CHECK_EQ_INT(mst_perfetto_packet_decode((const uint8_t *)json, strlen(json), a, s, err,
+                                            sizeof err), MST_OK);
+}
+
 /* Decodes one span from its JSON body and feeds it to the timeline. */
 static void feed(mst_timeline *tl, got *g, const char *name, const char *span_id, long long start,
                  long long end, const char *attrs) {
@@ -56,11 +65,8 @@ static void feed(mst_timeline *tl, got *g, const char *name, const char *span_id
              "\"links\":[]}",
              name, 1, span_id, start, end, attrs[0] ? "," : "", attrs);
     mst_arena a;
-    mst_arena_init(&a);
     mst_pf_span s;
-    char err[200];
-    CHECK_EQ_INT(mst_perfetto_packet_decode((const uint8_t *)json, strlen(json), &a, &s, err,
-                                            sizeof err), MST_OK);
+    decode(json, &a, &s);
     mst_tl_sink sink = {g, on_request, on_counter, NULL};
     CHECK(mst_timeline_add_span(tl, &s, s.pid, &a, &sink));
     mst_arena_release(&a);
@@ -414,11 +420,8 @@ static bool feed_joining(mst_timeline *tl, got *g, const char *name, const char 
              "\"resource_attributes\":{},\"links\":[]}",
              name, 1, span_id, start, end, attrs[0] ? "," : "", attrs);
     mst_arena a;
-    mst_arena_init(&a);
     mst_pf_span s;
-    char err[200];
-    CHECK_EQ_INT(mst_perfetto_packet_decode((const uint8_t *)json, strlen(json), &a, &s, err,
-                                            sizeof err), MST_OK);
+    decode(json, &a, &s);
     mst_tl_sink sink = {g, on_request, on_counter, on_step};
     mst_tl_pos at = {s.pid, s.tid, s.start_ns, mst_tl_span_flow_id(s.trace_id, s.span_id)};
     bool joined = mst_timeline_join_step(tl, &s, &at, step);
@@ -484,6 +487,140 @@ static void test_engine_steps_and_their_flows(void) {
     mst_timeline_free(tl);
 }
 
+/* Spans waiting for their step are a bounded ring: the oldest are
+ * forgotten once more than MST_TL_WAITING_SPANS wait, the rest still join
+ * (after the ring wrapped), and of two output processings starting at the
+ * same time after a step the one that waited longer joins it. */
+static void test_waiting_spans_ring(void) {
+    mst_timeline *tl = mst_timeline_new(16);
+    got g = {0};
+    mst_tl_pos step;
+    char id[17];
+    const int over = 10, n = MST_TL_WAITING_SPANS + over;
+    for (int i = 0; i < n; i++) {
+        snprintf(id, sizeof id, "%016x", 0x100000 + i);
+        CHECK(!feed_joining(tl, &g, "vllm.worker.execute_model", id, 1000 + i, 1000 + i, "", &step));
+    }
+    /* two outputs at the same time; the first waits longer */
+    CHECK(!feed_joining(tl, &g, "vllm.output.process", "00000000000000b1", 900000, 900001, "", &step));
+    CHECK(!feed_joining(tl, &g, "vllm.output.process", "00000000000000b2", 900000, 900002, "", &step));
+    /* a step over the forgotten forwards joins none of them (and the
+     * output after it) */
+    CHECK(!feed_joining(tl, &g, "vllm.scheduler.schedule", "0000000000000001", 1000, 1000 + over - 1,
+                        "\"step.index\":0,\"scheduler.running\":1", &step));
+    CHECK(!feed_joining(tl, &g, "vllm.scheduler.update_from_output", "0000000000000002", 1000 + over - 1,
+                        1000 + over - 1, "", &step));
+    CHECK_EQ_INT(g.n_steps, 1);
+    CHECK_EQ_INT(g.steps[0].n_joined, 1);
+    CHECK_EQ_INT(g.steps[0].joined[0].flow,
+                 mst_tl_flow_id("00000000000000000000000000000001", "00000000000000b1"));
+    /* the oldest kept forward (the two outputs took the slots of the two
+     * before it) and the newest one join their steps */
+    int kept[2] = {over + 2, n - 1};
+    for (int k = 0; k < 2; k++) {
+        long long t = 1000 + kept[k];
+        char sp[17];
+        snprintf(sp, sizeof sp, "%016x", 0x10 + 2 * k);
+        char attrs[64];
+        snprintf(attrs, sizeof attrs, "\"step.index\":%d,\"scheduler.running\":1", k + 1);
+        CHECK(!feed_joining(tl, &g, "vllm.scheduler.schedule", sp, t, t, attrs, &step));
+        snprintf(sp, sizeof sp, "%016x", 0x11 + 2 * k);
+        CHECK(!feed_joining(tl, &g, "vllm.scheduler.update_from_output", sp, t, t, "", &step));
+        CHECK_EQ_INT(g.n_steps, 2 + k);
+        const mst_tl_step *st = &g.steps[1 + k];
+        CHECK(st->n_joined >= 1);
+        snprintf(id, sizeof id, "%016x", 0x100000 + kept[k]);
+        CHECK_EQ_INT(st->joined[0].flow, mst_tl_flow_id("00000000000000000000000000000001", id));
+        CHECK_EQ_INT(st->joined[0].ts_ns, t);
+    }
+    /* the second output, still waiting, went to the first step after the
+     * one that took the first output */
+    CHECK_EQ_INT(g.steps[2].n_joined, 1);
+    CHECK_EQ_INT(g.steps[1].n_joined, 2);
+    CHECK_EQ_INT(g.steps[1].joined[1].flow,
+                 mst_tl_flow_id("00000000000000000000000000000001", "00000000000000b2"));
+    mst_timeline_free(tl);
+}
+
+/* Feeds one span to two timelines: `plain` reads its lists as JSON, `split`
+ * gets request.ids and step.new_ids split, with hint words kept per id
+ * text in hints[] (texts one character long: "a", "b", ...). */
+static void feed_both(mst_timeline *plain, mst_timeline *split, got *gp, got *gs, long long start,
+                      const char *ids, const char *new_ids, uint64_t hints[26]) {
+    char json[2048];
+    snprintf(json, sizeof json,
+             MST_PERFETTO_MAGIC
+             "{\"name\":\"vllm.scheduler.schedule\",\"category\":\"c\",\"trace_id\":\"%032d\","
+             "\"span_id\":\"%016llx\",\"parent_span_id\":\"\",\"start_time_ns\":%lld,"
+             "\"end_time_ns\":%lld,\"kind\":1,\"status\":1,\"attributes\":{\"process.pid\":7,"
+             "\"scheduler.running\":1,\"request.ids\":%s,\"step.new_ids\":%s,\"step.phase\":\"%.*s\"},"
+             "\"resource_attributes\":{},\"links\":[]}",
+             1, start + 1, start, start + 5, ids, new_ids, (int)(strlen(ids) / 4), "ddddddddddddddddd");
+    mst_arena a;
+    mst_pf_span s;
+    decode(json, &a, &s);
+    mst_tl_sink sp = {gp, on_request, on_counter, NULL}, ss = {gs, on_request, on_counter, NULL};
+    CHECK(mst_timeline_add_span(plain, &s, s.pid, &a, &sp));
+    mst_tl_id_item items[2][16];
+    mst_tl_split_list lists[2];
+    size_t n_lists = 0;
+    for (size_t i = 0; i < s.n_attrs; i++) {
+        const mst_str *k = &s.attrs[i].key;
+        bool is_ids = k->len == 11 && memcmp(k->ptr, "request.ids", 11) == 0;
+        bool is_new = k->len == 12 && memcmp(k->ptr, "step.new_ids", 12) == 0;
+        if (!is_ids && !is_new) continue;
+        const mst_json_slice *v = &s.attrs[i].value;
+        size_t n = 0;
+        for (size_t j = 0; j < v->len; j++)
+            if (v->ptr[j] >= 'a' && v->ptr[j] <= 'z')
+                items[n_lists][n++] = (mst_tl_id_item){v->ptr + j, 1, &hints[v->ptr[j] - 'a']};
+        lists[n_lists] = (mst_tl_split_list){v, items[n_lists], n};
+        n_lists++;
+    }
+    CHECK_EQ_INT(n_lists, 2);
+    CHECK(mst_timeline_add_span_split(split, &s, s.pid, &a, &ss, lists, n_lists));
+    mst_arena_release(&a);
+}
+
+/* Lists a writer split are read as their JSON: the same request tracks,
+ * also when the bounded table evicts requests and makes them again in
+ * slots their ids' hints still name. */
+static void test_split_lists_read_as_json(void) {
+    mst_timeline *plain = mst_timeline_new(4), *split = mst_timeline_new(4);
+    got gp = {0}, gs = {0};
+    uint64_t hints[26] = {0};
+    static const char *const steps[][2] = {
+        {"[\"a\",\"b\",\"c\"]", "[\"a\",\"b\",\"c\"]"},
+        {"[\"a\",\"b\",\"c\",\"d\"]", "[\"d\"]"},
+        {"[\"b\",\"c\",\"d\",\"e\"]", "[\"e\"]"},       /* the table is full: a is evicted */
+        {"[\"a\",\"e\"]", "[\"a\"]"},                   /* a again (a new entry), b evicted */
+        {"[\"f\",\"a\",\"e\",\"b\"]", "[\"f\",\"b\"]"},
+        {"[\"b\",\"f\"]", "[]"},
+    };
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
+        feed_both(plain, split, &gp, &gs, 100 + 10 * (long long)i, steps[i][0], steps[i][1], hints);
+    mst_timeline_finish_all(plain, &(mst_tl_sink){&gp, on_request, on_counter, NULL});
+    mst_timeline_finish_all(split, &(mst_tl_sink){&gs, on_request, on_counter, NULL});
+    CHECK(gp.n_req >= 6);
+    CHECK_EQ_INT(gs.n_req, gp.n_req);
+    for (size_t i = 0; i < gp.n_req && i < gs.n_req; i++) {
+        CHECK_EQ_STR(gs.req[i].id, gp.req[i].id);
+        CHECK_EQ_INT(gs.req[i].start_ns, gp.req[i].start_ns);
+        CHECK_EQ_INT(gs.req[i].end_ns, gp.req[i].end_ns);
+        CHECK_EQ_INT(gs.req[i].steps, gp.req[i].steps);
+        CHECK_EQ_INT(gs.req[i].lane, gp.req[i].lane);
+        CHECK_EQ_INT(gs.req[i].n_phases, gp.req[i].n_phases);
+        for (unsigned k = 0; k < gp.req[i].n_phases && k < gs.req[i].n_phases; k++) {
+            CHECK_EQ_STR(gs.req[i].phases[k].name, gp.req[i].phases[k].name);
+            CHECK_EQ_INT(gs.req[i].phases[k].start_ns, gp.req[i].phases[k].start_ns);
+            CHECK_EQ_INT(gs.req[i].phases[k].end_ns, gp.req[i].phases[k].end_ns);
+        }
+    }
+    CHECK(hints[0] != 0 && hints[5] != 0); /* the split timeline kept its lookups */
+    mst_timeline_free(plain);
+    mst_timeline_free(split);
+}
+
 /* A request span's lane is its entry's: the same for later spans naming
  * it, another for each request. */
 static void test_request_lanes(void) {
@@ -506,6 +643,8 @@ static void test_request_lanes(void) {
 static const mst_test_case TESTS[] = {
     {"engine_steps_and_their_flows", test_engine_steps_and_their_flows},
     {"request_lanes", test_request_lanes},
+    {"waiting_spans_ring", test_waiting_spans_ring},
+    {"split_lists_read_as_json", test_split_lists_read_as_json},
     {"request_span_gives_track_and_phases", test_request_span_gives_track_and_phases},
     {"steps_only_request_completes_at_the_end", test_steps_only_request_completes_at_the_end},
     {"steps_only_request_completes_when_idle", test_steps_only_request_completes_when_idle},

@@ -27,11 +27,23 @@ typedef struct mstn_tls {
 
 static _Thread_local mstn_tls t_tls;
 
-long mstn_thread_id(void) {
-    if (t_tls.tid == 0)
-        t_tls.tid = (long)syscall(SYS_gettid);
-    return t_tls.tid;
+/* This thread's block. In a dlopen'ed module every reach of a thread-local
+ * is a __tls_get_addr call, and the compiler would rather call it again than
+ * keep the address in a register; the empty asm makes the address an opaque
+ * value it must keep, so each function below makes one call. */
+static inline mstn_tls *tls(void) {
+    mstn_tls *t = &t_tls;
+    __asm__("" : "+r"(t));
+    return t;
 }
+
+static long thread_id_of(mstn_tls *t) {
+    if (t->tid == 0)
+        t->tid = (long)syscall(SYS_gettid);
+    return t->tid;
+}
+
+long mstn_thread_id(void) { return thread_id_of(tls()); }
 
 /* pthread_atfork child handler: the forking thread is the child's only
  * thread and has a new tid; the stack stays (its spans are the parent's, a
@@ -39,7 +51,7 @@ long mstn_thread_id(void) {
  * returns in both processes, both end that span: the core exports it once,
  * from whichever process ends it first (src/core/tracer.c, fork claims). */
 void mstn_after_fork_child(void) {
-    t_tls.tid = 0;
+    tls()->tid = 0;
     mstn_g.pid = (long)getpid();
     mstn_req_after_fork_child();
 }
@@ -54,15 +66,16 @@ void mstn_ctx_to_public(const mstn_ctx *c, mst_span_context *out) {
 }
 
 void mstn_push(const mstn_ctx *ctx) {
-    mstn_tls *t = &t_tls;
+    mstn_tls *t = tls();
     if (t->depth < MSTN_STACK_DEPTH)
         t->stack[t->depth] = *ctx;
     t->depth++;
 }
 
 void mstn_pop(void) {
-    if (t_tls.depth > 0)
-        t_tls.depth--;
+    mstn_tls *t = tls();
+    if (t->depth > 0)
+        t->depth--;
 }
 
 /* The async hooks' current span lives in a contextvar as a bytes object:
@@ -75,8 +88,9 @@ void mstn_pop(void) {
 
 PyObject *mstn_ctxvar_value(const mstn_ctx *c) {
     char raw[CTXVAR_LEN];
-    int64_t tid = mstn_thread_id();
-    int32_t depth = t_tls.depth;
+    mstn_tls *t = tls();
+    int64_t tid = thread_id_of(t);
+    int32_t depth = t->depth;
     memcpy(raw, c->trace_id.bytes, 16);
     memcpy(raw + 16, c->span_id.bytes, 8);
     raw[24] = (char)c->flags;
@@ -108,7 +122,7 @@ static bool current_from_ctxvar(mstn_ctx *out, int64_t *tid, int32_t *depth) {
 }
 
 bool mstn_current(mstn_ctx *out) {
-    mstn_tls *t = &t_tls;
+    mstn_tls *t = tls();
     if (mstn_g.async_used) {
         int64_t tid;
         int32_t depth;
@@ -117,7 +131,7 @@ bool mstn_current(mstn_ctx *out) {
          * a context copied to another thread (to_thread) yields to that
          * thread's own sync spans. */
         if (current_from_ctxvar(out, &tid, &depth) &&
-            (t->depth == 0 || (tid == mstn_thread_id() && t->depth <= depth)))
+            (t->depth == 0 || (tid == thread_id_of(t) && t->depth <= depth)))
             return true;
     }
     if (t->depth > 0) {
@@ -299,20 +313,20 @@ static mst_span *start_request_span(const mstn_ctx *c, PyObject *obj, const mst_
                                            &c->span_id, arrival_ns(obj));
     if (!sp)
         return NULL;
-    mst_span_set_int(sp, "process.pid", mstn_g.pid);
-    mst_span_set_int(sp, "thread.id", mstn_thread_id());
+    mst_span_set_int_lit(sp, MST_LIT("process.pid"), mstn_g.pid);
+    mst_span_set_int_lit(sp, MST_LIT("thread.id"), mstn_thread_id());
     if (mstn_g.role[0])
-        mst_span_set_str(sp, "process.role", mstn_g.role);
-    mst_span_set_strn(sp, "request.id", id, id_len);
+        mst_span_set_strn_lit(sp, MST_LIT("process.role"), mstn_g.role, strlen(mstn_g.role));
+    mst_span_set_strn_lit(sp, MST_LIT("request.id"), id, id_len);
     const char *ids[1] = {id};
     if (id[id_len] == '\0')
-        mst_span_set_str_list(sp, "request.ids", ids, 1);
+        mst_span_set_str_list_lit(sp, MST_LIT("request.ids"), ids, NULL, 1);
     PyObject *ext = NULL;
     if (mstn_getattr_opt(obj, mstn_n.external_req_id, &ext) > 0 && PyUnicode_Check(ext)) {
         Py_ssize_t n = 0;
         const char *u = PyUnicode_AsUTF8AndSize(ext, &n);
         if (u && ((size_t)n != id_len || memcmp(u, id, id_len) != 0))
-            mst_span_set_strn(sp, "request.external_id", u, (size_t)n);
+            mst_span_set_strn_lit(sp, MST_LIT("request.external_id"), u, (size_t)n);
     }
     Py_XDECREF(ext);
     PyErr_Clear();

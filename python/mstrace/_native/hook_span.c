@@ -86,10 +86,10 @@ bool mstn_hook_span_begin(MstnHook *r, mstn_span_run *sr, const mstn_batch *b, u
     }
     sr->ctx.remote = false;
     sr->ctx.synthetic = false;
-    mst_span_set_int(sr->span, "process.pid", mstn_g.pid);
-    mst_span_set_int(sr->span, "thread.id", mstn_thread_id());
+    mst_span_set_int_lit(sr->span, MST_LIT("process.pid"), mstn_g.pid);
+    mst_span_set_int_lit(sr->span, MST_LIT("thread.id"), mstn_thread_id());
     if (mstn_g.role[0]) /* names the process track in Perfetto */
-        mst_span_set_str(sr->span, "process.role", mstn_g.role);
+        mst_span_set_strn_lit(sr->span, MST_LIT("process.role"), mstn_g.role, strlen(mstn_g.role));
     return true;
 }
 
@@ -101,21 +101,21 @@ void mstn_hook_span_finish(MstnHook *r, mstn_span_run *sr, const mstn_batch *b, 
     msg[0] = '\0';
     if (b) {
         if (b->n_ids)
-            mst_span_set_str_list_n(span, "request.ids", b->ids, b->id_lens, b->n_ids);
+            mst_span_set_str_list_lit(span, MST_LIT("request.ids"), b->ids, b->id_lens, b->n_ids);
         if (b->request_count >= 0)
-            mst_span_set_int(span, "batch.request_count", b->request_count);
+            mst_span_set_int_lit(span, MST_LIT("batch.request_count"), b->request_count);
         if (b->scheduled_tokens >= 0)
-            mst_span_set_int(span, "batch.scheduled_tokens", b->scheduled_tokens);
+            mst_span_set_int_lit(span, MST_LIT("batch.scheduled_tokens"), b->scheduled_tokens);
         if (b->waiting >= 0)
-            mst_span_set_int(span, "scheduler.waiting", b->waiting);
+            mst_span_set_int_lit(span, MST_LIT("scheduler.waiting"), b->waiting);
         if (b->running >= 0)
-            mst_span_set_int(span, "scheduler.running", b->running);
+            mst_span_set_int_lit(span, MST_LIT("scheduler.running"), b->running);
         if (b->kv_usage >= 0.0)
-            mst_span_set_double(span, "kv_cache.usage", b->kv_usage);
+            mst_span_set_double_lit(span, MST_LIT("kv_cache.usage"), b->kv_usage);
         if (b->step)
             mstn_step_apply(b->step, span, b->n_ids);
         if (b->step_index >= 0) /* a model span of the step (step_share.c) */
-            mst_span_set_int(span, "step.index", b->step_index);
+            mst_span_set_int_lit(span, MST_LIT("step.index"), b->step_index);
         /* every request of the batch: one copy here, links on the exporter thread */
         if (b->n_links)
             mst_span_add_link_block(span, b->link_at, b->n_links, "request.id", "request.ids");

@@ -130,14 +130,14 @@ static void emit(story *s, const char *name, uint64_t end, const char *last_even
         }
     }
     if (span) {
-        mst_span_set_str(span, "request.id", s->id);
-        mst_span_set_int(span, "process.pid", mstn_g.pid);
+        mst_span_set_strn_lit(span, MST_LIT("request.id"), s->id, strlen(s->id));
+        mst_span_set_int_lit(span, MST_LIT("process.pid"), mstn_g.pid);
         if (mstn_g.role[0])
-            mst_span_set_str(span, "process.role", mstn_g.role);
+            mst_span_set_strn_lit(span, MST_LIT("process.role"), mstn_g.role, strlen(mstn_g.role));
         if (s->n_ev || s->dropped_ev)
-            mst_span_set_int(span, "request.steps", (int64_t)(s->n_ev + s->dropped_ev));
+            mst_span_set_int_lit(span, MST_LIT("request.steps"), (int64_t)(s->n_ev + s->dropped_ev));
         if (s->dropped_ev)
-            mst_span_set_int(span, "steps.dropped", s->dropped_ev);
+            mst_span_set_int_lit(span, MST_LIT("steps.dropped"), s->dropped_ev);
         if (s->resume_ts)
             mst_span_add_event(span, "resumed", s->resume_ts, NULL, 0);
         for (uint32_t i = 0; i < s->n_ev; i++) {

@@ -480,35 +480,35 @@ void mstn_step_output_finished(mstn_step *st, const char *id, PyObject *reason) 
 
 /* ----------------------------------------------------------- the span */
 
-static void set_list(mst_span *span, const char *key, const char *const *items, size_t n) {
+static void set_list(mst_span *span, const char *key, size_t key_len, const char *const *items, size_t n) {
     if (n)
-        mst_span_set_str_list(span, key, items, n);
+        mst_span_set_str_list_lit(span, key, key_len, items, NULL, n);
 }
 
 void mstn_step_apply(const mstn_step *st, mst_span *span, size_t n_ids) {
     if (st->out_finished.n) {
-        set_list(span, "output.finished_ids", st->out_finished.s, st->out_finished.n);
-        set_list(span, "output.finish_reasons", st->reasons, st->out_finished.n);
+        set_list(span, MST_LIT("output.finished_ids"), st->out_finished.s, st->out_finished.n);
+        set_list(span, MST_LIT("output.finish_reasons"), st->reasons, st->out_finished.n);
     }
     if (!st->is_step)
         return;
-    mst_span_set_int(span, "step.index", st->index);
+    mst_span_set_int_lit(span, MST_LIT("step.index"), st->index);
     if (st->n_tokens == n_ids && n_ids) /* lengths known: not measured again */
-        mst_span_set_str_list_n(span, "step.tokens", st->tokens, st->token_lens, st->n_tokens);
+        mst_span_set_str_list_lit(span, MST_LIT("step.tokens"), st->tokens, st->token_lens, st->n_tokens);
     if (st->phase_ok && st->n_phase == n_ids && n_ids) {
         /* one character per id: at most MSTN_MAX_IDS = MST_MAX_VALUE_LEN bytes */
-        mst_span_set_strn(span, "step.phase", st->phase, st->n_phase);
+        mst_span_set_strn_lit(span, MST_LIT("step.phase"), st->phase, st->n_phase);
     }
-    set_list(span, "step.new_ids", st->new_ids.s, st->new_ids.n);
+    set_list(span, MST_LIT("step.new_ids"), st->new_ids.s, st->new_ids.n);
     if (st->hits_ok)
-        set_list(span, "step.prefix_hit_tokens", st->prefix_hits, st->new_ids.n);
+        set_list(span, MST_LIT("step.prefix_hit_tokens"), st->prefix_hits, st->new_ids.n);
     if (st->n_queued_known)
-        set_list(span, "step.queued_ns", st->queued, st->new_ids.n);
-    set_list(span, "step.resumed_ids", st->resumed.s, st->resumed.n);
-    set_list(span, "step.preempted_ids", st->preempted.s, st->preempted.n);
-    set_list(span, "step.finished_ids", st->finished.s, st->finished.n);
+        set_list(span, MST_LIT("step.queued_ns"), st->queued, st->new_ids.n);
+    set_list(span, MST_LIT("step.resumed_ids"), st->resumed.s, st->resumed.n);
+    set_list(span, MST_LIT("step.preempted_ids"), st->preempted.s, st->preempted.n);
+    set_list(span, MST_LIT("step.finished_ids"), st->finished.s, st->finished.n);
     if (st->max_num_seqs >= 0)
-        mst_span_set_int(span, "scheduler.max_num_seqs", st->max_num_seqs);
+        mst_span_set_int_lit(span, MST_LIT("scheduler.max_num_seqs"), st->max_num_seqs);
     if (st->max_num_batched_tokens >= 0)
-        mst_span_set_int(span, "scheduler.max_num_batched_tokens", st->max_num_batched_tokens);
+        mst_span_set_int_lit(span, MST_LIT("scheduler.max_num_batched_tokens"), st->max_num_batched_tokens);
 }
