@@ -5,10 +5,9 @@ one the way a restarting collector does.
 Owns: accepting on a free 127.0.0.1 port, relaying bytes both ways to the
 upstream address, counting accepted connections, recording the type of every
 frame each client sent (client_frames[i]: connection i's, in order; not with
-tls=True, where the bytes are only relayed and counted), and
-(cut="goaway" or
-cut="close") ending the first connection when the client starts its second
-request on it: the client-to-server byte stream is read as HTTP/2 frames
+tls=True, where the bytes are only relayed and counted), and ending or
+rewriting the first connection. cut="goaway" or cut="close" end it when
+the client starts its second request on it: the client-to-server byte stream is read as HTTP/2 frames
 (after the 24-byte preface, 9-byte frame headers) and the HEADERS frame of a
 second stream is not forwarded; instead the proxy sends the client a GOAWAY
 (NO_ERROR, last stream = the first one: a server shutting down, which has
@@ -23,8 +22,9 @@ cut="no-trailers" rewrites the first response on the first connection
 instead: its trailers become an empty DATA frame with END_STREAM (a reply
 with its message but no grpc-status), and cut="no-message" also drops that
 response's DATA frames (neither message nor grpc-status); the connection
-stays open. Later connections are relayed untouched. Used by test_jaeger_export.py to check that the gRPC
-exporter keeps one connection and reconnects, losing nothing, when it ends.
+stays open. Later connections are relayed untouched. Used by
+test_jaeger_export.py and test_otlp_tls.py to check that the gRPC exporter
+keeps one connection and reconnects, losing nothing, when it ends.
 """
 import socket
 import struct
