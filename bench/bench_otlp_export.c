@@ -6,13 +6,17 @@
  *
  * Two figures per protocol:
  *   - exporter: prebuilt spans → export_batch (encode + libcurl POST) in
- *     batches of 512 on one thread: the exporter thread's ceiling;
+ *     batches of 512 on one thread: the exporter thread's ceiling, and that
+ *     thread's CPU per span and per export (CLOCK_THREAD_CPUTIME_ID: what an
+ *     exporter thread costs, whatever else the machine runs);
  *   - pipeline: spans recorded through the public API (start, 4 attributes,
  *     end) by one producer, queued, batched and exported by the tracer's
  *     exporter thread; the producer yields while the queue is nearly full so
  *     nothing is dropped and the figure is delivered spans / wall time.
  *
- *   bench_otlp_export [--spans N] [--jaeger URL --protocol P]
+ *   bench_otlp_export [--spans N] [--jaeger URL --protocol P] [--exporter-only 1] [--null-sink 0]
+ *                     [--batch B]   (spans per export, default 512)
+ *   (--exporter-only 1: no pipeline run; --null-sink 0: Jaeger only; e.g. under callgrind)
  * Goal: ≥ 200,000 spans/s to the null sink (http/protobuf).
  */
 #include <arpa/inet.h>
@@ -35,7 +39,8 @@
 #include "core/span.h"
 #include "mstrace_otlp.h"
 
-#define BATCH 512
+#define BATCH_DEFAULT 512
+static size_t g_batch = BATCH_DEFAULT; /* --batch: spans per export */
 #define QUEUE 16384
 
 /* ------------------------------------------------------------ null sink */
@@ -159,11 +164,18 @@ static void sink_stop(sink *s) {
 
 /* ------------------------------------------------------------ workloads */
 
-static double now_s(void) {
+static double clock_s(clockid_t id) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
+
+static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
+
+/* The exporter thread's CPU over one bench_exporter run. */
+typedef struct exporter_cpu {
+    double us_per_span, us_per_export;
+} exporter_cpu;
 
 static const char *proto_name(mst_otlp_protocol p) {
     return p == MST_OTLP_GRPC ? "grpc" : p == MST_OTLP_HTTP_JSON ? "http/json" : "http/protobuf";
@@ -182,15 +194,15 @@ static const mst_scope k_scope = {{"bench.otlp", 10}, {"1", 1}, NULL};
 static mst_str cstr(const char *s) { return (mst_str){s, (uint32_t)strlen(s)}; }
 
 /* The exporter thread's ceiling: prebuilt spans, encode + POST per batch. */
-static double bench_exporter(const char *url, mst_otlp_protocol proto, size_t n) {
+static double bench_exporter(const char *url, mst_otlp_protocol proto, size_t n, exporter_cpu *cpu) {
     mst_exporter *exp = NULL;
     if (make_exporter(url, proto, &exp) != MST_OK) return -1;
-    mst_span *spans = calloc(BATCH, sizeof *spans);
-    const mst_span **ptrs = calloc(BATCH, sizeof *ptrs);
+    mst_span *spans = calloc(g_batch, sizeof *spans);
+    const mst_span **ptrs = calloc(g_batch, sizeof *ptrs);
     if (!spans || !ptrs) return -1;
     mst_trace_id tid = mst_trace_id_random();
     uint64_t t0 = mst_clock_now_ns();
-    for (size_t i = 0; i < BATCH; i++) {
+    for (size_t i = 0; i < g_batch; i++) {
         mst_span *s = &spans[i];
         s->trace_id = tid;
         s->span_id = mst_span_id_random();
@@ -210,13 +222,15 @@ static double bench_exporter(const char *url, mst_otlp_protocol proto, size_t n)
         s->n_attrs = 4;
         ptrs[i] = s;
     }
-    double start = now_s();
+    double start = now_s(), cpu0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
     size_t done = 0;
     while (done < n) {
-        if (exp->ops->export_batch(exp, ptrs, BATCH) != MST_OK) break;
-        done += BATCH;
+        if (exp->ops->export_batch(exp, ptrs, g_batch) != MST_OK) break;
+        done += g_batch;
     }
-    double el = now_s() - start;
+    double el = now_s() - start, cpu_s = clock_s(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+    cpu->us_per_span = done ? cpu_s * 1e6 / (double)done : 0;
+    cpu->us_per_export = done ? cpu_s * 1e6 / (double)(done / g_batch) : 0;
     mst_exporter_stats st;
     exp->ops->get_stats(exp, &st);
     exp->ops->destroy(exp);
@@ -229,7 +243,7 @@ static double bench_exporter(const char *url, mst_otlp_protocol proto, size_t n)
 
 /* End to end through the public API and the tracer's exporter thread. */
 static double bench_pipeline(const char *url, mst_otlp_protocol proto, size_t n) {
-    mst_tracer_options opts = {.max_queue_size = QUEUE, .max_export_batch_size = BATCH,
+    mst_tracer_options opts = {.max_queue_size = QUEUE, .max_export_batch_size = g_batch,
                                .schedule_delay_ms = 5, .export_timeout_ms = 30000};
     mst_tracer *tr = NULL;
     mst_exporter *exp = NULL;
@@ -273,18 +287,22 @@ static double bench_pipeline(const char *url, mst_otlp_protocol proto, size_t n)
     return (double)es.spans_exported / el;
 }
 
+static bool g_exporter_only;
+static bool g_null_sink = true;
+
 static void run_all(const char *label, const char *http_url, const char *grpc_url, size_t n,
                     int only_proto) {
     static const mst_otlp_protocol protos[] = {MST_OTLP_HTTP_PROTOBUF, MST_OTLP_HTTP_JSON,
                                                MST_OTLP_GRPC};
     for (size_t i = 0; i < 3; i++) {
-        if (only_proto >= 0 && (int)protos[i] != only_proto) continue;
+        if (only_proto != -1 && (int)protos[i] != only_proto) continue; /* -2: none */
         const char *url = protos[i] == MST_OTLP_GRPC ? grpc_url : http_url;
         if (!url) continue;
-        double e = bench_exporter(url, protos[i], n);
-        double p = bench_pipeline(url, protos[i], n);
-        printf("%-10s %-14s exporter %10.0f spans/s   pipeline %10.0f spans/s\n", label,
-               proto_name(protos[i]), e, p);
+        exporter_cpu cpu = {0, 0};
+        double e = bench_exporter(url, protos[i], n, &cpu);
+        double p = g_exporter_only ? 0 : bench_pipeline(url, protos[i], n);
+        printf("%-10s %-14s exporter %10.0f spans/s   pipeline %10.0f spans/s   exporter CPU %6.3f us/span "
+               "%8.1f us/export\n", label, proto_name(protos[i]), e, p, cpu.us_per_span, cpu.us_per_export);
     }
 }
 
@@ -295,10 +313,17 @@ int main(int argc, char **argv) {
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--spans") == 0) n = strtoul(argv[i + 1], NULL, 10);
         else if (strcmp(argv[i], "--jaeger") == 0) jaeger = argv[i + 1];
+        else if (strcmp(argv[i], "--exporter-only") == 0) g_exporter_only = strcmp(argv[i + 1], "0") != 0;
+        else if (strcmp(argv[i], "--null-sink") == 0) g_null_sink = strcmp(argv[i + 1], "0") != 0;
+        else if (strcmp(argv[i], "--batch") == 0) g_batch = strtoul(argv[i + 1], NULL, 10);
         else if (strcmp(argv[i], "--protocol") == 0)
             proto = strcmp(argv[i + 1], "grpc") == 0 ? MST_OTLP_GRPC
                     : strcmp(argv[i + 1], "http/json") == 0 ? MST_OTLP_HTTP_JSON
                                                             : MST_OTLP_HTTP_PROTOBUF;
+    }
+    if (g_batch == 0 || g_batch > n) {
+        fprintf(stderr, "bench_otlp_export: --batch must be 1..--spans\n");
+        return 2;
     }
     mst_log_set_level(MST_LOG_WARNING);
     sink s;
@@ -308,9 +333,9 @@ int main(int argc, char **argv) {
     }
     char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%u/v1/traces", s.port);
-    printf("OTLP export, %zu spans per run, batches of %d (goal: >= 200000 spans/s to the null sink)\n",
-           n, BATCH);
-    run_all("null-sink", url, NULL, n, proto == MST_OTLP_GRPC ? -2 : proto);
+    printf("OTLP export, %zu spans per run, batches of %zu (goal: >= 200000 spans/s to the null sink)\n",
+           n, g_batch);
+    run_all("null-sink", url, NULL, n, proto == MST_OTLP_GRPC || !g_null_sink ? -2 : proto);
     printf("null sink: %llu requests, %.1f MB received\n",
            (unsigned long long)atomic_load(&s.requests), (double)atomic_load(&s.bytes) / 1e6);
     sink_stop(&s);

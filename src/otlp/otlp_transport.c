@@ -6,10 +6,27 @@
  *
  * Design notes:
  *   - One CURL easy handle per transport, kept for its whole life, so the
- *     TCP/TLS connection is reused between batches (keep-alive; for gRPC only
- *     with libcurl >= 8.0, see make_handle). All
- *     options are set once when the handle is made; a send only sets the
- *     body and the time left.
+ *     TCP/TLS connection is reused between batches (keep-alive; gRPC too,
+ *     over plaintext with the h2c workaround below). All options are set
+ *     once when the handle is made; a send only sets the body, the time
+ *     left and, for h2c, the HTTP version.
+ *   - h2c workaround (gRPC over http:// on libcurl < 8.0, Debian 12's
+ *     7.88.1): a second request asking for HTTP/2 "prior knowledge" on a
+ *     reused connection fails ("Error in the HTTP2 framing layer",
+ *     curl#10634: libcurl stacks a second HTTP/2 layer on the connection).
+ *     Asking for plain HTTP/2 (CURL_HTTP_VERSION_2_0) on that same
+ *     connection does not take that path and works, but on a new
+ *     connection it would send an HTTP/1.1 Upgrade that gRPC servers do not
+ *     speak. So: prior knowledge on a fresh handle (one connection) while
+ *     no connection is known good; plain HTTP/2 while the handle holds one
+ *     that answered and has nothing pending (no GOAWAY, no EOF: see
+ *     h2c_reusable). While reusing, the handle may open no new connection
+ *     (on_open_socket refuses: libcurl's own reconnect would send the
+ *     Upgrade), so a request whose reused connection died between the check
+ *     and the send fails, and is redone at once with prior knowledge on a
+ *     fresh handle (counted as a retry); after
+ *     H2C_REUSE_FAILURES_MAX such failures in a row the transport stops
+ *     reusing (a connection per export, as before the workaround).
  *   - The whole export, retries and backoff sleeps included, fits in
  *     cfg.timeout_ms: a retry whose delay would cross the deadline is not
  *     attempted. So the exporter thread is busy for a bounded time and the
@@ -37,6 +54,7 @@
 #include "otlp/otlp_transport.h"
 
 #include <curl/curl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -44,6 +62,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -61,6 +80,7 @@
 #define WARN_INTERVAL_NS (10ull * 1000000000ull)
 #define FORK_ORPHANS_MAX 64
 #define CANCEL_SLICE_MS 20             /* backoff sleeps check cancel this often */
+#define H2C_REUSE_FAILURES_MAX 3       /* reused-connection failures in a row before giving up reuse */
 
 /* gRPC status codes the OTLP spec names as retryable. */
 enum {
@@ -81,6 +101,12 @@ struct mst_otlp_transport {
     char url[sizeof(((mst_otlp_config *)0)->endpoint) + sizeof GRPC_METHOD_PATH];
     bool grpc;
     CURL *curl;                   /* lazily created, reused (keep-alive)    */
+    bool h2c_workaround;          /* gRPC, http://, libcurl < 8.0 (see top) */
+    bool h2c_live;                /* the handle's connection answered       */
+    bool h2c_reuse_off;           /* gave up reusing (see top)              */
+    bool curl_used;               /* the handle has made a request          */
+    bool h2c_no_new_connection;   /* reusing: on_open_socket refuses        */
+    uint8_t h2c_reuse_failures;   /* in a row, on a reused connection       */
     struct curl_slist *headers;
     mst_buf zbuf;                 /* gzip output                            */
     mst_buf frame;                /* gRPC length-prefixed message           */
@@ -88,6 +114,7 @@ struct mst_otlp_transport {
     /* per-attempt response headers/trailers */
     long retry_after_ms;          /* -1: none                               */
     int grpc_status;              /* -1: none                               */
+    bool grpc_reply;              /* content-type application/grpc[+...]   */
     char grpc_message[256];
     long grpc_retry_ms;           /* from RetryInfo, -1: none               */
     uint64_t rng;
@@ -228,11 +255,14 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *ud) {
     if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) { /* a new response (e.g. after 1xx) */
         t->retry_after_ms = -1;
         t->grpc_status = -1;
+        t->grpc_reply = false;
         t->grpc_message[0] = '\0';
         t->grpc_retry_ms = -1;
     } else if (header_is(line, n, "retry-after", &v, &vn)) {
         snprintf(tmp, sizeof tmp, "%.*s", (int)vn, v);
         t->retry_after_ms = parse_retry_after(tmp);
+    } else if (header_is(line, n, "content-type", &v, &vn)) {
+        t->grpc_reply = vn >= 16 && strncasecmp(v, "application/grpc", 16) == 0;
     } else if (header_is(line, n, "grpc-status", &v, &vn)) {
         t->grpc_status = mst_otlp_grpc_status_parse(v, vn);
     } else if (header_is(line, n, "grpc-message", &v, &vn)) {
@@ -241,6 +271,15 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *ud) {
         t->grpc_retry_ms = mst_otlp_grpc_retry_delay_ms(v, vn);
     }
     return n;
+}
+
+/* CURLOPT_OPENSOCKETFUNCTION of h2c handles: no new connection while
+ * reusing (see the top), else what libcurl would do (plus close-on-exec). */
+static curl_socket_t on_open_socket(void *ud, curlsocktype purpose, struct curl_sockaddr *addr) {
+    const mst_otlp_transport *t = ud;
+    (void)purpose;
+    if (t->h2c_no_new_connection) return CURL_SOCKET_BAD;
+    return socket(addr->family, addr->socktype | SOCK_CLOEXEC, addr->protocol);
 }
 
 /* ---------------------------------------------------------- construction */
@@ -339,16 +378,18 @@ static mst_status make_handle(mst_otlp_transport *t) {
     CURL *c = curl_easy_init();
     if (!c) return MST_ERR_NOMEM;
     bool https = strncasecmp(t->url, "https://", 8) == 0;
-    /* libcurl before 8.0 (Debian 12 ships 7.88.1) fails the second request on
-     * a reused HTTP/2 connection ("Error in the HTTP2 framing layer", seen
-     * against Jaeger's gRPC receiver; the curl CLI shows the same). So there
-     * HTTP/1.1 is used for http/protobuf and http/json (as the Python OTLP
-     * exporter does anyway), and gRPC, which needs HTTP/2, opens a new
-     * connection per export instead of reusing one. */
+    /* libcurl before 8.0 (Debian 12 ships 7.88.1) fails the second request
+     * asking for HTTP/2 prior knowledge on a reused connection (curl#10634;
+     * gRPC over http:// works around it, see the top). HTTP/2 negotiated by
+     * ALPN over TLS reuses fine there, but http/protobuf and http/json keep
+     * HTTP/1.1 on those versions (as the Python OTLP exporter does anyway). */
     bool h2_reuse_ok = curl_version_info(CURLVERSION_NOW)->version_num >= 0x080000;
     long version = CURL_HTTP_VERSION_1_1;
     if (t->grpc) version = https ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
     else if (https && h2_reuse_ok) version = CURL_HTTP_VERSION_2TLS; /* ALPN: h2 or 1.1 */
+    t->h2c_workaround = t->grpc && !https && !h2_reuse_ok;
+    t->h2c_live = false;
+    t->curl_used = false;
     CURLcode rc = CURLE_OK;
 #define SETOPT(opt, val) do { if (rc == CURLE_OK) rc = curl_easy_setopt(c, opt, val); } while (0)
     SETOPT(CURLOPT_URL, t->url);
@@ -369,7 +410,10 @@ static mst_status make_handle(mst_otlp_transport *t) {
     SETOPT(CURLOPT_XFERINFOFUNCTION, on_progress);
     SETOPT(CURLOPT_XFERINFODATA, t);
     SETOPT(CURLOPT_NOPROGRESS, 0L); /* the progress callback checks cancel */
-    if (t->grpc && !h2_reuse_ok) SETOPT(CURLOPT_FORBID_REUSE, 1L);
+    if (t->h2c_workaround) {
+        SETOPT(CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
+        SETOPT(CURLOPT_OPENSOCKETDATA, t);
+    }
 #undef SETOPT
     if (rc == CURLE_OK) rc = mst_otlp_curl_set_tls(c, &t->cfg.tls);
     if (rc != CURLE_OK) {
@@ -485,6 +529,17 @@ static attempt_outcome classify_grpc(mst_otlp_transport *t, long http, mst_otlp_
     attempt_outcome o = {ATTEMPT_FAIL, MST_ERR_REJECTED, -1};
     int gs = t->grpc_status;
     r->grpc_status = gs;
+    mst_otlp_partial reply;
+    if (gs < 0 && http == 200 && t->grpc_reply && t->resp.len >= 5 &&
+        mst_otlp_response_parse_grpc(t->resp.data, t->resp.len, &reply) == MST_OK) {
+        /* A whole response message but no grpc-status: libcurl 7.88 drops
+         * the trailers when the server closes the connection (or sends a
+         * GOAWAY) in the same read. A unary gRPC server sends the response
+         * message only for a call that succeeded, so the export was
+         * accepted; failing it would count delivered spans as lost. */
+        MST_DEBUG("OTLP gRPC export to %s: a response message without trailers; taken as OK", t->url);
+        return accepted(t, &reply, r);
+    }
     if (gs < 0) {
         /* no grpc-status: an HTTP-level failure (proxy, wrong port ...) */
         if (http == 408 || http == 429 || http == 502 || http == 503 || http == 504) {
@@ -545,24 +600,101 @@ static attempt_outcome classify_http(mst_otlp_transport *t, long http, mst_otlp_
     return o;
 }
 
-static attempt_outcome attempt(mst_otlp_transport *t, const uint8_t *p, size_t n,
-                               uint64_t remaining_ms, mst_otlp_send_result *r) {
+/* h2c workaround (see the top): the handle holds a connection that answered
+ * and the server has sent nothing since (a GOAWAY, a reset or EOF would be
+ * readable), so plain HTTP/2 reuses it. */
+static bool h2c_reusable(mst_otlp_transport *t) {
+    if (!t->curl || !t->h2c_live || t->h2c_reuse_off) return false;
+    curl_socket_t fd = CURL_SOCKET_BAD;
+    if (curl_easy_getinfo(t->curl, CURLINFO_ACTIVESOCKET, &fd) != CURLE_OK || fd == CURL_SOCKET_BAD)
+        return false;
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    return poll(&pfd, 1, 0) == 0;
+}
+
+/* Before an h2c request: plain HTTP/2 on the connection that answered, else
+ * prior knowledge on a fresh handle, so that no connection the libcurl bug
+ * may have broken is asked again. *reusing says which. */
+static mst_status h2c_prepare(mst_otlp_transport *t, bool *reusing) {
+    *reusing = h2c_reusable(t);
+    if (!*reusing && t->curl && t->curl_used) {
+        curl_easy_cleanup(t->curl); /* ours (not a fork's): closing it is fine */
+        t->curl = NULL;
+    }
+    mst_status st = t->curl ? MST_OK : make_handle(t);
+    if (st != MST_OK) return st;
+    curl_easy_setopt(t->curl, CURLOPT_HTTP_VERSION,
+                     *reusing ? (long)CURL_HTTP_VERSION_2_0 : (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+    t->h2c_live = false;
+    t->h2c_no_new_connection = *reusing;
+    t->curl_used = true;
+    return MST_OK;
+}
+
+/* After an h2c request: true when it failed on the reused connection and is
+ * to be redone at once with prior knowledge (a cancel or the deadline is
+ * not redone). Gives up reuse after H2C_REUSE_FAILURES_MAX in a row. */
+static bool h2c_redo(mst_otlp_transport *t, bool reused, CURLcode rc) {
+    if (rc == CURLE_OK) {
+        t->h2c_live = true;
+        if (reused) t->h2c_reuse_failures = 0;
+        return false;
+    }
+    if (!reused || rc == CURLE_ABORTED_BY_CALLBACK || rc == CURLE_OPERATION_TIMEDOUT) return false;
+    if (++t->h2c_reuse_failures >= H2C_REUSE_FAILURES_MAX && !t->h2c_reuse_off) {
+        t->h2c_reuse_off = true;
+        MST_WARN("OTLP gRPC export to %s: %u requests in a row failed on a reused HTTP/2 connection (last: %s); "
+                 "one connection per export from now on", t->url, (unsigned)t->h2c_reuse_failures,
+                 t->errbuf[0] ? t->errbuf : curl_easy_strerror(rc));
+    }
+    return true;
+}
+
+/* One request with the time left to `deadline` (ns); for h2c, with the
+ * redo described at the top. Counts what it sends in r. */
+static CURLcode perform(mst_otlp_transport *t, const uint8_t *p, size_t n, uint64_t deadline,
+                        mst_otlp_send_result *r, mst_status *st) {
+    *st = MST_OK;
+    for (int pass = 0;; pass++) {
+        bool reused = false;
+        if (t->h2c_workaround && (*st = h2c_prepare(t, &reused)) != MST_OK) return CURLE_OK;
+        uint64_t now = mono_ns();
+        uint64_t remaining_ms = now < deadline ? (deadline - now + 999999) / 1000000 : 1;
+        t->retry_after_ms = -1;
+        t->grpc_status = -1;
+        t->grpc_reply = false;
+        t->grpc_message[0] = '\0';
+        t->grpc_retry_ms = -1;
+        t->errbuf[0] = '\0';
+        mst_buf_reset(&t->resp);
+        curl_easy_setopt(t->curl, CURLOPT_POSTFIELDS, (const char *)p);
+        curl_easy_setopt(t->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)n);
+        curl_easy_setopt(t->curl, CURLOPT_TIMEOUT_MS, (long)remaining_ms);
+        /* Both counters move here, where a request is really sent, so
+         * retries + 1 == attempts holds whatever stops the loop afterwards (a
+         * deadline crossed or a cancel seen after a backoff sleep). */
+        if (r->attempts++ > 0) r->retries++;
+        CURLcode rc = curl_easy_perform(t->curl);
+        t->last_rc = rc;
+        if (!t->h2c_workaround) return rc;
+        bool redo = h2c_redo(t, reused, rc); /* also records a success */
+        if (!redo || pass > 0 || cancelled(t) || mono_ns() >= deadline) return rc;
+        MST_DEBUG("OTLP gRPC export to %s: the reused connection failed (%s); again on a new one", t->url,
+                  t->errbuf[0] ? t->errbuf : curl_easy_strerror(rc));
+    }
+}
+
+static attempt_outcome attempt(mst_otlp_transport *t, const uint8_t *p, size_t n, uint64_t deadline,
+                               mst_otlp_send_result *r) {
     attempt_outcome o = {ATTEMPT_FAIL, MST_ERR_INTERNAL, -1};
-    t->retry_after_ms = -1;
-    t->grpc_status = -1;
-    t->grpc_message[0] = '\0';
-    t->grpc_retry_ms = -1;
-    t->errbuf[0] = '\0';
-    mst_buf_reset(&t->resp);
-    curl_easy_setopt(t->curl, CURLOPT_POSTFIELDS, (const char *)p);
-    curl_easy_setopt(t->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)n);
-    curl_easy_setopt(t->curl, CURLOPT_TIMEOUT_MS, (long)(remaining_ms ? remaining_ms : 1));
-    /* Both counters move here, where a request is really sent, so
-     * retries + 1 == attempts holds whatever stops the loop afterwards (a
-     * deadline crossed or a cancel seen after a backoff sleep). */
-    if (r->attempts++ > 0) r->retries++;
-    CURLcode rc = curl_easy_perform(t->curl);
-    t->last_rc = rc;
+    uint64_t now = mono_ns();
+    uint64_t remaining_ms = now < deadline ? (deadline - now + 999999) / 1000000 : 1; /* TLS probe bound */
+    mst_status pst;
+    CURLcode rc = perform(t, p, n, deadline, r, &pst);
+    if (pst != MST_OK) {
+        o.status = pst;
+        return o;
+    }
     if (rc != CURLE_OK) {
         const char *why = t->errbuf[0] ? t->errbuf : curl_easy_strerror(rc);
         char tls_msg[sizeof t->config_error];
@@ -571,7 +703,7 @@ static attempt_outcome attempt(mst_otlp_transport *t, const uint8_t *p, size_t n
         } else if (rc == CURLE_OPERATION_TIMEDOUT) {
             o.status = MST_ERR_TIMEOUT;
             warn_limited(&t->warn_fail, "OTLP export to %s timed out: %s", t->url, why);
-        } else if (mst_otlp_curl_tls_problem(rc, why, t->url, &t->cfg.tls, (long)(remaining_ms ? remaining_ms : 1),
+        } else if (mst_otlp_curl_tls_problem(rc, why, t->url, &t->cfg.tls, (long)remaining_ms,
                                              tls_msg, sizeof tls_msg)) {
             return config_error(t, r, "%s", tls_msg);
         } else if (curl_error_is_config(rc)) {
@@ -627,7 +759,7 @@ mst_status mst_otlp_transport_send(mst_otlp_transport *t, const uint8_t *body, s
         if (cancelled(t)) return MST_ERR_CLOSED;
         uint64_t now = mono_ns();
         if (now >= deadline) return r->attempts ? MST_ERR_UNAVAILABLE : MST_ERR_TIMEOUT;
-        attempt_outcome o = attempt(t, p, n, (deadline - now + 999999) / 1000000, r);
+        attempt_outcome o = attempt(t, p, n, deadline, r);
         if (o.kind != ATTEMPT_RETRY) return o.status;
         uint64_t delay = o.delay_hint_ms >= 0 ? (uint64_t)o.delay_hint_ms : backoff_ms(t, r->retries);
         now = mono_ns();

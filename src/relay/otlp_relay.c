@@ -19,7 +19,7 @@
  * collector may still have received them).
  *
  * gRPC over plain http on libcurl < 8 (h2c reuse bug curl#10634) needs no
- * care here: the transport itself opens one connection per request there.
+ * care here: the transport itself works around it (otlp_transport.c).
  */
 #include "relay/otlp_relay.h"
 

@@ -11,7 +11,8 @@ three mstrace HTTP clients:
   - the in-process OTLP exporter (test_otlp_transport_driver: config from
     OTEL_EXPORTER_OTLP_*, the real transport) over grpc, http/protobuf and
     http/json, server TLS and mutual TLS, spans found through the https
-    query API; the TRACES_ variable winning over the generic one;
+    query API; the TRACES_ variable winning over the generic one; gRPC over
+    TLS keeping one connection for several exports (h2_count_proxy.py);
   - the relay (`mstrace forward`), grpc and http/protobuf over mutual TLS;
   - `mstrace analyze --jaeger https://...` with --jaeger-ca/-cert/-key;
 
@@ -33,6 +34,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from jaeger_fixture import running_jaeger  # noqa: E402
 from otlp_driver import clean_env, driver  # noqa: E402,F401  (driver: a fixture)
+from h2_count_proxy import H2CountProxy  # noqa: E402
 from test_otlp_relay import FAST, make_request, relay_env, relay_factory, send_mindie  # noqa: E402,F401
 
 if os.environ.get("MST_SKIP_JAEGER") == "1":
@@ -163,6 +165,18 @@ def test_exporter_mutual_tls(driver, jaeger_mtls, pki, protocol):  # noqa: F811
     out = _export(driver, _endpoint(jaeger_mtls, protocol), protocol, _tls_env(pki, client="client", traces=True))
     assert out["spans_exported"] == N and out["spans_failed"] == 0, out["stderr"]
     assert len(jaeger_mtls.wait_for_spans(out["service"], N)) == N
+
+
+def test_grpc_over_tls_keeps_one_connection(driver, jaeger_tls, pki):  # noqa: F811
+    """gRPC over TLS (HTTP/2 by ALPN) reuses its connection for every export,
+    on libcurl < 8 too: a TCP proxy in front of the receiver accepts one."""
+    k = N
+    with H2CountProxy(jaeger_tls.otlp_grpc_addr, tls=True) as proxy:
+        out = _export(driver, f"https://{proxy.addr}", "grpc", _tls_env(pki), batches=k)
+        accepted = proxy.accepted
+    assert out["batches_ok"] == k and out["spans_exported"] == N and out["retries"] == 0, out["stderr"]
+    assert accepted == 1
+    assert len(jaeger_tls.wait_for_spans(out["service"], N)) == N
 
 
 def test_traces_variables_win(driver, jaeger_mtls, pki):  # noqa: F811

@@ -14,14 +14,17 @@
  *     MST_ERR_CLOSED.
  *
  *   - `--url U --protocol P --spans N [--timeout-ms T] [--batch B | --batches K]
- *      [--backoff-scale S] [--gzip]`: sets the OTEL_EXPORTER_OTLP_TRACES_*
+ *      [--backoff-scale S] [--gzip] [--fork-after F]`: sets the OTEL_EXPORTER_OTLP_TRACES_*
  *     variables (other OTEL_* variables such as HEADERS come from the caller),
  *     builds the config with mst_otlp_config_from_env, creates the exporter
  *     with mst_otlp_exporter_create and exports N spans (a request span with
  *     children and linked batch spans) in batches of B through the
  *     exporter's ops (--batches K: K batches of about N/K spans, all on one
  *     exporter, i.e. one transport), then prints the counters as one JSON
- *     line on stdout. Used by tests/integration/test_otlp_retry.py,
+ *     line on stdout. --fork-after F: after F batches the process forks; the
+ *     child (after the exporter's after_fork_child) exports the next batch
+ *     and exits, the parent waits for it, skips that batch and goes on on
+ *     its own connection ("child_ok" in the JSON line). Used by tests/integration/test_otlp_retry.py,
  *     test_otlp_grpc.py and test_jaeger_export.py.
  */
 #include <arpa/inet.h>
@@ -461,13 +464,13 @@ static void fill_span(mst_span *s, mst_link *link, size_t i, const mst_trace_id 
 static int usage(void) {
     fprintf(stderr, "usage: test_otlp_transport_driver [--url U --protocol grpc|http/protobuf|"
                     "http/json --spans N [--timeout-ms T] [--batch B | --batches K] [--backoff-scale S] "
-                    "[--gzip]]\n");
+                    "[--gzip] [--fork-after F]]\n");
     return 2;
 }
 
 static int driver_main(int argc, char **argv) {
     const char *url = NULL, *protocol = NULL, *timeout = NULL;
-    size_t n = 0, batch = 0, batches = 0;
+    size_t n = 0, batch = 0, batches = 0, fork_after = 0;
     bool gzip = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -481,6 +484,7 @@ static int driver_main(int argc, char **argv) {
         else if (strcmp(a, "--batch") == 0) batch = strtoul(v, NULL, 10);
         else if (strcmp(a, "--batches") == 0) batches = strtoul(v, NULL, 10);
         else if (strcmp(a, "--backoff-scale") == 0) mst_otlp_transport_set_backoff_scale(atof(v));
+        else if (strcmp(a, "--fork-after") == 0) fork_after = strtoul(v, NULL, 10);
         else return usage();
         i++;
     }
@@ -514,10 +518,22 @@ static int driver_main(int argc, char **argv) {
         fill_span(&spans[i], &links[i], i, &tid, &root, t0);
         ptrs[i] = &spans[i];
     }
-    int calls_failed = 0, calls = 0;
+    int calls_failed = 0, calls = 0, child_ok = -1; /* -1: no fork */
     mst_status last = MST_OK;
-    for (size_t off = 0; off < n; off += batch) {
+    for (size_t off = 0, k = 0; off < n; off += batch, k++) {
         size_t m = n - off < batch ? n - off : batch;
+        if (fork_after && k == fork_after) {
+            pid_t pid = fork();
+            if (pid == 0) {
+                exp->ops->after_fork_child(exp);
+                mst_status cs = exp->ops->export_batch(exp, ptrs + off, m);
+                exp->ops->destroy(exp);
+                _exit(cs == MST_OK ? 0 : 1);
+            }
+            int wst = 0;
+            child_ok = pid > 0 && waitpid(pid, &wst, 0) == pid && WIFEXITED(wst) && WEXITSTATUS(wst) == 0;
+            continue; /* the child's batch */
+        }
         mst_status s = exp->ops->export_batch(exp, ptrs + off, m);
         calls++;
         if (s != MST_OK) { calls_failed++; last = s; }
@@ -529,11 +545,11 @@ static int driver_main(int argc, char **argv) {
     printf("{\"status\": \"%s\", \"status_code\": %d, \"calls\": %d, \"calls_failed\": %d, "
            "\"trace_id\": \"%s\", "
            "\"spans_exported\": %llu, \"spans_failed\": %llu, \"spans_rejected\": %llu, "
-           "\"batches_ok\": %llu, \"batches_failed\": %llu, \"retries\": %llu}\n",
+           "\"batches_ok\": %llu, \"batches_failed\": %llu, \"retries\": %llu, \"child_ok\": %d}\n",
            mst_strerror(last), (int)last, calls, calls_failed, tid_hex,
            (unsigned long long)stats.spans_exported, (unsigned long long)stats.spans_failed,
            (unsigned long long)stats.spans_rejected, (unsigned long long)stats.batches_ok,
-           (unsigned long long)stats.batches_failed, (unsigned long long)stats.retries);
+           (unsigned long long)stats.batches_failed, (unsigned long long)stats.retries, child_ok);
     exp->ops->destroy(exp);
     free(spans);
     free(links);
