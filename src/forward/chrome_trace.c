@@ -212,19 +212,28 @@ static uint64_t flow_id64(const uint8_t src_key[24], const uint8_t dest_span[8])
  * Room is reserved once; everything written is plain ASCII. The id and
  * the link text ("<srcTrace>:<srcSpan>:<destSpan>") are written into the
  * first event and copied from there into the second. */
+/* The common head of a request.link flow event, up to the opening quote
+ * of its "id" value: `ph` is 's' (start) or 'f' (finish). */
+static char *flow_event_head(char *o, char ph, int64_t ts, int64_t pid, int64_t tid) {
+    o = CLIT(o, ",{\"name\":\"request.link\",\"cat\":\"Tracing.Flow\",\"ph\":\"");
+    *o++ = ph;
+    o = CLIT(o, "\",\"ts\":");
+    o = cur_ts(o, ts);
+    o = CLIT(o, ",\"pid\":");
+    o = cur_i64(o, pid);
+    o = CLIT(o, ",\"tid\":");
+    o = cur_i64(o, tid);
+    return CLIT(o, ",\"id\":\"");
+}
+
 static void emit_flow(mst_chrome_writer *w, const uint8_t src_key[24], int64_t spid, int64_t stid,
                       int64_t sts, const uint8_t dest_span[8], int64_t dpid, int64_t dtid,
                       int64_t dts) {
     mst_buf *b = w->buf;
     if (!mst_buf_reserve(b, FLOW_NEED)) return;
     char *o = cur_of(b);
-    o = CLIT(o, ",{\"name\":\"request.link\",\"cat\":\"Tracing.Flow\",\"ph\":\"s\",\"ts\":");
-    o = cur_ts(o, sts);
-    o = CLIT(o, ",\"pid\":");
-    o = cur_i64(o, spid);
-    o = CLIT(o, ",\"tid\":");
-    o = cur_i64(o, stid);
-    o = CLIT(o, ",\"id\":\"0x");
+    o = flow_event_head(o, 's', sts, spid, stid);
+    o = CLIT(o, "0x");
     const char *id = o - 2;
     hex16_text(flow_id64(src_key, dest_span), o);
     o += 16;
@@ -241,13 +250,7 @@ static void emit_flow(mst_chrome_writer *w, const uint8_t src_key[24], int64_t s
     hex_bytes8(dest_span, o + 50);
     o += 66;
     o = CLIT(o, "\"}}");
-    o = CLIT(o, ",{\"name\":\"request.link\",\"cat\":\"Tracing.Flow\",\"ph\":\"f\",\"ts\":");
-    o = cur_ts(o, dts);
-    o = CLIT(o, ",\"pid\":");
-    o = cur_i64(o, dpid);
-    o = CLIT(o, ",\"tid\":");
-    o = cur_i64(o, dtid);
-    o = CLIT(o, ",\"id\":\"");
+    o = flow_event_head(o, 'f', dts, dpid, dtid);
     o = cur_mem(o, id, 18);
     o = CLIT(o, "\",\"bp\":\"e\",\"args\":{\"link\":\"");
     o = cur_mem(o, link, 66);

@@ -36,6 +36,14 @@ FRAME_DATA = 0x0
 FLAG_END_STREAM, FLAG_END_HEADERS = 0x1, 0x4
 
 
+
+def _recv_or_end(sock):
+    """The next bytes from `sock`, or b"" once it has ended or failed."""
+    try:
+        return sock.recv(65536)
+    except OSError:
+        return b""
+
 class H2CountProxy:
     def __init__(self, upstream: str, cut: str = None, tls: bool = False):
         """tls: the bytes are TLS records, relayed as they are (count only)."""
@@ -102,10 +110,7 @@ class H2CountProxy:
         pos = None         # start of the next frame header; None: preface not yet read
         first_stream = None
         while True:
-            try:
-                data = client.recv(65536)
-            except OSError:
-                data = b""
+            data = _recv_or_end(client)
             if not data:
                 break
             with self._lock:
@@ -155,10 +160,7 @@ class H2CountProxy:
         (see the top); after a rewrite, the rest relayed as it is."""
         buf = b""
         while True:
-            try:
-                data = upstream.recv(65536)
-            except OSError:
-                data = b""
+            data = _recv_or_end(upstream)
             if not data:
                 break
             buf += data

@@ -124,16 +124,22 @@ def packets():
     return out
 
 
-def write(binary, out):
-    """The stream into a real forwarder writing `out` (its log in a temporary directory)."""
-    log = Path(tempfile.mkdtemp(prefix="pftrace-fixture-")) / "forward.log"
+def write_stream(binary, out, stream, log_prefix):
+    """`stream` (packets) into a real forwarder writing `out` (its log in a
+    temporary directory named after `log_prefix`)."""
+    log = Path(tempfile.mkdtemp(prefix=log_prefix)) / "forward.log"
     d = Daemon(Path(binary), Path(out), log_level="info", stderr_path=log)
     d.start()
     try:
-        d.send(*packets())
+        d.send(*stream)
     finally:
         assert d.stop() == 0, d.log()
     return Path(out)
+
+
+def write(binary, out):
+    """The stream into a real forwarder writing `out`."""
+    return write_stream(binary, out, packets(), "pftrace-fixture-")
 
 
 if __name__ == "__main__":

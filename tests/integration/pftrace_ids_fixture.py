@@ -18,13 +18,12 @@ Usage (regenerating the fixture needs the forwarder of the encoding it stands fo
 import hashlib
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conftest import MAGIC, Daemon, make_packet  # noqa: E402
-from pftrace_fixture import engine_stream  # noqa: E402
+from conftest import MAGIC, make_packet  # noqa: E402
+from pftrace_fixture import engine_stream, write_stream  # noqa: E402
 
 
 def hex_id(kind, n, digits):
@@ -80,15 +79,8 @@ def packets():
 
 
 def write(binary, out):
-    """The stream into a real forwarder writing `out` (its log in a temporary directory)."""
-    log = Path(tempfile.mkdtemp(prefix="pftrace-ids-fixture-")) / "forward.log"
-    d = Daemon(Path(binary), Path(out), log_level="info", stderr_path=log)
-    d.start()
-    try:
-        d.send(*packets())
-    finally:
-        assert d.stop() == 0, d.log()
-    return Path(out)
+    """The stream into a real forwarder writing `out`."""
+    return write_stream(binary, out, packets(), "pftrace-ids-fixture-")
 
 
 if __name__ == "__main__":
