@@ -14,8 +14,9 @@
  * requests from one step to the next — a few finish, a few join — so each id
  * recurs in the many steps of its request's life, and consumers (request
  * tracks, interning) see that reuse. Each request decodes for 32–287 steps
- * (a fixed pseudo-random sequence per client), then finishes and a new one
- * (with a 64–1,023-token prefill) takes its place. Ids look like vLLM's:
+ * (a fixed pseudo-random sequence per client), then finishes and leaves the
+ * batch; a new one (with a 64–1,023-token prefill) joins at the end, as in
+ * vLLM's own order (bench_batch_advance). Ids look like vLLM's:
  * "chatcmpl-<32 hex>-<8 hex>".
  */
 #ifndef MST_BENCH_PACKET_H
@@ -135,20 +136,31 @@ static inline void bench_batch_free(bench_batch *b) {
     free(b->finished);
 }
 
-/* The next step: requests whose decode is done finish, a new one joins in
- * each freed slot (its prefill is this step). */
+/* The next step, in vLLM's order: requests whose decode is done finish and
+ * leave the batch, the others keep their order, and as many new requests
+ * (their prefill is this step) join at the end. That is how vLLM's v1
+ * scheduler lists a step: the running requests first, in `Scheduler.running`'s
+ * order (finished ones removed with `remove_all`, which keeps the order), then
+ * the requests admitted from the queue, which are appended to `running`. */
 static inline void bench_batch_advance(bench_batch *b) {
     b->n_finished = 0;
+    int kept = 0;
     for (int i = 0; i < b->n; i++) {
         if (b->prompt[i] > 0) { /* prefilled last step: decoding now */
             b->prompt[i] = 0;
+        } else if (--b->left[i] <= 0) {
+            memcpy(b->finished + (size_t)b->n_finished++ * BENCH_ID_LEN,
+                   b->id + (size_t)i * BENCH_ID_LEN, BENCH_ID_LEN);
             continue;
         }
-        if (--b->left[i] > 0) continue;
-        memcpy(b->finished + (size_t)b->n_finished++ * BENCH_ID_LEN, b->id + (size_t)i * BENCH_ID_LEN,
-               BENCH_ID_LEN);
-        bench_batch_join(b, i);
+        if (kept != i) {
+            memcpy(b->id + (size_t)kept * BENCH_ID_LEN, b->id + (size_t)i * BENCH_ID_LEN, BENCH_ID_LEN);
+            b->left[kept] = b->left[i];
+            b->prompt[kept] = b->prompt[i];
+        }
+        kept++;
     }
+    while (kept < b->n) bench_batch_join(b, kept++);
     b->step++;
 }
 
