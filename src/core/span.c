@@ -150,7 +150,7 @@ static mst_attr *attr_find(const attr_table *t, const char *key, size_t klen) {
 /* The length every setter stores a key with (klen bytes given): cut to
  * MST_MAX_KEY_LEN on a UTF-8 boundary; 0 when it cannot be stored (NULL,
  * empty, or nothing left after the cut), and the attribute is ignored. */
-static size_t key_len_checked(const char *key, size_t klen) {
+static inline size_t key_len_checked(const char *key, size_t klen) {
     if (!key || klen == 0) return 0;
     return klen <= MST_MAX_KEY_LEN ? klen : mst_utf8_cut(key, klen, MST_MAX_KEY_LEN);
 }
@@ -159,7 +159,7 @@ static size_t key_len_checked(const char *key, size_t klen) {
  * (*is_new false), else the next free one (*is_new true; not yet counted:
  * the caller fills its key and calls slot_commit), or NULL when the table is
  * full (counted as dropped). */
-static mst_attr *attr_slot(const attr_table *t, const char *key, size_t klen, uint64_t bit, bool *is_new) {
+static inline mst_attr *attr_slot(const attr_table *t, const char *key, size_t klen, uint64_t bit, bool *is_new) {
     if (!t->key_lens || (*t->key_lens & bit)) {
         mst_attr *held = attr_find(t, key, klen);
         if (held) {
@@ -177,14 +177,14 @@ static mst_attr *attr_slot(const attr_table *t, const char *key, size_t klen, ui
 
 /* The key of a new slot: by pointer (a literal that outlives the span,
  * mstrace.h MST_LIT) or copied into the arena. False: out of memory. */
-static bool slot_key(mst_arena *ar, mst_attr *a, const char *key, size_t klen, bool by_pointer) {
+static inline bool slot_key(mst_arena *ar, mst_attr *a, const char *key, size_t klen, bool by_pointer) {
     if (!by_pointer) return str_copy(ar, &a->key, key, klen, MST_MAX_KEY_LEN);
     a->key.ptr = key;
     a->key.len = (uint32_t)klen;
     return true;
 }
 
-static void slot_commit(const attr_table *t, uint64_t bit) {
+static inline void slot_commit(const attr_table *t, uint64_t bit) {
     (*t->n)++;
     if (t->key_lens) *t->key_lens |= bit;
 }
@@ -493,7 +493,7 @@ static void span_set_lit(mst_span *s, const char *key, size_t klen, const mst_at
  * this). NULL: no span, a bad key, or the table is full (counted). Why not
  * span_set_lit: most of a step's attributes are numbers, and this path skips
  * the value switch and the store's failure handling. */
-static mst_attr *number_slot_lit(mst_span *s, const char *key, size_t klen) {
+static inline mst_attr *number_slot_lit(mst_span *s, const char *key, size_t klen) {
     if (!s) return NULL;
     bool by_pointer = klen <= MST_MAX_KEY_LEN; /* a cut key is copied, with its NUL */
     if (!(klen = key_len_checked(key, klen))) return NULL;
@@ -638,8 +638,8 @@ static const mst_attr *attr_named(const mst_span *span, const char *key) {
     return NULL;
 }
 
-/* mst_span_add_link_block, the refs copied (`shared` NULL) or read from
- * the block `shared` the span holds. */
+/* mst_span_add_link_block: the refs copied into the arena, or (`shared`)
+ * read in place from the batch block the span holds. */
 static void link_block_set(mst_span *span, const mst_link_ref *refs, size_t n, const char *key,
                            const char *list_key, bool shared) {
     if (!span || !refs || n == 0) return;
