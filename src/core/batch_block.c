@@ -57,13 +57,16 @@ static void pool_init(void) {
 }
 
 /* A block with at least `need` data bytes: a pooled one when it is big
- * enough (else it is freed), or a fresh one. */
+ * enough (else it is freed), or a fresh one. Sizes are powers of two from
+ * 4 KiB, so a batch that grows by a few requests still fits the blocks it
+ * released before. */
 static mst_batch_block *block_get(size_t need) {
     pthread_once(&g_pool_once, pool_init);
     mst_batch_block *b = g_pool_ok ? mst_queue_pop(&g_pool) : NULL;
     if (b && b->cap >= need) return b;
     free(b);
-    size_t cap = need < 4096 ? 4096 : need;
+    size_t cap = 4096;
+    while (cap < need) cap *= 2;
     b = malloc(sizeof *b + cap);
     if (b) b->cap = cap;
     return b;
