@@ -6,7 +6,9 @@
  * cut on a UTF-8 boundary, 1024 links and list items, 128 events, dropped
  * counts), links (one by one, or a block expanded on the exporter thread)
  * and events with their own attributes, status, ending (hand-off to
- * the tracer's queue). The read-out functions are span_readout.c.
+ * the tracer's queue); a batch block's list and links read in place, the
+ * span holding a reference (batch_block.c). The read-out functions are
+ * span_readout.c.
  *
  * Sampling (sampler.h) is decided first: a dropped span is NULL, costs no
  * allocation and no clock read, and is only counted.
