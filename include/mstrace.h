@@ -309,7 +309,8 @@ MST_EXPORT void mst_span_set_attr(mst_span *span, const mst_attr_in *attr);
  * exported (a literal of a program or of a library that is never unloaded);
  * MST_LIT accepts only a literal and gives its length:
  *     mst_span_set_int_lit(span, MST_LIT("batch.request_count"), 4);
- * An empty key or one over MST_MAX_KEY_LEN bytes is ignored. */
+ * An empty key is ignored; one over MST_MAX_KEY_LEN bytes is cut on a UTF-8
+ * boundary, as the copying setters cut it. */
 #define MST_LIT(s) ("" s ""), (sizeof(s) - 1)
 MST_EXPORT void mst_span_set_int_lit(mst_span *span, const char *key, size_t key_len, int64_t value);
 MST_EXPORT void mst_span_set_double_lit(mst_span *span, const char *key, size_t key_len, double value);
@@ -341,6 +342,36 @@ typedef struct mst_link_ref {
  * and counts its links as dropped). */
 MST_EXPORT void mst_span_add_link_block(mst_span *span, const mst_link_ref *refs, size_t n,
                                         const char *key, const char *list_key);
+
+/* Batch blocks: a string list and a link block copied once and shared,
+ * read-only, by every span given it (a batch whose request ids and request
+ * links several spans carry: the step's and its model calls'). The span
+ * takes its own reference and drops it when it has been exported, so the
+ * caller may release its reference at any time after handing the block on;
+ * a span reads the same as with the copying calls it stands for. Items
+ * (at most MST_MAX_LIST_ITEMS, each cut to MST_MAX_VALUE_LEN) and links (at
+ * most MST_MAX_LINKS) over the limits are left out. Thread-safe: any thread
+ * may release a reference. */
+typedef struct mst_batch_block mst_batch_block;
+/* Copies items (lens as in mst_span_set_str_list_n, or NULL: measured) and
+ * links into a new block holding one reference, the caller's; NULL when out
+ * of memory. */
+MST_EXPORT mst_batch_block *mst_batch_block_new(const char *const *items, const size_t *lens,
+                                                size_t count, const mst_link_ref *links,
+                                                size_t n_links);
+/* Drops one reference; the last frees (or pools) the block. NULL is fine. */
+MST_EXPORT void mst_batch_block_release(mst_batch_block *block);
+/* The block's links, as copied (NULL block: none); its items:
+ * mst_batch_block_items (read-out, below). */
+MST_EXPORT const mst_link_ref *mst_batch_block_links(const mst_batch_block *block, size_t *n);
+/* As mst_span_set_str_list_lit with the block's items, without copying
+ * them. */
+MST_EXPORT void mst_span_set_str_list_block_lit(mst_span *span, const char *key, size_t key_len,
+                                                mst_batch_block *block);
+/* As mst_span_add_link_block with the block's links, without copying
+ * them. */
+MST_EXPORT void mst_span_add_link_block_shared(mst_span *span, mst_batch_block *block,
+                                               const char *key, const char *list_key);
 /* Adds an event; time_ns 0 means now. */
 MST_EXPORT void mst_span_add_event(mst_span *span, const char *name, uint64_t time_ns,
                                    const mst_attr_in *attrs, size_t n_attrs);
@@ -545,6 +576,8 @@ MST_EXPORT mst_str mst_scope_get_version(const mst_scope *scope);     /* "" when
  * set; *n gets the count (0 with a non-NULL pointer or NULL when empty). */
 MST_EXPORT const mst_attr *mst_span_get_attrs(const mst_span *span, size_t *n);
 MST_EXPORT const mst_link *mst_span_get_links(const mst_span *span, size_t *n);
+/* A batch block's items, as copied (NULL block: none). */
+MST_EXPORT const mst_str *mst_batch_block_items(const mst_batch_block *block, size_t *n);
 MST_EXPORT const mst_event *mst_span_get_events(const mst_span *span, size_t *n);
 MST_EXPORT void mst_span_get_dropped(const mst_span *span, mst_span_dropped *out);
 

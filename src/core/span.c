@@ -6,7 +6,9 @@
  * cut on a UTF-8 boundary, 1024 links and list items, 128 events, dropped
  * counts), links (one by one, or a block expanded on the exporter thread)
  * and events with their own attributes, status, ending (hand-off to
- * the tracer's queue). The read-out functions are span_readout.c.
+ * the tracer's queue); a batch block's list and links read in place, the
+ * span holding a reference (batch_block.c). The read-out functions are
+ * span_readout.c.
  *
  * Sampling (sampler.h) is decided first: a dropped span is NULL, costs no
  * allocation and no clock read, and is only counted.
@@ -23,6 +25,7 @@
  */
 #include "core/span.h"
 
+#include "core/batch_block.h"
 #include "core/tracer.h"
 
 #include <string.h>
@@ -146,6 +149,48 @@ static mst_attr *attr_find(const attr_table *t, const char *key, size_t klen) {
     return NULL;
 }
 
+/* The length every setter stores a key with (klen bytes given): cut to
+ * MST_MAX_KEY_LEN on a UTF-8 boundary; 0 when it cannot be stored (NULL,
+ * empty, or nothing left after the cut), and the attribute is ignored. */
+static inline size_t key_len_checked(const char *key, size_t klen) {
+    if (!key || klen == 0) return 0;
+    return klen <= MST_MAX_KEY_LEN ? klen : mst_utf8_cut(key, klen, MST_MAX_KEY_LEN);
+}
+
+/* The slot for `key` (klen >= 1, its key_bit `bit`): the one holding it
+ * (*is_new false), else the next free one (*is_new true; not yet counted:
+ * the caller fills its key and calls slot_commit), or NULL when the table is
+ * full (counted as dropped). */
+static inline mst_attr *attr_slot(const attr_table *t, const char *key, size_t klen, uint64_t bit, bool *is_new) {
+    if (!t->key_lens || (*t->key_lens & bit)) {
+        mst_attr *held = attr_find(t, key, klen);
+        if (held) {
+            *is_new = false;
+            return held;
+        }
+    }
+    *is_new = true;
+    if (*t->n >= t->cap) {
+        (*t->dropped)++;
+        return NULL;
+    }
+    return &t->arr[*t->n];
+}
+
+/* The key of a new slot: by pointer (a literal that outlives the span,
+ * mstrace.h MST_LIT) or copied into the arena. False: out of memory. */
+static inline bool slot_key(mst_arena *ar, mst_attr *a, const char *key, size_t klen, bool by_pointer) {
+    if (!by_pointer) return str_copy(ar, &a->key, key, klen, MST_MAX_KEY_LEN);
+    a->key.ptr = key;
+    a->key.len = (uint32_t)klen;
+    return true;
+}
+
+static inline void slot_commit(const attr_table *t, uint64_t bit) {
+    (*t->n)++;
+    if (t->key_lens) *t->key_lens |= bit;
+}
+
 /* Stores one attribute value into slot `a` (new or replaced). Strings of a
  * replaced string value reuse its storage. `lens`: the lengths of a string
  * list's items, or NULL (measured). Returns false on failure. */
@@ -187,38 +232,25 @@ static bool attr_store(mst_arena *ar, mst_attr *a, bool is_new, const mst_attr_i
 static void attr_set_key(mst_arena *ar, const attr_table *t, const char *key, size_t klen, bool key_lit,
                          const mst_attr_in *in, size_t slen, const size_t *lens) {
     uint64_t bit = key_bit(key, klen);
-    mst_attr *a = NULL;
-    if (!t->key_lens || (*t->key_lens & bit)) a = attr_find(t, key, klen);
-    bool is_new = a == NULL;
-    if (is_new) {
-        if (*t->n >= t->cap) {
-            (*t->dropped)++;
-            return;
-        }
-        a = &t->arr[*t->n];
-        if (key_lit) {
-            a->key.ptr = key;
-            a->key.len = (uint32_t)klen;
-        } else if (!str_copy(ar, &a->key, key, klen, MST_MAX_KEY_LEN)) {
-            (*t->dropped)++;
-            return;
-        }
+    bool is_new;
+    mst_attr *a = attr_slot(t, key, klen, bit, &is_new);
+    if (!a) return;
+    if (is_new && !slot_key(ar, a, key, klen, key_lit)) {
+        (*t->dropped)++;
+        return;
     }
     if (!attr_store(ar, a, is_new, in, slen, lens)) {
         (*t->dropped)++;
         return;
     }
-    if (is_new) {
-        (*t->n)++;
-        if (t->key_lens) *t->key_lens |= bit;
-    }
+    if (is_new) slot_commit(t, bit);
 }
 
 /* attr_set_key for a borrowed key of any lifetime (copied). */
 static void attr_set(mst_arena *ar, const attr_table *t, const mst_attr_in *in, size_t slen,
                      const size_t *lens) {
-    if (!in->key || !in->key[0]) return;
-    size_t klen = mst_utf8_cut(in->key, strlen(in->key), MST_MAX_KEY_LEN);
+    size_t klen = key_len_checked(in->key, in->key ? strlen(in->key) : 0);
+    if (!klen) return;
     attr_set_key(ar, t, in->key, klen, false, in, slen, lens);
 }
 
@@ -371,6 +403,7 @@ static mst_span *span_begin(mst_tracer *tracer, const mst_scope *scope, const ch
     s->link_block = NULL;
     s->n_link_block = 0;
     s->link_block_list = NULL;
+    s->block = NULL;
     s->events = NULL;
     s->n_events = s->event_cap = s->dropped_events = 0;
     mst_tracer_span_started(tracer);
@@ -451,32 +484,32 @@ void mst_span_set_attr(mst_span *span, const mst_attr_in *attr) {
 /* The literal-key setters (mstrace.h): the key is neither measured nor copied. */
 static void span_set_lit(mst_span *s, const char *key, size_t klen, const mst_attr_in *in, size_t slen,
                          const size_t *lens) {
-    if (!key || klen == 0 || klen > MST_MAX_KEY_LEN) return;
+    bool by_pointer = klen <= MST_MAX_KEY_LEN; /* a cut key is copied, with its NUL */
+    if (!(klen = key_len_checked(key, klen))) return;
     attr_table t = {s->attrs, &s->n_attrs, MST_MAX_ATTRIBUTES, &s->dropped_attrs, &s->attr_key_lens};
-    attr_set_key(&s->arena, &t, key, klen, true, in, slen, lens);
+    attr_set_key(&s->arena, &t, key, klen, by_pointer, in, slen, lens);
 }
 
-/* The slot of a number under a literal key: the one holding the key, else
- * the next free one, taken (a number needs no arena space, so nothing can
- * fail after this). NULL: no span, a bad key, or the table is full (counted).
- * Why not span_set_lit: most of a step's attributes are numbers, and this
- * path skips the value switch and the store's failure handling. */
-static mst_attr *number_slot_lit(mst_span *s, const char *key, size_t klen) {
-    if (!s || !key || klen == 0 || klen > MST_MAX_KEY_LEN) return NULL;
+/* The slot of a value needing no arena space under a literal key: the one
+ * holding the key, else the next free one, taken (nothing can fail after
+ * this). NULL: no span, a bad key, or the table is full (counted). Why not
+ * span_set_lit: most of a step's attributes are numbers, and this path skips
+ * the value switch and the store's failure handling. */
+static inline mst_attr *number_slot_lit(mst_span *s, const char *key, size_t klen) {
+    if (!s) return NULL;
+    bool by_pointer = klen <= MST_MAX_KEY_LEN; /* a cut key is copied, with its NUL */
+    if (!(klen = key_len_checked(key, klen))) return NULL;
+    attr_table t = {s->attrs, &s->n_attrs, MST_MAX_ATTRIBUTES, &s->dropped_attrs, &s->attr_key_lens};
     uint64_t bit = key_bit(key, klen);
-    if (s->attr_key_lens & bit) {
-        attr_table t = {s->attrs, &s->n_attrs, MST_MAX_ATTRIBUTES, &s->dropped_attrs, &s->attr_key_lens};
-        mst_attr *held = attr_find(&t, key, klen);
-        if (held) return held;
+    bool is_new;
+    mst_attr *a = attr_slot(&t, key, klen, bit, &is_new);
+    if (a && is_new) {
+        if (!slot_key(&s->arena, a, key, klen, by_pointer)) {
+            s->dropped_attrs++;
+            return NULL;
+        }
+        slot_commit(&t, bit);
     }
-    if (s->n_attrs >= MST_MAX_ATTRIBUTES) {
-        s->dropped_attrs++;
-        return NULL;
-    }
-    mst_attr *a = &s->attrs[s->n_attrs++];
-    s->attr_key_lens |= bit;
-    a->key.ptr = key;
-    a->key.len = (uint32_t)klen;
     return a;
 }
 
@@ -507,6 +540,53 @@ void mst_span_set_str_list_lit(mst_span *span, const char *key, size_t key_len, 
     in.v.list.items = items;
     in.v.list.count = count;
     span_set_lit(span, key, key_len, &in, 0, lens);
+}
+
+/* Takes the span's one batch-block reference on `block`: true when the span
+ * holds it now (taken here or before), false when it holds another one
+ * (then the caller copies what it needs). */
+static bool span_hold_block(mst_span *span, mst_batch_block *block) {
+    if (span->block == block) return true;
+    if (span->block) return false;
+    mst_batch_block_hold(block);
+    span->block = block;
+    return true;
+}
+
+/* Copies a block's items (already cut) into the arena as one block, as
+ * list_copy does. */
+static mst_str *list_copy_strs(mst_arena *a, const mst_str *src, size_t count) {
+    size_t total = 0;
+    for (size_t i = 0; i < count; i++) total += src[i].len + 1u;
+    mst_str *items = mst_arena_alloc(a, sizeof(mst_str) * count + total);
+    if (!items) return NULL;
+    char *p = (char *)(items + count);
+    for (size_t i = 0; i < count; i++) {
+        memcpy(p, src[i].ptr, src[i].len + 1u);
+        items[i].ptr = p;
+        items[i].len = src[i].len;
+        p += src[i].len + 1u;
+    }
+    return items;
+}
+
+void mst_span_set_str_list_block_lit(mst_span *span, const char *key, size_t key_len, mst_batch_block *block) {
+    if (!span || !block) return;
+    bool held = span_hold_block(span, block);
+    if (!held && arena_bytes(&span->arena) > SPAN_REPLACE_BUDGET) {
+        span->dropped_attrs++;
+        return;
+    }
+    mst_str *items = block->n_items ? block->items : NULL;
+    if (!held && items && !(items = list_copy_strs(&span->arena, items, block->n_items))) {
+        span->dropped_attrs++;
+        return;
+    }
+    mst_attr *a = number_slot_lit(span, key, key_len);
+    if (!a) return;
+    a->type = MST_ATTR_STRING_LIST;
+    a->v.list.items = items;
+    a->v.list.count = items ? block->n_items : 0;
 }
 
 /* Makes room for one more element of a growable arena array (links or
@@ -560,22 +640,38 @@ static const mst_attr *attr_named(const mst_span *span, const char *key) {
     return NULL;
 }
 
-void mst_span_add_link_block(mst_span *span, const mst_link_ref *refs, size_t n, const char *key,
-                             const char *list_key) {
+/* mst_span_add_link_block: the refs copied into the arena, or (`shared`)
+ * read in place from the batch block the span holds. */
+static void link_block_set(mst_span *span, const mst_link_ref *refs, size_t n, const char *key,
+                           const char *list_key, bool shared) {
     if (!span || !refs || n == 0) return;
     size_t room = span->n_links < MST_MAX_LINKS ? MST_MAX_LINKS - span->n_links : 0;
     if (span->link_block || !key || !key[0]) room = 0;
     size_t take = n < room ? n : room;
-    mst_link_ref *copy = take ? mst_arena_alloc(&span->arena, sizeof *copy * take) : NULL;
-    if (!copy || !str_copy(&span->arena, &span->link_block_key, key, strlen(key), MST_MAX_KEY_LEN)) {
+    mst_link_ref *copy = take && !shared ? mst_arena_alloc(&span->arena, sizeof *copy * take) : NULL;
+    if (!take || (!shared && !copy) ||
+        !str_copy(&span->arena, &span->link_block_key, key, strlen(key), MST_MAX_KEY_LEN)) {
         span->dropped_links += (uint32_t)n;
         return;
     }
-    memcpy(copy, refs, sizeof *copy * take);
-    span->link_block = copy;
+    if (copy) memcpy(copy, refs, sizeof *copy * take);
+    span->link_block = copy ? copy : refs;
     span->n_link_block = (uint32_t)take;
     span->dropped_links += (uint32_t)(n - take);
     span->link_block_list = list_key ? attr_named(span, list_key) : NULL;
+}
+
+void mst_span_add_link_block(mst_span *span, const mst_link_ref *refs, size_t n, const char *key,
+                             const char *list_key) {
+    link_block_set(span, refs, n, key, list_key, false);
+}
+
+void mst_span_add_link_block_shared(mst_span *span, mst_batch_block *block, const char *key,
+                                    const char *list_key) {
+    if (!span || !block || !block->n_links) return;
+    /* a span already holding another block copies this one's links */
+    bool shared = !span->link_block && key && key[0] && span_hold_block(span, block);
+    link_block_set(span, block->links, block->n_links, key, list_key, shared);
 }
 
 void mst_span_add_event(mst_span *span, const char *name, uint64_t time_ns, const mst_attr_in *attrs,

@@ -49,10 +49,12 @@ struct mst_span {
     uint32_t dropped_links;
     /* mst_span_add_link_block: copied refs, expanded into `links` on the
      * exporter thread (mst_span_expand_links) */
-    mst_link_ref *link_block;
+    const mst_link_ref *link_block;
     uint32_t n_link_block;
     mst_str link_block_key;       /* the attribute each link gets          */
     const mst_attr *link_block_list; /* the list naming them, or NULL      */
+    struct mst_batch_block *block; /* the batch block its list/links read, or NULL
+                                      (batch_block.h; released with the record) */
     mst_event *events;
     uint32_t n_events;
     uint32_t event_cap;

@@ -1,7 +1,7 @@
 /*
  * span_links.c — expanding a span's link block into ordinary links
  * (span_links.h). The block is what mst_span_add_link_block copied on the
- * hooked thread (span.c); here, on the exporter thread, each entry becomes
+ * hooked thread, or a batch block's links the span holds (span.c); here, on the exporter thread, each entry becomes
  * an mst_link with one attribute, so every reader (the encoders, the
  * read-out API) sees links of one kind.
  */

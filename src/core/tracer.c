@@ -41,6 +41,7 @@
  */
 #include "core/tracer.h"
 
+#include "core/batch_block.h"
 #include "core/span_links.h"
 
 #include "core/clock.h"
@@ -197,6 +198,7 @@ static void fork_parent(void) {
 static void free_span_record(void *item, void *ctx) {
     (void)ctx;
     mst_span *s = item;
+    mst_batch_block_release(s->block);
     mst_arena_release(&s->arena);
     free(s);
 }
@@ -415,6 +417,8 @@ mst_span *mst_tracer_span_alloc(mst_tracer *t) {
 }
 
 void mst_tracer_span_free(mst_tracer *t, mst_span *s) {
+    mst_batch_block_release(s->block); /* its list/links read it until now */
+    s->block = NULL;
     if (s->arena.chunks) mst_arena_reset_keep(&s->arena, SPAN_KEPT_CHUNK_BYTES);
     else s->arena.inline_used = 0;
     if (!mst_queue_push(&t->pool, s, NULL)) free_span_record(s, NULL);

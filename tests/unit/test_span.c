@@ -362,6 +362,11 @@ static void inspect_literal_keys(const mst_span *s) {
     a = find(s, "copied.first");
     CHECK(a && a->type == MST_ATTR_INT && a->v.i == 2); /* a copied key replaced by a literal one */
     CHECK(find(s, "") == NULL);
+    char cut_key[MST_MAX_KEY_LEN + 1];
+    memset(cut_key, 'k', MST_MAX_KEY_LEN);
+    cut_key[MST_MAX_KEY_LEN] = '\0';
+    a = find(s, cut_key);
+    CHECK(a && a->key.len == MST_MAX_KEY_LEN && a->type == MST_ATTR_INT && a->v.i == 4);
 }
 
 /* mst_span_set_*_lit: the key by pointer; replacing, limits and the
@@ -390,9 +395,10 @@ static void test_literal_keys(void) {
     char longkey[MST_MAX_KEY_LEN + 2];
     memset(longkey, 'k', sizeof longkey - 1);
     longkey[sizeof longkey - 1] = '\0';
-    mst_span_set_int_lit(s, longkey, sizeof longkey - 1, 3); /* over the key limit: ignored */
+    mst_span_set_int_lit(s, longkey, sizeof longkey - 1, 3); /* over the key limit: cut, as copied keys */
+    mst_span_set_int(s, longkey, 4);                          /* the same cut key: replaced */
     mst_span_set_strn_lit(s, MST_LIT("null.value"), NULL, 0); /* no value: ignored */
-    for (int i = 0; i < MST_MAX_ATTRIBUTES - 7; i++) {
+    for (int i = 0; i < MST_MAX_ATTRIBUTES - 8; i++) {
         char k[16];
         sprintf(k, "k%d", i);
         mst_span_set_int(s, k, i);

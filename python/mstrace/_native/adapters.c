@@ -43,6 +43,7 @@ void mstn_batch_init(mstn_batch *b) {
     b->kv_usage = -1.0;
     b->step = NULL;
     b->shared = NULL;
+    b->block = NULL;
     b->link_at = b->links;
     b->synthetic_at = b->link_synthetic;
     b->step_index = -1;
@@ -50,13 +51,15 @@ void mstn_batch_init(mstn_batch *b) {
 }
 
 void mstn_batch_release(mstn_batch *b) {
-    if (b->shared) { /* the ids are the share's */
+    if (b->shared) { /* the ids and the block are the share's */
         mstn_share_release(b->shared);
         b->shared = NULL;
     } else {
         for (size_t i = 0; i < b->n_ids; i++)
             Py_DECREF(b->owned[i]);
+        mst_batch_block_release(b->block);
     }
+    b->block = NULL;
     b->n_ids = 0;
     mstn_step_release(b->step);
     b->step = NULL;
@@ -175,23 +178,25 @@ int mstn_batch_from_schedule(mstn_batch *b, PyObject *so, PyObject *sched) {
     return 0;
 }
 
+void mstn_batch_make_block(mstn_batch *b) {
+    if (!b->block && !b->shared)
+        b->block = mst_batch_block_new(b->ids, b->id_lens, b->n_ids, b->links, b->n_links);
+}
+
 void mstn_batch_share_step(mstn_batch *b, PyObject *so, const mstn_ctx *step_ctx) {
-    if (!so || plain_value(so) || b->shared)
+    if (!so || plain_value(so) || b->shared || !b->block)
         return;
     mstn_step_share *sh = mstn_share_new();
     if (!sh)
         return;
     sh->so = Py_NewRef(so);
-    memcpy(sh->owned, b->owned, b->n_ids * sizeof *b->owned);
-    memcpy(sh->ids, b->ids, b->n_ids * sizeof *b->ids);
-    memcpy(sh->id_lens, b->id_lens, b->n_ids * sizeof *b->id_lens);
+    sh->block = b->block;
+    b->block = NULL; /* the reference is the share's now */
     sh->n_ids = b->n_ids;
-    b->n_ids = 0; /* the references are the share's now */
     sh->n_ids_dropped = b->n_ids_dropped;
     sh->n_unsampled = b->n_unsampled;
     sh->request_count = b->request_count;
     sh->scheduled_tokens = b->scheduled_tokens;
-    memcpy(sh->links, b->links, b->n_links * sizeof *b->links);
     memcpy(sh->link_synthetic, b->link_synthetic, b->n_links * sizeof *b->link_synthetic);
     sh->n_links = b->n_links;
     sh->step_index = b->step && b->step->is_step ? b->step->index : -1;
@@ -202,20 +207,19 @@ void mstn_batch_share_step(mstn_batch *b, PyObject *so, const mstn_ctx *step_ctx
 }
 
 /* A model call given the step's own SchedulerOutput: its batch, without
- * reading the object again (step_share.c): the same ids, and the same
- * request links (the share's block, not copied here), plus a link to the
- * step's span. */
+ * reading the object again (step_share.c): the same ids and request links
+ * (the step's batch block, which its span reads without copying; b->ids is
+ * left empty), plus a link to the step's span. */
 static void batch_from_share(mstn_batch *b, mstn_step_share *sh) {
     b->shared = sh;
-    memcpy(b->ids, sh->ids, sh->n_ids * sizeof *b->ids);
-    memcpy(b->id_lens, sh->id_lens, sh->n_ids * sizeof *b->id_lens);
+    b->block = sh->block;
     b->n_ids = sh->n_ids;
     b->n_ids_dropped = sh->n_ids_dropped;
     b->n_unsampled = sh->n_unsampled;
     b->request_count = sh->request_count;
     b->scheduled_tokens = sh->scheduled_tokens;
     b->step_index = sh->step_index;
-    b->link_at = sh->links;
+    b->link_at = mst_batch_block_links(sh->block, NULL);
     b->synthetic_at = sh->link_synthetic;
     b->n_links = sh->n_links;
     if (sh->have_step_ctx) {

@@ -39,6 +39,10 @@ typedef struct mstn_batch {
     const mst_link_ref *link_at;
     const bool *synthetic_at;
     mstn_step_share *shared;               /* model: the step's batch, reused */
+    /* the ids and links copied once for every span of a step (mstrace.h
+     * batch blocks): schedule: its own reference (handed to the share);
+     * model: the share's; NULL: the spans copy b->ids / link_at themselves */
+    mst_batch_block *block;
     int64_t step_index;                    /* model: the step's, or -1     */
     bool have_step_link;                   /* model: link to the step span */
     mstn_ctx step_link;
@@ -59,9 +63,13 @@ void mstn_batch_release(mstn_batch *b);
  * here) from its SchedulerOutput `so` and the Scheduler `sched` (NULL when
  * unknown). The record's own reads never fail (step_record.h). */
 int mstn_batch_from_schedule(mstn_batch *b, PyObject *so, PyObject *sched);
-/* After the schedule span: hands the batch's ids (their references) to the
- * step share, with the span's context (NULL when no span was recorded), for
- * the model spans given the same SchedulerOutput `so`. */
+/* Before the schedule span of a step: copies the batch's ids and links into
+ * b->block, which that span and the step's model spans all read (left NULL
+ * when out of memory: then the span copies them and nothing is shared). */
+void mstn_batch_make_block(mstn_batch *b);
+/* After the schedule span: hands b->block to the step share, with the
+ * span's context (NULL when no span was recorded), for the model spans
+ * given the same SchedulerOutput `so`. */
 void mstn_batch_share_step(mstn_batch *b, PyObject *so, const mstn_ctx *step_ctx);
 /* The k-th link's context in the compact form. */
 void mstn_batch_link_ctx(const mstn_batch *b, size_t k, mstn_ctx *out);

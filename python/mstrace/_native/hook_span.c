@@ -100,7 +100,9 @@ void mstn_hook_span_finish(MstnHook *r, mstn_span_run *sr, const mstn_batch *b, 
     char msg[MST_MAX_STATUS_MESSAGE_LEN + 1];
     msg[0] = '\0';
     if (b) {
-        if (b->n_ids)
+        if (b->n_ids && b->block) /* the step's ids, read by every span of it */
+            mst_span_set_str_list_block_lit(span, MST_LIT("request.ids"), b->block);
+        else if (b->n_ids)
             mst_span_set_str_list_lit(span, MST_LIT("request.ids"), b->ids, b->id_lens, b->n_ids);
         if (b->request_count >= 0)
             mst_span_set_int_lit(span, MST_LIT("batch.request_count"), b->request_count);
@@ -117,7 +119,9 @@ void mstn_hook_span_finish(MstnHook *r, mstn_span_run *sr, const mstn_batch *b, 
         if (b->step_index >= 0) /* a model span of the step (step_share.c) */
             mst_span_set_int_lit(span, MST_LIT("step.index"), b->step_index);
         /* every request of the batch: one copy here, links on the exporter thread */
-        if (b->n_links)
+        if (b->n_links && b->block)
+            mst_span_add_link_block_shared(span, b->block, "request.id", "request.ids");
+        else if (b->n_links)
             mst_span_add_link_block(span, b->link_at, b->n_links, "request.id", "request.ids");
         if (b->have_step_link) {
             mst_span_context lc;

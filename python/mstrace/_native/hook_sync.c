@@ -45,10 +45,13 @@ static PyObject *batch_adapter(MstnHook *h, MstnHook *r, PyObject *const *args, 
             mstn_batch_from_scheduler(&b, args[0]); /* self: the Scheduler */
         if (!res)
             PyErr_Restore(t, v, tb);
+        bool sharing = res && mstn_g.tracer && b.step && b.step->is_step;
+        if (sharing) /* one copy of the ids and links for the step's spans */
+            mstn_batch_make_block(&b);
         bool recorded = mstn_hook_span_begin(r, &sr, &b, t0);
         if (recorded)
             mstn_hook_span_finish(r, &sr, &b, res != NULL);
-        if (res && mstn_g.tracer && b.step && b.step->is_step) /* for this step's model spans */
+        if (sharing) /* for this step's model spans */
             mstn_batch_share_step(&b, res, recorded ? &sr.ctx : NULL);
         mstn_batch_release(&b);
         return res;

@@ -9,14 +9,16 @@
  * request) cost more than the schedule span itself at batch 256. A model
  * span handed the step's own SchedulerOutput (the same object: identity,
  * kept alive by the share so that a new object cannot take its address)
- * takes the step's ids and request links from here instead (two block
- * copies into its span), and links the step's span too
+ * takes the step's ids and request links from here instead (the step's
+ * batch block, mstrace.h: read by its span, not copied), and links the
+ * step's span too
  * (docs/architecture.md "1a"). A worker in another
  * process has no share and reads the SchedulerOutput as before.
  *
  * Ownership: a share is reference-counted, so a model span whose call runs
- * while the next step is scheduled (another thread) keeps its strings
- * alive. All under the GIL. One share is recycled rather than freed: a
+ * while the next step is scheduled (another thread) keeps its batch
+ * alive; the spans hold their own block references, dropped when they are
+ * exported. All under the GIL. One share is recycled rather than freed: a
  * steady engine allocates nothing per step.
  */
 #include "step_share.h"
@@ -34,6 +36,7 @@ mstn_step_share *mstn_share_new(void) {
         return NULL;
     sh->refs = 1;
     sh->so = NULL;
+    sh->block = NULL;
     sh->n_ids = sh->n_ids_dropped = sh->n_unsampled = sh->n_links = 0;
     sh->request_count = sh->scheduled_tokens = -1;
     sh->step_index = -1;
@@ -44,8 +47,8 @@ mstn_step_share *mstn_share_new(void) {
 void mstn_share_release(mstn_step_share *sh) {
     if (!sh || --sh->refs)
         return;
-    for (size_t i = 0; i < sh->n_ids; i++)
-        Py_DECREF(sh->owned[i]);
+    mst_batch_block_release(sh->block); /* the spans given it hold their own */
+    sh->block = NULL;
     sh->n_ids = 0;
     Py_CLEAR(sh->so);
     if (!g_spare)

@@ -13,13 +13,11 @@
 typedef struct mstn_step_share {
     uint32_t refs;
     PyObject *so;                        /* the SchedulerOutput (strong ref) */
-    PyObject *owned[MSTN_MAX_IDS];       /* the id strings (strong refs)     */
-    const char *ids[MSTN_MAX_IDS];       /* their UTF-8, borrowed            */
-    size_t id_lens[MSTN_MAX_IDS];
+    mst_batch_block *block;              /* the ids and request links (one
+                                            block reference)                 */
     size_t n_ids, n_ids_dropped, n_unsampled;
     int64_t request_count, scheduled_tokens;
-    mst_link_ref links[MSTN_MAX_LINKS];  /* the schedule span's request links */
-    bool link_synthetic[MSTN_MAX_LINKS];
+    bool link_synthetic[MSTN_MAX_LINKS]; /* of the block's links             */
     size_t n_links;
     int64_t step_index;                  /* -1: none                         */
     bool have_step_ctx;
@@ -36,7 +34,7 @@ void mstn_share_publish(mstn_step_share *sh);
 /* The current step when `so` is its SchedulerOutput (a new reference for
  * the caller), else NULL. */
 mstn_step_share *mstn_share_find(PyObject *so);
-/* Drops one reference; the last one releases the strings and the
+/* Drops one reference; the last one releases the block and the
  * SchedulerOutput. NULL is fine. */
 void mstn_share_release(mstn_step_share *sh);
 /* Forgets the current step (tests: _reset_requests). */
