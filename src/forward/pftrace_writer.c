@@ -691,17 +691,18 @@ static uint64_t pick_lane(mst_pftrace_writer *w, uint64_t thread, int64_t s, int
 
 
 
-/* The interned id for a plain (no escapes) JSON string value seen before,
- * else 0 (written inline; remembered for next time). `s` is the text
- * between the quotes. */
-static uint64_t value_iid(mst_pftrace_writer *w, const char *s, size_t n, shape_key *memo) {
+/* The interned id of a plain (no escapes) JSON string value, interned at
+ * its second sighting, or at once when `at_once` (either way its
+ * value-seen slot is marked); else 0: written inline, remembered for next
+ * time. `s` is the text between the quotes. */
+static uint64_t value_iid_when(mst_pftrace_writer *w, const char *s, size_t n, shape_key *memo,
+                               bool at_once) {
     uint64_t h = bytes_hash(s, n);
     uint32_t tag = (uint32_t)(h >> 32) | 1u;
     uint32_t *slot = &w->vseen[h & (VSEEN_SLOTS - 1)];
-    if (*slot != tag) {
-        *slot = tag;
-        return 0;
-    }
+    bool seen = *slot == tag;
+    *slot = tag;
+    if (!seen && !at_once) return 0;
     const intern_entry *e = intern_hashed(w, MST_PFT_INTERN_STRING_VALUE, s, n, h);
     if (!e) return 0;
     if (memo) {
@@ -712,6 +713,11 @@ static uint64_t value_iid(mst_pftrace_writer *w, const char *s, size_t n, shape_
         memo->viid = e->iid;
     }
     return e->iid;
+}
+
+/* value_iid_when interning from the second sighting. */
+static uint64_t value_iid(mst_pftrace_writer *w, const char *s, size_t n, shape_key *memo) {
+    return value_iid_when(w, s, n, memo, false);
 }
 
 /* value_iid of a raw JSON value when it is a plain string of 2..128
@@ -923,16 +929,14 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, int64_t pid, 
     /* Ids as the hex text Jaeger shows. The trace id and the parent recur
      * across a trace's spans and are interned from their second sighting,
      * as repeated values are (value_iid); a span with a parent shares its
-     * trace with that parent, so its trace id is interned at once (the
-     * second call finds it marked by the first). The span id is unique and
-     * stays inline. Interned only while the table keeps room for the
+     * trace with that parent, so its trace id is interned at once. The
+     * span id is unique and stays inline. Interned only while the table keeps room for the
      * resource entries still to come (docs/architecture.md "Trace and span
      * ids"). */
     size_t trace_n = ID_LEN(s->trace_id), parent_n = ID_LEN(s->parent_span_id);
     bool ids_room = w->icount + 2 + 2 * s->n_resource + 1 <= INTERN_MAX;
-    uint64_t trace_viid = ids_room && trace_n ? value_iid(w, s->trace_id, trace_n, NULL) : 0;
-    if (!trace_viid && ids_room && trace_n && parent_n)
-        trace_viid = value_iid(w, s->trace_id, trace_n, NULL);
+    uint64_t trace_viid =
+        ids_room && trace_n ? value_iid_when(w, s->trace_id, trace_n, NULL, parent_n != 0) : 0;
     uint64_t parent_viid = ids_room && parent_n ? value_iid(w, s->parent_span_id, parent_n, NULL) : 0;
     if (trace_viid) mst_pft_annotation_string_iid(&w->ann, fixed_iid[0], trace_viid);
     else mst_pft_annotation_string(&w->ann, fixed_iid[0], s->trace_id, trace_n);
