@@ -34,9 +34,9 @@
  *                       [-o FILE]
  *   (-o: the last round's file of the one output -f names is kept at FILE,
  *   to compare the files two builds write), prints, per output, bytes/span, the median spans/s over the rounds
- *   (wall clock of feeding and closing, the writer thread included) and the
+ *   (wall clock of feeding and closing, the writer thread included), the
  *   median process CPU per span (both threads: the figure that holds on a
- *   busy machine), and a SUMMARY line.
+ *   busy machine) and the formatting thread's alone, and a SUMMARY line.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,16 +214,19 @@ static void build_pool(pool *p, int ids, bool fresh, bool step, bool draw_links)
 }
 
 /* Feeds n spans (the pool again and again, moved on in time) and closes;
- * returns the wall seconds, *cpu the process CPU seconds (this thread and
+ * returns the wall seconds, *fmt_cpu this thread's CPU seconds (the
+ * formatting: what the daemon's formatting thread does), *cpu the process CPU seconds (this thread and
  * the writer's) and *bytes the file's size. */
-static double run(const char *path, const pool *p, size_t n, double *cpu, unsigned long long *bytes) {
+static double run(const char *path, const pool *p, size_t n, double *cpu, double *fmt_cpu,
+                  unsigned long long *bytes) {
     mst_output_sink o;
     char err[300];
     if (mst_writer_sink_open(path, MST_PERFETTO_FORMAT_AUTO, 1, &o, err, sizeof err) != MST_OK) {
         fprintf(stderr, "bench_step_ids: %s\n", err);
         exit(1);
     }
-    double t0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
+    double t0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID),
+           f0 = now_s(CLOCK_THREAD_CPUTIME_ID);
     uint64_t ms = 1;
     for (size_t i = 0; i < n; i++) {
         mst_pf_span s = p->spans[i % p->n];
@@ -240,6 +243,7 @@ static double run(const char *path, const pool *p, size_t n, double *cpu, unsign
     o.ops->close(o.self, &cs);
     double wall = now_s(CLOCK_MONOTONIC) - t0;
     *cpu = now_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+    *fmt_cpu = now_s(CLOCK_THREAD_CPUTIME_ID) - f0;
     *bytes = cs.bytes_written;
     return wall;
 }
@@ -296,16 +300,17 @@ int main(int argc, char **argv) {
     if (engine) build_engine_pool(&p, ids, joins);
     else build_pool(&p, ids, fresh, step, draw_links);
     static const char *const ext[2] = {"json", "pftrace"};
-    double rate[2][99] = {{0}}, cpu_us[2][99] = {{0}}, per_span[2] = {0, 0};
+    double rate[2][99] = {{0}}, cpu_us[2][99] = {{0}}, fmt_us[2][99] = {{0}}, per_span[2] = {0, 0};
     for (int r = 0; r < rounds; r++)
         for (int f = 0; f < 2; f++) { /* alternated */
             if (only >= 0 && f != only) continue;
             char path[600];
             snprintf(path, sizeof path, "%s/out.%s", dir, ext[f]);
             unsigned long long bytes;
-            double cpu;
-            rate[f][r] = (double)n / run(path, &p, (size_t)n, &cpu, &bytes);
+            double cpu, fmt_cpu;
+            rate[f][r] = (double)n / run(path, &p, (size_t)n, &cpu, &fmt_cpu, &bytes);
             cpu_us[f][r] = cpu / (double)n * 1e6;
+            fmt_us[f][r] = fmt_cpu / (double)n * 1e6;
             per_span[f] = (double)bytes / (double)n;
             if (keep && r == rounds - 1 && rename(path, keep) != 0) {
                 fprintf(stderr, "bench_step_ids: cannot keep the file at %s\n", keep);
@@ -320,9 +325,11 @@ int main(int argc, char **argv) {
     for (int f = 0; f < 2; f++) {
         qsort(rate[f], (size_t)rounds, sizeof(double), cmp_double);
         qsort(cpu_us[f], (size_t)rounds, sizeof(double), cmp_double);
+        qsort(fmt_us[f], (size_t)rounds, sizeof(double), cmp_double);
         printf("%-8s %8.0f bytes/span  %9.0f spans/s wall (median; min %.0f, max %.0f)  %.3f us CPU/span "
-               "(median; = %.0f spans per CPU second)\n", ext[f], per_span[f], rate[f][rounds / 2], rate[f][0],
-               rate[f][rounds - 1], cpu_us[f][rounds / 2], 1e6 / cpu_us[f][rounds / 2]);
+               "(median; = %.0f spans per CPU second; formatting thread %.3f us)\n", ext[f], per_span[f],
+               rate[f][rounds / 2], rate[f][0], rate[f][rounds - 1], cpu_us[f][rounds / 2],
+               1e6 / cpu_us[f][rounds / 2], fmt_us[f][rounds / 2]);
     }
     printf("SUMMARY ids=%d json_bytes=%.0f pftrace_bytes=%.0f ratio=%.2f json_spans_s=%.0f "
            "pftrace_spans_s=%.0f json_cpu_us=%.3f pftrace_cpu_us=%.3f\n", ids, per_span[0], per_span[1],

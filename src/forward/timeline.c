@@ -58,7 +58,7 @@ typedef struct req_entry {
     uint8_t cur;             /* the kind of the last phase (0: none) */
     uint8_t n_segs, cap_segs;
     uint8_t engine;          /* the engine of the last scheduling step naming it (index + 1 in
-                                mst_timeline.eng; 0: none yet) */
+                                mst_timeline.eng; 0: none yet, or not a followed engine) */
     /* the rest */
     char *id;
     uint64_t hash;
@@ -684,7 +684,7 @@ static inline void note_named(mst_timeline *tl, req_entry *x, int64_t start, int
     if (end > x->last_end_ns) x->last_end_ns = end;
     if (step == 2) {
         note_step(start, &x->sched1_ns, &x->sched2_ns, &x->steps);
-        if (engine) x->engine = engine;
+        x->engine = engine;
     } else if (step == 1) note_step(start, &x->wsched1_ns, &x->wsched2_ns, &x->wsteps);
     if (ph >= 0) note_phase(tl, x, start, (char)ph);
 }
