@@ -1,14 +1,16 @@
 /*
  * pftrace_id_lists.c — the `.pftrace` writer's request-id lists
- * (pftrace_id_lists.h): the JSON list splitter (plain, or guided by the
- * items a list probably has) and the per-stream delta table.
+ * (pftrace_id_lists.h): the JSON list splitter (plain, guided by the
+ * items a list probably has, or by runs of the stream's last list's text)
+ * and the per-stream delta table.
  *
  * The delta is exact: a reader rebuilds the list as the previous list
  * without the ids that left, then the ids that joined. That holds only
  * when the ids kept appear first and in their old order, and when no id is
- * listed twice — checked here with a set of the list's ids; any other list
- * is a keyframe. A delta as long as half the list is not worth its
- * dependence on the previous span and is a keyframe too.
+ * listed twice — checked here with a set of the list's ids, or told by
+ * the caller (mst_pft_id_chain_step_shaped); any other list is a keyframe.
+ * A delta as long as half the list is not worth its dependence on the
+ * previous span and is a keyframe too.
  */
 #include "forward/pftrace_id_lists.h"
 
@@ -328,7 +330,7 @@ void mst_pft_id_chain_keep_text(mst_pft_id_chains *c, uint64_t key, const char *
                                 const mst_pft_id_item *items, size_t n) {
     key |= 1;
     id_stream *st = stream_slot(c, key);
-    if (st->key != key || st->n != n || !n || len > UINT32_MAX) return;
+    if (st->key != key || st->n != n || !n || len > MST_PFT_ID_TEXT_MAX) return;
     st->text_items = 0;
     if (len > st->text_cap) {
         char *grown = realloc(st->text, len);

@@ -14,10 +14,12 @@
  * and otherwise only the ids that left and joined, with the span's place
  * since the keyframe so a reader can tell that it missed none.
  * The same recurrence makes splitting cheap: a stream keeps its last list's
- * refs (the writer's intern entries), so the next list's items are first
- * compared with those ids (mst_pft_split_id_list_guided) before any scan.
+ * refs (the writer's intern entries) and its JSON text, so the next list's
+ * text is compared with that text in runs (mst_pft_split_id_list_runs), or
+ * its items with those ids (mst_pft_split_id_list_guided), before any scan.
  * Memory: a fixed table of MST_PFT_ID_STREAMS streams, each with its last
- * list and refs (grown to the longest list seen). Used from one thread.
+ * list, refs and text (grown to the longest list seen). Used from one
+ * thread.
  */
 #ifndef MST_FORWARD_PFTRACE_ID_LISTS_H
 #define MST_FORWARD_PFTRACE_ID_LISTS_H
@@ -32,6 +34,10 @@
 #define MST_PFT_ID_STREAMS 256u
 /* Longest list written as items; a longer one is written as JSON text. */
 #define MST_PFT_ID_LIST_MAX 4096u
+/* Longest list text a stream keeps for the next list's runs (1,024 ids of
+ * 60 characters; a longer one's next list is split item by item): at most
+ * MST_PFT_ID_STREAMS of them. */
+#define MST_PFT_ID_TEXT_MAX (64u << 10)
 
 /* An item: its text (s, n) and a lookup hint for the timeline
  * (timeline.h mst_tl_id_item; the splitter leaves it NULL). */
@@ -110,8 +116,8 @@ typedef struct mst_pft_id_text {
 
 /* Keeps v[0..len) with its items[0..n) (split from it) as the text of
  * stream `key`'s latest list, which must be the list just recorded
- * (mst_pft_id_chain_step*, the same n ids); nothing otherwise, or when out
- * of memory. */
+ * (mst_pft_id_chain_step*, the same n ids); nothing otherwise, for a text
+ * longer than MST_PFT_ID_TEXT_MAX, or when out of memory. */
 void mst_pft_id_chain_keep_text(mst_pft_id_chains *c, uint64_t key, const char *v, size_t len,
                                 const mst_pft_id_item *items, size_t n);
 /* The text of stream `key`'s latest list, when kept with it (its items are

@@ -21,9 +21,11 @@
  * stream (annotate_id_list; the delta rule is pftrace_id_lists.h's). Each
  * list is split once: its items go to the timeline too
  * (mst_timeline_add_span_split), each with its intern entry's word where
- * the timeline keeps its lookup of that request; `request.ids` items are
- * first compared with the stream's previous list's ids (the guided split),
- * so a kept id is neither scanned for nor hashed.
+ * the timeline keeps its lookup of that request; `request.ids` is split
+ * against the stream's previous list — by runs of its kept text, else item
+ * by item against its ids (pftrace_id_lists.h) — so a kept id is neither
+ * scanned for nor hashed, and its delta is read off the list's shape when
+ * the ids kept come first and the new ones after (annotate_id_list).
  *
  * Per span (the hot path, see bench/RESULTS.md): the annotations and new
  * definitions are encoded into scratch buffers as the attributes are met,
@@ -980,9 +982,9 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, int64_t pid, 
      * across a trace's spans and are interned from their second sighting,
      * as repeated values are (value_iid); a span with a parent shares its
      * trace with that parent, so its trace id is interned at once. The
-     * span id is unique and stays inline. Interned only while the table keeps room for the
-     * resource entries still to come (docs/architecture.md "Trace and span
-     * ids"). */
+     * span id is unique and stays inline. Interned only while the table
+     * keeps room for the resource entries still to come
+     * (docs/architecture.md "Trace and span ids"). */
     size_t trace_n = ID_LEN(s->trace_id), parent_n = ID_LEN(s->parent_span_id);
     bool ids_room = w->icount + 2 + 2 * s->n_resource + 1 <= INTERN_MAX;
     uint64_t trace_viid =
