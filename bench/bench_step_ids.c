@@ -22,15 +22,21 @@
  * linking the previous one): the formatting thread's work of
  * `bench_forward --ids IDS` without the sockets, with the same spans in
  * the same order every run (so two builds' files can be compared).
+ * `--joins` (with `--engine`) adds what a real serve joins to each step
+ * (docs/architecture.md "One step on the timeline"): the engine's
+ * update_from_output that ends the step, the worker's forward (another
+ * process) and the API server's output processing, both naming the
+ * step's requests; each output arrives before its step (it waits for it),
+ * each forward two steps late (it finds its step among the done ones).
  *
- * Usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step [--draw-links]] [--engine]
+ * Usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step [--draw-links]] [--engine [--joins]]
  *                       [-f json|pftrace]
  *                       [-o FILE]
  *   (-o: the last round's file of the one output -f names is kept at FILE,
  *   to compare the files two builds write), prints, per output, bytes/span, the median spans/s over the rounds
- *   (wall clock of feeding and closing, the writer thread included) and the
+ *   (wall clock of feeding and closing, the writer thread included), the
  *   median process CPU per span (both threads: the figure that holds on a
- *   busy machine), and a SUMMARY line.
+ *   busy machine) and the formatting thread's alone, and a SUMMARY line.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +45,7 @@
 #include <unistd.h>
 
 #include "bench_packet.h"
+#include "forward/span_args.h"
 #include "forward/writer_sinks.h"
 #include "wire/perfetto_packet.h"
 
@@ -74,25 +81,79 @@ static void lists(int i, int ids, bool fresh, char *idt, char *tok, char *ph, ch
     idt[a] = tok[t] = lk[l] = ph[ids] = 0;
 }
 
-/* --engine: bench_forward's step packets of one engine, decoded. */
-static void build_engine_pool(pool *p, int ids) {
+/* Decodes packet buf[0..len) into *s. */
+static void decode_or_die(const char *buf, size_t len, mst_arena *arena, mst_pf_span *s) {
+    char err[200];
+    if (mst_perfetto_packet_decode((const uint8_t *)buf, len, arena, s, err, sizeof err) != MST_OK) {
+        fprintf(stderr, "bench_step_ids: bad packet: %s\n", err);
+        exit(1);
+    }
+}
+
+/* --joins: span `name` of process pid, thread tid in [start, end] with
+ * the step's request.ids (`ids`, its JSON text; NULL: none) into the next
+ * slot of the pool. */
+static void add_joined_span(pool *p, const char *name, int pid, int tid, uint64_t span_id, int64_t start,
+                            int64_t end, const mst_json_slice *ids, int n_ids) {
+    size_t cap = 1024 + (ids ? ids->len : 0);
+    char *b = p->bufs[p->n] = malloc(cap);
+    int len = snprintf(b, cap,
+                       MST_PERFETTO_MAGIC "{\"name\":\"%s\",\"category\":\"ms_service_profiler.hook.Step\","
+                       "\"trace_id\":\"%032llx\",\"span_id\":\"%016llx\",\"parent_span_id\":\"\","
+                       "\"start_time_ns\":%lld,\"end_time_ns\":%lld,\"kind\":1,\"status\":1,"
+                       "\"attributes\":{\"process.pid\":%d,\"thread.id\":%d%s%.*s,\"batch.request_count\":%d},"
+                       "\"resource_attributes\":{\"service.name\":\"vllm\"},\"links\":[]}",
+                       name, (unsigned long long)span_id, (unsigned long long)span_id, (long long)start,
+                       (long long)end, pid, tid, ids ? ",\"request.ids\":" : "",
+                       ids ? (int)ids->len : 0, ids ? ids->ptr : "", n_ids);
+    if (len <= 0 || (size_t)len >= cap) {
+        fprintf(stderr, "bench_step_ids: span too long\n");
+        exit(1);
+    }
+    decode_or_die(b, (size_t)len, &p->arena, &p->spans[p->n++]);
+}
+
+/* --engine: bench_forward's step packets of one engine, decoded; with
+ * `joins`, each step's update, worker forward and output processing too
+ * (POOL_SPANS / 4 steps then). */
+static void build_engine_pool(pool *p, int ids, bool joins) {
     mst_arena_init(&p->arena);
-    p->n = POOL_SPANS;
-    p->spans = calloc(p->n, sizeof *p->spans);
-    p->bufs = calloc(p->n, sizeof *p->bufs);
+    p->n = 0;
+    p->spans = calloc(POOL_SPANS, sizeof *p->spans);
+    p->bufs = calloc(POOL_SPANS, sizeof *p->bufs);
+    mst_pf_span *steps = joins ? calloc(POOL_SPANS / 4, sizeof *steps) : NULL;
     bench_batch b;
     bench_batch_init(&b, 0, ids);
-    for (size_t i = 0; i < p->n; i++) {
-        char *buf = p->bufs[i] = malloc(bench_step_cap(ids));
+    size_t n_steps = joins ? POOL_SPANS / 4 : POOL_SPANS;
+    for (size_t i = 0; i < n_steps; i++) {
+        char *buf = malloc(bench_step_cap(ids));
         size_t len = bench_step_format(buf, &b, i + 1, i);
         bench_batch_advance(&b);
-        char err[200];
-        if (mst_perfetto_packet_decode((const uint8_t *)buf, len, &p->arena, &p->spans[i], err,
-                                       sizeof err) != MST_OK) {
-            fprintf(stderr, "bench_step_ids: bad packet: %s\n", err);
-            exit(1);
+        mst_pf_span st;
+        decode_or_die(buf, len, &p->arena, &st);
+        if (!joins) {
+            p->bufs[p->n] = buf;
+            p->spans[p->n++] = st;
+            continue;
+        }
+        const mst_json_slice *list = mst_span_find_kv(st.attrs, st.n_attrs, "request.ids");
+        int64_t t0 = st.start_ns;
+        uint64_t id = 0x100000 + 8 * (uint64_t)i;
+        /* the output (after the step's end) first: it waits for its step;
+         * the update on the engine's thread (bench_step_format's) ends it */
+        add_joined_span(p, "vllm.output.process", 4200, 4201, id + 1, t0 + 15300000, t0 + 15800000, list, ids);
+        p->bufs[p->n] = buf;
+        p->spans[p->n++] = steps[i] = st;
+        add_joined_span(p, "vllm.scheduler.update_from_output", 4000, 4100, id + 2, t0 + 15000000,
+                        t0 + 15100000, NULL, 0);
+        if (i >= 2) { /* the forward of two steps before: its step is done */
+            const mst_pf_span *old = &steps[i - 2];
+            add_joined_span(p, "vllm.worker.execute_model", 4300, 4301, id + 3, old->start_ns + 300000,
+                            old->start_ns + 14800000,
+                            mst_span_find_kv(old->attrs, old->n_attrs, "request.ids"), ids);
         }
     }
+    free(steps);
     bench_batch_free(&b);
 }
 
@@ -153,16 +214,19 @@ static void build_pool(pool *p, int ids, bool fresh, bool step, bool draw_links)
 }
 
 /* Feeds n spans (the pool again and again, moved on in time) and closes;
- * returns the wall seconds, *cpu the process CPU seconds (this thread and
+ * returns the wall seconds, *fmt_cpu this thread's CPU seconds (the
+ * formatting: what the daemon's formatting thread does), *cpu the process CPU seconds (this thread and
  * the writer's) and *bytes the file's size. */
-static double run(const char *path, const pool *p, size_t n, double *cpu, unsigned long long *bytes) {
+static double run(const char *path, const pool *p, size_t n, double *cpu, double *fmt_cpu,
+                  unsigned long long *bytes) {
     mst_output_sink o;
     char err[300];
     if (mst_writer_sink_open(path, MST_PERFETTO_FORMAT_AUTO, 1, &o, err, sizeof err) != MST_OK) {
         fprintf(stderr, "bench_step_ids: %s\n", err);
         exit(1);
     }
-    double t0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
+    double t0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID),
+           f0 = now_s(CLOCK_THREAD_CPUTIME_ID);
     uint64_t ms = 1;
     for (size_t i = 0; i < n; i++) {
         mst_pf_span s = p->spans[i % p->n];
@@ -179,6 +243,7 @@ static double run(const char *path, const pool *p, size_t n, double *cpu, unsign
     o.ops->close(o.self, &cs);
     double wall = now_s(CLOCK_MONOTONIC) - t0;
     *cpu = now_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+    *fmt_cpu = now_s(CLOCK_THREAD_CPUTIME_ID) - f0;
     *bytes = cs.bytes_written;
     return wall;
 }
@@ -191,7 +256,7 @@ static int cmp_double(const void *a, const void *b) {
 int main(int argc, char **argv) {
     int ids = 8, rounds = 5;
     long long n = 200000;
-    bool fresh = false, step = false, draw_links = false, engine = false;
+    bool fresh = false, step = false, draw_links = false, engine = false, joins = false;
     int only = -1; /* -f: one output only */
     const char *keep = NULL; /* -o */
     for (int i = 1; i < argc; i++) {
@@ -202,6 +267,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--step") == 0) step = true;
         else if (strcmp(argv[i], "--draw-links") == 0) draw_links = true;
         else if (strcmp(argv[i], "--engine") == 0) engine = true;
+        else if (strcmp(argv[i], "--joins") == 0) joins = true;
         else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) keep = argv[++i];
         else if (strcmp(argv[i], "-f") == 0 && i + 1 < argc) {
             i++;
@@ -212,7 +278,7 @@ int main(int argc, char **argv) {
             }
         }
         else {
-            fprintf(stderr, "usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step [--draw-links]] [--engine] [-f json|pftrace] [-o FILE]\n");
+            fprintf(stderr, "usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step [--draw-links]] [--engine [--joins]] [-f json|pftrace] [-o FILE]\n");
             return 2;
         }
     }
@@ -227,19 +293,24 @@ int main(int argc, char **argv) {
     char dir[] = "/tmp/bench-step-ids-XXXXXX";
     if (!mkdtemp(dir)) return 1;
     pool p;
-    if (engine) build_engine_pool(&p, ids);
+    if (joins && !engine) {
+        fprintf(stderr, "bench_step_ids: --joins needs --engine\n");
+        return 2;
+    }
+    if (engine) build_engine_pool(&p, ids, joins);
     else build_pool(&p, ids, fresh, step, draw_links);
     static const char *const ext[2] = {"json", "pftrace"};
-    double rate[2][99] = {{0}}, cpu_us[2][99] = {{0}}, per_span[2] = {0, 0};
+    double rate[2][99] = {{0}}, cpu_us[2][99] = {{0}}, fmt_us[2][99] = {{0}}, per_span[2] = {0, 0};
     for (int r = 0; r < rounds; r++)
         for (int f = 0; f < 2; f++) { /* alternated */
             if (only >= 0 && f != only) continue;
             char path[600];
             snprintf(path, sizeof path, "%s/out.%s", dir, ext[f]);
             unsigned long long bytes;
-            double cpu;
-            rate[f][r] = (double)n / run(path, &p, (size_t)n, &cpu, &bytes);
+            double cpu, fmt_cpu;
+            rate[f][r] = (double)n / run(path, &p, (size_t)n, &cpu, &fmt_cpu, &bytes);
             cpu_us[f][r] = cpu / (double)n * 1e6;
+            fmt_us[f][r] = fmt_cpu / (double)n * 1e6;
             per_span[f] = (double)bytes / (double)n;
             if (keep && r == rounds - 1 && rename(path, keep) != 0) {
                 fprintf(stderr, "bench_step_ids: cannot keep the file at %s\n", keep);
@@ -249,14 +320,16 @@ int main(int argc, char **argv) {
         }
     printf("%d request ids per span (%s, %s); %lld spans per run, %d rounds\n", ids,
            engine ? "one engine's batch" : fresh ? "fresh ids every span" : "rolling batch",
-           engine ? "bench_forward's step records" : !step ? "bench packet" : draw_links ? "full step records, every link drawn" : "full step records",
+           engine ? (joins ? "bench_forward's step records, each with its update, forward and output" : "bench_forward's step records") : !step ? "bench packet" : draw_links ? "full step records, every link drawn" : "full step records",
            n, rounds);
     for (int f = 0; f < 2; f++) {
         qsort(rate[f], (size_t)rounds, sizeof(double), cmp_double);
         qsort(cpu_us[f], (size_t)rounds, sizeof(double), cmp_double);
+        qsort(fmt_us[f], (size_t)rounds, sizeof(double), cmp_double);
         printf("%-8s %8.0f bytes/span  %9.0f spans/s wall (median; min %.0f, max %.0f)  %.3f us CPU/span "
-               "(median; = %.0f spans per CPU second)\n", ext[f], per_span[f], rate[f][rounds / 2], rate[f][0],
-               rate[f][rounds - 1], cpu_us[f][rounds / 2], 1e6 / cpu_us[f][rounds / 2]);
+               "(median; = %.0f spans per CPU second; formatting thread %.3f us)\n", ext[f], per_span[f],
+               rate[f][rounds / 2], rate[f][0], rate[f][rounds - 1], cpu_us[f][rounds / 2],
+               1e6 / cpu_us[f][rounds / 2], fmt_us[f][rounds / 2]);
     }
     printf("SUMMARY ids=%d json_bytes=%.0f pftrace_bytes=%.0f ratio=%.2f json_spans_s=%.0f "
            "pftrace_spans_s=%.0f json_cpu_us=%.3f pftrace_cpu_us=%.3f\n", ids, per_span[0], per_span[1],

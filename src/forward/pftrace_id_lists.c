@@ -1,19 +1,24 @@
 /*
  * pftrace_id_lists.c — the `.pftrace` writer's request-id lists
- * (pftrace_id_lists.h): the JSON list splitter (plain, or guided by the
- * items a list probably has) and the per-stream delta table.
+ * (pftrace_id_lists.h): the JSON list splitter (plain, guided by the
+ * items a list probably has, or by runs of the stream's last list's text)
+ * and the per-stream delta table.
  *
  * The delta is exact: a reader rebuilds the list as the previous list
  * without the ids that left, then the ids that joined. That holds only
  * when the ids kept appear first and in their old order, and when no id is
- * listed twice — checked here with a set of the list's ids; any other list
- * is a keyframe. A delta as long as half the list is not worth its
- * dependence on the previous span and is a keyframe too.
+ * listed twice — checked here with a set of the list's ids, or told by
+ * the caller (mst_pft_id_chain_step_shaped); any other list is a keyframe.
+ * A delta as long as half the list is not worth its dependence on the
+ * previous span and is a keyframe too.
  */
 #include "forward/pftrace_id_lists.h"
 
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "forward/hash_mix.h"
 #include "wire/json_scan.h"
@@ -27,6 +32,11 @@ typedef struct id_stream {
     uint64_t *iids;          /* the last list */
     uint32_t *refs;          /* ... its caller's refs (cap of them) */
     bool has_refs;
+    /* The last list's JSON text and its items' places in it, when kept
+     * (mst_pft_id_chain_keep_text): text_items == n then. */
+    char *text;
+    size_t text_len, text_cap, text_items;
+    uint32_t *item_off, *item_n; /* cap of them */
 } id_stream;
 
 struct mst_pft_id_chains {
@@ -153,6 +163,9 @@ void mst_pft_id_chains_free(mst_pft_id_chains *c) {
     for (unsigned i = 0; i < MST_PFT_ID_STREAMS; i++) {
         free(c->streams[i].iids);
         free(c->streams[i].refs);
+        free(c->streams[i].text);
+        free(c->streams[i].item_off);
+        free(c->streams[i].item_n);
     }
     free(c);
 }
@@ -231,26 +244,26 @@ void mst_pft_id_chain_forget(mst_pft_id_chains *c, uint64_t key) {
     if (st->key == (key | 1)) st->key = 0;
 }
 
-bool mst_pft_id_chain_step(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids,
-                           const uint32_t *refs, size_t n, mst_pft_id_delta *out) {
-    key |= 1; /* 0 marks a free slot */
-    id_stream *st = stream_slot(c, key);
-    *out = (mst_pft_id_delta){0, NULL, iids, 0, 0};
-    bool unique = n <= MST_PFT_ID_LIST_MAX && set_fill(c, iids, n);
-    bool chained = unique && st->key == key && st->n && st->pos + 1 < MST_PFT_ID_KEYFRAME_EVERY &&
-                   delta_of(c, st, iids, n, out);
-    if (!chained) *out = (mst_pft_id_delta){0, NULL, iids, 0, 0};
+/* Records iids[0..n) (unique) and refs as stream st's latest list, at
+ * place `pos` since its keyframe. False when out of memory (the stream is
+ * then forgotten). */
+static bool record_list(id_stream *st, uint64_t key, uint32_t pos, const uint64_t *iids,
+                        const uint32_t *refs, size_t n) {
     st->key = key;
-    st->pos = out->pos;
+    st->pos = pos;
     st->n = 0;
-    if (!unique) return true; /* an id listed twice: no delta against this list */
+    st->text_items = 0;
     if (n > st->cap) {
         size_t cap = n < 64 ? 64 : n;
         uint64_t *grown = realloc(st->iids, cap * sizeof *grown);
         if (grown) st->iids = grown;
         uint32_t *grown_refs = grown ? realloc(st->refs, cap * sizeof *grown_refs) : NULL;
         if (grown_refs) st->refs = grown_refs;
-        if (!grown || !grown_refs) {
+        uint32_t *grown_off = grown_refs ? realloc(st->item_off, cap * sizeof *grown_off) : NULL;
+        if (grown_off) st->item_off = grown_off;
+        uint32_t *grown_n = grown_off ? realloc(st->item_n, cap * sizeof *grown_n) : NULL;
+        if (grown_n) st->item_n = grown_n;
+        if (!grown_n) {
             st->key = 0;
             return false;
         }
@@ -260,5 +273,158 @@ bool mst_pft_id_chain_step(mst_pft_id_chains *c, uint64_t key, const uint64_t *i
     st->has_refs = refs != NULL;
     if (refs) memcpy(st->refs, refs, n * sizeof *refs);
     st->n = n;
+    return true;
+}
+
+bool mst_pft_id_chain_step(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids,
+                           const uint32_t *refs, size_t n, mst_pft_id_delta *out) {
+    key |= 1; /* 0 marks a free slot */
+    id_stream *st = stream_slot(c, key);
+    *out = (mst_pft_id_delta){0, NULL, iids, 0, 0};
+    bool unique = n <= MST_PFT_ID_LIST_MAX && set_fill(c, iids, n);
+    bool chained = unique && st->key == key && st->n && st->pos + 1 < MST_PFT_ID_KEYFRAME_EVERY &&
+                   delta_of(c, st, iids, n, out);
+    if (!chained) *out = (mst_pft_id_delta){0, NULL, iids, 0, 0};
+    if (!unique) { /* an id listed twice: no delta against this list */
+        st->key = key;
+        st->pos = out->pos;
+        st->n = 0;
+        st->text_items = 0;
+        return true;
+    }
+    return record_list(st, key, out->pos, iids, refs, n);
+}
+
+bool mst_pft_id_chain_step_shaped(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids,
+                                  const uint32_t *refs, size_t n, const uint32_t *which,
+                                  size_t kept, size_t n_last, mst_pft_id_delta *out) {
+    key |= 1;
+    id_stream *st = stream_slot(c, key);
+    /* Not the list the caller matched against (nor none): the general way. */
+    if (st->key == key && st->n != n_last)
+        return mst_pft_id_chain_step(c, key, iids, refs, n, out);
+    *out = (mst_pft_id_delta){0, NULL, iids, 0, 0};
+    if (n > MST_PFT_ID_LIST_MAX) { /* as mst_pft_id_chain_step: not recorded */
+        st->key = key;
+        st->pos = 0;
+        st->n = 0;
+        st->text_items = 0;
+        return true;
+    }
+    if (st->key == key && st->n && st->pos + 1 < MST_PFT_ID_KEYFRAME_EVERY) {
+        /* delta_of's result for this shape: the last list's ids not kept
+         * left, in its order; the rest joined */
+        size_t n_left = 0, j = 0;
+        for (size_t g = 0; g < st->n; g++) {
+            if (j < kept && which[j] == g) j++;
+            else c->left[n_left++] = st->iids[g];
+        }
+        size_t n_joined = n - kept;
+        if (n_left + n_joined <= n / 2 + 1)
+            *out = (mst_pft_id_delta){st->pos + 1, c->left, iids + kept, n_left, n_joined};
+    }
+    return record_list(st, key, out->pos, iids, refs, n);
+}
+
+void mst_pft_id_chain_keep_text(mst_pft_id_chains *c, uint64_t key, const char *v, size_t len,
+                                const mst_pft_id_item *items, size_t n) {
+    key |= 1;
+    id_stream *st = stream_slot(c, key);
+    if (st->key != key || st->n != n || !n || len > MST_PFT_ID_TEXT_MAX) return;
+    st->text_items = 0;
+    if (len > st->text_cap) {
+        char *grown = realloc(st->text, len);
+        if (!grown) return;
+        st->text = grown;
+        st->text_cap = len;
+    }
+    memcpy(st->text, v, len);
+    st->text_len = len;
+    for (size_t i = 0; i < n; i++) {
+        st->item_off[i] = (uint32_t)(items[i].s - v);
+        st->item_n[i] = (uint32_t)items[i].n;
+    }
+    st->text_items = n;
+}
+
+bool mst_pft_id_chain_last_text(const mst_pft_id_chains *c, uint64_t key, mst_pft_id_text *out) {
+    key |= 1;
+    const id_stream *st = &c->streams[(key ^ (key >> 29)) & (MST_PFT_ID_STREAMS - 1)];
+    if (st->key != key || !st->has_refs || !st->n || st->text_items != st->n) return false;
+    *out = (mst_pft_id_text){st->text, st->text_len, st->item_off, st->item_n, st->n};
+    return true;
+}
+
+/* How many bytes a[0..na) and b[0..nb) have in common from their start,
+ * 16 at a time. */
+static size_t common_prefix(const char *a, size_t na, const char *b, size_t nb) {
+    size_t n = na < nb ? na : nb, i = 0;
+#ifdef __SSE2__
+    for (; i + 16 <= n; i += 16) {
+        unsigned eq = (unsigned)_mm_movemask_epi8(
+            _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(a + i)),
+                           _mm_loadu_si128((const __m128i *)(const void *)(b + i))));
+        if (eq != 0xffff) return i + (size_t)__builtin_ctz(~eq);
+    }
+#endif
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
+bool mst_pft_split_id_list_runs(const char *v, size_t len, mst_pft_id_item *out, size_t cap,
+                                size_t *n, const mst_pft_id_text *prev, uint32_t *which) {
+    const char *p = v, *end = v + len;
+    const char *pt = prev->text;
+    const uint32_t *off = prev->off, *on = prev->n;
+    size_t k = 0, count = 0;
+    *n = 0;
+    while (p < end && is_blank(*p)) p++;
+    if (p == end || *p++ != '[') return false;
+    while (p < end && is_blank(*p)) p++;
+    if (p < end && *p == ']') return false;
+    for (;;) {
+        if (p == end || *p != '"' || count == cap) return false;
+        const char *s = p + 1;
+        size_t left = (size_t)(end - s), t = k;
+        /* the previous list's item here: the next one, or one of the few
+         * after it (the ones between left) */
+        for (; t < prev->items && t < k + MST_PFT_ID_GUESS_AHEAD; t++)
+            if (on[t] < left && s[on[t]] == '"' && mst_same_bytes(s, pt + off[t], on[t])) break;
+        if (t < prev->items && t < k + MST_PFT_ID_GUESS_AHEAD) {
+            /* A run: from item t on, the text is the previous one's as far
+             * as they agree, and so are its items whose closing quote is
+             * within that (the bytes between them too: their separators). */
+            size_t base = off[t];
+            /* prev's items ending (closing quote) before `limit` */
+            size_t limit = base + common_prefix(s, left, pt + base, prev->len - base);
+            size_t t_end = prev->items - t < cap - count ? prev->items : t + (cap - count);
+            do {
+                out[count] = (mst_pft_id_item){s + (off[t] - base), on[t], NULL};
+                if (which) which[count] = (uint32_t)t;
+                count++;
+            } while (++t < t_end && off[t] + on[t] < limit);
+            k = t;
+            p = s + (off[t - 1] - base) + on[t - 1] + 1;
+        } else {
+            const char *q = first_quote_or_backslash(s, end);
+            if (q == end || *q != '"') return false;
+            if (which) which[count] = MST_PFT_ID_NO_GUESS;
+            out[count++] = (mst_pft_id_item){s, (size_t)(q - s), NULL};
+            p = q + 1;
+        }
+        if (p < end && *p == ',') { /* the usual "a","b" */
+            p++;
+            if (p < end && *p == '"') continue;
+        } else {
+            while (p < end && is_blank(*p)) p++;
+            if (p == end) return false;
+            if (*p == ']') break;
+            if (*p++ != ',') return false;
+        }
+        while (p < end && is_blank(*p)) p++;
+    }
+    *n = count;
+    for (p++; p < end; p++)
+        if (!is_blank(*p)) return false;
     return true;
 }

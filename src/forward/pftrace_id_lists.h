@@ -14,10 +14,12 @@
  * and otherwise only the ids that left and joined, with the span's place
  * since the keyframe so a reader can tell that it missed none.
  * The same recurrence makes splitting cheap: a stream keeps its last list's
- * refs (the writer's intern entries), so the next list's items are first
- * compared with those ids (mst_pft_split_id_list_guided) before any scan.
+ * refs (the writer's intern entries) and its JSON text, so the next list's
+ * text is compared with that text in runs (mst_pft_split_id_list_runs), or
+ * its items with those ids (mst_pft_split_id_list_guided), before any scan.
  * Memory: a fixed table of MST_PFT_ID_STREAMS streams, each with its last
- * list and refs (grown to the longest list seen). Used from one thread.
+ * list, refs and text (grown to the longest list seen). Used from one
+ * thread.
  */
 #ifndef MST_FORWARD_PFTRACE_ID_LISTS_H
 #define MST_FORWARD_PFTRACE_ID_LISTS_H
@@ -32,6 +34,10 @@
 #define MST_PFT_ID_STREAMS 256u
 /* Longest list written as items; a longer one is written as JSON text. */
 #define MST_PFT_ID_LIST_MAX 4096u
+/* Longest list text a stream keeps for the next list's runs (1,024 ids of
+ * 60 characters; a longer one's next list is split item by item): at most
+ * MST_PFT_ID_STREAMS of them. */
+#define MST_PFT_ID_TEXT_MAX (64u << 10)
 
 /* An item: its text (s, n) and a lookup hint for the timeline
  * (timeline.h mst_tl_id_item; the splitter leaves it NULL). */
@@ -90,6 +96,44 @@ void mst_pft_id_chain_forget(mst_pft_id_chains *c, uint64_t key);
  * and the stream forgotten). */
 bool mst_pft_id_chain_step(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids,
                            const uint32_t *refs, size_t n, mst_pft_id_delta *out);
+/* mst_pft_id_chain_step, to the same result, for a list whose shape the
+ * caller knows: items [0, kept) are ids of the stream's latest list (of
+ * n_last ids, as mst_pft_id_chain_last gave), which[i] their places in it
+ * (ascending), and items [kept, n) ids not in it, each listed once (so the
+ * whole list is too). The delta is read off that shape instead of from a
+ * set of the list's ids. */
+bool mst_pft_id_chain_step_shaped(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids,
+                                  const uint32_t *refs, size_t n, const uint32_t *which,
+                                  size_t kept, size_t n_last, mst_pft_id_delta *out);
+/* A stream's latest list as text: its JSON (text[0..len)) and its items'
+ * places in it (item i: text + off[i], n[i] bytes), in the list's order. */
+typedef struct mst_pft_id_text {
+    const char *text;
+    size_t len;
+    const uint32_t *off, *n;
+    size_t items;
+} mst_pft_id_text;
+
+/* Keeps v[0..len) with its items[0..n) (split from it) as the text of
+ * stream `key`'s latest list, which must be the list just recorded
+ * (mst_pft_id_chain_step*, the same n ids); nothing otherwise, for a text
+ * longer than MST_PFT_ID_TEXT_MAX, or when out of memory. */
+void mst_pft_id_chain_keep_text(mst_pft_id_chains *c, uint64_t key, const char *v, size_t len,
+                                const mst_pft_id_item *items, size_t n);
+/* The text of stream `key`'s latest list, when kept with it (its items are
+ * those mst_pft_id_chain_last's refs stand for, in order); false if not.
+ * Valid until the next call changing `c`. */
+bool mst_pft_id_chain_last_text(const mst_pft_id_chains *c, uint64_t key, mst_pft_id_text *out);
+
+/* mst_pft_split_id_list, to the same result, for a list that is probably
+ * the stream's latest one (`prev`) without a few ids and with new ones at
+ * the end: where an item is one of the next MST_PFT_ID_GUESS_AHEAD items of
+ * `prev`, the run of text that agrees with prev's from there is taken
+ * whole, its items where prev has them (no item is scanned for). which[i]
+ * (may be NULL) gets the index in prev of item i, or MST_PFT_ID_NO_GUESS. */
+bool mst_pft_split_id_list_runs(const char *v, size_t len, mst_pft_id_item *out, size_t cap,
+                                size_t *n, const mst_pft_id_text *prev, uint32_t *which);
+
 /* The refs of stream `key`'s latest list (*refs, its length returned),
  * or 0 when it has none (forgotten, reset, or recorded without refs): what
  * a writer predicts the next list's items from. Valid until the next call

@@ -21,9 +21,11 @@
  * stream (annotate_id_list; the delta rule is pftrace_id_lists.h's). Each
  * list is split once: its items go to the timeline too
  * (mst_timeline_add_span_split), each with its intern entry's word where
- * the timeline keeps its lookup of that request; `request.ids` items are
- * first compared with the stream's previous list's ids (the guided split),
- * so a kept id is neither scanned for nor hashed.
+ * the timeline keeps its lookup of that request; `request.ids` is split
+ * against the stream's previous list — by runs of its kept text, else item
+ * by item against its ids (pftrace_id_lists.h) — so a kept id is neither
+ * scanned for nor hashed, and its delta is read off the list's shape when
+ * the ids kept come first and the new ones after (annotate_id_list).
  *
  * Per span (the hot path, see bench/RESULTS.md): the annotations and new
  * definitions are encoded into scratch buffers as the attributes are met,
@@ -81,6 +83,7 @@ typedef struct intern_entry {
     uint32_t off, len;     /* into blob */
     uint32_t hash;
     uint8_t kind;
+    uint16_t mark;         /* annotate_id_list's (list_mark) */
     uint64_t iid;
     uint64_t tl_hint;      /* a request id's: the timeline's (mst_tl_id_item.hint) */
 } intern_entry;
@@ -121,6 +124,7 @@ struct mst_pftrace_writer {
     mst_buf blob;
     bool clear_pending;           /* next interning packet restarts the state */
     uint64_t intern_gen;          /* bumped by every restart */
+    uint16_t mark;                /* the last list_mark */
     uint64_t fixed_gen;           /* intern_gen when fixed_iid was filled (0: never) */
     uint64_t fixed_iid[6];        /* the fixed annotation names (FIXED_ANNOTATIONS) */
     uint64_t delta_gen;           /* intern_gen when delta_iid was filled */
@@ -296,6 +300,7 @@ static intern_entry *intern_add(mst_pftrace_writer *w, unsigned kind, const char
     e->kind = (uint8_t)kind;
     e->iid = w->next_iid[kind]++;
     e->tl_hint = 0;
+    e->mark = 0;
     w->islots[pos] = ((uint64_t)h << 32) | ++w->icount;
     mst_pft_interned_entry(&w->defs, kind, e->iid, s, n);
     return e;
@@ -691,17 +696,18 @@ static uint64_t pick_lane(mst_pftrace_writer *w, uint64_t thread, int64_t s, int
 
 
 
-/* The interned id for a plain (no escapes) JSON string value seen before,
- * else 0 (written inline; remembered for next time). `s` is the text
- * between the quotes. */
-static uint64_t value_iid(mst_pftrace_writer *w, const char *s, size_t n, shape_key *memo) {
+/* The interned id of a plain (no escapes) JSON string value, interned at
+ * its second sighting, or at once when `at_once` (either way its
+ * value-seen slot is marked); else 0: written inline, remembered for next
+ * time. `s` is the text between the quotes. */
+static uint64_t value_iid_when(mst_pftrace_writer *w, const char *s, size_t n, shape_key *memo,
+                               bool at_once) {
     uint64_t h = bytes_hash(s, n);
     uint32_t tag = (uint32_t)(h >> 32) | 1u;
     uint32_t *slot = &w->vseen[h & (VSEEN_SLOTS - 1)];
-    if (*slot != tag) {
-        *slot = tag;
-        return 0;
-    }
+    bool seen = *slot == tag;
+    *slot = tag;
+    if (!seen && !at_once) return 0;
     const intern_entry *e = intern_hashed(w, MST_PFT_INTERN_STRING_VALUE, s, n, h);
     if (!e) return 0;
     if (memo) {
@@ -712,6 +718,11 @@ static uint64_t value_iid(mst_pftrace_writer *w, const char *s, size_t n, shape_
         memo->viid = e->iid;
     }
     return e->iid;
+}
+
+/* value_iid_when interning from the second sighting. */
+static uint64_t value_iid(mst_pftrace_writer *w, const char *s, size_t n, shape_key *memo) {
+    return value_iid_when(w, s, n, memo, false);
 }
 
 /* value_iid of a raw JSON value when it is a plain string of 2..128
@@ -782,6 +793,19 @@ static uint64_t stream_key(int64_t pid, int64_t tid, const mst_str *name) {
     return mix64(h ^ mix64((uint64_t)pid * 0x9E3779B97F4A7C15ull ^ (uint64_t)tid));
 }
 
+/* A new pair of marks (intern_entry.mark: the even value and the next),
+ * none of them on any entry yet; every entry's mark is cleared when they
+ * run out. */
+static uint16_t list_mark(mst_pftrace_writer *w) {
+    if (w->mark < 2 || w->mark >= UINT16_MAX - 3) {
+        for (uint32_t i = 0; i < w->icount; i++) w->ie[i].mark = 0;
+        w->mark = 2;
+    } else {
+        w->mark = (uint16_t)(w->mark + 2);
+    }
+    return w->mark;
+}
+
 /* A string list of request ids (key k at shape position p) as a list of
  * interned values; `request.ids` as a keyframe or a delta against the
  * previous span of its stream (pftrace_id_lists.h). False when v is not a
@@ -800,24 +824,54 @@ static bool annotate_id_list(mst_pftrace_writer *w, shape *sh, size_t p, const m
      * item equal to one is that entry: one per text), the rest interned. */
     const uint32_t *prev = NULL;
     size_t n_prev = is_request_ids ? mst_pft_id_chain_last(w->chains, stream, &prev) : 0, n_guess = 0;
-    for (; n_guess < n_prev; n_guess++) {
+    intern_entry *ie = w->ie;
+    const char *blob = (const char *)w->blob.data;
+    mst_pft_id_item *guess = w->guess;
+    /* With the previous list's text kept, its runs of kept ids are taken
+     * whole (mst_pft_split_id_list_runs); else its entries' texts are the
+     * guesses. */
+    mst_pft_id_text prev_text;
+    bool have_text = n_prev && mst_pft_id_chain_last_text(w->chains, stream, &prev_text);
+    /* The previous list's entries get `mark`, this list's mark + 1 (below). */
+    uint16_t mark = n_prev ? list_mark(w) : 0;
+    for (uint32_t icount = w->icount; n_guess < n_prev; n_guess++) {
         uint32_t r = prev[n_guess];
-        if (r >= w->icount || w->ie[r].kind != MST_PFT_INTERN_STRING_VALUE) break;
-        w->guess[n_guess] = (mst_pft_id_item){(const char *)w->blob.data + w->ie[r].off, w->ie[r].len, NULL};
+        if (r >= icount || ie[r].kind != MST_PFT_INTERN_STRING_VALUE) break;
+        ie[r].mark = mark;
+        if (!have_text) guess[n_guess] = (mst_pft_id_item){blob + ie[r].off, ie[r].len, NULL};
     }
-    if (!mst_pft_split_id_list_guided(v->ptr, v->len, items, MST_PFT_ID_LIST_MAX, &n, w->guess,
-                                      n_guess, w->guessed) ||
-        w->icount + n + 3 > INTERN_MAX) {
+    bool split = have_text && n_guess == n_prev
+                     ? mst_pft_split_id_list_runs(v->ptr, v->len, items, MST_PFT_ID_LIST_MAX, &n,
+                                                  &prev_text, w->guessed)
+                     : mst_pft_split_id_list_guided(v->ptr, v->len, items, MST_PFT_ID_LIST_MAX, &n,
+                                                    guess, have_text ? 0 : n_guess, w->guessed);
+    if (!split || w->icount + n + 3 > INTERN_MAX) {
         if (is_request_ids) mst_pft_id_chain_forget(w->chains, stream);
         return false;
     }
+    /* The list's shape against the previous one, told on the way: ids of
+     * the previous list first (guessed, so in its order), then ids not in
+     * it (their entries' mark is neither mark nor mark + 1: not in the
+     * previous list, not met before in this one). Then its delta needs no
+     * set of its ids (mst_pft_id_chain_step_shaped). */
+    bool shaped = n_guess == n_prev;
+    size_t kept = 0;
+    const uint32_t *guessed = w->guessed;
+    uint64_t *iids = w->item_iids;
+    uint32_t *refs = w->item_refs;
     for (size_t i = 0; i < n; i++) {
-        intern_entry *e = w->guessed[i] != MST_PFT_ID_NO_GUESS
-                              ? &w->ie[prev[w->guessed[i]]]
-                              : intern_e(w, MST_PFT_INTERN_STRING_VALUE, items[i].s, items[i].n);
-        if (!e) return true; /* out of memory: the add fails and rolls back */
-        w->item_iids[i] = e->iid;
-        w->item_refs[i] = (uint32_t)(e - w->ie);
+        intern_entry *e;
+        if (guessed[i] != MST_PFT_ID_NO_GUESS) {
+            e = &ie[prev[guessed[i]]];
+            shaped &= kept++ == i;
+        } else {
+            e = intern_e(w, MST_PFT_INTERN_STRING_VALUE, items[i].s, items[i].n);
+            if (!e) return true; /* out of memory: the add fails and rolls back */
+            shaped &= (uint16_t)(e->mark - mark) > 1;
+        }
+        e->mark = (uint16_t)(mark + 1);
+        iids[i] = e->iid;
+        refs[i] = (uint32_t)(e - ie);
         items[i].hint = &e->tl_hint;
     }
     if (shared) { /* the timeline reads the list from these items */
@@ -826,8 +880,12 @@ static bool annotate_id_list(mst_pftrace_writer *w, shape *sh, size_t p, const m
     }
     mst_pft_id_delta d = {0, NULL, w->item_iids, 0, n};
     if (is_request_ids &&
-        !mst_pft_id_chain_step(w->chains, stream, w->item_iids, w->item_refs, n, &d))
+        !(n_prev && shaped ? mst_pft_id_chain_step_shaped(w->chains, stream, iids, refs, n, guessed,
+                                                           kept, n_prev, &d)
+                           : mst_pft_id_chain_step(w->chains, stream, iids, refs, n, &d)))
         w->buf->failed = true;
+    else if (is_request_ids) /* the next list's runs are read against this text */
+        mst_pft_id_chain_keep_text(w->chains, stream, v->ptr, v->len, items, n);
     if (!d.pos) {
         mst_pft_annotation_iid_array(&w->ann, shape_key_iid(w, sh, p, k->ptr, k->len), w->item_iids, n);
         return true;
@@ -923,16 +981,14 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, int64_t pid, 
     /* Ids as the hex text Jaeger shows. The trace id and the parent recur
      * across a trace's spans and are interned from their second sighting,
      * as repeated values are (value_iid); a span with a parent shares its
-     * trace with that parent, so its trace id is interned at once (the
-     * second call finds it marked by the first). The span id is unique and
-     * stays inline. Interned only while the table keeps room for the
-     * resource entries still to come (docs/architecture.md "Trace and span
-     * ids"). */
+     * trace with that parent, so its trace id is interned at once. The
+     * span id is unique and stays inline. Interned only while the table
+     * keeps room for the resource entries still to come
+     * (docs/architecture.md "Trace and span ids"). */
     size_t trace_n = ID_LEN(s->trace_id), parent_n = ID_LEN(s->parent_span_id);
     bool ids_room = w->icount + 2 + 2 * s->n_resource + 1 <= INTERN_MAX;
-    uint64_t trace_viid = ids_room && trace_n ? value_iid(w, s->trace_id, trace_n, NULL) : 0;
-    if (!trace_viid && ids_room && trace_n && parent_n)
-        trace_viid = value_iid(w, s->trace_id, trace_n, NULL);
+    uint64_t trace_viid =
+        ids_room && trace_n ? value_iid_when(w, s->trace_id, trace_n, NULL, parent_n != 0) : 0;
     uint64_t parent_viid = ids_room && parent_n ? value_iid(w, s->parent_span_id, parent_n, NULL) : 0;
     if (trace_viid) mst_pft_annotation_string_iid(&w->ann, fixed_iid[0], trace_viid);
     else mst_pft_annotation_string(&w->ann, fixed_iid[0], s->trace_id, trace_n);

@@ -57,6 +57,8 @@ typedef struct req_entry {
     uint8_t chunk;           /* prefill chunks since the last (re)start */
     uint8_t cur;             /* the kind of the last phase (0: none) */
     uint8_t n_segs, cap_segs;
+    uint8_t engine;          /* the engine of the last scheduling step naming it (index + 1 in
+                                mst_timeline.eng; 0: none yet, or not a followed engine) */
     /* the rest */
     char *id;
     uint64_t hash;
@@ -82,12 +84,18 @@ typedef struct req_entry {
  * the two whichever arrives first (bounded rings, oldest overwritten). The
  * processes' exporters batch for seconds, so one process's spans run
  * hundreds of steps ahead of another's (a real vLLM run: the worker's first
- * ~130 forwards before the engine's first step). The steps' ring is
- * scanned whole per joining span (a few µs); a step scans only the part of
+ * ~130 forwards before the engine's first step). Each engine keeps its last
+ * TL_DONE_STEPS steps in order of their end (tl_done_ring), so a joining
+ * span finds its step by a binary search in its engine's ring (in each
+ * engine's when its engine is not known); a step scans only the part of
  * the waiting ring that may still hold a waiting span (join_waiting), and
  * nothing when none of its kind waits: every step pays that. */
-#define TL_DONE_STEPS 1024
+#define TL_DONE_STEPS 1024u   /* per engine; a power of two */
 #define TL_WAITING_SPANS MST_TL_WAITING_SPANS
+/* A waiting span keeps the text of the first id of its request.ids up to
+ * this long, to tell its engine when its step comes (a longer one whose
+ * engine is not known yet: the span is taken as naming no request). */
+#define TL_WAIT_ID_MAX 63u
 
 /* The step an engine thread is in (from its schedule span on). */
 typedef struct tl_engine {
@@ -104,7 +112,16 @@ typedef struct tl_done_step {
 typedef struct tl_waiting_span {
     mst_tl_pos pos;
     uint8_t kind;             /* JOIN_*; 0: free or joined */
+    uint8_t engine;           /* its engine (index + 1), 0: not known yet */
+    uint8_t id_len;           /* of id: its first request id, 0: none kept */
+    char id[TL_WAIT_ID_MAX];
 } tl_waiting_span;
+/* The steps of one engine handed to the sink, by end time (then in the
+ * order they closed): a ring of TL_DONE_STEPS, the oldest forgotten. */
+typedef struct tl_done_ring {
+    tl_done_step *s;          /* allocated at the engine's first step */
+    uint32_t head, n;         /* the oldest at s[head], n kept */
+} tl_done_ring;
 
 struct mst_timeline {
     req_entry *e;
@@ -120,8 +137,7 @@ struct mst_timeline {
     uint32_t next_lane;
     tl_engine eng[TL_ENGINES];
     unsigned n_eng;
-    tl_done_step done[TL_DONE_STEPS];
-    unsigned done_next;
+    tl_done_ring done[TL_ENGINES]; /* of eng[i] */
     tl_waiting_span waiting[TL_WAITING_SPANS];
     /* Spans ever put in the ring, and the oldest that may still wait: every
      * earlier one was joined or overwritten, so a step scans only
@@ -177,6 +193,7 @@ void mst_timeline_free(mst_timeline *tl) {
         }
     free(tl->e);
     free(tl->buckets);
+    for (unsigned k = 0; k < TL_ENGINES; k++) free(tl->done[k].s);
     free(tl);
 }
 
@@ -658,24 +675,29 @@ static void note_preemptions(mst_timeline *tl, int64_t pid, int64_t ts, uint64_t
 }
 
 /* What a span naming request x in its request.ids tells of it: its times,
- * a step (step 2 or 1, as note_request_ids) and its phase ph (the step
+ * a step (step 2 or 1, as note_request_ids; a scheduling step of engine
+ * `engine`, index + 1, 0: not an engine's) and its phase ph (the step
  * record's character for it, or -1). */
 static inline void note_named(mst_timeline *tl, req_entry *x, int64_t start, int64_t end, int step,
-                              int ph) {
+                              uint8_t engine, int ph) {
     if (start < x->first_ns) x->first_ns = start;
     if (end > x->last_end_ns) x->last_end_ns = end;
-    if (step == 2) note_step(start, &x->sched1_ns, &x->sched2_ns, &x->steps);
-    else if (step == 1) note_step(start, &x->wsched1_ns, &x->wsched2_ns, &x->wsteps);
+    if (step == 2) {
+        note_step(start, &x->sched1_ns, &x->sched2_ns, &x->steps);
+        x->engine = engine;
+    } else if (step == 1) note_step(start, &x->wsched1_ns, &x->wsched2_ns, &x->wsteps);
     if (ph >= 0) note_phase(tl, x, start, (char)ph);
 }
 
 /* Notes every request in the span's request.ids (a validated JSON array).
  * step: 2 = a scheduling step (the schedule adapter's span), 1 = a batch
  * span (batch.scheduled_tokens: also the model steps), used only for
- * requests that no scheduling step named, 0 = neither. `phase`: the step
- * record's step.phase (one character per id), or NULL. */
+ * requests that no scheduling step named, 0 = neither; `engine`: the
+ * engine a scheduling step is of (note_named). `phase`: the step record's
+ * step.phase (one character per id), or NULL. */
 static bool note_request_ids(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
-                             const mst_json_slice *ids, int step, const mst_str *phase,
+                             const mst_json_slice *ids, int step, uint8_t engine,
+                             const mst_str *phase,
                              mst_arena *arena, const mst_tl_sink *sink,
                              const mst_tl_split_list *lists, size_t n_lists) {
     tl_id_cursor r;
@@ -686,13 +708,13 @@ static bool note_request_ids(mst_timeline *tl, const mst_pf_span *s, int64_t pid
     if (r.items) { /* split by the writer: one pass over its items */
         for (size_t idx = 0; idx < r.n; idx++) {
             req_entry *x = item_request(tl, req_get_item(tl, &r.items[idx], pid, sink), &ok);
-            if (x) note_named(tl, x, start, end, step, idx < n_phase ? (unsigned char)phase->ptr[idx] : -1);
+            if (x) note_named(tl, x, start, end, step, engine, idx < n_phase ? (unsigned char)phase->ptr[idx] : -1);
         }
         return ok;
     }
     req_entry *x;
     for (size_t idx = 0; next_request(tl, &r, pid, arena, sink, &x, &ok); idx++)
-        if (x) note_named(tl, x, start, end, step, idx < n_phase ? (unsigned char)phase->ptr[idx] : -1);
+        if (x) note_named(tl, x, start, end, step, engine, idx < n_phase ? (unsigned char)phase->ptr[idx] : -1);
     return ok;
 }
 
@@ -719,12 +741,62 @@ static uint64_t join_flow(uint64_t step, uint8_t kind) {
     return mst_tl_flow_mix(step, kind, 0x6a6f696eull);
 }
 
+/* The engine (index + 1) of request id (s, n) when a scheduling step of a
+ * known engine named it; 0 otherwise. */
+static uint8_t id_engine(const mst_timeline *tl, const char *s, size_t n) {
+    uint32_t i = req_find(tl, s, n, str_hash(tl->seed, s, n));
+    return i ? tl->e[i - 1].engine : 0;
+}
+
+/* The first plain (unescaped) string item of a JSON list of ids; false when
+ * there is none. */
+static bool first_plain_id(const mst_json_slice *list, const char **s, size_t *n) {
+    const char *p = list->ptr, *end = list->ptr + list->len;
+    while (p < end && (*p == ' ' || *p == '[' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+    if (p == end || *p != '"') return false;
+    const char *q = ++p;
+    while (q < end && *q != '"' && *q != '\\') q++;
+    if (q == end || *q != '"' || q == p) return false;
+    *s = p;
+    *n = (size_t)(q - p);
+    return true;
+}
+
+/* Which engine a worker forward or an output processing belongs to
+ * (docs/architecture.md "One step on the timeline"): the engine whose
+ * scheduling step last named the first id of its request.ids — a worker's
+ * batch is its step's, and an output span processes one engine's outputs
+ * (vLLM's API server handles each engine's EngineCoreOutputs on its own).
+ * 0: not known, *id (the first id) then tells why: NULL when the span
+ * names no request the timeline can read (no request.ids, an escaped
+ * id), else no scheduling step named it yet (its step is still to come). */
+static uint8_t span_engine(const mst_timeline *tl, const mst_pf_span *s, const char **id,
+                           size_t *id_n) {
+    *id = NULL;
+    *id_n = 0;
+    for (size_t a = 0; a < s->n_attrs; a++)
+        if (s->attrs[a].key.len == 11 && memcmp(s->attrs[a].key.ptr, "request.ids", 11) == 0) {
+            if (!first_plain_id(&s->attrs[a].value, id, id_n)) return 0;
+            return id_engine(tl, *id, *id_n);
+        }
+    return 0;
+}
+
+/* Whether waiting span w may join a step of `engine`: a span of that
+ * engine, or one naming no request (its engine is looked up again by its
+ * first id while not known: the step may have named it since). */
+static bool waiting_joins(const mst_timeline *tl, tl_waiting_span *w, uint8_t engine) {
+    if (!w->engine && w->id_len) w->engine = id_engine(tl, w->id, w->id_len);
+    return w->engine == engine || (!w->engine && !w->id_len);
+}
+
 /* Joins the waiting span of `kind` that belongs to the step [start, end]
- * to it: a worker forward that started within it, or the earliest output
- * processing that started after it ended (of equal starts, the one in the
- * lowest ring slot). */
-static bool join_waiting(mst_timeline *tl, uint8_t kind, int64_t start, int64_t end,
-                         mst_tl_step *st) {
+ * of engine `engine` (index + 1) to it: a worker forward that started
+ * within it, or the earliest output processing that started after it
+ * ended (of equal starts, the one in the lowest ring slot); of the spans
+ * naming requests only those of this engine (waiting_joins). */
+static bool join_waiting(mst_timeline *tl, uint8_t kind, uint8_t engine, int64_t start,
+                         int64_t end, mst_tl_step *st) {
     if (!tl->waiting_live[kind]) return false;
     tl_waiting_span *best = NULL;
     for (uint64_t n = tl->waiting_lo; n < tl->waiting_next; n++) {
@@ -732,7 +804,8 @@ static bool join_waiting(mst_timeline *tl, uint8_t kind, int64_t start, int64_t 
         if (w->kind != kind) continue;
         int64_t t = w->pos.ts_ns;
         bool in = kind == JOIN_WORKER ? t >= start && t <= end : t >= end;
-        if (in && (!best || t < best->pos.ts_ns || (t == best->pos.ts_ns && w < best))) best = w;
+        if (!in || (best && (t > best->pos.ts_ns || (t == best->pos.ts_ns && w > best)))) continue;
+        if (waiting_joins(tl, w, engine)) best = w;
     }
     if (!best) return false;
     st->joined[st->n_joined++] = best->pos;
@@ -744,19 +817,77 @@ static bool join_waiting(mst_timeline *tl, uint8_t kind, int64_t start, int64_t 
 }
 
 /* Puts span `at` of `kind` in the waiting ring, over its oldest entry when
- * full. */
-static void wait_for_step(mst_timeline *tl, const mst_tl_pos *at, uint8_t kind) {
+ * full, with its engine or the first request id to tell it by later. */
+static void wait_for_step(mst_timeline *tl, const mst_tl_pos *at, uint8_t kind, uint8_t engine,
+                          const char *id, size_t id_n) {
     tl_waiting_span *w = &tl->waiting[tl->waiting_next % TL_WAITING_SPANS];
     if (w->kind) tl->waiting_live[w->kind]--;
-    *w = (tl_waiting_span){*at, kind};
+    w->pos = *at;
+    w->kind = kind;
+    w->engine = engine;
+    w->id_len = 0;
+    if (!engine && id && id_n <= TL_WAIT_ID_MAX) {
+        memcpy(w->id, id, id_n);
+        w->id_len = (uint8_t)id_n;
+    }
     tl->waiting_live[kind]++;
     if (++tl->waiting_next - tl->waiting_lo > TL_WAITING_SPANS)
         tl->waiting_lo = tl->waiting_next - TL_WAITING_SPANS;
 }
 
+/* Step k (0: the oldest kept) of ring r. */
+static inline tl_done_step *done_at(const tl_done_ring *r, uint32_t k) {
+    return &r->s[(r->head + k) & (TL_DONE_STEPS - 1)];
+}
+
+/* Keeps step d in its engine's ring (over the oldest when full), in order
+ * of end time: a step that ended before the last one kept (spans out of
+ * order) is moved back to its place. NULL when out of memory (the step is
+ * then not joined to spans arriving after it). */
+static tl_done_step *done_add(tl_done_ring *r, const tl_done_step *d) {
+    if (!r->s && !(r->s = malloc(TL_DONE_STEPS * sizeof *r->s))) return NULL;
+    if (r->n == TL_DONE_STEPS) {
+        r->head = (r->head + 1) & (TL_DONE_STEPS - 1);
+        r->n--;
+    }
+    uint32_t k = r->n++;
+    for (; k && done_at(r, k - 1)->end_ns > d->end_ns; k--) *done_at(r, k) = *done_at(r, k - 1);
+    *done_at(r, k) = *d;
+    return done_at(r, k);
+}
+
+/* The number of r's steps that ended before t (at_or_before: at or
+ * before t): the steps are in order of end, so a binary search. */
+static uint32_t done_ended_before(const tl_done_ring *r, int64_t t, bool at_or_before) {
+    uint32_t lo = 0, hi = r->n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        int64_t e = done_at(r, mid)->end_ns;
+        if (e < t || (at_or_before && e == t)) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* The step of ring r a span of `kind` starting at t belongs to, or NULL:
+ * a worker forward's is the first step ending at or after t, if it started
+ * at or before t (the one step containing t: one engine's steps follow
+ * each other); an output processing's is the last step that ended at or
+ * before t (of equal ends, the last closed). */
+static tl_done_step *done_candidate(const tl_done_ring *r, uint8_t kind, int64_t t) {
+    if (kind == JOIN_WORKER) {
+        uint32_t k = done_ended_before(r, t, false);
+        tl_done_step *d = k < r->n ? done_at(r, k) : NULL;
+        return d && d->pos.ts_ns <= t ? d : NULL;
+    }
+    uint32_t k = done_ended_before(r, t, true);
+    return k ? done_at(r, k - 1) : NULL;
+}
+
 /* Hands the open step of engine e to the sink, ending at end_ns. */
 static void step_close(mst_timeline *tl, tl_engine *e, int64_t end_ns, const mst_tl_sink *sink) {
     e->open = false;
+    uint8_t engine = (uint8_t)(e - tl->eng + 1);
     mst_tl_step st;
     memset(&st, 0, sizeof st);
     st.pid = e->pid;
@@ -767,24 +898,24 @@ static void step_close(mst_timeline *tl, tl_engine *e, int64_t end_ns, const mst
     st.requests = e->requests;
     st.tokens = e->tokens;
     st.flow = step_flow(e->pid, e->index);
-    tl_done_step *d = &tl->done[tl->done_next++ % TL_DONE_STEPS];
-    d->pos = (mst_tl_pos){st.pid, st.tid, st.start_ns, st.flow};
-    d->end_ns = st.end_ns;
-    d->worker = join_waiting(tl, JOIN_WORKER, st.start_ns, st.end_ns, &st);
-    st.worker_flow = d->worker ? st.joined[st.n_joined - 1].flow : join_flow(st.flow, JOIN_WORKER);
-    d->output = join_waiting(tl, JOIN_OUTPUT, st.start_ns, st.end_ns, &st);
-    st.output_flow = d->output ? st.joined[st.n_joined - 1].flow : join_flow(st.flow, JOIN_OUTPUT);
-    if (!d->worker) st.later[st.n_later++] = st.worker_flow;
-    if (!d->output) st.later[st.n_later++] = st.output_flow;
+    tl_done_step d = {{st.pid, st.tid, st.start_ns, st.flow}, st.end_ns, false, false};
+    d.worker = join_waiting(tl, JOIN_WORKER, engine, st.start_ns, st.end_ns, &st);
+    st.worker_flow = d.worker ? st.joined[st.n_joined - 1].flow : join_flow(st.flow, JOIN_WORKER);
+    d.output = join_waiting(tl, JOIN_OUTPUT, engine, st.start_ns, st.end_ns, &st);
+    st.output_flow = d.output ? st.joined[st.n_joined - 1].flow : join_flow(st.flow, JOIN_OUTPUT);
+    if (!d.worker) st.later[st.n_later++] = st.worker_flow;
+    if (!d.output) st.later[st.n_later++] = st.output_flow;
+    (void)done_add(&tl->done[engine - 1], &d);
     if (sink && sink->step) sink->step(sink->self, &st);
 }
 
 /* Follows the engine's steps: a schedule span with step.index opens one
  * (closing the previous), the update_from_output on the same thread closes
- * it, other spans of that thread extend it. */
-static void note_engine_step(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
-                             const mst_json_slice *index, int64_t requests, int64_t tokens,
-                             const mst_tl_sink *sink) {
+ * it, other spans of that thread extend it. Returns the engine of the
+ * span's process (index + 1 in tl->eng), 0 when it is none. */
+static uint8_t note_engine_step(mst_timeline *tl, const mst_pf_span *s, int64_t pid,
+                                const mst_json_slice *index, int64_t requests, int64_t tokens,
+                                const mst_tl_sink *sink) {
     unsigned i = 0;
     while (i < tl->n_eng && tl->eng[i].pid != pid) i++;
     bool is_d;
@@ -793,7 +924,7 @@ static void note_engine_step(mst_timeline *tl, const mst_pf_span *s, int64_t pid
     bool opens = index && name_is(s, TL_SCHEDULE_SPAN) && mst_tl_json_number(index, &is_d, &idx, &dv) &&
                  !is_d && idx >= 0;
     if (i == tl->n_eng) {
-        if (!opens || i == TL_ENGINES) return;
+        if (!opens || i == TL_ENGINES) return 0;
         tl->n_eng++;
         tl->eng[i].open = false;
     }
@@ -802,11 +933,12 @@ static void note_engine_step(mst_timeline *tl, const mst_pf_span *s, int64_t pid
     if (opens) {
         if (e->open) step_close(tl, e, e->last_end_ns, sink);
         *e = (tl_engine){pid, tid, idx, s->start_ns, s->end_ns, requests, tokens, true};
-        return;
+        return (uint8_t)(i + 1);
     }
-    if (!e->open || tid != e->tid) return;
+    if (!e->open || tid != e->tid) return (uint8_t)(i + 1);
     if (s->end_ns > e->last_end_ns) e->last_end_ns = s->end_ns;
     if (name_is(s, TL_UPDATE_SPAN)) step_close(tl, e, e->last_end_ns, sink);
+    return (uint8_t)(i + 1);
 }
 
 static uint8_t join_kind(const mst_pf_span *s) {
@@ -819,17 +951,26 @@ bool mst_timeline_join_step(mst_timeline *tl, const mst_pf_span *s, const mst_tl
                             mst_tl_pos *step) {
     uint8_t kind = join_kind(s);
     if (!tl || !kind) return false;
+    const char *id;
+    size_t id_n;
+    uint8_t engine = span_engine(tl, s, &id, &id_n);
+    /* Its engine's step (none yet when no step named its requests: it
+     * waits); for a span naming no request, the best of every engine's: of
+     * the steps containing a worker forward's start whose forward is not
+     * joined yet, the one that started last; the output's that ended last.
+     * Equal: the engine seen first. */
     tl_done_step *best = NULL;
-    for (unsigned i = 0; i < TL_DONE_STEPS; i++) {
-        tl_done_step *d = &tl->done[i];
-        if (!d->pos.flow) continue;
-        if (kind == JOIN_WORKER) {
-            if (!d->worker && at->ts_ns >= d->pos.ts_ns && at->ts_ns <= d->end_ns) best = d;
-        } else if (d->end_ns <= at->ts_ns && (!best || d->end_ns > best->end_ns)) {
+    unsigned k_end = engine ? engine : id ? 0 : tl->n_eng;
+    for (unsigned k = engine ? engine - 1u : 0; k < k_end; k++) {
+        tl_done_step *d = done_candidate(&tl->done[k], kind, at->ts_ns);
+        if (!d) continue;
+        if (kind == JOIN_WORKER ? !d->worker && (!best || d->pos.ts_ns > best->pos.ts_ns)
+                                : !best || d->end_ns > best->end_ns)
             best = d;
-        }
     }
-    if (best && kind == JOIN_OUTPUT && best->output) best = NULL; /* its output was joined */
+    /* Joined already: its forward (with tensor parallelism one per rank:
+     * the first one joins) or its output processing came before. */
+    if (best && (kind == JOIN_WORKER ? best->worker : best->output)) best = NULL;
     if (best) {
         if (kind == JOIN_WORKER) best->worker = true;
         else best->output = true;
@@ -837,7 +978,7 @@ bool mst_timeline_join_step(mst_timeline *tl, const mst_pf_span *s, const mst_tl
         step->flow = join_flow(best->pos.flow, kind);
         return true;
     }
-    wait_for_step(tl, at, kind);
+    wait_for_step(tl, at, kind, engine, id, id_n);
     return false;
 }
 
@@ -896,6 +1037,7 @@ bool mst_timeline_add_span_split(mst_timeline *tl, const mst_pf_span *s, int64_t
     if (s->end_ns > tl->last_span_end_ns) tl->last_span_end_ns = s->end_ns;
     const mst_json_slice *step_index = NULL, *batch_count = NULL, *batch_tokens = NULL;
     bool sched_step = false, batch_step = false;
+    uint8_t engine = 0; /* of the span's process (index + 1), when it is an engine's */
     size_t ctr_at[TL_KV_USAGE + 1] = {0}; /* counter attributes, index + 1 */
     for (size_t a = 0; a < s->n_attrs; a++) {
         const mst_str *k = &s->attrs[a].key;
@@ -961,7 +1103,7 @@ bool mst_timeline_add_span_split(mst_timeline *tl, const mst_pf_span *s, int64_t
         int64_t nreq = -1, ntok = -1;
         if (batch_count && (!mst_tl_json_number(batch_count, &is_d, &nreq, &dv) || is_d)) nreq = -1;
         if (batch_tokens && (!mst_tl_json_number(batch_tokens, &is_d, &ntok, &dv) || is_d)) ntok = -1;
-        note_engine_step(tl, s, pid, step_index, nreq, ntok, sink);
+        engine = note_engine_step(tl, s, pid, step_index, nreq, ntok, sink);
     }
     bool is_request_span = s->name.len == sizeof MST_TL_REQUEST_SPAN - 1 &&
                            memcmp(s->name.ptr, MST_TL_REQUEST_SPAN, s->name.len) == 0;
@@ -1008,7 +1150,7 @@ bool mst_timeline_add_span_split(mst_timeline *tl, const mst_pf_span *s, int64_t
         note_preemptions(tl, pid, s->end_ns, n_preempted, sink);
     }
     if (!ids) return ok;
-    return note_request_ids(tl, s, pid, ids, step, record ? &ph : NULL, arena, sink, lists,
+    return note_request_ids(tl, s, pid, ids, step, engine, record ? &ph : NULL, arena, sink, lists,
                             n_lists) && ok;
 }
 

@@ -109,8 +109,9 @@ typedef struct mst_tl_pos {
  * engine before the next schedule). `joined`: the worker's forward
  * (vllm.worker.execute_model within the step) and the output processing of
  * the step (the first vllm.output.process starting after the step ends),
- * when their slices were already written; one written later is joined to
- * the step by mst_timeline_join_step. */
+ * of the same engine (mst_timeline_join_step), when their slices were
+ * already written; one written later is joined to the step by
+ * mst_timeline_join_step. */
 #define MST_TL_STEP_JOINS 2
 /* Spans kept waiting for their step (a ring: the oldest is forgotten). */
 #define MST_TL_WAITING_SPANS 4096
@@ -281,7 +282,20 @@ bool mst_timeline_joins_step(const mst_pf_span *s);
  * engine step was already handed to the sink, true with *step the step
  * slice's position (the writer joins the two with a flow). Otherwise s is
  * remembered (a bounded ring) and joined when its step completes. The
- * returned position's flow is the one of mst_tl_step.later for s. */
+ * returned position's flow is the one of mst_tl_step.later for s.
+ *
+ * Its step: a worker forward's is the step of its engine that contains
+ * its start and has no forward joined yet; an output processing's the last
+ * step of its engine that ended at or before its start, if that step's
+ * output is not joined yet. Its engine is the one whose scheduling step
+ * named the first id of its request.ids (with data parallelism each
+ * EngineCore is an engine, and a span of one is never joined to another's
+ * step, however their steps overlap); a span naming requests no step named
+ * yet waits for its engine's step. A span naming no request may join any
+ * engine's step: of a forward's candidates the one that started last, of
+ * an output's the one that ended last (equal: the engine seen first).
+ * Each engine's last 1,024 steps are kept, in order of their end, and
+ * found by a binary search. */
 bool mst_timeline_join_step(mst_timeline *tl, const mst_pf_span *s, const mst_tl_pos *at,
                             mst_tl_pos *step);
 

@@ -507,6 +507,121 @@ static void test_id_chain_keyframes_and_deltas(void) {
     mst_pft_id_chains_free(c);
 }
 
+/* Splits `list` against the text of `prev_list` kept in a chain (as the
+ * writer does) and checks the runs splitter gives the plain split's items
+ * and verdict; returns the items' places in prev through which[]. */
+static bool split_runs_as_plain(const char *prev_list, const char *list, size_t cap, uint32_t *which,
+                                size_t *n_out) {
+    mst_pft_id_chains *c = mst_pft_id_chains_new();
+    CHECK(c != NULL);
+    mst_pft_id_item pi[16], r[16], u[16];
+    size_t np = 0, nr = 0, nu = 0;
+    CHECK(mst_pft_split_id_list(prev_list, strlen(prev_list), pi, 16, &np));
+    uint64_t iids[16];
+    uint32_t refs[16];
+    for (size_t i = 0; i < np; i++) {
+        iids[i] = 100 + i;
+        refs[i] = (uint32_t)i;
+    }
+    mst_pft_id_delta d;
+    CHECK(mst_pft_id_chain_step(c, 7, iids, refs, np, &d));
+    mst_pft_id_chain_keep_text(c, 7, prev_list, strlen(prev_list), pi, np);
+    mst_pft_id_text t;
+    CHECK(mst_pft_id_chain_last_text(c, 7, &t));
+    CHECK_EQ_INT(t.items, np);
+    bool ok_r = mst_pft_split_id_list_runs(list, strlen(list), r, cap, &nr, &t, which);
+    bool ok_u = mst_pft_split_id_list(list, strlen(list), u, cap, &nu);
+    CHECK_EQ_INT(ok_r, ok_u);
+    if (ok_r && ok_u) {
+        CHECK_EQ_INT(nr, nu);
+        for (size_t i = 0; i < nr && i < nu; i++) CHECK(r[i].s == u[i].s && r[i].n == u[i].n);
+        for (size_t i = 0; i < nr; i++)
+            if (which[i] != MST_PFT_ID_NO_GUESS)
+                CHECK(pi[which[i]].n == r[i].n && memcmp(pi[which[i]].s, r[i].s, r[i].n) == 0);
+    }
+    *n_out = nr;
+    mst_pft_id_chains_free(c);
+    return ok_r;
+}
+
+/* The runs splitter (a stream's previous list's text taken whole where the
+ * new list agrees with it): the plain split's items and verdict whatever
+ * the two lists, its items of the previous list told by their place. */
+static void test_id_list_split_runs(void) {
+    const char *prev = "[\"aa-0123456789abcdef0123\",\"bb-0123456789abcdef0123\",\"cc\",\"dd-x\","
+                       "\"ee-0123456789abcdef0123\"]";
+    uint32_t w[16];
+    size_t n;
+    /* one left in the middle, one joined at the end: two runs, a new id */
+    CHECK(split_runs_as_plain(prev, "[\"aa-0123456789abcdef0123\",\"cc\",\"dd-x\",\"ee-0123456789abcdef0123\",\"ff\"]", 16, w, &n));
+    CHECK(n == 5 && w[0] == 0 && w[1] == 2 && w[2] == 3 && w[3] == 4 && w[4] == MST_PFT_ID_NO_GUESS);
+    /* the same list: one run */
+    CHECK(split_runs_as_plain(prev, prev, 16, w, &n));
+    CHECK(n == 5 && w[0] == 0 && w[4] == 4);
+    /* an item that is a prefix (or an extension) of the previous one there */
+    CHECK(split_runs_as_plain(prev, "[\"aa-0123456789abcdef0123\",\"bb-0123456789abcdef012\",\"cc\"]", 16, w, &n));
+    CHECK(n == 3 && w[0] == 0 && w[1] == MST_PFT_ID_NO_GUESS && w[2] == 2);
+    CHECK(split_runs_as_plain(prev, "[\"aa-0123456789abcdef0123\",\"cc1\",\"dd-x\"]", 16, w, &n));
+    CHECK(n == 3 && w[1] == MST_PFT_ID_NO_GUESS && w[2] == 3);
+    /* ... where the run ends just at a previous item's closing quote */
+    CHECK(split_runs_as_plain(prev, "[\"aa-0123456789abcdef0123\",\"bb-0123456789abcdef0123\",\"cc1\",\"dd-x\"]", 16, w, &n));
+    CHECK(n == 4 && w[0] == 0 && w[1] == 1 && w[2] == MST_PFT_ID_NO_GUESS && w[3] == 3);
+    /* other blanks between the items than before */
+    CHECK(split_runs_as_plain(prev, " [ \"aa-0123456789abcdef0123\" , \"bb-0123456789abcdef0123\",\"cc\" ] ", 16, w, &n));
+    CHECK(n == 3 && w[0] == 0 && w[1] == 1 && w[2] == 2);
+    /* a new id in the middle, the rest after it; more than the look-ahead left */
+    CHECK(split_runs_as_plain(prev, "[\"aa-0123456789abcdef0123\",\"zz\",\"bb-0123456789abcdef0123\"]", 16, w, &n));
+    CHECK(n == 3 && w[1] == MST_PFT_ID_NO_GUESS && w[2] == 1);
+    CHECK(split_runs_as_plain(prev, "[\"ee-0123456789abcdef0123\",\"aa-0123456789abcdef0123\"]", 16, w, &n));
+    CHECK(n == 2 && w[0] == MST_PFT_ID_NO_GUESS && w[1] == 0); /* ee is beyond the look-ahead */
+    /* refused as the plain split refuses: after a run, bad syntax, an
+     * escape, more items than cap (in a run and after it) */
+    static const char *const refused[] = {
+        "[\"aa-0123456789abcdef0123\",\"bb-0123456789abcdef0123\",]",
+        "[\"aa-0123456789abcdef0123\",\"bb-0123456789abcdef0123\"] x",
+        "[\"aa-0123456789abcdef0123\",\"b\\\"b\"]",
+        "[\"aa-0123456789abcdef0123\",\"bb-0123456789abcdef0123\"",
+        "[\"aa-0123456789abcdef0123\",\"bb-0123456789abcdef0123\",\"cc\",\"dd-x\"]", "[]", "[1]"};
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
+        CHECK(!split_runs_as_plain(prev, refused[i], 3, w, &n));
+    /* exactly cap items */
+    CHECK(split_runs_as_plain(prev, "[\"aa-0123456789abcdef0123\",\"bb-0123456789abcdef0123\",\"cc\"]", 3, w, &n));
+    CHECK_EQ_INT(n, 3);
+}
+
+/* The shaped chain step (the caller tells which ids were kept) records and
+ * writes each list as the general one does. */
+static void test_id_chain_step_shaped(void) {
+    mst_pft_id_chains *plain = mst_pft_id_chains_new(), *shaped = mst_pft_id_chains_new();
+    CHECK(plain && shaped);
+    /* lists as (kept places in the previous list, new ids) */
+    uint64_t lists[][8] = {{1, 2, 3, 4, 5, 6}, {2, 3, 4, 5, 6, 7}, {2, 4, 5, 6, 7, 8},
+                           {2, 4, 5, 6, 7, 8}, {9, 10, 11, 12, 13, 14}, {9, 10, 11, 12, 13, 14, 15, 16}};
+    size_t lens[] = {6, 6, 6, 6, 6, 8};
+    uint32_t refs[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
+        const uint64_t *cur = lists[l];
+        uint32_t which[8];
+        size_t kept = 0, n_last = l ? lens[l - 1] : 0;
+        for (size_t i = 0; i < lens[l] && l; i++) {
+            size_t g = 0;
+            while (g < n_last && lists[l - 1][g] != cur[i]) g++;
+            if (g == n_last) break;
+            which[kept++] = (uint32_t)g;
+        }
+        mst_pft_id_delta dp, ds;
+        CHECK(mst_pft_id_chain_step(plain, 5, cur, refs, lens[l], &dp));
+        CHECK(mst_pft_id_chain_step_shaped(shaped, 5, cur, refs, lens[l], which, kept, n_last, &ds));
+        CHECK_EQ_INT(dp.pos, ds.pos);
+        CHECK_EQ_INT(dp.n_left, ds.n_left);
+        CHECK_EQ_INT(dp.n_joined, ds.n_joined);
+        for (size_t i = 0; i < dp.n_left && i < ds.n_left; i++) CHECK(dp.left[i] == ds.left[i]);
+        for (size_t i = 0; i < dp.n_joined && i < ds.n_joined; i++) CHECK(dp.joined[i] == ds.joined[i]);
+    }
+    mst_pft_id_chains_free(plain);
+    mst_pft_id_chains_free(shaped);
+}
+
 static const mst_test_case TESTS[] = {
     {"annotation_bytes", test_annotation_bytes},
     {"event_packet_bytes", test_event_packet_bytes},
@@ -517,6 +632,8 @@ static const mst_test_case TESTS[] = {
     {"id_array_bytes", test_id_array_bytes},
     {"id_list_split", test_id_list_split},
     {"id_chain_keyframes_and_deltas", test_id_chain_keyframes_and_deltas},
+    {"id_list_split_runs", test_id_list_split_runs},
+    {"id_chain_step_shaped", test_id_chain_step_shaped},
 };
 
 MST_TEST_MAIN(TESTS)

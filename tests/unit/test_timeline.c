@@ -406,19 +406,21 @@ static void test_step_record_phases_are_bounded(void) {
     mst_timeline_free(tl);
 }
 
-/* Feeds a span as a writer does: first asks which written step it joins
- * (its position: ts = start, flow = its span's own id), then adds it.
- * Returns whether it joined one, with the step's position in *step. */
-static bool feed_joining(mst_timeline *tl, got *g, const char *name, const char *span_id,
-                         long long start, long long end, const char *attrs, mst_tl_pos *step) {
+/* Feeds a span of process pid, thread tid as a writer does: first asks
+ * which written step it joins (its position: ts = start, flow = its span's
+ * own id), then adds it. Returns whether it joined one, with the step's
+ * position in *step. */
+static bool feed_joining_in(mst_timeline *tl, got *g, const char *name, const char *span_id,
+                            int pid, int tid, long long start, long long end, const char *attrs,
+                            mst_tl_pos *step) {
     char json[2048];
     snprintf(json, sizeof json,
              MST_PERFETTO_MAGIC
              "{\"name\":\"%s\",\"category\":\"c\",\"trace_id\":\"%032d\",\"span_id\":\"%s\","
              "\"parent_span_id\":\"\",\"start_time_ns\":%lld,\"end_time_ns\":%lld,\"kind\":1,"
-             "\"status\":1,\"attributes\":{\"process.pid\":7,\"thread.id\":70%s%s},"
+             "\"status\":1,\"attributes\":{\"process.pid\":%d,\"thread.id\":%d%s%s},"
              "\"resource_attributes\":{},\"links\":[]}",
-             name, 1, span_id, start, end, attrs[0] ? "," : "", attrs);
+             name, 1, span_id, start, end, pid, tid, attrs[0] ? "," : "", attrs);
     mst_arena a;
     mst_pf_span s;
     decode(json, &a, &s);
@@ -428,6 +430,12 @@ static bool feed_joining(mst_timeline *tl, got *g, const char *name, const char 
     CHECK(mst_timeline_add_span(tl, &s, s.pid, &a, &sink));
     mst_arena_release(&a);
     return joined;
+}
+
+/* feed_joining_in of a span of process 7, thread 70. */
+static bool feed_joining(mst_timeline *tl, got *g, const char *name, const char *span_id,
+                         long long start, long long end, const char *attrs, mst_tl_pos *step) {
+    return feed_joining_in(tl, g, name, span_id, 7, 70, start, end, attrs, step);
 }
 
 /* Engine steps: schedule (step.index) -> update_from_output on the engine
@@ -542,6 +550,125 @@ static void test_waiting_spans_ring(void) {
     mst_timeline_free(tl);
 }
 
+/* Two engines (data parallel: engine A pid 100, B pid 200, their workers
+ * 110 and 210, one API server 50) whose steps overlap in time: a worker
+ * forward or an output processing joins a step of the engine that
+ * scheduled its first request, also where another engine's step fits the
+ * time better, whether it arrives after its step (the done steps) or
+ * before (the waiting ring); a request no step named yet waits for its
+ * engine's step. */
+static void test_joins_with_two_engines(void) {
+    mst_timeline *tl = mst_timeline_new(64);
+    got g = {0};
+    mst_tl_pos step;
+    const char *a_ids = "\"request.ids\":[\"a1\",\"a2\"]", *b_ids = "\"request.ids\":[\"b1\"]";
+    char attrs[160];
+#define SCHED(idx, ids) (snprintf(attrs, sizeof attrs, "\"step.index\":%d,\"scheduler.running\":1,%s", idx, ids), attrs)
+    /* A0 = [1000, 1100], B0 = [1020, 1200]: B0 closes first */
+    CHECK(!feed_joining_in(tl, &g, "vllm.scheduler.schedule", "00000000000000a0", 100, 101, 1000, 1010, SCHED(0, a_ids), &step));
+    CHECK(!feed_joining_in(tl, &g, "vllm.scheduler.schedule", "00000000000000b0", 200, 201, 1020, 1030, SCHED(0, b_ids), &step));
+    CHECK(!feed_joining_in(tl, &g, "vllm.scheduler.update_from_output", "00000000000000b9", 200, 201, 1190, 1200, "", &step));
+    CHECK(!feed_joining_in(tl, &g, "vllm.scheduler.update_from_output", "00000000000000a9", 100, 101, 1090, 1100, "", &step));
+    CHECK_EQ_INT(g.n_steps, 2);
+    CHECK_EQ_INT(g.steps[0].pid, 200);
+    CHECK_EQ_INT(g.steps[1].pid, 100);
+    /* B's forward at 1050 is in both steps: it joins B0 */
+    CHECK(feed_joining_in(tl, &g, "vllm.worker.execute_model", "00000000000000c1", 210, 211, 1050, 1080, b_ids, &step));
+    CHECK_EQ_INT(step.pid, 200);
+    CHECK_EQ_INT(step.ts_ns, 1020);
+    /* ... and A's at 1060 A0 */
+    CHECK(feed_joining_in(tl, &g, "vllm.worker.execute_model", "00000000000000c2", 110, 111, 1060, 1080, a_ids, &step));
+    CHECK_EQ_INT(step.pid, 100);
+    CHECK_EQ_INT(step.ts_ns, 1000);
+    /* outputs after both steps ended: each its engine's, not the one that
+     * ended last (B0) */
+    CHECK(feed_joining_in(tl, &g, "vllm.output.process", "00000000000000d1", 50, 51, 1250, 1260, a_ids, &step));
+    CHECK_EQ_INT(step.pid, 100);
+    CHECK_EQ_INT(step.flow, g.steps[1].later[1]); /* later: its worker's flow, then its output's */
+    CHECK(feed_joining_in(tl, &g, "vllm.output.process", "00000000000000d2", 50, 51, 1255, 1265, b_ids, &step));
+    CHECK_EQ_INT(step.pid, 200);
+    CHECK_EQ_INT(step.flow, g.steps[0].later[1]);
+    /* arriving before their steps: outputs of B1 and A1 (B's first), the
+     * forwards of B1 and A1, and a forward of B2 naming a request no step
+     * named yet (its engine is told when B2 names it) */
+    CHECK(!feed_joining_in(tl, &g, "vllm.output.process", "00000000000000e1", 50, 51, 1420, 1430, b_ids, &step));
+    CHECK(!feed_joining_in(tl, &g, "vllm.output.process", "00000000000000e2", 50, 51, 1425, 1435, "\"request.ids\":[\"a2\",\"a1\"]", &step));
+    CHECK(!feed_joining_in(tl, &g, "vllm.worker.execute_model", "00000000000000e3", 210, 211, 1318, 1330, b_ids, &step));
+    CHECK(!feed_joining_in(tl, &g, "vllm.worker.execute_model", "00000000000000e4", 110, 111, 1320, 1330, a_ids, &step));
+    CHECK(!feed_joining_in(tl, &g, "vllm.worker.execute_model", "00000000000000e5", 210, 211, 1520, 1530, "\"request.ids\":[\"c1\"]", &step));
+    /* A1 = [1300, 1390], B1 = [1305, 1400], A2 = [1500, 1600], B2 = [1510, 1610] */
+    CHECK(!feed_joining_in(tl, &g, "vllm.scheduler.schedule", "00000000000000a1", 100, 101, 1300, 1310, SCHED(1, a_ids), &step));
+    CHECK(!feed_joining_in(tl, &g, "vllm.scheduler.update_from_output", "00000000000000a8", 100, 101, 1380, 1390, "", &step));
+    CHECK(!feed_joining_in(tl, &g, "vllm.scheduler.schedule", "00000000000000b1", 200, 201, 1305, 1315, SCHED(1, b_ids), &step));
+    CHECK(!feed_joining_in(tl, &g, "vllm.scheduler.update_from_output", "00000000000000b8", 200, 201, 1395, 1400, "", &step));
+    CHECK(!feed_joining_in(tl, &g, "vllm.scheduler.schedule", "00000000000000a2", 100, 101, 1500, 1510, SCHED(2, a_ids), &step));
+    CHECK(!feed_joining_in(tl, &g, "vllm.scheduler.update_from_output", "00000000000000a7", 100, 101, 1590, 1600, "", &step));
+    CHECK(!feed_joining_in(tl, &g, "vllm.scheduler.schedule", "00000000000000b2", 200, 201, 1510, 1515, SCHED(2, "\"request.ids\":[\"b1\",\"c1\"]"), &step));
+    CHECK(!feed_joining_in(tl, &g, "vllm.scheduler.update_from_output", "00000000000000b7", 200, 201, 1600, 1610, "", &step));
+#undef SCHED
+    CHECK_EQ_INT(g.n_steps, 6);
+    const mst_tl_step *a1 = &g.steps[2], *b1 = &g.steps[3], *a2 = &g.steps[4], *b2 = &g.steps[5];
+    CHECK_EQ_INT(a1->pid, 100);
+    CHECK_EQ_INT(a1->n_joined, 2);
+    CHECK_EQ_INT(a1->joined[0].ts_ns, 1320); /* not B's forward at 1318 */
+    CHECK_EQ_INT(a1->joined[0].pid, 110);
+    CHECK_EQ_INT(a1->joined[1].ts_ns, 1425); /* not B's output at 1420 */
+    CHECK_EQ_INT(b1->pid, 200);
+    CHECK_EQ_INT(b1->n_joined, 2);
+    CHECK_EQ_INT(b1->joined[0].ts_ns, 1318);
+    CHECK_EQ_INT(b1->joined[1].ts_ns, 1420);
+    CHECK_EQ_INT(a2->n_joined, 0); /* c1's forward is not A2's */
+    CHECK_EQ_INT(b2->pid, 200);
+    CHECK_EQ_INT(b2->n_joined, 1);
+    CHECK_EQ_INT(b2->joined[0].ts_ns, 1520);
+    /* a span naming no request joins by time alone: of the steps
+     * containing it whose forward is not joined yet, the one that started
+     * last (B2 started later, but its forward was joined: A2) */
+    CHECK(feed_joining_in(tl, &g, "vllm.worker.execute_model", "00000000000000f1", 300, 301, 1550, 1560, "", &step));
+    CHECK_EQ_INT(step.pid, 100);
+    CHECK(!feed_joining_in(tl, &g, "vllm.worker.execute_model", "00000000000000f2", 300, 301, 1555, 1560, "", &step));
+    mst_timeline_free(tl);
+}
+
+/* One engine's done steps are a bounded ring kept in order of their end:
+ * a late span finds its step among the last TL_DONE_STEPS (1,024) of its
+ * engine, also after the ring wrapped, and a step that closed out of order
+ * is found by its time. */
+static void test_done_steps_ring(void) {
+    mst_timeline *tl = mst_timeline_new(64);
+    got g = {0};
+    mst_tl_pos step;
+    char sp[17], attrs[96];
+    const int steps = 1024 + 300;
+    for (int i = 0; i < steps; i++) {
+        long long t = 10000 + 100ll * i;
+        snprintf(sp, sizeof sp, "%016x", 0x1000 + i);
+        snprintf(attrs, sizeof attrs, "\"step.index\":%d,\"scheduler.running\":1,\"request.ids\":[\"r\"]", i);
+        CHECK(!feed_joining(tl, &g, "vllm.scheduler.schedule", sp, t, t + 10, attrs, &step));
+    }
+    /* a forward in the oldest step still kept (the last one is still open) */
+    long long t_old = 10000 + 100ll * (steps - 1 - 1024) + 5;
+    CHECK(feed_joining(tl, &g, "vllm.worker.execute_model", "00000000000000f1", t_old, t_old + 1,
+                       "\"request.ids\":[\"r\"]", &step));
+    CHECK_EQ_INT(step.ts_ns, t_old - 5);
+    /* ... one in the step before it was forgotten: it waits */
+    CHECK(!feed_joining(tl, &g, "vllm.worker.execute_model", "00000000000000f2", t_old - 100,
+                        t_old - 99, "\"request.ids\":[\"r\"]", &step));
+    /* outputs: the last step that ended at or before their start */
+    long long t_out = 10000 + 100ll * 700 + 50;
+    CHECK(feed_joining(tl, &g, "vllm.output.process", "00000000000000f3", t_out, t_out + 1,
+                       "\"request.ids\":[\"r\"]", &step));
+    CHECK_EQ_INT(step.ts_ns, t_out - 50);
+    /* a step ending before the last one kept (out of order) is found */
+    snprintf(attrs, sizeof attrs, "\"step.index\":%d,\"scheduler.running\":1,\"request.ids\":[\"r\"]", steps);
+    CHECK(!feed_joining(tl, &g, "vllm.scheduler.schedule", "0000000000009000", 1, 2, attrs, &step));
+    mst_timeline_finish_all(tl, &(mst_tl_sink){&g, on_request, on_counter, on_step});
+    CHECK(feed_joining(tl, &g, "vllm.worker.execute_model", "00000000000000f4", 1, 1,
+                       "\"request.ids\":[\"r\"]", &step));
+    CHECK_EQ_INT(step.ts_ns, 1);
+    mst_timeline_free(tl);
+}
+
 /* Feeds one span to two timelines: `plain` reads its lists as JSON, `split`
  * gets request.ids and step.new_ids split, with hint words kept per id
  * text in hints[] (texts one character long: "a", "b", ...). */
@@ -644,6 +771,8 @@ static const mst_test_case TESTS[] = {
     {"engine_steps_and_their_flows", test_engine_steps_and_their_flows},
     {"request_lanes", test_request_lanes},
     {"waiting_spans_ring", test_waiting_spans_ring},
+    {"joins_with_two_engines", test_joins_with_two_engines},
+    {"done_steps_ring", test_done_steps_ring},
     {"split_lists_read_as_json", test_split_lists_read_as_json},
     {"request_span_gives_track_and_phases", test_request_span_gives_track_and_phases},
     {"steps_only_request_completes_at_the_end", test_steps_only_request_completes_at_the_end},
