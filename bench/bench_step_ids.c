@@ -84,7 +84,7 @@ static void build_engine_pool(pool *p, int ids) {
     bench_batch_init(&b, 0, ids);
     for (size_t i = 0; i < p->n; i++) {
         char *buf = p->bufs[i] = malloc(bench_step_cap(ids));
-        size_t len = bench_step_format(buf, &b, i + 1, i);
+        size_t len = bench_step_format(buf, &b, i + 1, i, NULL);
         bench_batch_advance(&b);
         char err[200];
         if (mst_perfetto_packet_decode((const uint8_t *)buf, len, &p->arena, &p->spans[i], err,

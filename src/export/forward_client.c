@@ -626,6 +626,17 @@ void mst_forward_exporter_set_send_budget_ms(mst_exporter *exp, uint32_t ms) {
     if (x) x->send_budget_ms = ms;
 }
 
+bool mst_forward_exporter_wait_changes(mst_exporter *exp, uint32_t timeout_ms) {
+    fwd_exporter *x = as_fwd(exp);
+    if (!x) return false;
+    uint64_t end = mst_clock_monotonic_ms() + timeout_ms;
+    while (x->fd >= 0 && !x->hello_done && mst_clock_monotonic_ms() < end) {
+        if (poll_cancellable(x, POLLIN, end - mst_clock_monotonic_ms()) <= 0) break;
+        if (!connection_alive(x)) close_fd(x);
+    }
+    return x->ids_ok;
+}
+
 bool mst_forward_exporter_is_connected(const mst_exporter *exp) {
     fwd_exporter *x = as_fwd((mst_exporter *)exp);
     return x && x->fd >= 0;

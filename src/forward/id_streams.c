@@ -6,8 +6,8 @@
  * thousand); each holds up to MST_IDS_MAX_STREAMS streams, allocated on a
  * stream's first keyframe. A stream keeps two lists and swaps them on each
  * change, so a steady stream allocates nothing. Items are kept as their
- * JSON string text, so the rebuilt list is the bytes a whole list would
- * have had.
+ * JSON string text with ',' between them (the array's body), so the rebuilt
+ * list is '[' body ']': the bytes a whole list would have had, in one copy.
  */
 #include "forward/id_streams.h"
 
@@ -137,7 +137,10 @@ static mst_status keyframe(mst_id_conn *c, mst_pf_span *sp, mst_ids_outcome *out
     stream *s = NULL;
     if (sp->ids_stream < (int64_t)MST_IDS_MAX_STREAMS) {
         s = c->streams[sp->ids_stream];
-        if (!s) s = c->streams[sp->ids_stream] = calloc(1, sizeof *s);
+        if (!s && (s = c->streams[sp->ids_stream] = calloc(1, sizeof *s))) {
+            mst_ids_list_init(&s->cur, ',');
+            mst_ids_list_init(&s->spare, ',');
+        }
     }
     if (s) s->valid = keep_list(s, &sp->attrs[sp->ids_attr].value) && charge(t, s);
     if (!s || !s->valid) {

@@ -412,6 +412,9 @@ static mst_status svc_close(void *self) {
     s->stage = NULL;
     mst_id_streams_stats ids;
     mst_id_streams_get_stats(s->ids, &ids);
+    MST_DEBUG("request.ids streams: %llu whole list(s) kept as a base, %llu change(s) rebuilt into whole lists, "
+              "%llu malformed change(s) rejected", (unsigned long long)ids.keyframes, (unsigned long long)ids.changes,
+              (unsigned long long)ids.bad_changes);
     if (ids.no_base || ids.not_kept)
         MST_WARN("%llu span(s) arrived as request.ids changes without their previous list and were kept without "
                  "request.ids; %llu whole list(s) could not be kept as a base (stream or memory limits)",

@@ -17,24 +17,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-void mst_ids_list_init(mst_ids_list *l) { memset(l, 0, sizeof *l); }
+void mst_ids_list_init(mst_ids_list *l, char sep) {
+    memset(l, 0, sizeof *l);
+    l->sep = sep;
+}
 
 void mst_ids_list_free(mst_ids_list *l) {
     free(l->text);
     free(l->off);
     free(l->len);
-    mst_ids_list_init(l);
+    mst_ids_list_init(l, l->sep);
 }
 
 size_t mst_ids_list_bytes(const mst_ids_list *l) {
     return l->text_cap + (size_t)l->cap * 2 * sizeof(uint32_t);
 }
 
-bool mst_ids_list_push(mst_ids_list *l, const char *p, size_t n) {
-    if (l->n >= MST_IDS_MAX_ITEMS || n > MST_IDS_MAX_TEXT - l->text_len) return false;
-    if (l->n == l->cap) {
-        uint32_t cap = l->cap ? l->cap * 2 : 64;
-        if (cap > MST_IDS_MAX_ITEMS) cap = MST_IDS_MAX_ITEMS;
+/* Room for `items` items and `text` bytes in all; false when out of
+ * memory (the callers keep the limits). */
+static bool reserve(mst_ids_list *l, uint32_t items, size_t text) {
+    if (items > l->cap) {
+        uint32_t cap = l->cap ? l->cap : 64;
+        while (cap < items) cap *= 2;
         uint32_t *off = realloc(l->off, cap * sizeof *off);
         if (!off) return false;
         l->off = off;
@@ -43,15 +47,25 @@ bool mst_ids_list_push(mst_ids_list *l, const char *p, size_t n) {
         l->len = len;
         l->cap = cap;
     }
-    if (l->text_len + n > l->text_cap) {
+    if (text > l->text_cap) {
         size_t cap = l->text_cap ? l->text_cap : 2048;
-        while (cap < l->text_len + n) cap *= 2;
-        if (cap > MST_IDS_MAX_TEXT) cap = MST_IDS_MAX_TEXT;
+        while (cap < text) cap *= 2;
         char *t = realloc(l->text, cap);
         if (!t) return false;
         l->text = t;
         l->text_cap = cap;
     }
+    return true;
+}
+
+/* Bytes the separator before the next item takes. */
+static size_t sep_bytes(const mst_ids_list *l) { return l->n && l->sep ? 1 : 0; }
+
+bool mst_ids_list_push(mst_ids_list *l, const char *p, size_t n) {
+    size_t s = sep_bytes(l);
+    if (l->n >= MST_IDS_MAX_ITEMS || n + s > MST_IDS_MAX_TEXT - l->text_len) return false;
+    if (!reserve(l, l->n + 1, l->text_len + s + n)) return false;
+    if (s) l->text[l->text_len++] = l->sep;
     if (n) memcpy(l->text + l->text_len, p, n);
     l->off[l->n] = (uint32_t)l->text_len;
     l->len[l->n] = (uint32_t)n;
@@ -177,48 +191,68 @@ mst_status mst_ids_change_parse(const char *json, size_t len, mst_arena *arena, 
     return MST_OK;
 }
 
-/* One item into the list being built: TOO_LARGE past the list limits,
- * NOMEM when memory ran out. */
-static mst_status push_item(mst_ids_list *l, const char *p, size_t n, char *err, size_t err_size) {
-    if (l->n >= MST_IDS_MAX_ITEMS || n > MST_IDS_MAX_TEXT - l->text_len)
-        return fail(err, err_size, MST_ERR_TOO_LARGE, "request.ids change: the list would pass %u ids or %u bytes",
-                    MST_IDS_MAX_ITEMS, MST_IDS_MAX_TEXT);
-    if (!mst_ids_list_push(l, p, n))
-        return fail(err, err_size, MST_ERR_NOMEM, "out of memory applying a request.ids change");
+static mst_status too_large(char *err, size_t err_size) {
+    return fail(err, err_size, MST_ERR_TOO_LARGE, "request.ids change: the list would pass %u ids or %u bytes",
+                MST_IDS_MAX_ITEMS, MST_IDS_MAX_TEXT);
+}
+
+static mst_status no_memory(char *err, size_t err_size) {
+    return fail(err, err_size, MST_ERR_NOMEM, "out of memory applying a request.ids change");
+}
+
+/* prev's items [i, end) onto next, in one copy (with the separators
+ * between them). */
+static mst_status append_run(mst_ids_list *next, const mst_ids_list *prev, uint32_t i, uint32_t end, char *err,
+                             size_t err_size) {
+    size_t start = prev->off[i], stop = (size_t)prev->off[end - 1] + prev->len[end - 1];
+    size_t s = sep_bytes(next), bytes = stop - start;
+    uint32_t count = end - i;
+    if (next->n + count > MST_IDS_MAX_ITEMS || s + bytes > MST_IDS_MAX_TEXT - next->text_len)
+        return too_large(err, err_size);
+    if (!reserve(next, next->n + count, next->text_len + s + bytes)) return no_memory(err, err_size);
+    if (s) next->text[next->text_len++] = next->sep;
+    memcpy(next->text + next->text_len, prev->text + start, bytes);
+    uint32_t shift = (uint32_t)(next->text_len - start); /* wraps as intended when negative */
+    for (uint32_t j = i; j < end; j++, next->n++) {
+        next->off[next->n] = prev->off[j] + shift;
+        next->len[next->n] = prev->len[j];
+    }
+    next->text_len += bytes;
     return MST_OK;
 }
 
 mst_status mst_ids_change_apply(const mst_ids_list *prev, const mst_ids_change *c, mst_ids_list *next,
                                 char *err, size_t err_size) {
     mst_ids_list_clear(next);
+    next->sep = prev->sep;
     if (c->n_left && c->left[c->n_left - 1] >= prev->n)
         return fail(err, err_size, MST_ERR_PARSE,
                     "request.ids change: position %u in 'left' is past the previous list (%u ids)",
                     c->left[c->n_left - 1], prev->n);
-    uint32_t k = 0;
-    mst_status st = MST_OK;
-    for (uint32_t i = 0; i < prev->n && st == MST_OK; i++) {
-        if (k < c->n_left && c->left[k] == i) k++;
-        else st = push_item(next, prev->text + prev->off[i], prev->len[i], err, err_size);
+    uint32_t i = 0;
+    for (uint32_t k = 0; k <= c->n_left; k++) { /* the runs between the positions that left */
+        uint32_t end = k < c->n_left ? c->left[k] : prev->n;
+        if (end > i) {
+            mst_status st = append_run(next, prev, i, end, err, err_size);
+            if (st != MST_OK) return st;
+        }
+        i = end + 1;
     }
-    for (uint32_t j = 0; j < c->n_joined && st == MST_OK; j++)
-        st = push_item(next, c->joined[j].ptr, c->joined[j].len, err, err_size);
-    return st;
+    for (uint32_t j = 0; j < c->n_joined; j++) {
+        if (next->n >= MST_IDS_MAX_ITEMS || c->joined[j].len + 1 > MST_IDS_MAX_TEXT - next->text_len)
+            return too_large(err, err_size);
+        if (!mst_ids_list_push(next, c->joined[j].ptr, c->joined[j].len)) return no_memory(err, err_size);
+    }
+    return MST_OK;
 }
 
 bool mst_ids_list_render_json(const mst_ids_list *l, mst_arena *arena, mst_json_slice *out) {
-    size_t n = l->text_len + 2 + (l->n ? l->n - 1 : 0);
-    char *p = mst_arena_alloc(arena, n);
+    char *p = mst_arena_alloc(arena, l->text_len + 2);
     if (!p) return false;
-    char *o = p;
-    *o++ = '[';
-    for (uint32_t i = 0; i < l->n; i++) {
-        if (i) *o++ = ',';
-        memcpy(o, l->text + l->off[i], l->len[i]);
-        o += l->len[i];
-    }
-    *o++ = ']';
+    p[0] = '[';
+    if (l->text_len) memcpy(p + 1, l->text, l->text_len);
+    p[l->text_len + 1] = ']';
     out->ptr = p;
-    out->len = n;
+    out->len = l->text_len + 2;
     return true;
 }

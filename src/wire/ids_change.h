@@ -33,10 +33,13 @@
 #define MST_IDS_MAX_TEXT (128u * 1024u)
 
 typedef struct mst_ids_list {
-    char *text;          /* the items' bytes, back to back */
+    char *text;          /* the items' bytes, back to back (sep between) */
     size_t text_len, text_cap;
     uint32_t *off, *len; /* item i is text[off[i] .. off[i] + len[i]) */
     uint32_t n, cap;
+    /* A byte written between items (0: none). The forwarder keeps ',', so
+     * its text is the JSON array's body and the whole list is '[' text ']'. */
+    char sep;
 } mst_ids_list;
 
 /* A parsed change (mst_ids_change_parse): positions into the previous
@@ -49,7 +52,8 @@ typedef struct mst_ids_change {
     uint32_t n_joined;
 } mst_ids_change;
 
-void mst_ids_list_init(mst_ids_list *l);
+/* An empty list with `sep` between items (0: none). */
+void mst_ids_list_init(mst_ids_list *l, char sep);
 void mst_ids_list_free(mst_ids_list *l);
 /* Empties the list, keeping its memory. */
 static inline void mst_ids_list_clear(mst_ids_list *l) {
@@ -83,7 +87,8 @@ mst_status mst_ids_change_parse(const char *json, size_t len, mst_arena *arena, 
                                 char *err, size_t err_size);
 
 /* next = prev without the positions of c->left, then c->joined's items
- * (their JSON text). MST_ERR_PARSE when a position is not in prev,
+ * (their JSON text), with prev's separator; the runs of items kept are
+ * copied whole. MST_ERR_PARSE when a position is not in prev,
  * MST_ERR_TOO_LARGE past the list limits, MST_ERR_NOMEM; a reason in err.
  * `next` must not be `prev`. */
 mst_status mst_ids_change_apply(const mst_ids_list *prev, const mst_ids_change *c, mst_ids_list *next,
@@ -91,7 +96,7 @@ mst_status mst_ids_change_apply(const mst_ids_list *prev, const mst_ids_change *
 
 /* The list as a compact JSON array of its items' text ("[a,b,...]", the
  * bytes a whole list has on the wire when each item is a JSON string), in
- * `arena`. False when out of memory. */
+ * `arena`; the list's separator must be ','. False when out of memory. */
 bool mst_ids_list_render_json(const mst_ids_list *l, mst_arena *arena, mst_json_slice *out);
 
 #endif /* MST_WIRE_IDS_CHANGE_H */

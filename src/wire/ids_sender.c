@@ -35,7 +35,7 @@ struct mst_ids_sender {
 
 mst_ids_sender *mst_ids_sender_new(void) {
     mst_ids_sender *s = calloc(1, sizeof *s);
-    if (s) mst_ids_list_init(&s->next);
+    if (s) mst_ids_list_init(&s->next, 0);
     return s;
 }
 
@@ -60,7 +60,7 @@ static stream *find_stream(mst_ids_sender *s, const char *name, size_t name_len,
     memcpy(st->name, name, name_len);
     st->name_len = name_len;
     st->tid = tid;
-    mst_ids_list_init(&st->list);
+    mst_ids_list_init(&st->list, 0);
     return st;
 }
 

@@ -526,12 +526,12 @@ static int driver_main(int argc, char **argv) {
         }
         e->ops->export_batch(e, ptrs, (size_t)n);
         for (int i = 0; i < n; i++) mst_arena_release(&spans[i].arena);
-        /* The capability line arrives once the daemon accepted: wait for it
-         * (bounded) after a connection's first batch, so the rest can use
-         * changes. */
-        for (int tries = 0; tries < 200 && step <= PER_BATCH + 1; tries++) {
-            struct timespec ts = {0, 5 * 1000 * 1000};
-            nanosleep(&ts, NULL);
+        /* The capability line arrives once the daemon accepted: after a
+         * connection's first batch, wait for it (bounded), so the rest of
+         * the steps go as changes. */
+        if (!mst_forward_exporter_wait_changes(e, 0) && !mst_forward_exporter_wait_changes(e, 30000)) {
+            fprintf(stderr, "the forwarder did not say it takes request.ids changes\n");
+            return 1;
         }
     }
     mst_exporter_stats st;
