@@ -80,6 +80,7 @@ static bool remember(mst_ids_sender *s, stream *st, const mst_str *items, uint32
 void mst_ids_sender_next(mst_ids_sender *s, const char *name, size_t name_len, int64_t tid,
                          const mst_str *items, uint32_t n, mst_ids_send *out) {
     memset(out, 0, sizeof *out);
+    if (n < MST_IDS_MIN_ITEMS) return; /* whole, outside any stream; the stream's base stays */
     stream *st = find_stream(s, name, name_len, tid);
     if (!st || n > MST_IDS_MAX_ITEMS) {
         if (st) st->have_list = false;

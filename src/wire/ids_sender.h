@@ -25,6 +25,10 @@
 
 /* Streams one connection keeps (the forwarder keeps as many). */
 #define MST_IDS_MAX_STREAMS 64u
+/* Shorter lists always go whole, outside any stream: at 8 ids a change
+ * saved ~360 of ~1,300 bytes but cost the forwarder ~1,500 instructions a
+ * span to rebuild (bench/RESULTS.md), and the client a copy of the list. */
+#define MST_IDS_MIN_ITEMS 16u
 /* Every this-many lists of a stream, one goes whole, so a forwarder that
  * lost a stream's base (it rejected a packet) has the list back soon. */
 #define MST_IDS_KEYFRAME_EVERY 64u

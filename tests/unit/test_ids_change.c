@@ -190,7 +190,7 @@ static void test_rolling_batch_decodes_as_whole_lists(void) {
         bytes_whole += nw;
         bytes_changed += nc;
         if (b.n) {
-            CHECK(how.in_stream);
+            CHECK(how.in_stream == (b.n >= (int)MST_IDS_MIN_ITEMS));
             if (!how.change) { /* at most every 64th list of the stream */
                 keyframes++;
                 since_key = 0;
@@ -208,7 +208,7 @@ static void test_rolling_batch_decodes_as_whole_lists(void) {
         mst_status st = mst_span_batch_add(changed, table, 5, bc.data, nc, &out, err, sizeof err);
         if (st != MST_OK) fprintf(stderr, "  step %d: %s\n", step, err);
         CHECK_EQ_INT(st, MST_OK);
-        CHECK_EQ_INT(out, !b.n ? MST_IDS_NONE : how.change ? MST_IDS_CHANGE : MST_IDS_KEYFRAME);
+        CHECK_EQ_INT(out, !how.in_stream ? MST_IDS_NONE : how.change ? MST_IDS_CHANGE : MST_IDS_KEYFRAME);
         const char *d = spans_differ(mst_span_batch_span(whole, 0), mst_span_batch_span(changed, 0));
         if (d) fprintf(stderr, "  step %d differs in %s\n", step, d);
         CHECK(d == NULL);
@@ -239,26 +239,36 @@ static void test_rolling_batch_decodes_as_whole_lists(void) {
 /* Two threads' steps are two streams; a third stream of another name too. */
 static void test_streams_are_per_name_and_thread(void) {
     mst_ids_sender *snd = mst_ids_sender_new();
-    mst_str a[2] = {S("r1"), S("r2")}, b2[3] = {S("r1"), S("r2"), S("r3")};
+    static char names[40][8];
+    mst_str a[16], b2[17], c1[16], tiny[15];
+    for (int i = 0; i < 40; i++) snprintf(names[i], sizeof names[i], "r%d", i);
+    for (int i = 0; i < 17; i++) b2[i] = S(names[i]);
+    memcpy(a, b2, sizeof a);
+    for (int i = 0; i < 16; i++) c1[i] = S(names[20 + i]);
+    memcpy(tiny, c1, sizeof tiny);
     mst_ids_send h1, h2, h3;
-    mst_ids_sender_next(snd, "x", 1, 1, a, 2, &h1);
-    mst_ids_sender_next(snd, "x", 1, 2, a, 2, &h2);
-    mst_ids_sender_next(snd, "y", 1, 1, a, 2, &h3);
+    mst_ids_sender_next(snd, "x", 1, 1, a, 16, &h1);
+    mst_ids_sender_next(snd, "x", 1, 2, a, 16, &h2);
+    mst_ids_sender_next(snd, "y", 1, 1, a, 16, &h3);
     CHECK(h1.in_stream && h2.in_stream && h3.in_stream);
     CHECK(h1.stream != h2.stream && h1.stream != h3.stream && h2.stream != h3.stream);
     CHECK(!h1.change && !h2.change && !h3.change);
-    /* r3 joining is a change of 1 in 3 (at most half: a change) */
-    mst_ids_sender_next(snd, "x", 1, 1, b2, 3, &h1);
-    CHECK(h1.change && h1.n_left == 0 && h1.joined_from == 2 && h1.seq == 2);
+    /* r16 joining is a change of 1 in 17 */
+    mst_ids_sender_next(snd, "x", 1, 1, b2, 17, &h1);
+    CHECK(h1.change && h1.n_left == 0 && h1.joined_from == 16 && h1.seq == 2);
+    /* a short list goes whole, outside the stream, and leaves its base alone */
+    mst_ids_sender_next(snd, "x", 1, 1, tiny, 15, &h1);
+    CHECK(!h1.in_stream);
+    mst_ids_sender_next(snd, "x", 1, 1, b2, 17, &h1);
+    CHECK(h1.change && h1.n_left == 0 && h1.joined_from == 17 && h1.seq == 3);
     /* a whole new batch is more than half: whole */
-    mst_str c1[1] = {S("r4")};
-    mst_ids_sender_next(snd, "x", 1, 1, c1, 1, &h1);
-    CHECK(!h1.change && h1.seq == 3);
+    mst_ids_sender_next(snd, "x", 1, 1, c1, 16, &h1);
+    CHECK(!h1.change && h1.seq == 4);
     /* the same list again: a change of nothing */
-    mst_ids_sender_next(snd, "x", 1, 1, c1, 1, &h1);
-    CHECK(h1.change && h1.n_left == 0 && h1.joined_from == 1 && h1.seq == 4);
+    mst_ids_sender_next(snd, "x", 1, 1, c1, 16, &h1);
+    CHECK(h1.change && h1.n_left == 0 && h1.joined_from == 16 && h1.seq == 5);
     /* the other streams were not touched */
-    mst_ids_sender_next(snd, "x", 1, 2, a, 2, &h2);
+    mst_ids_sender_next(snd, "x", 1, 2, a, 16, &h2);
     CHECK(h2.change && h2.seq == 2);
     mst_ids_sender_free(snd);
 }
@@ -453,7 +463,7 @@ static void test_sender_limits(void) {
     mst_ids_sender_next(snd, "x", 1, 1, many, MST_IDS_MAX_ITEMS + 1, &h);
     CHECK(!h.in_stream);
     for (unsigned i = 0; i < MST_IDS_MAX_STREAMS + 3; i++) {
-        mst_ids_sender_next(snd, "y", 1, (int64_t)i, many, 2, &h);
+        mst_ids_sender_next(snd, "y", 1, (int64_t)i, many, MST_IDS_MIN_ITEMS, &h);
         CHECK(h.in_stream == (i + 1 < MST_IDS_MAX_STREAMS)); /* "x" took one */
     }
     mst_ids_sender_free(snd);
