@@ -90,7 +90,7 @@ typedef struct client {
     uint64_t bytes;
     double cpu_s;     /* this client thread's user + sys CPU */
     int failed;
-    bool changes;     /* --ids: request.ids went as changes */
+    uint64_t changes; /* --ids: steps whose request.ids went as a change */
 } client;
 
 static double now_s(void) {
@@ -181,7 +181,7 @@ static void send_steps(client *c, int fd) {
     bench_batch_init(&b, c->index, g_ids);
     mst_ids_sender *sender = !g_whole_lists && daemon_takes_changes(fd) ? mst_ids_sender_new() : NULL;
     mst_str *items = calloc((size_t)g_ids, sizeof *items);
-    c->changes = sender != NULL;
+
     size_t cap = STEP_WRITE_BYTES + 4 + bench_step_cap(g_ids);
     char *buf = malloc(cap);
     uint64_t base = (uint64_t)(c->index + 1) << 40;
@@ -190,6 +190,7 @@ static void send_steps(client *c, int fd) {
         uint64_t id = base + seq + 1;
         mst_ids_send how;
         if (sender) bench_step_ids_decide(sender, &b, items, &how);
+        c->changes += sender && how.in_stream && how.change;
         size_t n = bench_step_format(buf + len + 4, &b, id, seq ? id - 1 : 0, sender ? &how : NULL);
         put_frame_len(buf + len, n);
         len += 4 + n;
@@ -369,7 +370,8 @@ static int run_once(const char *bin, const char *ext, uint64_t total, int thread
         pthread_create(&cs[i].th, NULL, client_main, &cs[i]);
     }
     uint64_t in_bytes = 0;
-    int failed = 0, changes = 0;
+    int failed = 0;
+    uint64_t changes = 0;
     res->client_cpu_s = 0;
     for (int i = 0; i < threads; i++) {
         pthread_join(cs[i].th, NULL);
@@ -398,7 +400,7 @@ static int run_once(const char *bin, const char *ext, uint64_t total, int thread
     printf("  run (%s): %llu spans in %.3f s: %.0f spans/s, in %.1f MB/s, out %.1f MB/s "
            "(file %.1f MB, %.1f bytes/span), daemon VmHWM %.1f MB (maxrss %.1f MB), daemon CPU user %.2f s sys %.2f s "
            "(%.2f us/span; main thread %.2f, format %.2f, writer %.2f), clients CPU %.2f s (%.2f us/span), "
-           "exit %d, written %lld; sent %.0f bytes/span%s\n",
+           "exit %d, written %lld; sent %.0f bytes/span, request.ids as a change in %.1f %% of spans\n",
            ext, (unsigned long long)total, dt, res->spans_per_s, res->in_mb_s, res->out_mb_s,
            out_bytes / 1e6, out_bytes / (double)total, res->hwm_kb / 1024.0, res->maxrss_kb / 1024.0, res->daemon_user_s,
            res->daemon_sys_s, (res->daemon_user_s + res->daemon_sys_s) / (double)total * 1e6,
@@ -406,8 +408,7 @@ static int run_once(const char *bin, const char *ext, uint64_t total, int thread
            res->other_threads_s / (double)total * 1e6,
            res->client_cpu_s, res->client_cpu_s / (double)total * 1e6,
            WIFEXITED(status) ? WEXITSTATUS(status) : -1, written, (double)in_bytes / (double)total,
-           !g_ids ? "" : changes == threads ? " (request.ids as changes)" : changes ? " (request.ids as changes on some clients)"
-                                                                                     : " (request.ids whole)");
+           100.0 * (double)changes / (double)total);
     free(cs);
     unlink(out);
     int ok = !failed && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
