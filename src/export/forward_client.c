@@ -637,6 +637,11 @@ bool mst_forward_exporter_wait_changes(mst_exporter *exp, uint32_t timeout_ms) {
     return x->ids_ok;
 }
 
+void mst_forward_exporter_drop_connection(mst_exporter *exp) {
+    fwd_exporter *x = as_fwd(exp);
+    if (x) close_fd(x);
+}
+
 bool mst_forward_exporter_is_connected(const mst_exporter *exp) {
     fwd_exporter *x = as_fwd((mst_exporter *)exp);
     return x && x->fd >= 0;

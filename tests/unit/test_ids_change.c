@@ -20,6 +20,7 @@
  * sends a rolling batch to a real daemon (see driver_main).
  */
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,6 +271,22 @@ static void test_streams_are_per_name_and_thread(void) {
     /* the other streams were not touched */
     mst_ids_sender_next(snd, "x", 1, 2, a, 16, &h2);
     CHECK(h2.change && h2.seq == 2);
+    /* a request resumed into the middle of the list: not "previous without
+     * some, then new at the end", so the list goes whole (a keyframe) */
+    mst_str resumed[17];
+    memcpy(resumed, a, sizeof a[0] * 2);
+    resumed[2] = S(names[39]);
+    memcpy(resumed + 3, a + 2, sizeof a[0] * 14);
+    mst_ids_sender_next(snd, "x", 1, 2, resumed, 17, &h2);
+    CHECK(h2.in_stream && !h2.change && h2.seq == 3);
+    /* two swapped in the middle: the same */
+    mst_ids_sender_next(snd, "x", 1, 2, a, 16, &h2);
+    mst_str swapped[16];
+    memcpy(swapped, a, sizeof swapped);
+    swapped[1] = a[9];
+    swapped[9] = a[1];
+    mst_ids_sender_next(snd, "x", 1, 2, swapped, 16, &h2);
+    CHECK(h2.in_stream && !h2.change && h2.seq == 5);
     mst_ids_sender_free(snd);
 }
 
@@ -475,7 +492,8 @@ static void test_sender_limits(void) {
  * real forwarder client sends N schedule steps of a rolling batch of K ids
  * to the daemon on @NAME, in batches of 8 spans, waiting (bounded) for the
  * daemon's capability line before its second batch so that changes are
- * used; at step S it closes and reopens its exporter (a new connection).
+ * used; at step S its connection is dropped as if it broke (the client
+ * reconnects at once, its streams start again with whole lists).
  * Each step's list is written to FILE as one JSON line
  * {"step": i, "ids": [...]}. Exit 0 when every span was exported. */
 static void write_json_str(FILE *f, const char *s) {
@@ -511,16 +529,9 @@ static int driver_main(int argc, char **argv) {
     static mst_span spans[PER_BATCH];
     static batch copies[PER_BATCH];
     const mst_span *ptrs[PER_BATCH];
-    uint64_t exported = 0;
     for (int step = 0; step < steps;) {
-        if (step == reconnect_at) {
-            mst_exporter_stats st;
-            e->ops->get_stats(e, &st);
-            exported += st.spans_exported;
-            e->ops->destroy(e);
-            if (mst_forward_exporter_create(sock, &e) != MST_OK) return 1;
-        }
         int n = 0;
+        bool drop = false;
         for (; n < PER_BATCH && step < steps; n++, step++) {
             if (step) batch_step(&b, step, ids);
             copies[n] = b;
@@ -532,10 +543,18 @@ static int driver_main(int argc, char **argv) {
                 write_json_str(f, b.ids[i]);
             }
             fputs("]}\n", f);
-            if (step == reconnect_at) { step++, n++; break; }
+            if (step == reconnect_at) { /* the batch ends here; then the connection breaks */
+                drop = true;
+                step++, n++;
+                break;
+            }
         }
         e->ops->export_batch(e, ptrs, (size_t)n);
         for (int i = 0; i < n; i++) mst_arena_release(&spans[i].arena);
+        if (drop) {
+            mst_forward_exporter_drop_connection(e); /* as if it broke: reconnect, whole lists again */
+            continue;
+        }
         /* The capability line arrives once the daemon accepted: after a
          * connection's first batch, wait for it (bounded), so the rest of
          * the steps go as changes. */
@@ -546,11 +565,11 @@ static int driver_main(int argc, char **argv) {
     }
     mst_exporter_stats st;
     e->ops->get_stats(e, &st);
-    exported += st.spans_exported;
     e->ops->destroy(e);
     fclose(f);
-    fprintf(stderr, "exported %llu of %d\n", (unsigned long long)exported, steps);
-    return exported == (uint64_t)steps ? 0 : 1;
+    fprintf(stderr, "exported %llu of %d, %llu reconnect(s)\n", (unsigned long long)st.spans_exported, steps,
+            (unsigned long long)st.retries);
+    return st.spans_exported == (uint64_t)steps && st.retries == (reconnect_at >= 0 ? 1u : 0u) ? 0 : 1;
 }
 
 int main(int argc, char **argv) {
