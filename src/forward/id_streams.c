@@ -142,7 +142,10 @@ static mst_status keyframe(mst_id_conn *c, mst_pf_span *sp, mst_ids_outcome *out
             mst_ids_list_init(&s->spare, ',');
         }
     }
-    if (s) s->valid = keep_list(s, &sp->attrs[sp->ids_attr].value) && charge(t, s);
+    if (s) { /* charged whatever keep_list did to the memory */
+        bool kept = keep_list(s, &sp->attrs[sp->ids_attr].value);
+        s->valid = charge(t, s) && kept;
+    }
     if (!s || !s->valid) {
         t->st.not_kept++;
         return MST_OK;
@@ -168,12 +171,13 @@ static mst_status change(mst_id_streams *t, mst_id_conn *c, mst_pf_span *sp, mst
     mst_status st = mst_ids_change_parse(kv->value.ptr, kv->value.len, arena, &ch, err, err_size);
     if (st == MST_OK && s && s->valid && s->seq == sp->ids_seq - 1) {
         st = mst_ids_change_apply(&s->cur, &ch, &s->spare, err, err_size);
+        bool fits = charge(t, s); /* whatever the apply did to the memory */
         if (st == MST_OK) {
             mst_ids_list tmp = s->cur;
             s->cur = s->spare;
             s->spare = tmp;
             s->seq = sp->ids_seq;
-            if (!charge(t, s)) {
+            if (!fits) {
                 s = NULL; /* the list is lost to the budget: this span's too */
             } else if (!mst_ids_list_render_json(&s->cur, arena, &kv->value)) {
                 s->valid = false;
