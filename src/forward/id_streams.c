@@ -6,8 +6,9 @@
  * thousand); each holds up to MST_IDS_MAX_STREAMS streams, allocated on a
  * stream's first keyframe. A stream keeps two lists and swaps them on each
  * change, so a steady stream allocates nothing. Items are kept as their
- * JSON string text with ',' between them (the array's body), so the rebuilt
- * list is '[' body ']': the bytes a whole list would have had, in one copy.
+ * JSON string text with '[' before and ',' between them, so the rebuilt
+ * list is that text and a ']': the bytes a whole list would have had, where
+ * they are (the span batch copies them next to its span, once).
  */
 #include "forward/id_streams.h"
 
@@ -138,8 +139,8 @@ static mst_status keyframe(mst_id_conn *c, mst_pf_span *sp, mst_ids_outcome *out
     if (sp->ids_stream < (int64_t)MST_IDS_MAX_STREAMS) {
         s = c->streams[sp->ids_stream];
         if (!s && (s = c->streams[sp->ids_stream] = calloc(1, sizeof *s))) {
-            mst_ids_list_init(&s->cur, ',');
-            mst_ids_list_init(&s->spare, ',');
+            mst_ids_list_init(&s->cur, ',', '[');
+            mst_ids_list_init(&s->spare, ',', '[');
         }
     }
     if (s) { /* charged whatever keep_list did to the memory */
@@ -171,15 +172,19 @@ static mst_status change(mst_id_streams *t, mst_id_conn *c, mst_pf_span *sp, mst
     mst_status st = mst_ids_change_parse(kv->value.ptr, kv->value.len, arena, &ch, err, err_size);
     if (st == MST_OK && s && s->valid && s->seq == sp->ids_seq - 1) {
         st = mst_ids_change_apply(&s->cur, &ch, &s->spare, err, err_size);
-        bool fits = charge(t, s); /* whatever the apply did to the memory */
+        bool json_ok = false;
         if (st == MST_OK) {
             mst_ids_list tmp = s->cur;
             s->cur = s->spare;
             s->spare = tmp;
             s->seq = sp->ids_seq;
+            json_ok = mst_ids_list_json(&s->cur, &kv->value);
+        }
+        bool fits = charge(t, s); /* whatever the apply did to the memory */
+        if (st == MST_OK) {
             if (!fits) {
                 s = NULL; /* the list is lost to the budget: this span's too */
-            } else if (!mst_ids_list_render_json(&s->cur, arena, &kv->value)) {
+            } else if (!json_ok) {
                 s->valid = false;
                 snprintf(err, err_size, "out of memory rebuilding a request.ids list");
                 return MST_ERR_NOMEM;

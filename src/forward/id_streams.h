@@ -64,8 +64,11 @@ void mst_id_streams_get_stats(const mst_id_streams *t, mst_id_streams_stats *out
 
 /* Applies the stream fields of a span decoded from connection conn_id
  * (see the rules above; a connection's state is made at its first
- * keyframe). A change's whole list is rendered into `arena` and replaces
- * the attribute's value; without its base the attribute is removed. t may
+ * keyframe). A change's whole list replaces the attribute's value,
+ * pointing into the stream's own memory: valid until the next packet of
+ * that connection is applied, so the caller copies it before (span_batch.c
+ * does); without its base the attribute is removed. `arena` holds the
+ * parsed change. t may
  * be NULL (no state: a change gets no list). Returns MST_OK when the span
  * is to be kept, else the error with a one-line reason in err (the packet
  * is rejected). *outcome says what happened (for the caller's log lines). */

@@ -126,8 +126,9 @@ static bool keep_str(mst_span_batch *b, mst_str *s, const uint8_t *pkt, size_t l
     return true;
 }
 
-/* A value outside the packet (a request.ids list the stream state rebuilt
- * in the scratch arena) moves into the batch too. */
+/* A value outside the packet (a request.ids list the stream state rebuilt,
+ * in its own memory until the connection's next packet) moves into the
+ * batch too. */
 static bool keep_value(mst_span_batch *b, mst_json_slice *v, const uint8_t *pkt, size_t len) {
     if (!v->len || inside(v->ptr, pkt, len)) return true;
     char *p = take(b, v->len);

@@ -17,16 +17,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-void mst_ids_list_init(mst_ids_list *l, char sep) {
+void mst_ids_list_init(mst_ids_list *l, char sep, char lead) {
     memset(l, 0, sizeof *l);
     l->sep = sep;
+    l->lead = lead;
 }
 
 void mst_ids_list_free(mst_ids_list *l) {
     free(l->text);
     free(l->off);
     free(l->len);
-    mst_ids_list_init(l, l->sep);
+    mst_ids_list_init(l, l->sep, l->lead);
 }
 
 size_t mst_ids_list_bytes(const mst_ids_list *l) {
@@ -58,19 +59,45 @@ static bool reserve(mst_ids_list *l, uint32_t items, size_t text) {
     return true;
 }
 
-/* Bytes the separator before the next item takes. */
-static size_t sep_bytes(const mst_ids_list *l) { return l->n && l->sep ? 1 : 0; }
+/* Bytes the separator (or the lead byte) before the next item takes. */
+static size_t sep_bytes(const mst_ids_list *l) {
+    return (l->n && l->sep) || (l->lead && l->text_len == 0) ? 1 : 0;
+}
+
+/* Writes the separator, or the lead byte into a list still without it;
+ * the room is reserved. */
+static void put_sep(mst_ids_list *l) {
+    if (l->lead && l->text_len == 0) l->text[l->text_len++] = l->lead;
+    else if (l->n && l->sep) l->text[l->text_len++] = l->sep;
+}
 
 bool mst_ids_list_push(mst_ids_list *l, const char *p, size_t n) {
     size_t s = sep_bytes(l);
     if (l->n >= MST_IDS_MAX_ITEMS || n + s > MST_IDS_MAX_TEXT - l->text_len) return false;
     if (!reserve(l, l->n + 1, l->text_len + s + n)) return false;
-    if (s) l->text[l->text_len++] = l->sep;
+    put_sep(l);
     if (n) memcpy(l->text + l->text_len, p, n);
     l->off[l->n] = (uint32_t)l->text_len;
     l->len[l->n] = (uint32_t)n;
     l->text_len += n;
     l->n++;
+    return true;
+}
+
+bool mst_ids_list_set(mst_ids_list *l, const mst_str *items, uint32_t n) {
+    mst_ids_list_clear(l);
+    size_t text = 0;
+    for (uint32_t i = 0; i < n; i++) text += items[i].len;
+    size_t seps = n ? (l->sep ? n - 1 : 0) + (l->lead ? 1 : 0) : 0;
+    if (n > MST_IDS_MAX_ITEMS || text + seps > MST_IDS_MAX_TEXT || !reserve(l, n, text + seps)) return false;
+    for (uint32_t i = 0; i < n; i++) {
+        put_sep(l);
+        if (items[i].len) memcpy(l->text + l->text_len, items[i].ptr, items[i].len);
+        l->off[i] = (uint32_t)l->text_len;
+        l->len[i] = items[i].len;
+        l->text_len += items[i].len;
+        l->n = i + 1;
+    }
     return true;
 }
 
@@ -210,7 +237,7 @@ static mst_status append_run(mst_ids_list *next, const mst_ids_list *prev, uint3
     if (next->n + count > MST_IDS_MAX_ITEMS || s + bytes > MST_IDS_MAX_TEXT - next->text_len)
         return too_large(err, err_size);
     if (!reserve(next, next->n + count, next->text_len + s + bytes)) return no_memory(err, err_size);
-    if (s) next->text[next->text_len++] = next->sep;
+    put_sep(next);
     memcpy(next->text + next->text_len, prev->text + start, bytes);
     uint32_t shift = (uint32_t)(next->text_len - start); /* wraps as intended when negative */
     for (uint32_t j = i; j < end; j++, next->n++) {
@@ -225,6 +252,7 @@ mst_status mst_ids_change_apply(const mst_ids_list *prev, const mst_ids_change *
                                 char *err, size_t err_size) {
     mst_ids_list_clear(next);
     next->sep = prev->sep;
+    next->lead = prev->lead;
     if (c->n_left && c->left[c->n_left - 1] >= prev->n)
         return fail(err, err_size, MST_ERR_PARSE,
                     "request.ids change: position %u in 'left' is past the previous list (%u ids)",
@@ -246,13 +274,11 @@ mst_status mst_ids_change_apply(const mst_ids_list *prev, const mst_ids_change *
     return MST_OK;
 }
 
-bool mst_ids_list_render_json(const mst_ids_list *l, mst_arena *arena, mst_json_slice *out) {
-    char *p = mst_arena_alloc(arena, l->text_len + 2);
-    if (!p) return false;
-    p[0] = '[';
-    if (l->text_len) memcpy(p + 1, l->text, l->text_len);
-    p[l->text_len + 1] = ']';
-    out->ptr = p;
-    out->len = l->text_len + 2;
+bool mst_ids_list_json(mst_ids_list *l, mst_json_slice *out) {
+    if (!reserve(l, l->n, l->text_len + 2)) return false; /* an empty list's lead, and the ']' */
+    if (l->text_len == 0) l->text[l->text_len++] = l->lead;
+    l->text[l->text_len] = ']'; /* past the end: the next item's bytes overwrite it */
+    out->ptr = l->text;
+    out->len = l->text_len + 1;
     return true;
 }

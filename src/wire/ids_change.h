@@ -37,9 +37,10 @@ typedef struct mst_ids_list {
     size_t text_len, text_cap;
     uint32_t *off, *len; /* item i is text[off[i] .. off[i] + len[i]) */
     uint32_t n, cap;
-    /* A byte written between items (0: none). The forwarder keeps ',', so
-     * its text is the JSON array's body and the whole list is '[' text ']'. */
-    char sep;
+    /* A byte written between items and one before the first (0: none).
+     * The forwarder keeps ',' and '[', so its text is the JSON array but
+     * for the closing ']' (mst_ids_list_json). */
+    char sep, lead;
 } mst_ids_list;
 
 /* A parsed change (mst_ids_change_parse): positions into the previous
@@ -52,10 +53,11 @@ typedef struct mst_ids_change {
     uint32_t n_joined;
 } mst_ids_change;
 
-/* An empty list with `sep` between items (0: none). */
-void mst_ids_list_init(mst_ids_list *l, char sep);
+/* An empty list with `sep` between items and `lead` before them (0: none). */
+void mst_ids_list_init(mst_ids_list *l, char sep, char lead);
 void mst_ids_list_free(mst_ids_list *l);
-/* Empties the list, keeping its memory. */
+/* Empties the list, keeping its memory (the lead byte is written again
+ * before the next item). */
 static inline void mst_ids_list_clear(mst_ids_list *l) {
     l->n = 0;
     l->text_len = 0;
@@ -63,6 +65,9 @@ static inline void mst_ids_list_clear(mst_ids_list *l) {
 /* Appends one item; false (list unchanged) when out of memory or past the
  * limits above. */
 bool mst_ids_list_push(mst_ids_list *l, const char *p, size_t n);
+/* The list becomes `items` (n of them), copied with one allocation check;
+ * false (the list then empty) when out of memory or past the limits. */
+bool mst_ids_list_set(mst_ids_list *l, const mst_str *items, uint32_t n);
 /* Bytes of memory the list holds (the forwarder's budget counts them). */
 size_t mst_ids_list_bytes(const mst_ids_list *l);
 static inline bool mst_ids_list_item_is(const mst_ids_list *l, uint32_t i, const char *p, size_t n) {
@@ -96,7 +101,8 @@ mst_status mst_ids_change_apply(const mst_ids_list *prev, const mst_ids_change *
 
 /* The list as a compact JSON array of its items' text ("[a,b,...]", the
  * bytes a whole list has on the wire when each item is a JSON string), in
- * `arena`; the list's separator must be ','. False when out of memory. */
-bool mst_ids_list_render_json(const mst_ids_list *l, mst_arena *arena, mst_json_slice *out);
+ * the list's own memory (its separator ',' and lead '['): valid until the
+ * list changes. False when out of memory. */
+bool mst_ids_list_json(mst_ids_list *l, mst_json_slice *out);
 
 #endif /* MST_WIRE_IDS_CHANGE_H */

@@ -35,7 +35,7 @@ struct mst_ids_sender {
 
 mst_ids_sender *mst_ids_sender_new(void) {
     mst_ids_sender *s = calloc(1, sizeof *s);
-    if (s) mst_ids_list_init(&s->next, 0);
+    if (s) mst_ids_list_init(&s->next, 0, 0);
     return s;
 }
 
@@ -60,7 +60,7 @@ static stream *find_stream(mst_ids_sender *s, const char *name, size_t name_len,
     memcpy(st->name, name, name_len);
     st->name_len = name_len;
     st->tid = tid;
-    mst_ids_list_init(&st->list, 0);
+    mst_ids_list_init(&st->list, 0, 0);
     return st;
 }
 
@@ -68,9 +68,7 @@ static stream *find_stream(mst_ids_sender *s, const char *name, size_t name_len,
  * (too long, out of memory): then the forwarder must not be told to keep
  * it either. */
 static bool remember(mst_ids_sender *s, stream *st, const mst_str *items, uint32_t n) {
-    mst_ids_list_clear(&s->next);
-    for (uint32_t i = 0; i < n; i++)
-        if (!mst_ids_list_push(&s->next, items[i].ptr ? items[i].ptr : "", items[i].len)) return false;
+    if (!mst_ids_list_set(&s->next, items, n)) return false;
     mst_ids_list tmp = st->list;
     st->list = s->next;
     s->next = tmp;
