@@ -35,6 +35,12 @@
  * rolling batch of N requests, as a real engine has — most of a step's
  * requests were in the previous step, a few finish and a few join — and each
  * step links to the client's previous step. Its SUMMARY line is the same.
+ * Each client reads the daemon's capability line first, as the forwarder
+ * client does, and then sends a step's request.ids as a change to its
+ * previous list when the traced process's own sender (wire/ids_sender.h)
+ * would (docs/forwarder.md "Request id lists as changes"); a daemon that
+ * sends no such line (an older one) gets whole lists, as does every daemon
+ * with --whole-lists.
  *
  * usage: bench_forward [-n SPANS] [-t THREADS] [-r RUNS] [-f json|proto|both]
  *                      [-b PATH/TO/mstrace] [-F RING_SIZE] [-o DIR] [--ids N]
@@ -63,13 +69,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <poll.h>
+
 #include "bench_packet.h"
+#include "wire/perfetto_packet.h"
 
 #define BATCH 256   /* frames per write() on the client side */
 #define STEP_WRITE_BYTES (512u << 10) /* --ids: a write() once this many bytes are framed */
 
 /* --ids N: step packets of N request ids (0: the bench packet). */
 static int g_ids;
+/* --whole-lists: never send request.ids as changes. */
+static bool g_whole_lists;
 
 typedef struct client {
     pthread_t th;
@@ -79,6 +90,7 @@ typedef struct client {
     uint64_t bytes;
     double cpu_s;     /* this client thread's user + sys CPU */
     int failed;
+    uint64_t changes; /* --ids: steps whose request.ids went as a change */
 } client;
 
 static double now_s(void) {
@@ -149,17 +161,37 @@ static int write_all(int fd, const char *p, size_t n) {
     return 0;
 }
 
+/* Whether the daemon's capability line (read as the forwarder client
+ * does, waiting at most 5 s for it) says it takes request.ids changes. */
+static bool daemon_takes_changes(int fd) {
+    char line[64];
+    size_t n = 0;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    while (n < sizeof line && poll(&p, 1, 5000) == 1) {
+        ssize_t r = recv(fd, line + n, 1, 0);
+        if (r <= 0) return false;
+        if (line[n++] == '\n') break;
+    }
+    return n == MST_PERFETTO_HELLO_LEN && memcmp(line, MST_PERFETTO_HELLO, n) == 0;
+}
+
 /* --ids: this client is one engine; each span is its next step. */
 static void send_steps(client *c, int fd) {
     bench_batch b;
     bench_batch_init(&b, c->index, g_ids);
+    mst_ids_sender *sender = !g_whole_lists && daemon_takes_changes(fd) ? mst_ids_sender_new() : NULL;
+    mst_str *items = calloc((size_t)g_ids, sizeof *items);
+
     size_t cap = STEP_WRITE_BYTES + 4 + bench_step_cap(g_ids);
     char *buf = malloc(cap);
     uint64_t base = (uint64_t)(c->index + 1) << 40;
     size_t len = 0;
     for (uint64_t seq = 0; seq < c->spans; seq++) {
         uint64_t id = base + seq + 1;
-        size_t n = bench_step_format(buf + len + 4, &b, id, seq ? id - 1 : 0);
+        mst_ids_send how;
+        if (sender) bench_step_ids_decide(sender, &b, items, &how);
+        c->changes += sender && how.in_stream && how.change;
+        size_t n = bench_step_format(buf + len + 4, &b, id, seq ? id - 1 : 0, sender ? &how : NULL);
         put_frame_len(buf + len, n);
         len += 4 + n;
         bench_batch_advance(&b);
@@ -173,6 +205,8 @@ static void send_steps(client *c, int fd) {
         }
     }
     free(buf);
+    free(items);
+    mst_ids_sender_free(sender);
     bench_batch_free(&b);
 }
 
@@ -337,10 +371,12 @@ static int run_once(const char *bin, const char *ext, uint64_t total, int thread
     }
     uint64_t in_bytes = 0;
     int failed = 0;
+    uint64_t changes = 0;
     res->client_cpu_s = 0;
     for (int i = 0; i < threads; i++) {
         pthread_join(cs[i].th, NULL);
         in_bytes += cs[i].bytes;
+        changes += cs[i].changes;
         res->client_cpu_s += cs[i].cpu_s;
         failed |= cs[i].failed;
     }
@@ -364,14 +400,15 @@ static int run_once(const char *bin, const char *ext, uint64_t total, int thread
     printf("  run (%s): %llu spans in %.3f s: %.0f spans/s, in %.1f MB/s, out %.1f MB/s "
            "(file %.1f MB, %.1f bytes/span), daemon VmHWM %.1f MB (maxrss %.1f MB), daemon CPU user %.2f s sys %.2f s "
            "(%.2f us/span; main thread %.2f, format %.2f, writer %.2f), clients CPU %.2f s (%.2f us/span), "
-           "exit %d, written %lld\n",
+           "exit %d, written %lld; sent %.0f bytes/span, request.ids as a change in %.1f %% of spans\n",
            ext, (unsigned long long)total, dt, res->spans_per_s, res->in_mb_s, res->out_mb_s,
            out_bytes / 1e6, out_bytes / (double)total, res->hwm_kb / 1024.0, res->maxrss_kb / 1024.0, res->daemon_user_s,
            res->daemon_sys_s, (res->daemon_user_s + res->daemon_sys_s) / (double)total * 1e6,
            res->main_thread_s / (double)total * 1e6, res->format_thread_s / (double)total * 1e6,
            res->other_threads_s / (double)total * 1e6,
            res->client_cpu_s, res->client_cpu_s / (double)total * 1e6,
-           WIFEXITED(status) ? WEXITSTATUS(status) : -1, written);
+           WIFEXITED(status) ? WEXITSTATUS(status) : -1, written, (double)in_bytes / (double)total,
+           100.0 * (double)changes / (double)total);
     free(cs);
     unlink(out);
     int ok = !failed && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
@@ -428,7 +465,7 @@ static void summarize(const result *rs, int n, uint64_t total, mode_summary *m) 
 
 #define USAGE                                                                                  \
     "usage: %s [-n SPANS] [-t THREADS] [-r RUNS] [-f json|proto|both] [-b mstrace] [-F RING_SIZE]\n" \
-    "          [-o DIR] [--ids N]\n"                                                                         \
+    "          [-o DIR] [--ids N [--whole-lists]]\n"                                                     \
     "Throughput of the real `mstrace forward` daemon: THREADS clients (default 8) send SPANS spans\n" \
     "(default 2000000) per run, RUNS runs (default 3) per format (json, proto or both, alternated).\n" \
     "  -b mstrace  the daemon binary (default: next to this one, or $MSTRACE_BIN)\n"                 \
@@ -440,7 +477,10 @@ static void summarize(const result *rs, int n, uint64_t total, mode_summary *m) 
     "              N requests, as a real engine has: each step keeps most of the previous step's\n"   \
     "              requests, a few finish (after 32-287 decode steps) and new ones join (their\n"    \
     "              prefill that step), so request ids recur from step to step; ids are vLLM-like\n"   \
-    "              \"chatcmpl-<32 hex>-<8 hex>\"; each step links to its engine's previous step.\n"
+    "              \"chatcmpl-<32 hex>-<8 hex>\"; each step links to its engine's previous step.\n" \
+    "              request.ids goes as a change to the client's previous list when the daemon\n"   \
+    "              says it takes changes, as the forwarder client sends it.\n"                      \
+    "  --whole-lists  with --ids: always send request.ids whole (as an older client does)\n"
 
 int main(int argc, char **argv) {
     uint64_t total = 2000000;
@@ -449,7 +489,8 @@ int main(int argc, char **argv) {
     const char *formats = "both";
     int opt;
     static const struct option longopts[] = {
-        {"ids", required_argument, NULL, 'i'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"ids", required_argument, NULL, 'i'}, {"whole-lists", no_argument, NULL, 'w'},
+        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     while ((opt = getopt_long(argc, argv, "n:t:r:b:f:F:o:i:h", longopts, NULL)) != -1) {
         switch (opt) {
         case 'n': total = strtoull(optarg, NULL, 10); break;
@@ -459,6 +500,7 @@ int main(int argc, char **argv) {
         case 'f': formats = optarg; break;
         case 'F': g_flight = optarg; break;
         case 'i': g_ids = atoi(optarg); break;
+        case 'w': g_whole_lists = true; break;
         case 'o': g_dir = optarg; break;
         case 'h':
             printf(USAGE, argv[0]);

@@ -17,9 +17,14 @@
  * gives the bound the slower of them sets). The writer thread's pwrite is
  * not counted (it runs elsewhere).
  *
- * usage: bench_forward_cpu [-n SPANS] [-r RUNS] [-f json|proto|both] [-k DIR] [-i IDS]
+ * usage: bench_forward_cpu [-n SPANS] [-r RUNS] [-f json|proto|both] [-k DIR] [-i IDS] [-c]
  *        (default 1000000 spans, 5 runs, both formats, the bench packet;
- *        -i IDS: step records of IDS request ids, as bench_forward --ids)
+ *        -i IDS: step records of IDS request ids, as bench_forward --ids;
+ *        -c: their request.ids as changes to the client's previous list,
+ *        as a traced process sends them to a forwarder that takes them, and
+ *        rebuilt into whole lists as the daemon does (forward/id_streams.h),
+ *        in the measured time: the files must be the bytes of a run without
+ *        -c, which -k lets one check with cmp)
  * Prints a SUMMARY line per format and, for both, a RATIO line (proto vs
  * json). With -k the last run's files are kept in DIR (as
  * bench_forward_cpu.json / .pftrace), so two builds' outputs of the same
@@ -35,6 +40,7 @@
 
 #include "core/arena.h"
 #include "forward/chrome_trace.h"
+#include "forward/id_streams.h"
 #include "forward/pftrace_writer.h"
 #include "wire/perfetto_packet.h"
 #include "bench_packet.h"
@@ -78,6 +84,9 @@ static void build(tmpl *t, int thread, int slot) {
  * as bench_forward --ids. */
 typedef struct input {
     int ids;
+    bool changes;         /* -c: request.ids as changes */
+    mst_ids_sender *sender[CLIENTS];
+    mst_str *items;       /* the sender's scratch: a batch's ids */
     tmpl t[CLIENTS][SLOTS];
     bench_batch batch[CLIENTS];
     unsigned long long seq[CLIENTS];
@@ -85,19 +94,24 @@ typedef struct input {
     size_t off[SLOTS + 1];
 } input;
 
-static bool input_init(input *in, int ids) {
+static bool input_init(input *in, int ids, bool changes) {
     memset(in, 0, sizeof *in);
     in->ids = ids;
+    in->changes = changes && ids;
     for (int c = 0; c < CLIENTS; c++) {
         for (int i = 0; i < SLOTS; i++) build(&in->t[c][i], c, i);
         if (ids) bench_batch_init(&in->batch[c], c, ids);
+        if (in->changes && !(in->sender[c] = mst_ids_sender_new())) return false;
     }
+    if (in->changes && !(in->items = calloc((size_t)ids, sizeof *in->items))) return false;
     in->buf = malloc(SLOTS * (ids ? bench_step_cap(ids) : sizeof in->t[0][0].json));
     return in->buf != NULL;
 }
 
 static void input_free(input *in) {
     for (int c = 0; in->ids && c < CLIENTS; c++) bench_batch_free(&in->batch[c]);
+    for (int c = 0; c < CLIENTS; c++) mst_ids_sender_free(in->sender[c]);
+    free(in->items);
     free(in->buf);
 }
 
@@ -109,7 +123,10 @@ static void input_turn(input *in, int c, size_t k) {
         unsigned long long id = ((unsigned long long)(c + 1) << 40) + ++in->seq[c];
         in->off[i] = len;
         if (in->ids) {
-            len += bench_step_format(in->buf + len, &in->batch[c], id, in->seq[c] > 1 ? id - 1 : 0);
+            mst_ids_send how;
+            if (in->changes) bench_step_ids_decide(in->sender[c], &in->batch[c], in->items, &how);
+            len += bench_step_format(in->buf + len, &in->batch[c], id, in->seq[c] > 1 ? id - 1 : 0,
+                                     in->changes ? &how : NULL);
             bench_batch_advance(&in->batch[c]);
             continue;
         }
@@ -146,9 +163,10 @@ static void sink_handoff(sinkw *k) {
  * Every turn ends with a hand-over to the writer thread, like an epoll
  * batch. */
 #define READ_BYTES (256u * 1024u) /* the daemon's read buffer */
-static double pass(input *in, int ids, unsigned long long n, sinkw *k, int *errors) {
+static double pass(input *in, int ids, bool changes, unsigned long long n, sinkw *k, int *errors) {
     bool any = k && (k->w || k->pw);
-    if (!input_init(in, ids)) {
+    mst_id_streams *streams = changes ? mst_id_streams_new(0) : NULL;
+    if (!input_init(in, ids, changes) || (changes && !streams)) {
         (*errors)++;
         return 0;
     }
@@ -168,8 +186,11 @@ static double pass(input *in, int ids, unsigned long long n, sinkw *k, int *erro
             for (size_t j = 0; j < m; j++) {
                 mst_pf_span span;
                 const uint8_t *pkt = (const uint8_t *)in->buf + in->off[j];
+                mst_ids_outcome outcome;
                 if (mst_perfetto_packet_decode(pkt, in->off[j + 1] - in->off[j], &arena, &span,
-                                               NULL, 0) != MST_OK)
+                                               NULL, 0) != MST_OK ||
+                    mst_id_streams_apply(streams, (uint64_t)c + 1, &span, &arena, &outcome, NULL, 0) != MST_OK ||
+                    outcome == MST_IDS_NO_BASE || outcome == MST_IDS_NOT_KEPT)
                     (*errors)++;
                 else if (any && sink_add(k, &span) != MST_OK)
                     (*errors)++;
@@ -181,6 +202,7 @@ static double pass(input *in, int ids, unsigned long long n, sinkw *k, int *erro
     }
     mst_arena_release(&arena);
     input_free(in);
+    mst_id_streams_free(streams);
     return cpu;
 }
 
@@ -194,14 +216,16 @@ int main(int argc, char **argv) {
     int runs = 5, opt;
     const char *formats = "both", *keep = NULL;
     int ids = 0;
-    while ((opt = getopt(argc, argv, "n:r:f:k:i:")) != -1) {
+    bool changes = false;
+    while ((opt = getopt(argc, argv, "n:r:f:k:i:c")) != -1) {
         if (opt == 'n') n = strtoull(optarg, NULL, 10);
         else if (opt == 'r') runs = atoi(optarg);
         else if (opt == 'f') formats = optarg;
         else if (opt == 'k') keep = optarg;
         else if (opt == 'i') ids = atoi(optarg);
+        else if (opt == 'c') changes = true;
         else {
-            fprintf(stderr, "usage: %s [-n SPANS] [-r RUNS] [-f json|proto|both] [-k DIR] [-i IDS]\n",
+            fprintf(stderr, "usage: %s [-n SPANS] [-r RUNS] [-f json|proto|both] [-k DIR] [-i IDS] [-c]\n",
                     argv[0]);
             return 2;
         }
@@ -215,7 +239,7 @@ int main(int argc, char **argv) {
     double dec[99], all[2][99], size[2][99];
     int errors = 0;
     for (int r = 0; r < runs; r++) {
-        dec[r] = pass(&in, ids, n, NULL, &errors) / (double)n * 1e6;
+        dec[r] = pass(&in, ids, changes, n, NULL, &errors) / (double)n * 1e6;
         for (int k2 = 0; k2 < 2; k2++) {
             int f = (r % 2) ? 1 - k2 : k2; /* alternate the order every run */
             if (!use[f]) continue;
@@ -232,7 +256,7 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "bench_forward_cpu: %s\n", err);
                 return 1;
             }
-            all[f][r] = pass(&in, ids, n, &k, &errors) / (double)n * 1e6;
+            all[f][r] = pass(&in, ids, changes, n, &k, &errors) / (double)n * 1e6;
             double t0 = thread_cpu_s();
             if ((f ? mst_pftrace_writer_close(k.pw) : mst_chrome_writer_close(k.w)) != MST_OK)
                 errors++;
@@ -261,10 +285,10 @@ int main(int argc, char **argv) {
         double slower = fmt > dec[runs / 2] ? fmt : dec[runs / 2];
         printf("SUMMARY bench_forward_cpu %s: median decode %.3f us/span, decode+format %.3f us/span "
                "(format ~%.3f) = %.0f spans/s on one core, %.0f spans/s with decode and format on "
-               "a core each, %.1f bytes/span, %llu spans x %d runs, %d request ids per span, loadavg "
+               "a core each, %.1f bytes/span, %llu spans x %d runs, %d request ids per span%s, loadavg "
                "%.2f%s\n",
                names[f], dec[runs / 2], med[f], fmt, 1e6 / med[f], 1e6 / slower, bytes[f], n,
-               runs, ids, load[0], errors ? " (ERRORS)" : "");
+               runs, ids, changes && ids ? " (sent as changes)" : "", load[0], errors ? " (ERRORS)" : "");
     }
     if (use[0] && use[1])
         printf("RATIO bench_forward_cpu proto vs json: decode+format %.2fx the CPU, format alone %.2fx, "

@@ -18,6 +18,12 @@
  * batch; a new one (with a 64–1,023-token prefill) joins at the end, as in
  * vLLM's own order (bench_batch_advance). Ids look like vLLM's:
  * "chatcmpl-<32 hex>-<8 hex>".
+ *
+ * A step's request.ids goes whole, or — given the decision of a traced
+ * process's own sender (wire/ids_sender.h, bench_step_ids_decide) — as a
+ * change to the client's previous list with ids_stream / ids_seq (magic
+ * MSPF_PERFETTO_V2; docs/forwarder.md "Request id lists as changes"), the
+ * bytes the forwarder client's encoder writes for the same step.
  */
 #ifndef MST_BENCH_PACKET_H
 #define MST_BENCH_PACKET_H
@@ -26,6 +32,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "wire/ids_sender.h"
 
 /* Writes magic + JSON for (thread, slot) into out; returns its length. */
 static inline int bench_packet_format(char *out, size_t cap, int thread, int slot) {
@@ -201,26 +209,53 @@ static inline size_t bench_step_cap(int n) {
     return 2048 + (size_t)n * (3 * (BENCH_ID_LEN + 1) + 7 + 1);
 }
 
+/* How b's current request.ids goes out, decided by a traced process's
+ * sender for this client's stream (the step span's name on its thread):
+ * items needs room for b->n ids. */
+static inline void bench_step_ids_decide(mst_ids_sender *s, const bench_batch *b, mst_str *items,
+                                         mst_ids_send *how) {
+    for (int i = 0; i < b->n; i++)
+        items[i] = (mst_str){b->id + (size_t)i * BENCH_ID_LEN + 1, BENCH_ID_LEN - 2};
+    mst_ids_sender_next(s, "vllm.scheduler.schedule", 23, 4100 + b->client, items, (uint32_t)b->n, how);
+}
+
+/* {"left":[positions],"joined":[ids]}: the list as the change `how` says. */
+static inline char *bench_put_ids_change(char *p, const bench_batch *b, const mst_ids_send *how) {
+    p = bench_put_str(p, "{\"left\":[");
+    for (uint32_t i = 0; i < how->n_left; i++) p += sprintf(p, i ? ",%u" : "%u", how->left[i]);
+    p = bench_put_str(p, "],\"joined\":[");
+    p = bench_put_ids(p, b->id + (size_t)how->joined_from * BENCH_ID_LEN, b->n - (int)how->joined_from);
+    return bench_put_str(p, "]}");
+}
+
 /* Writes magic + JSON of b's current step into out (bench_step_cap bytes)
- * for the client's thread; span_id links to prev_span_id (0: no link).
- * Returns its length. */
+ * for the client's thread; span_id links to prev_span_id (0: no link);
+ * `how` (NULL: whole, as an older client sends) is the sender's decision
+ * for this step's list. Returns its length. */
 static inline size_t bench_step_format(char *out, const bench_batch *b, uint64_t span_id,
-                                       uint64_t prev_span_id) {
+                                       uint64_t prev_span_id, const mst_ids_send *how) {
     char *p = out;
     int c = b->client;
     uint64_t t0 = 1700000000000000000ull + b->step * 20000000ull;
-    p += sprintf(p, "MSPF_PERFETTO_V1\n"
-                 "{\"name\":\"vllm.scheduler.schedule\",\"category\":\"ms_service_profiler.hook.Schedule\","
+    bool change = how && how->in_stream && how->change;
+    p = bench_put_str(p, change ? "MSPF_PERFETTO_V2\n" : "MSPF_PERFETTO_V1\n");
+    p += sprintf(p, "{\"name\":\"vllm.scheduler.schedule\",\"category\":\"ms_service_profiler.hook.Schedule\","
                  "\"trace_id\":\"%016llx%016llx\",\"span_id\":\"%016llx\",\"parent_span_id\":\"\","
                  "\"start_time_ns\":%llu,\"end_time_ns\":%llu,\"kind\":1,\"status\":1,"
                  "\"attributes\":{\"process.pid\":%d,\"thread.id\":%d,"
                  "\"hook.module\":\"vllm.v1.core.sched.scheduler\",\"hook.class\":\"Scheduler\","
-                 "\"hook.method\":\"schedule\",\"step.index\":%llu,\"request.ids\":[",
+                 "\"hook.method\":\"schedule\",\"step.index\":%llu,\"request.ids\":",
                  (unsigned long long)(c + 1), (unsigned long long)span_id, (unsigned long long)span_id,
                  (unsigned long long)t0, (unsigned long long)(t0 + 150000), 4000 + c, 4100 + c,
                  (unsigned long long)b->step);
-    p = bench_put_ids(p, b->id, b->n);
-    p = bench_put_str(p, "],\"step.tokens\":[");
+    if (change) {
+        p = bench_put_ids_change(p, b, how);
+    } else {
+        *p++ = '[';
+        p = bench_put_ids(p, b->id, b->n);
+        *p++ = ']';
+    }
+    p = bench_put_str(p, ",\"step.tokens\":[");
     long tokens = 0;
     int n_new = 0;
     for (int i = 0; i < b->n; i++) {
@@ -257,7 +292,10 @@ static inline size_t bench_step_format(char *out, const bench_batch *b, uint64_t
         p += sprintf(p, "{\"trace_id\":\"%016llx%016llx\",\"span_id\":\"%016llx\"}",
                      (unsigned long long)(c + 1), (unsigned long long)prev_span_id,
                      (unsigned long long)prev_span_id);
-    p = bench_put_str(p, "]}");
+    *p++ = ']';
+    if (how && how->in_stream)
+        p += sprintf(p, ",\"ids_stream\":%u,\"ids_seq\":%llu", how->stream, (unsigned long long)how->seq);
+    *p++ = '}';
     return (size_t)(p - out);
 }
 

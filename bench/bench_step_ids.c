@@ -127,7 +127,7 @@ static void build_engine_pool(pool *p, int ids, bool joins) {
     size_t n_steps = joins ? POOL_SPANS / 4 : POOL_SPANS;
     for (size_t i = 0; i < n_steps; i++) {
         char *buf = malloc(bench_step_cap(ids));
-        size_t len = bench_step_format(buf, &b, i + 1, i);
+        size_t len = bench_step_format(buf, &b, i + 1, i, NULL);
         bench_batch_advance(&b);
         mst_pf_span st;
         decode_or_die(buf, len, &p->arena, &st);

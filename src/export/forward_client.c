@@ -43,6 +43,14 @@
  *     count as exported, the rest of the batch as failed, and every later
  *     batch fails at once. Exactly: exported + failed (+ skipped) = spans
  *     handed to export_batch.
+ *   - Request id lists as changes (docs/forwarder.md "Request id lists as
+ *     changes"): a forwarder that can rebuild them says so in a line it
+ *     writes on accept (MST_PERFETTO_HELLO), read here before each batch.
+ *     Only after that line, on that connection, does a span's request.ids
+ *     go as a change to its stream's previous list (wire/ids_sender.h
+ *     decides); an older forwarder writes nothing, so it only ever gets
+ *     whole lists. A new connection, a frame that did not go out whole or
+ *     could not be encoded make every stream send its next list whole.
  *   - In a fork()ed child the inherited fd is only close()d (shutdown() would
  *     also end the parent's connection).
  *   - Resource: the tracer's, read through the spans of each batch
@@ -67,12 +75,15 @@
 #include "core/tracer.h"
 #include "wire/buf.h"
 #include "wire/frame.h"
+#include "wire/ids_sender.h"
 #include "wire/loss_report.h"
 #include "wire/perfetto_packet.h"
 
 #define FRAME_HEADER_BYTES 4u
 /* A wait for the socket checks the cancel flag this often. */
 #define CANCEL_SLICE_MS 20u
+/* The forwarder's capability line is read up to this many bytes. */
+#define HELLO_MAX 64u
 
 typedef struct fwd_exporter {
     mst_exporter base;              /* first: the pipeline sees only this   */
@@ -98,6 +109,13 @@ typedef struct fwd_exporter {
     bool cancel_logged;             /* logged the cancel of a send          */
     /* Set by fwd_cancel (another thread), read by the exporter thread. */
     atomic_bool cancelled;
+    /* The forwarder's capability line as read so far on this connection,
+     * and whether it said it takes request id changes. */
+    char hello[HELLO_MAX];
+    size_t hello_len;
+    bool hello_done;
+    bool ids_ok;
+    mst_ids_sender *ids;            /* each stream's last list sent          */
     mst_buf chunk;                  /* frames of the batch being sent       */
     size_t *frame_ends;             /* end offset of each frame in chunk    */
     size_t frame_cap;
@@ -143,6 +161,35 @@ static void close_fd(fwd_exporter *x) {
         x->reconnect_now = true;
     }
     x->fd = -1;
+    x->hello_len = 0;
+    x->hello_done = x->ids_ok = false;
+    if (x->ids) mst_ids_sender_reset(x->ids);
+}
+
+/* Whether the line names `feature` among its space-separated words. */
+static bool line_has_word(const char *line, size_t n, const char *feature) {
+    size_t fn = strlen(feature);
+    for (size_t i = 0; i + fn <= n; i++)
+        if ((i == 0 || line[i - 1] == ' ') && memcmp(line + i, feature, fn) == 0 &&
+            (i + fn == n || line[i + fn] == ' '))
+            return true;
+    return false;
+}
+
+/* Bytes from the forwarder: its capability line first ("MSPF_HELLO_V1"
+ * and the features it takes, ending in a newline), then nothing; anything
+ * else is ignored. */
+static void take_hello(fwd_exporter *x, const char *p, size_t n) {
+    for (size_t i = 0; i < n && !x->hello_done; i++) {
+        if (p[i] == '\n' || x->hello_len == HELLO_MAX) {
+            x->hello_done = true;
+            x->ids_ok = p[i] == '\n' && x->hello_len >= 14 && memcmp(x->hello, "MSPF_HELLO_V1 ", 14) == 0 &&
+                        x->ids && line_has_word(x->hello, x->hello_len, "ids-change");
+            if (x->ids_ok) MST_DEBUG("perfetto forwarder @%s takes request.ids changes", x->name);
+        } else {
+            x->hello[x->hello_len++] = p[i];
+        }
+    }
 }
 
 /* An optional client before its first connection: absence is no failure. */
@@ -175,9 +222,10 @@ static void mark_connected(fwd_exporter *x) {
 }
 
 /* An idle connection whose peer went away shows up as readable (EOF) or
- * HUP; the forwarder never sends anything, so any readiness means trouble
- * or stray bytes (drained). Checked before each batch so a restarted
- * forwarder costs no batch when a reconnect is allowed right away. */
+ * HUP; the forwarder sends nothing but its capability line (take_hello),
+ * so other readiness means trouble or stray bytes (drained). Checked
+ * before each batch so a restarted forwarder costs no batch when a
+ * reconnect is allowed right away. */
 static bool connection_alive(fwd_exporter *x) {
     struct pollfd p = {.fd = x->fd, .events = POLLIN};
     if (poll(&p, 1, 0) <= 0) return true;
@@ -186,6 +234,7 @@ static bool connection_alive(fwd_exporter *x) {
     ssize_t r = recv(x->fd, sink, sizeof sink, MSG_DONTWAIT);
     if (r == 0) return false;
     if (r < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+    take_hello(x, sink, (size_t)r);
     return !(p.revents & POLLHUP);
 }
 
@@ -295,6 +344,25 @@ static bool reserve_frames(fwd_exporter *x, size_t n) {
     return true;
 }
 
+/* How span s's request.ids goes out (ids_sender.h): NULL when the
+ * forwarder takes no changes or the span has no list. */
+static const mst_ids_send *ids_decision(fwd_exporter *x, const mst_span *s, mst_ids_send *out) {
+    if (!x->ids_ok) return NULL;
+    const mst_attr *list = NULL;
+    int64_t tid = 0;
+    for (uint32_t i = 0; i < s->n_attrs; i++) {
+        const mst_attr *a = &s->attrs[i];
+        if (!list && a->type == MST_ATTR_STRING_LIST && a->key.len == 11 && memcmp(a->key.ptr, "request.ids", 11) == 0)
+            list = a;
+        else if (a->type == MST_ATTR_INT && a->key.len == 9 && memcmp(a->key.ptr, "thread.id", 9) == 0)
+            tid = a->v.i;
+    }
+    if (!list) return NULL;
+    mst_ids_sender_next(x->ids, s->name.ptr ? s->name.ptr : "", s->name.len, tid, list->v.list.items,
+                        list->v.list.count, out);
+    return out;
+}
+
 /* Appends one frame for span s to the chunk. False (chunk unchanged) when
  * it cannot be encoded or exceeds the frame limit. */
 static bool append_frame(fwd_exporter *x, const mst_span *s, const mst_resource *res) {
@@ -302,11 +370,13 @@ static bool append_frame(fwd_exporter *x, const mst_span *s, const mst_resource 
     size_t start = b->len;
     static const uint8_t placeholder[FRAME_HEADER_BYTES];
     mst_buf_append(b, placeholder, FRAME_HEADER_BYTES);
-    mst_perfetto_packet_encode(s, res, b);
+    mst_ids_send how;
+    mst_perfetto_packet_encode_ids(s, res, ids_decision(x, s, &how), b);
     size_t payload = b->len - start - FRAME_HEADER_BYTES;
     if (b->failed || payload > MST_FRAME_MAX_BYTES) {
         b->len = start;
         b->failed = false;
+        if (x->ids) mst_ids_sender_reset(x->ids); /* the forwarder never sees this list */
         return false;
     }
     uint8_t *h = b->data + start;
@@ -349,6 +419,7 @@ static size_t settle_chunk(fwd_exporter *x, size_t base, size_t nframes, size_t 
     while (done < nframes && x->frame_ends[done] <= written) done++;
     mst_counter_add(&x->counters.spans_exported, done);
     mst_counter_add(&x->counters.spans_failed, nframes - done);
+    if (done < nframes && x->ids) mst_ids_sender_reset(x->ids); /* its lists did not all arrive */
     size_t prev_end = done ? x->frame_ends[done - 1] : base;
     bool cut = (written > 0 && written < base) || (done < nframes && written > prev_end);
     if (cut) close_fd(x);
@@ -471,7 +542,7 @@ static void fwd_cancel(mst_exporter *self) {
 
 static void fwd_after_fork_child(mst_exporter *self) {
     fwd_exporter *x = (fwd_exporter *)self;
-    close_fd(x); /* close only: the parent keeps using the same connection */
+    close_fd(x); /* close only: the parent keeps using the same connection (its streams reset too) */
     x->attempted = false;
     x->unreachable = false;
     x->ever_connected = false; /* per process: the child has not connected */
@@ -493,6 +564,7 @@ static void fwd_destroy(mst_exporter *self) {
     fwd_exporter *x = (fwd_exporter *)self;
     if (!x) return;
     close_fd(x);
+    mst_ids_sender_free(x->ids);
     mst_buf_free(&x->chunk);
     free(x->frame_ends);
     free(x);
@@ -533,6 +605,8 @@ mst_status mst_forward_exporter_create(const char *socket_name, mst_exporter **o
     x->addr_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len);
     memcpy(x->name, name, len + 1);
     mst_buf_init(&x->chunk, 0);
+    /* Without it (out of memory) every list simply goes whole. */
+    x->ids = mst_ids_sender_new();
     *out = &x->base;
     return MST_OK;
 }
@@ -550,6 +624,22 @@ void mst_forward_exporter_set_retry_interval_ms(mst_exporter *exp, uint32_t ms) 
 void mst_forward_exporter_set_send_budget_ms(mst_exporter *exp, uint32_t ms) {
     fwd_exporter *x = as_fwd(exp);
     if (x) x->send_budget_ms = ms;
+}
+
+bool mst_forward_exporter_wait_changes(mst_exporter *exp, uint32_t timeout_ms) {
+    fwd_exporter *x = as_fwd(exp);
+    if (!x) return false;
+    uint64_t end = mst_clock_monotonic_ms() + timeout_ms;
+    while (x->fd >= 0 && !x->hello_done && mst_clock_monotonic_ms() < end) {
+        if (poll_cancellable(x, POLLIN, end - mst_clock_monotonic_ms()) <= 0) break;
+        if (!connection_alive(x)) close_fd(x);
+    }
+    return x->ids_ok;
+}
+
+void mst_forward_exporter_drop_connection(mst_exporter *exp) {
+    fwd_exporter *x = as_fwd(exp);
+    if (x) close_fd(x);
 }
 
 bool mst_forward_exporter_is_connected(const mst_exporter *exp) {

@@ -39,6 +39,13 @@
 void mst_forward_exporter_set_retry_interval_ms(mst_exporter *exp, uint32_t ms);
 /* Changes the per-batch send budget (tests). */
 void mst_forward_exporter_set_send_budget_ms(mst_exporter *exp, uint32_t ms);
+/* Waits at most timeout_ms for the forwarder's capability line on the open
+ * connection (read as it arrives, not slept for); true once the forwarder
+ * said it takes request.ids changes (tests). */
+bool mst_forward_exporter_wait_changes(mst_exporter *exp, uint32_t timeout_ms);
+/* Closes the connection as if it had broken: the next batch reconnects at
+ * once and every stream's next list goes whole (tests). */
+void mst_forward_exporter_drop_connection(mst_exporter *exp);
 /* True while a connection to the forwarder is open (tests). */
 bool mst_forward_exporter_is_connected(const mst_exporter *exp);
 

@@ -195,6 +195,9 @@ int mst_daemon_run(const mst_daemon_options *opts, const mst_daemon_service *svc
     loop_state ls = {0};
     mst_frame_server_options so = {.socket_name = opts->socket_name,
                                    .on_frame = svc->on_frame,
+                                   .on_close = svc->on_close,
+                                   .hello = svc->hello,
+                                   .hello_len = svc->hello_len,
                                    .ctx = svc->self,
                                    .max_partial_bytes = opts->max_partial_bytes,
                                    .stall_timeout_ms = opts->stall_timeout_ms,

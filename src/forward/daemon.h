@@ -53,6 +53,9 @@ typedef struct mst_daemon_service {
      * output file). On error: message in err, the daemon exits with 1. */
     mst_status (*open)(void *self, char *err, size_t err_size);
     mst_frame_cb on_frame;
+    mst_conn_close_cb on_close;  /* NULL: not told (frame_server.h) */
+    const void *hello;           /* written to each accepted client (frame_server.h) */
+    size_t hello_len;
     /* After every batch of readiness events (and on timeouts). Returns how
      * many ms may pass before it must be called again (-1: no deadline). */
     int (*after_batch)(void *self, uint64_t now_ms);

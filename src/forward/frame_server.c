@@ -109,6 +109,9 @@ struct mst_frame_server {
     uint64_t next_sweep_ms;
     uint64_t n_partial;        /* connections in the middle of a frame */
     mst_frame_cb on_frame;
+    mst_conn_close_cb on_close;
+    const void *hello;
+    size_t hello_len;
     void *ctx;
     uid_t uid;
     gid_t gid;
@@ -251,6 +254,7 @@ static void conn_close(mst_frame_server *s, conn *c, bool count_truncated) {
         s->st.conns_closed++;
         s->st.conns_active--;
     }
+    if (s->on_close) s->on_close(s->ctx, c->id);
     free(c);
 }
 
@@ -466,6 +470,10 @@ static void add_conn(mst_frame_server *s, int fd, pid_t pid) {
         free(c);
         return;
     }
+    /* A fresh socket's buffer takes the few bytes at once; a peer already
+     * gone (EPIPE) is found by the read that follows, as before. */
+    if (s->hello_len && send(fd, s->hello, s->hello_len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)s->hello_len)
+        MST_DEBUG("connection %llu: capability line not sent: %s", (unsigned long long)c->id, strerror(errno));
     c->listed = true;
     c->next = s->conns;
     if (s->conns) s->conns->prev = c;
@@ -635,6 +643,9 @@ mst_status mst_frame_server_create(const mst_frame_server_options *opts,
     s->stall_ms = opts->stall_timeout_ms ? opts->stall_timeout_ms : MST_FRAME_DEFAULT_STALL_MS;
     s->now_ms = mst_clock_monotonic_ms();
     s->on_frame = opts->on_frame;
+    s->on_close = opts->on_close;
+    s->hello = opts->hello;
+    s->hello_len = opts->hello ? opts->hello_len : 0;
     s->ctx = opts->ctx;
     s->uid = getuid();
     s->gid = getgid();

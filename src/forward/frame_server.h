@@ -52,6 +52,8 @@ typedef struct mst_frame_server mst_frame_server;
 
 /* One complete frame. `payload` is only valid during the call. */
 typedef void (*mst_frame_cb)(void *ctx, const uint8_t *payload, size_t len, uint64_t conn_id);
+/* A connection closed (after its last frame was delivered). */
+typedef void (*mst_conn_close_cb)(void *ctx, uint64_t conn_id);
 /* An extra fd (signalfd, timerfd...) became readable. */
 typedef void (*mst_fd_cb)(void *ctx, int fd);
 
@@ -62,6 +64,16 @@ typedef struct mst_frame_server_options {
     uint32_t stall_timeout_ms; /* 0 = MST_FRAME_DEFAULT_STALL_MS */
     bool bind_only;            /* bind now, listen in mst_frame_server_listen() */
     mst_frame_cb on_frame;
+    mst_conn_close_cb on_close; /* NULL: not told */
+    /* Written once to every connection that passes the peer check, as it is
+     * accepted (NULL: nothing): the Perfetto mode's capability line
+     * (docs/forwarder.md "Request id lists as changes"). A client that
+     * never reads it loses nothing: its frames are read and counted as
+     * usual, and the reset its close then causes here (Linux reports
+     * ECONNRESET, after the data, to a socket whose peer closed with
+     * unread bytes) is taken as the end of the stream, silently. */
+    const void *hello;
+    size_t hello_len;
     void *ctx;
 } mst_frame_server_options;
 

@@ -29,6 +29,7 @@
 
 #include "core/log.h"
 #include "forward/format_stage.h"
+#include "forward/id_streams.h"
 #include "forward/out_queue.h"
 #include "forward/timeline.h"
 #include "forward/writer_sinks.h"
@@ -54,6 +55,7 @@ struct mst_perfetto_sink {
     size_t n_outputs;
     const mst_flight_options *flight; /* set: outputs[0] is the flight recorder */
     mst_format_stage *stage;    /* the formatting thread, from open to close */
+    mst_id_streams *ids;        /* event loop: request id streams per connection */
     /* Written by the event loop, read by both threads. */
     _Atomic uint64_t received;
     _Atomic uint64_t rejected;
@@ -163,6 +165,11 @@ mst_status mst_perfetto_sink_create(const char *output_path, mst_perfetto_format
         free(s);
         return MST_ERR_NOMEM;
     }
+    if (!(s->ids = mst_id_streams_new(0))) {
+        free(s->paths[0]);
+        free(s);
+        return MST_ERR_NOMEM;
+    }
     s->n_paths = 1;
     s->formats[0] = format == MST_PERFETTO_FORMAT_AUTO ? mst_perfetto_format_for_path(output_path)
                                                        : format;
@@ -185,6 +192,7 @@ void mst_perfetto_sink_destroy(mst_perfetto_sink *s) {
     mst_format_stage_stop(s->stage);
     close_outputs(s);
     pthread_mutex_destroy(&s->stats_mu);
+    mst_id_streams_free(s->ids);
     for (size_t i = 0; i < s->n_paths; i++) free(s->paths[i]);
     free(s);
 }
@@ -237,6 +245,24 @@ static bool take_loss_report(mst_perfetto_sink *s, const uint8_t *payload, size_
     return true;
 }
 
+/* Event loop: a change to a request.ids list whose base this forwarder
+ * does not hold (id_streams.h) left its span without the list. */
+static void note_no_base(const mst_perfetto_sink *s, uint64_t conn_id) {
+    mst_id_streams_stats st;
+    mst_id_streams_get_stats(s->ids, &st);
+    if (mst_log_this_count(st.no_base))
+        MST_WARN("connection %llu sent a request.ids change whose previous list this forwarder does not hold "
+                 "(a packet of its stream was rejected or not kept); the span is kept without request.ids "
+                 "until the stream's next whole list (%llu such spans so far)",
+                 (unsigned long long)conn_id, (unsigned long long)st.no_base);
+}
+
+/* The connection closed: its request id streams go. */
+static void svc_on_close(void *self, uint64_t conn_id) {
+    mst_perfetto_sink *s = self;
+    mst_id_streams_drop_conn(s->ids, conn_id);
+}
+
 /* Event loop: decode into the batch being filled; a full batch goes to the
  * formatting thread at once, the rest at the end of the epoll batch. */
 void mst_perfetto_sink_on_frame(void *self, const uint8_t *payload, size_t len, uint64_t conn_id) {
@@ -249,7 +275,9 @@ void mst_perfetto_sink_on_frame(void *self, const uint8_t *payload, size_t len, 
     }
     mst_span_batch *batch = mst_format_stage_batch(s->stage);
     char err[200] = "";
-    mst_status st = mst_span_batch_add(batch, payload, len, err, sizeof err);
+    mst_ids_outcome ids;
+    mst_status st = mst_span_batch_add(batch, s->ids, conn_id, payload, len, &ids, err, sizeof err);
+    if (ids == MST_IDS_NO_BASE) note_no_base(s, conn_id);
     if (st == MST_ERR_NOMEM) {
         uint64_t n = bump(&s->add_errors);
         if (mst_log_this_count(n))
@@ -382,6 +410,15 @@ static mst_status svc_close(void *self) {
      * on the outputs are this thread's. */
     mst_format_stage_stop(s->stage);
     s->stage = NULL;
+    mst_id_streams_stats ids;
+    mst_id_streams_get_stats(s->ids, &ids);
+    MST_DEBUG("request.ids streams: %llu whole list(s) kept as a base, %llu change(s) rebuilt into whole lists, "
+              "%llu malformed change(s) rejected", (unsigned long long)ids.keyframes, (unsigned long long)ids.changes,
+              (unsigned long long)ids.bad_changes);
+    if (ids.no_base || ids.not_kept)
+        MST_WARN("%llu span(s) arrived as request.ids changes without their previous list and were kept without "
+                 "request.ids; %llu whole list(s) could not be kept as a base (stream or memory limits)",
+                 (unsigned long long)ids.no_base, (unsigned long long)ids.not_kept);
     if (!w_open(s)) return MST_OK;
     take_demand(s); /* asked for just before the stop */
     /* Complete what is still open and take a last own-counter sample
@@ -427,6 +464,9 @@ void mst_perfetto_sink_service(mst_perfetto_sink *s, mst_daemon_service *svc) {
     svc->self = s;
     svc->open = svc_open;
     svc->on_frame = mst_perfetto_sink_on_frame;
+    svc->on_close = svc_on_close;
+    svc->hello = MST_PERFETTO_HELLO;
+    svc->hello_len = MST_PERFETTO_HELLO_LEN;
     svc->after_batch = svc_after_batch;
     svc->get_counts = svc_get_counts;
     svc->close = svc_close;

@@ -126,6 +126,18 @@ static bool keep_str(mst_span_batch *b, mst_str *s, const uint8_t *pkt, size_t l
     return true;
 }
 
+/* A value outside the packet (a request.ids list the stream state rebuilt,
+ * in its own memory until the connection's next packet) moves into the
+ * batch too. */
+static bool keep_value(mst_span_batch *b, mst_json_slice *v, const uint8_t *pkt, size_t len) {
+    if (!v->len || inside(v->ptr, pkt, len)) return true;
+    char *p = take(b, v->len);
+    if (!p) return false;
+    memcpy(p, v->ptr, v->len);
+    v->ptr = p;
+    return true;
+}
+
 static bool keep_kvs(mst_span_batch *b, mst_pf_kv **kvs, size_t n, const uint8_t *pkt,
                      size_t len) {
     if (!n) return true;
@@ -133,13 +145,16 @@ static bool keep_kvs(mst_span_batch *b, mst_pf_kv **kvs, size_t n, const uint8_t
     if (!copy) return false;
     memcpy(copy, *kvs, n * sizeof *copy);
     for (size_t i = 0; i < n; i++)
-        if (!keep_str(b, &copy[i].key, pkt, len)) return false;
+        if (!keep_str(b, &copy[i].key, pkt, len) || !keep_value(b, &copy[i].value, pkt, len)) return false;
     *kvs = copy;
     return true;
 }
 
-mst_status mst_span_batch_add(mst_span_batch *b, const uint8_t *payload, size_t len, char *err,
-                              size_t err_size) {
+mst_status mst_span_batch_add(mst_span_batch *b, mst_id_streams *ids, uint64_t conn_id, const uint8_t *payload,
+                              size_t len, mst_ids_outcome *outcome, char *err, size_t err_size) {
+    mst_ids_outcome ignored;
+    if (!outcome) outcome = &ignored;
+    *outcome = MST_IDS_NONE;
     if (b->count == MST_SPAN_BATCH_MAX_SPANS) return MST_ERR_QUEUE_FULL;
     mark m = mark_of(b);
     uint8_t *pkt = take(b, len ? len : 1);
@@ -147,6 +162,7 @@ mst_status mst_span_batch_add(mst_span_batch *b, const uint8_t *payload, size_t 
     if (len) memcpy(pkt, payload, len);
     mst_pf_span *sp = &b->spans[b->count];
     mst_status st = mst_perfetto_packet_decode(pkt, len, &b->scratch, sp, err, err_size);
+    if (st == MST_OK) st = mst_id_streams_apply(ids, conn_id, sp, &b->scratch, outcome, err, err_size);
     if (st == MST_OK) {
         bool ok = keep_str(b, &sp->name, pkt, len) && keep_str(b, &sp->category, pkt, len) &&
                   keep_kvs(b, &sp->attrs, sp->n_attrs, pkt, len) &&

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "forward/id_streams.h"
 #include "wire/perfetto_packet.h"
 
 #define MST_SPAN_BATCH_MAX_SPANS 1024
@@ -35,12 +36,15 @@ mst_span_batch *mst_span_batch_new(void);
 /* Frees the batch and its blocks. NULL is fine. */
 void mst_span_batch_free(mst_span_batch *b);
 
-/* Copies the payload into the batch, decodes it (mst_perfetto_packet_decode)
- * and keeps the span. On a decode error returns its status with a one-line
- * reason in err, and the batch is as before; MST_ERR_NOMEM when a block
- * could not be allocated (the packet is not kept). */
-mst_status mst_span_batch_add(mst_span_batch *b, const uint8_t *payload, size_t len, char *err,
-                              size_t err_size);
+/* Copies the payload into the batch, decodes it (mst_perfetto_packet_decode),
+ * applies its request id stream fields with the state of its connection
+ * conn_id in `ids` (id_streams.h; NULL: none, a change then gets no list)
+ * and keeps the span. On a decode error returns its status with a one-line reason in
+ * err, and the batch is as before; MST_ERR_NOMEM when a block could not
+ * be allocated (the packet is not kept). *outcome (may be NULL) says what
+ * the stream state did. */
+mst_status mst_span_batch_add(mst_span_batch *b, mst_id_streams *ids, uint64_t conn_id, const uint8_t *payload,
+                              size_t len, mst_ids_outcome *outcome, char *err, size_t err_size);
 /* True once the batch should be handed on (no further add is refused, but
  * the limits above are kept by handing it on when this says so). */
 bool mst_span_batch_full(const mst_span_batch *b);

@@ -69,7 +69,9 @@ enum {
     F_ATTRS = 1u << 9,
     F_RESOURCE = 1u << 10,
     F_LINKS = 1u << 11,
-    F_REQUEST_LINKS = 1u << 12
+    F_REQUEST_LINKS = 1u << 12,
+    F_IDS_STREAM = 1u << 13,
+    F_IDS_SEQ = 1u << 14
 };
 
 typedef struct decoder {
@@ -382,9 +384,9 @@ static unsigned field_of(const char *k, size_t n) {
     case 4: return key_is(k, n, "name") ? F_NAME : key_is(k, n, "kind") ? F_KIND : 0;
     case 5: return key_is(k, n, "links") ? F_LINKS : 0;
     case 6: return key_is(k, n, "status") ? F_STATUS : 0;
-    case 7: return key_is(k, n, "span_id") ? F_SPAN_ID : 0;
+    case 7: return key_is(k, n, "span_id") ? F_SPAN_ID : key_is(k, n, "ids_seq") ? F_IDS_SEQ : 0;
     case 8: return key_is(k, n, "category") ? F_CATEGORY : key_is(k, n, "trace_id") ? F_TRACE_ID : 0;
-    case 10: return key_is(k, n, "attributes") ? F_ATTRS : 0;
+    case 10: return key_is(k, n, "attributes") ? F_ATTRS : key_is(k, n, "ids_stream") ? F_IDS_STREAM : 0;
     case 11: return key_is(k, n, "end_time_ns") ? F_END : 0;
     case 13: return key_is(k, n, "start_time_ns") ? F_START : key_is(k, n, "request_links") ? F_REQUEST_LINKS : 0;
     case 14: return key_is(k, n, "parent_span_id") ? F_PARENT : 0;
@@ -423,6 +425,8 @@ static mst_status decode_field(decoder *d, unsigned f, const mst_str *key, mst_p
                                 &out->n_resource);
     case F_LINKS: return decode_links(d, out);
     case F_REQUEST_LINKS: return read_int_field(d, "request_links", &out->request_links);
+    case F_IDS_STREAM: out->ids_fields |= 1u; return read_int_field(d, "ids_stream", &out->ids_stream);
+    case F_IDS_SEQ: out->ids_fields |= 2u; return read_int_field(d, "ids_seq", &out->ids_seq);
     default: {
         mst_json_slice raw;
         if (mst_json_read_raw(&d->r, &raw)) return MST_OK;
@@ -465,8 +469,10 @@ mst_status mst_perfetto_packet_decode_general(const uint8_t *data, size_t len, m
     if (err && err_size) err[0] = '\0';
     if (!out || !arena || (!data && len)) return set_err(&d, MST_ERR_INVALID_ARG, "NULL argument");
     mst_pf_span_defaults(out);
-    if (len < MST_PERFETTO_MAGIC_LEN || memcmp(data, MST_PERFETTO_MAGIC, MST_PERFETTO_MAGIC_LEN) != 0)
+    if (len < MST_PERFETTO_MAGIC_LEN || (memcmp(data, MST_PERFETTO_MAGIC, MST_PERFETTO_MAGIC_LEN) != 0 &&
+                                         memcmp(data, MST_PERFETTO_CHANGE_MAGIC, MST_PERFETTO_MAGIC_LEN) != 0))
         return set_err(&d, MST_ERR_PARSE, "missing MSPF_PERFETTO_V1 magic");
+    out->ids_change = data[MST_PERFETTO_MAGIC_LEN - 2] == '2';
     d.json = data + MST_PERFETTO_MAGIC_LEN;
     mst_json_reader_init(&d.r, d.json, len - MST_PERFETTO_MAGIC_LEN, MST_PF_MAX_DEPTH);
     if (mst_json_peek(&d.r) != MST_JSON_OBJECT) {
@@ -492,6 +498,7 @@ mst_status mst_perfetto_packet_decode_general(const uint8_t *data, size_t len, m
     if (!(seen & F_TRACE_ID)) return set_err(&d, MST_ERR_PARSE, "missing field 'trace_id'");
     if (!(seen & F_SPAN_ID)) return set_err(&d, MST_ERR_PARSE, "missing field 'span_id'");
     if (!mst_pf_span_check_ranges(out, err, err_size)) return MST_ERR_PARSE;
+    if (!mst_pf_span_check_ids(out, err, err_size)) return MST_ERR_PARSE;
     out->plain_text = strings_plain(out);
     return MST_OK;
 }
@@ -501,9 +508,12 @@ mst_status mst_perfetto_packet_decode_general(const uint8_t *data, size_t len, m
  * the packet from scratch and reports any error. */
 mst_status mst_perfetto_packet_decode(const uint8_t *data, size_t len, mst_arena *arena,
                                       mst_pf_span *out, char *err, size_t err_size) {
-    if (out && arena && data && len >= MST_PERFETTO_MAGIC_LEN &&
-        memcmp(data, MST_PERFETTO_MAGIC, MST_PERFETTO_MAGIC_LEN) == 0) {
+    bool v1 = len >= MST_PERFETTO_MAGIC_LEN && data && memcmp(data, MST_PERFETTO_MAGIC, MST_PERFETTO_MAGIC_LEN) == 0;
+    bool v2 = !v1 && len >= MST_PERFETTO_MAGIC_LEN && data &&
+              memcmp(data, MST_PERFETTO_CHANGE_MAGIC, MST_PERFETTO_MAGIC_LEN) == 0;
+    if (out && arena && (v1 || v2)) {
         mst_pf_span_defaults(out);
+        out->ids_change = v2;
         if (mst_pf_decode_fast(data + MST_PERFETTO_MAGIC_LEN, len - MST_PERFETTO_MAGIC_LEN, arena,
                                out)) {
             if (err && err_size) err[0] = '\0';

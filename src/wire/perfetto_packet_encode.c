@@ -5,7 +5,11 @@
  * forwarder reads, in a fixed order:
  *   name, category, trace_id, span_id, parent_span_id, start_time_ns,
  *   end_time_ns, kind, status, attributes, resource_attributes, links,
- *   then request_links when it is not 0.
+ *   then request_links when it is not 0, then ids_stream and ids_seq for a
+ *   request.ids list in a stream (ids_sender.h). A list sent as a change
+ *   (ids_change.h) replaces the attribute's value with the change object and
+ *   the magic with "MSPF_PERFETTO_V2\n", which a forwarder that cannot apply
+ *   it rejects loudly instead of keeping a span without its list.
  *
  * Why hand-written: this runs on the exporter thread for every span, so it
  * appends straight into the caller's mst_buf with the buf.h appenders (no
@@ -52,14 +56,39 @@ static void append_attr_value(mst_buf *b, const mst_attr *a) {
     APPEND_LIT(b, "null");
 }
 
-/* {"k":v,...} for an attribute array (span or resource). */
-static void append_attr_object(mst_buf *b, const mst_attr *attrs, uint32_t n) {
+static bool is_request_ids(const mst_attr *a) {
+    return a->type == MST_ATTR_STRING_LIST && a->key.len == 11 && memcmp(a->key.ptr, "request.ids", 11) == 0;
+}
+
+/* {"left":[positions],"joined":[ids]}: the list as a change (ids_change.h). */
+static void append_ids_change(mst_buf *b, const mst_attr *a, const mst_ids_send *ids) {
+    APPEND_LIT(b, "{\"left\":[");
+    for (uint32_t i = 0; i < ids->n_left; i++) {
+        if (i) mst_buf_append_byte(b, ',');
+        mst_buf_append_u64(b, ids->left[i]);
+    }
+    APPEND_LIT(b, "],\"joined\":[");
+    for (uint32_t i = ids->joined_from; i < a->v.list.count; i++) {
+        if (i > ids->joined_from) mst_buf_append_byte(b, ',');
+        append_str(b, &a->v.list.items[i]);
+    }
+    APPEND_LIT(b, "]}");
+}
+
+/* {"k":v,...} for an attribute array (span or resource); `ids` (NULL:
+ * none) sends the first request.ids list as a change. */
+static void append_attr_object(mst_buf *b, const mst_attr *attrs, uint32_t n, const mst_ids_send *ids) {
     mst_buf_append_byte(b, '{');
     for (uint32_t i = 0; i < n; i++) {
         if (i) mst_buf_append_byte(b, ',');
         append_str(b, &attrs[i].key);
         mst_buf_append_byte(b, ':');
-        append_attr_value(b, &attrs[i]);
+        if (ids && is_request_ids(&attrs[i])) {
+            append_ids_change(b, &attrs[i], ids);
+            ids = NULL;
+        } else {
+            append_attr_value(b, &attrs[i]);
+        }
     }
     mst_buf_append_byte(b, '}');
 }
@@ -120,10 +149,17 @@ static void append_parent(mst_buf *b, const mst_span *span) {
 }
 
 void mst_perfetto_packet_encode(const mst_span *span, const mst_resource *res, mst_buf *out) {
+    mst_perfetto_packet_encode_ids(span, res, NULL, out);
+}
+
+void mst_perfetto_packet_encode_ids(const mst_span *span, const mst_resource *res, const mst_ids_send *ids,
+                                    mst_buf *out) {
+    if (ids && !ids->in_stream) ids = NULL;
+    bool change = ids && ids->change;
     /* Typical packet: ~400 bytes of fixed fields + attributes; one reserve
      * up front avoids most regrowth on a reused buffer. */
     mst_buf_reserve(out, 512);
-    mst_buf_append(out, MST_PERFETTO_MAGIC, MST_PERFETTO_MAGIC_LEN);
+    mst_buf_append(out, change ? MST_PERFETTO_CHANGE_MAGIC : MST_PERFETTO_MAGIC, MST_PERFETTO_MAGIC_LEN);
     APPEND_LIT(out, "{\"name\":");
     append_str(out, &span->name);
     APPEND_LIT(out, ",\"category\":");
@@ -143,9 +179,9 @@ void mst_perfetto_packet_encode(const mst_span *span, const mst_resource *res, m
     APPEND_LIT(out, ",\"status\":");
     mst_buf_append_i64(out, (int64_t)span->status_code);
     APPEND_LIT(out, ",\"attributes\":");
-    append_attr_object(out, span->attrs, span->n_attrs);
+    append_attr_object(out, span->attrs, span->n_attrs, change ? ids : NULL);
     APPEND_LIT(out, ",\"resource_attributes\":");
-    if (res) append_attr_object(out, res->attrs, res->n_attrs);
+    if (res) append_attr_object(out, res->attrs, res->n_attrs, NULL);
     else APPEND_LIT(out, "{}");
     APPEND_LIT(out, ",\"links\":");
     append_links(out, span);
@@ -153,6 +189,12 @@ void mst_perfetto_packet_encode(const mst_span *span, const mst_resource *res, m
     if (request_links) {
         APPEND_LIT(out, ",\"request_links\":");
         mst_buf_append_u64(out, request_links);
+    }
+    if (ids) {
+        APPEND_LIT(out, ",\"ids_stream\":");
+        mst_buf_append_u64(out, ids->stream);
+        APPEND_LIT(out, ",\"ids_seq\":");
+        mst_buf_append_u64(out, ids->seq);
     }
     mst_buf_append_byte(out, '}');
 }

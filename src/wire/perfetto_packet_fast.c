@@ -600,7 +600,7 @@ static const uint8_t *read_links(const uint8_t *p, const uint8_t *end, mst_arena
 /* The known fields in encoder order: index I_x, bit F_x = 1 << I_x. */
 enum {
     I_NAME, I_CATEGORY, I_TRACE_ID, I_SPAN_ID, I_PARENT, I_START, I_END, I_KIND, I_STATUS,
-    I_ATTRS, I_RESOURCE, I_LINKS, I_REQUEST_LINKS, I_UNKNOWN
+    I_ATTRS, I_RESOURCE, I_LINKS, I_REQUEST_LINKS, I_IDS_STREAM, I_IDS_SEQ, I_UNKNOWN
 };
 enum {
     F_NAME = 1u << I_NAME,
@@ -615,7 +615,9 @@ enum {
     F_ATTRS = 1u << I_ATTRS,
     F_RESOURCE = 1u << I_RESOURCE,
     F_LINKS = 1u << I_LINKS,
-    F_REQUEST_LINKS = 1u << I_REQUEST_LINKS
+    F_REQUEST_LINKS = 1u << I_REQUEST_LINKS,
+    F_IDS_STREAM = 1u << I_IDS_STREAM,
+    F_IDS_SEQ = 1u << I_IDS_SEQ
 };
 
 /* The known fields in the order encoders write them; FIELD_ORDER[i] is
@@ -625,7 +627,7 @@ static const key_pattern FIELD_ORDER[] = {
     {"\"span_id\":", 10},       {"\"parent_span_id\":", 17}, {"\"start_time_ns\":", 16},
     {"\"end_time_ns\":", 14},   {"\"kind\":", 7},            {"\"status\":", 9},
     {"\"attributes\":", 13},    {"\"resource_attributes\":", 22}, {"\"links\":", 8},
-    {"\"request_links\":", 16}};
+    {"\"request_links\":", 16}, {"\"ids_stream\":", 13},     {"\"ids_seq\":", 10}};
 enum { N_FIELDS = sizeof FIELD_ORDER / sizeof FIELD_ORDER[0] };
 _Static_assert((unsigned)N_FIELDS == (unsigned)I_UNKNOWN, "FIELD_ORDER lists every known field in I_ order");
 
@@ -636,9 +638,9 @@ static inline unsigned field_of(const uint8_t *k, size_t n) {
     case 4: return !memcmp(k, "name", 4) ? F_NAME : !memcmp(k, "kind", 4) ? F_KIND : 0;
     case 5: return !memcmp(k, "links", 5) ? F_LINKS : 0;
     case 6: return !memcmp(k, "status", 6) ? F_STATUS : 0;
-    case 7: return !memcmp(k, "span_id", 7) ? F_SPAN_ID : 0;
+    case 7: return !memcmp(k, "span_id", 7) ? F_SPAN_ID : !memcmp(k, "ids_seq", 7) ? F_IDS_SEQ : 0;
     case 8: return !memcmp(k, "trace_id", 8) ? F_TRACE_ID : !memcmp(k, "category", 8) ? F_CATEGORY : 0;
-    case 10: return !memcmp(k, "attributes", 10) ? F_ATTRS : 0;
+    case 10: return !memcmp(k, "attributes", 10) ? F_ATTRS : !memcmp(k, "ids_stream", 10) ? F_IDS_STREAM : 0;
     case 11: return !memcmp(k, "end_time_ns", 11) ? F_END : 0;
     case 13: return !memcmp(k, "start_time_ns", 13) ? F_START : !memcmp(k, "request_links", 13) ? F_REQUEST_LINKS : 0;
     case 14: return !memcmp(k, "parent_span_id", 14) ? F_PARENT : 0;
@@ -702,6 +704,8 @@ bool mst_pf_decode_fast(const uint8_t *json, size_t len, mst_arena *arena, mst_p
             break;
         case I_LINKS: p = read_links(p, end, arena, out); break;
         case I_REQUEST_LINKS: p = read_int(p, end, &out->request_links); break;
+        case I_IDS_STREAM: p = read_int(p, end, &out->ids_stream); break;
+        case I_IDS_SEQ: p = read_int(p, end, &out->ids_seq); break;
         default: {
             mst_json_slice ignored;
             p = read_raw(p, end, DEPTH_TOP, &ignored);
@@ -723,8 +727,9 @@ bool mst_pf_decode_fast(const uint8_t *json, size_t len, mst_arena *arena, mst_p
     }
     if (p != end && skip_ws_slow(p, end) != end) return false;
     /* Out-of-range values: declined, the general decoder reports them. */
+    out->ids_fields = (seen & F_IDS_STREAM ? 1u : 0u) | (seen & F_IDS_SEQ ? 2u : 0u);
     return (seen & (F_TRACE_ID | F_SPAN_ID)) == (F_TRACE_ID | F_SPAN_ID) &&
-           mst_pf_span_in_range(out);
+           mst_pf_span_in_range(out) && mst_pf_span_check_ids(out, NULL, 0);
 }
 
 #else /* not little-endian: the word loads above assume it */

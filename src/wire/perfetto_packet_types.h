@@ -53,6 +53,18 @@ typedef struct mst_pf_span {
      * to the requests of its request.ids (0..n_links; the forwarder draws
      * no flow for them, docs/forwarder.md "Output format"). */
     int64_t request_links;
+    /* Request id streams (docs/forwarder.md "Request id lists as changes"):
+     * "ids_stream" / "ids_seq" (both or neither; ids_fields says which were
+     * there) make this span's request.ids list number ids_seq of the
+     * sender's stream ids_stream on its connection. ids_change: the packet
+     * has the magic MSPF_PERFETTO_V2 and the attribute attrs[ids_attr]
+     * holds the change to the stream's previous list (ids_change.h), which
+     * the forwarder's stream state (forward/id_streams.h) replaces with the
+     * whole list before any output sees the span. */
+    int64_t ids_stream, ids_seq;
+    unsigned ids_fields;     /* bit 0: ids_stream seen, bit 1: ids_seq */
+    bool ids_change;
+    size_t ids_attr;         /* request.ids' index in attrs (ids_fields set) */
     /* Set by the decoders (false by default, which says nothing): the
      * name, the category and every attribute and resource key are plain
      * JSON string text (no byte mst_json_plain_prefix would stop at), and

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 bool mst_pf_span_check_ranges(const mst_pf_span *s, char *err, size_t err_size) {
     if (mst_pf_span_in_range(s)) return true;
@@ -31,4 +32,32 @@ bool mst_pf_span_check_ranges(const mst_pf_span *s, char *err, size_t err_size) 
         snprintf(err, err_size, "field 'request_links' is out of range (%lld; allowed 0..%zu, the number of links)",
                  (long long)s->request_links, s->n_links);
     return false;
+}
+
+/* Why here: one rule for both decoders, like the ranges above. */
+bool mst_pf_span_check_ids(mst_pf_span *s, char *err, size_t err_size) {
+    const char *why = NULL;
+    if (s->ids_fields == 0 && !s->ids_change) return true;
+    if (s->ids_fields != 3u)
+        why = s->ids_change ? "a MSPF_PERFETTO_V2 packet needs 'ids_stream' and 'ids_seq'"
+                            : "fields 'ids_stream' and 'ids_seq' go together";
+    else if (s->ids_stream < 0 || s->ids_stream > INT32_MAX)
+        why = "field 'ids_stream' is out of range (allowed 0..2147483647)";
+    else if (s->ids_seq < 1)
+        why = "field 'ids_seq' is out of range (allowed 1..2^63-1)";
+    if (!why) {
+        size_t i = 0;
+        while (i < s->n_attrs && !(s->attrs[i].key.len == 11 && memcmp(s->attrs[i].key.ptr, "request.ids", 11) == 0))
+            i++;
+        char want = s->ids_change ? '{' : '[';
+        if (i == s->n_attrs)
+            why = "'ids_stream'/'ids_seq' on a span without a 'request.ids' attribute";
+        else if (s->attrs[i].value.len == 0 || s->attrs[i].value.ptr[0] != want)
+            why = s->ids_change ? "attribute 'request.ids' of a MSPF_PERFETTO_V2 packet must be a change object"
+                                : "attribute 'request.ids' with 'ids_seq' must be a list";
+        else
+            s->ids_attr = i;
+    }
+    if (why && err && err_size) snprintf(err, err_size, "%s", why);
+    return why == NULL;
 }

@@ -26,6 +26,13 @@ static inline bool mst_pf_span_in_range(const mst_pf_span *s) {
            s->request_links >= 0 && (uint64_t)s->request_links <= s->n_links;
 }
 
+/* The request id stream fields (mst_pf_span.ids_*): neither, or both with
+ * ids_stream 0..INT32_MAX and ids_seq >= 1 on a span whose attributes hold
+ * request.ids — a list ('[') in a V1 packet, a change object ('{') in a
+ * MSPF_PERFETTO_V2 one, which must have them. Sets ids_attr. False with a
+ * one-line reason in err (may be NULL). Both decoders run it last. */
+bool mst_pf_span_check_ids(mst_pf_span *s, char *err, size_t err_size);
+
 /* mst_pf_span_in_range, and when false a one-line reason naming the field
  * and its value in err (may be NULL). */
 bool mst_pf_span_check_ranges(const mst_pf_span *s, char *err, size_t err_size);

@@ -25,8 +25,11 @@
  *     the report magic prefixed);
  *   - the fast path (perfetto_packet_fast.c) agrees with the general
  *     decoder: whenever it accepts, the general decoder accepts with the
- *     same span (pf_span_compare.h), and the public decoder's status and
- *     message are always the general decoder's.
+ *     same span (pf_span_compare.h, the request id stream fields
+ *     included), and the public decoder's status and message are always
+ *     the general decoder's. The input is also tried behind the change
+ *     packet's magic (MSPF_PERFETTO_V2; the stream state behind it has its
+ *     own target, fuzz_id_streams.c).
  */
 #include <fcntl.h>
 #include <stdint.h>
@@ -174,8 +177,11 @@ static void check_paths_agree(const uint8_t *data, size_t len, mst_status st, co
     mst_status gst = mst_perfetto_packet_decode_general(data, len, &ga, &general, gerr, sizeof gerr);
     REQUIRE(gst == st && strcmp(gerr, err) == 0);
     if (st == MST_OK) REQUIRE(pf_spans_differ(span, &general, data, len) == NULL);
-    if (len >= MST_PERFETTO_MAGIC_LEN && memcmp(data, MST_PERFETTO_MAGIC, MST_PERFETTO_MAGIC_LEN) == 0) {
+    bool v1 = len >= MST_PERFETTO_MAGIC_LEN && memcmp(data, MST_PERFETTO_MAGIC, MST_PERFETTO_MAGIC_LEN) == 0;
+    bool v2 = len >= MST_PERFETTO_MAGIC_LEN && memcmp(data, MST_PERFETTO_CHANGE_MAGIC, MST_PERFETTO_MAGIC_LEN) == 0;
+    if (v1 || v2) {
         mst_pf_span_defaults(&fast);
+        fast.ids_change = v2;
         if (mst_pf_decode_fast(data + MST_PERFETTO_MAGIC_LEN, len - MST_PERFETTO_MAGIC_LEN, &fa,
                                &fast)) {
             REQUIRE(gst == MST_OK);
@@ -243,6 +249,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!b) return 0;
     memcpy(b, MST_PERFETTO_MAGIC, MST_PERFETTO_MAGIC_LEN);
     memcpy(b + MST_PERFETTO_MAGIC_LEN, data, size);
+    decode_one(b, MST_PERFETTO_MAGIC_LEN + size);
+    memcpy(b, MST_PERFETTO_CHANGE_MAGIC, MST_PERFETTO_MAGIC_LEN);
     decode_one(b, MST_PERFETTO_MAGIC_LEN + size);
     free(b);
     uint8_t *c = malloc(MST_LOSS_REPORT_MAGIC_LEN + size);

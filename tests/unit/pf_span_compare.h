@@ -58,6 +58,9 @@ static inline const char *pf_spans_differ(const mst_pf_span *a, const mst_pf_spa
     if (a->plain_text != b->plain_text) return "plain_text";
     if (a->n_links != b->n_links) return "number of links";
     if (a->request_links != b->request_links) return "request_links";
+    if (a->ids_fields != b->ids_fields || a->ids_stream != b->ids_stream || a->ids_seq != b->ids_seq ||
+        a->ids_change != b->ids_change || (a->ids_fields && a->ids_attr != b->ids_attr))
+        return "request id stream fields";
     for (size_t i = 0; i < a->n_links; i++)
         if (strcmp(a->links[i].trace_id, b->links[i].trace_id) != 0 ||
             strcmp(a->links[i].span_id, b->links[i].span_id) != 0)

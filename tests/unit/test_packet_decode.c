@@ -171,7 +171,7 @@ static void test_value_ranges(void) {
 }
 
 static void test_magic_required(void) {
-    const char *bad[] = {"binary-otlp", "", "MSPF_PERFETTO_V1", "MSPF_PERFETTO_V2\n{}",
+    const char *bad[] = {"binary-otlp", "", "MSPF_PERFETTO_V1", "MSPF_PERFETTO_V3\n{}",
                          "mspf_perfetto_v1\n{}"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         mst_arena a;

@@ -87,7 +87,7 @@ static mst_status add_packet(mst_span_batch *b, int i) {
     uint8_t *copy = malloc(n);
     memcpy(copy, tmp, n);
     char err[200] = "";
-    mst_status st = mst_span_batch_add(b, copy, n, err, sizeof err);
+    mst_status st = mst_span_batch_add(b, NULL, 0, copy, n, NULL, err, sizeof err);
     memset(copy, 'x', n);
     free(copy);
     return st;
@@ -115,7 +115,7 @@ static void test_bad_packet_leaves_batch_as_before(void) {
     char err[200] = "";
     /* Cut in the middle of the links: a parse error after the arrays and
      * escaped strings were already made. */
-    CHECK_EQ_INT(mst_span_batch_add(b, (const uint8_t *)pkt, n - 10, err, sizeof err),
+    CHECK_EQ_INT(mst_span_batch_add(b, NULL, 0, (const uint8_t *)pkt, n - 10, NULL, err, sizeof err),
                  MST_ERR_PARSE);
     CHECK(err[0] != '\0');
     CHECK_EQ_INT(mst_span_batch_count(b), 1);
@@ -125,7 +125,7 @@ static void test_bad_packet_leaves_batch_as_before(void) {
     check_span(mst_span_batch_span(b, 1), 5);
     /* Failed packets take no room: 10,000 of them do not fill the batch. */
     for (int k = 0; k < 10000; k++)
-        (void)mst_span_batch_add(b, (const uint8_t *)pkt, n - 10, err, sizeof err);
+        (void)mst_span_batch_add(b, NULL, 0, (const uint8_t *)pkt, n - 10, NULL, err, sizeof err);
     CHECK(!mst_span_batch_full(b));
     mst_span_batch_free(b);
 }
@@ -153,7 +153,7 @@ static void test_limits(void) {
     memset(pkt + n, 'b', big);
     memcpy(pkt + n + big, "\"}}", 3);
     char err[200] = "";
-    CHECK_EQ_INT(mst_span_batch_add(b, (const uint8_t *)pkt, (size_t)n + big + 3, err, sizeof err),
+    CHECK_EQ_INT(mst_span_batch_add(b, NULL, 0, (const uint8_t *)pkt, (size_t)n + big + 3, NULL, err, sizeof err),
                  MST_OK);
     free(pkt);
     CHECK(mst_span_batch_full(b));

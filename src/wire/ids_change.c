@@ -1,0 +1,284 @@
+/*
+ * ids_change.c — request id lists as changes to the previous list: the
+ * remembered list, finding a change, parsing and applying one (see
+ * ids_change.h for the format and who calls what).
+ *
+ * Why greedy matching finds the change: a list in vLLM's order is the
+ * previous one with some items removed (order kept) and new ones appended,
+ * so walking both lists and dropping each previous item that does not
+ * match the next new one recovers exactly the removed positions; whatever
+ * is left of the new list joined at the end. Any other reordering still
+ * yields a correct (only larger) change, which the caller then sends whole.
+ */
+#include "wire/ids_change.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void mst_ids_list_init(mst_ids_list *l, char sep, char lead) {
+    memset(l, 0, sizeof *l);
+    l->sep = sep;
+    l->lead = lead;
+}
+
+void mst_ids_list_free(mst_ids_list *l) {
+    free(l->text);
+    free(l->off);
+    free(l->len);
+    mst_ids_list_init(l, l->sep, l->lead);
+}
+
+size_t mst_ids_list_bytes(const mst_ids_list *l) {
+    return l->text_cap + (size_t)l->cap * 2 * sizeof(uint32_t);
+}
+
+/* Room for `items` items and `text` bytes in all; false when out of
+ * memory (the callers keep the limits). */
+static bool reserve(mst_ids_list *l, uint32_t items, size_t text) {
+    if (items > l->cap) {
+        uint32_t cap = l->cap ? l->cap : 64;
+        while (cap < items) cap *= 2;
+        uint32_t *off = realloc(l->off, cap * sizeof *off);
+        if (!off) return false;
+        l->off = off;
+        uint32_t *len = realloc(l->len, cap * sizeof *len);
+        if (!len) return false;
+        l->len = len;
+        l->cap = cap;
+    }
+    if (text > l->text_cap) {
+        size_t cap = l->text_cap ? l->text_cap : 2048;
+        while (cap < text) cap *= 2;
+        char *t = realloc(l->text, cap);
+        if (!t) return false;
+        l->text = t;
+        l->text_cap = cap;
+    }
+    return true;
+}
+
+/* Bytes the separator (or the lead byte) before the next item takes. */
+static size_t sep_bytes(const mst_ids_list *l) {
+    return (l->n && l->sep) || (l->lead && l->text_len == 0) ? 1 : 0;
+}
+
+/* Writes the separator, or the lead byte into a list still without it;
+ * the room is reserved. */
+static void put_sep(mst_ids_list *l) {
+    if (l->lead && l->text_len == 0) l->text[l->text_len++] = l->lead;
+    else if (l->n && l->sep) l->text[l->text_len++] = l->sep;
+}
+
+bool mst_ids_list_push(mst_ids_list *l, const char *p, size_t n) {
+    size_t s = sep_bytes(l);
+    if (l->n >= MST_IDS_MAX_ITEMS || n + s > MST_IDS_MAX_TEXT - l->text_len) return false;
+    if (!reserve(l, l->n + 1, l->text_len + s + n)) return false;
+    put_sep(l);
+    if (n) memcpy(l->text + l->text_len, p, n);
+    l->off[l->n] = (uint32_t)l->text_len;
+    l->len[l->n] = (uint32_t)n;
+    l->text_len += n;
+    l->n++;
+    return true;
+}
+
+bool mst_ids_list_set(mst_ids_list *l, const mst_str *items, uint32_t n) {
+    mst_ids_list_clear(l);
+    size_t text = 0;
+    for (uint32_t i = 0; i < n; i++) text += items[i].len;
+    size_t seps = n ? (l->sep ? n - 1 : 0) + (l->lead ? 1 : 0) : 0;
+    if (n > MST_IDS_MAX_ITEMS || text + seps > MST_IDS_MAX_TEXT || !reserve(l, n, text + seps)) return false;
+    for (uint32_t i = 0; i < n; i++) {
+        put_sep(l);
+        if (items[i].len) memcpy(l->text + l->text_len, items[i].ptr, items[i].len);
+        l->off[i] = (uint32_t)l->text_len;
+        l->len[i] = items[i].len;
+        l->text_len += items[i].len;
+        l->n = i + 1;
+    }
+    return true;
+}
+
+uint32_t mst_ids_change_find(const mst_ids_list *prev, const mst_str *items, uint32_t n, uint32_t *left,
+                             uint32_t *n_left) {
+    uint32_t i = 0, j = 0, k = 0;
+    while (i < prev->n && j < n) {
+        if (mst_ids_list_item_is(prev, i, items[j].ptr, items[j].len)) j++;
+        else left[k++] = i;
+        i++;
+    }
+    while (i < prev->n) left[k++] = i++;
+    *n_left = k;
+    return j;
+}
+
+static mst_status fail(char *err, size_t err_size, mst_status st, const char *fmt, ...) {
+    if (err && err_size) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, err_size, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+/* Grows an arena array of `elem`-byte entries (count used) to twice. */
+static void *grow(mst_arena *a, void *old, uint32_t count, uint32_t *cap, size_t elem) {
+    uint32_t ncap = *cap ? *cap * 2 : 16;
+    void *p = mst_arena_alloc(a, (size_t)ncap * elem);
+    if (!p) return NULL;
+    if (count) memcpy(p, old, (size_t)count * elem);
+    *cap = ncap;
+    return p;
+}
+
+static mst_status read_left(mst_json_reader *r, mst_arena *a, mst_ids_change *out, char *err,
+                            size_t err_size) {
+    if (mst_json_peek(r) != MST_JSON_ARRAY || !mst_json_array_begin(r))
+        return fail(err, err_size, MST_ERR_PARSE, "request.ids change: 'left' must be an array of positions");
+    uint32_t cap = 0;
+    for (;;) {
+        int more = mst_json_array_next(r);
+        if (more < 0) return fail(err, err_size, MST_ERR_PARSE, "request.ids change: 'left': %s", r->err);
+        if (!more) return MST_OK;
+        int64_t v;
+        if (mst_json_peek(r) != MST_JSON_NUMBER || !mst_json_read_i64(r, &v))
+            return fail(err, err_size, MST_ERR_PARSE, "request.ids change: 'left' must hold integers");
+        if (v < 0 || v >= (int64_t)MST_IDS_MAX_ITEMS)
+            return fail(err, err_size, MST_ERR_PARSE,
+                        "request.ids change: position %lld in 'left' is out of range (0..%u)", (long long)v,
+                        MST_IDS_MAX_ITEMS - 1);
+        if (out->n_left && (uint32_t)v <= out->left[out->n_left - 1])
+            return fail(err, err_size, MST_ERR_PARSE,
+                        "request.ids change: 'left' must be strictly increasing (%lld after %u)", (long long)v,
+                        out->left[out->n_left - 1]);
+        if (out->n_left == cap && !(out->left = grow(a, out->left, out->n_left, &cap, sizeof *out->left)))
+            return fail(err, err_size, MST_ERR_NOMEM, "out of memory reading a request.ids change");
+        out->left[out->n_left++] = (uint32_t)v;
+    }
+}
+
+static mst_status read_joined(mst_json_reader *r, mst_arena *a, mst_ids_change *out, char *err,
+                              size_t err_size) {
+    if (mst_json_peek(r) != MST_JSON_ARRAY || !mst_json_array_begin(r))
+        return fail(err, err_size, MST_ERR_PARSE, "request.ids change: 'joined' must be an array of strings");
+    uint32_t cap = 0;
+    for (;;) {
+        int more = mst_json_array_next(r);
+        if (more < 0) return fail(err, err_size, MST_ERR_PARSE, "request.ids change: 'joined': %s", r->err);
+        if (!more) return MST_OK;
+        if (out->n_joined == MST_IDS_MAX_ITEMS)
+            return fail(err, err_size, MST_ERR_TOO_LARGE, "request.ids change: more than %u ids in 'joined'",
+                        MST_IDS_MAX_ITEMS);
+        mst_json_slice item;
+        if (mst_json_peek(r) != MST_JSON_STRING || !mst_json_read_raw(r, &item))
+            return fail(err, err_size, MST_ERR_PARSE, "request.ids change: 'joined' must hold strings");
+        if (out->n_joined == cap &&
+            !(out->joined = grow(a, out->joined, out->n_joined, &cap, sizeof *out->joined)))
+            return fail(err, err_size, MST_ERR_NOMEM, "out of memory reading a request.ids change");
+        out->joined[out->n_joined++] = item;
+    }
+}
+
+mst_status mst_ids_change_parse(const char *json, size_t len, mst_arena *arena, mst_ids_change *out,
+                                char *err, size_t err_size) {
+    memset(out, 0, sizeof *out);
+    mst_json_reader r;
+    mst_json_reader_init(&r, json, len, 4);
+    if (mst_json_peek(&r) != MST_JSON_OBJECT || !mst_json_object_begin(&r))
+        return fail(err, err_size, MST_ERR_PARSE, "request.ids change must be an object {\"left\",\"joined\"}");
+    bool have_left = false, have_joined = false;
+    for (;;) {
+        int more = mst_json_object_next(&r);
+        if (more < 0) return fail(err, err_size, MST_ERR_PARSE, "request.ids change: %s", r.err);
+        if (!more) break;
+        char key[8];
+        size_t kn = 0;
+        bool fits = false;
+        if (!mst_json_read_key_into(&r, key, sizeof key, &kn, &fits))
+            return fail(err, err_size, MST_ERR_PARSE, "request.ids change: %s", r.err);
+        mst_status st;
+        if (fits && kn == 4 && memcmp(key, "left", 4) == 0 && !have_left) {
+            have_left = true;
+            st = read_left(&r, arena, out, err, err_size);
+        } else if (fits && kn == 6 && memcmp(key, "joined", 6) == 0 && !have_joined) {
+            have_joined = true;
+            st = read_joined(&r, arena, out, err, err_size);
+        } else {
+            return fail(err, err_size, MST_ERR_PARSE,
+                        "request.ids change: only the keys 'left' and 'joined', once each, are allowed");
+        }
+        if (st != MST_OK) return st;
+    }
+    if (!mst_json_finish(&r)) return fail(err, err_size, MST_ERR_PARSE, "request.ids change: %s", r.err);
+    if (!have_left || !have_joined)
+        return fail(err, err_size, MST_ERR_PARSE, "request.ids change needs both 'left' and 'joined'");
+    return MST_OK;
+}
+
+static mst_status too_large(char *err, size_t err_size) {
+    return fail(err, err_size, MST_ERR_TOO_LARGE, "request.ids change: the list would pass %u ids or %u bytes",
+                MST_IDS_MAX_ITEMS, MST_IDS_MAX_TEXT);
+}
+
+static mst_status no_memory(char *err, size_t err_size) {
+    return fail(err, err_size, MST_ERR_NOMEM, "out of memory applying a request.ids change");
+}
+
+/* prev's items [i, end) onto next, in one copy (with the separators
+ * between them). */
+static mst_status append_run(mst_ids_list *next, const mst_ids_list *prev, uint32_t i, uint32_t end, char *err,
+                             size_t err_size) {
+    size_t start = prev->off[i], stop = (size_t)prev->off[end - 1] + prev->len[end - 1];
+    size_t s = sep_bytes(next), bytes = stop - start;
+    uint32_t count = end - i;
+    if (next->n + count > MST_IDS_MAX_ITEMS || s + bytes > MST_IDS_MAX_TEXT - next->text_len)
+        return too_large(err, err_size);
+    if (!reserve(next, next->n + count, next->text_len + s + bytes)) return no_memory(err, err_size);
+    put_sep(next);
+    memcpy(next->text + next->text_len, prev->text + start, bytes);
+    uint32_t shift = (uint32_t)(next->text_len - start); /* wraps as intended when negative */
+    for (uint32_t j = i; j < end; j++, next->n++) {
+        next->off[next->n] = prev->off[j] + shift;
+        next->len[next->n] = prev->len[j];
+    }
+    next->text_len += bytes;
+    return MST_OK;
+}
+
+mst_status mst_ids_change_apply(const mst_ids_list *prev, const mst_ids_change *c, mst_ids_list *next,
+                                char *err, size_t err_size) {
+    mst_ids_list_clear(next);
+    next->sep = prev->sep;
+    next->lead = prev->lead;
+    if (c->n_left && c->left[c->n_left - 1] >= prev->n)
+        return fail(err, err_size, MST_ERR_PARSE,
+                    "request.ids change: position %u in 'left' is past the previous list (%u ids)",
+                    c->left[c->n_left - 1], prev->n);
+    uint32_t i = 0;
+    for (uint32_t k = 0; k <= c->n_left; k++) { /* the runs between the positions that left */
+        uint32_t end = k < c->n_left ? c->left[k] : prev->n;
+        if (end > i) {
+            mst_status st = append_run(next, prev, i, end, err, err_size);
+            if (st != MST_OK) return st;
+        }
+        i = end + 1;
+    }
+    for (uint32_t j = 0; j < c->n_joined; j++) {
+        if (next->n >= MST_IDS_MAX_ITEMS || c->joined[j].len + 1 > MST_IDS_MAX_TEXT - next->text_len)
+            return too_large(err, err_size);
+        if (!mst_ids_list_push(next, c->joined[j].ptr, c->joined[j].len)) return no_memory(err, err_size);
+    }
+    return MST_OK;
+}
+
+bool mst_ids_list_json(mst_ids_list *l, mst_json_slice *out) {
+    if (!reserve(l, l->n, l->text_len + 2)) return false; /* an empty list's lead, and the ']' */
+    if (l->text_len == 0) l->text[l->text_len++] = l->lead;
+    l->text[l->text_len] = ']'; /* past the end: the next item's bytes overwrite it */
+    out->ptr = l->text;
+    out->len = l->text_len + 1;
+    return true;
+}

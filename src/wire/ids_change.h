@@ -1,0 +1,108 @@
+/*
+ * ids_change.h — a step's `request.ids` sent as a change to its stream's
+ * previous list (docs/forwarder.md "Request id lists as changes"): the
+ * list is the previous one without the items at the positions `left`, then
+ * the items `joined` appended — vLLM's order, where finished requests leave
+ * and new ones join at the end. On the wire the attribute's value is then
+ *   {"left":[3,17],"joined":["cmpl-a","cmpl-b"]}
+ * instead of the whole list.
+ *
+ * This file owns the format and the list arithmetic both ends share: a
+ * remembered list (mst_ids_list: items as byte strings, the traced process
+ * keeps raw ids, the forwarder each item's JSON text), finding the change
+ * between two lists (traced process), and parsing a change strictly and
+ * applying it (forwarder, on untrusted input). Which list a change refers
+ * to (streams, sequence numbers, keyframes) is the callers' business:
+ * ids_sender.h in the traced process, forward/id_streams.h in the forwarder.
+ */
+#ifndef MST_WIRE_IDS_CHANGE_H
+#define MST_WIRE_IDS_CHANGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "mstrace.h"
+#include "wire/json_reader.h"
+
+/* A list longer than this (the span model's own list bound, a whole batch
+ * at vLLM's largest default max_num_seqs) or with more item bytes than
+ * MST_IDS_MAX_TEXT is never remembered: it goes whole. */
+#define MST_IDS_MAX_ITEMS 1024u
+#define MST_IDS_MAX_TEXT (128u * 1024u)
+
+typedef struct mst_ids_list {
+    char *text;          /* the items' bytes, back to back (sep between) */
+    size_t text_len, text_cap;
+    uint32_t *off, *len; /* item i is text[off[i] .. off[i] + len[i]) */
+    uint32_t n, cap;
+    /* A byte written between items and one before the first (0: none).
+     * The forwarder keeps ',' and '[', so its text is the JSON array but
+     * for the closing ']' (mst_ids_list_json). */
+    char sep, lead;
+} mst_ids_list;
+
+/* A parsed change (mst_ids_change_parse): positions into the previous
+ * list, strictly increasing, and the appended items as their JSON string
+ * text (quotes included), pointing into the parsed text. */
+typedef struct mst_ids_change {
+    uint32_t *left;
+    uint32_t n_left;
+    mst_json_slice *joined;
+    uint32_t n_joined;
+} mst_ids_change;
+
+/* An empty list with `sep` between items and `lead` before them (0: none). */
+void mst_ids_list_init(mst_ids_list *l, char sep, char lead);
+void mst_ids_list_free(mst_ids_list *l);
+/* Empties the list, keeping its memory (the lead byte is written again
+ * before the next item). */
+static inline void mst_ids_list_clear(mst_ids_list *l) {
+    l->n = 0;
+    l->text_len = 0;
+}
+/* Appends one item; false (list unchanged) when out of memory or past the
+ * limits above. */
+bool mst_ids_list_push(mst_ids_list *l, const char *p, size_t n);
+/* The list becomes `items` (n of them), copied with one allocation check;
+ * false (the list then empty) when out of memory or past the limits. */
+bool mst_ids_list_set(mst_ids_list *l, const mst_str *items, uint32_t n);
+/* Bytes of memory the list holds (the forwarder's budget counts them). */
+size_t mst_ids_list_bytes(const mst_ids_list *l);
+static inline bool mst_ids_list_item_is(const mst_ids_list *l, uint32_t i, const char *p, size_t n) {
+    return l->len[i] == n && (n == 0 || __builtin_memcmp(l->text + l->off[i], p, n) == 0);
+}
+
+/* The change from `prev` to `items` (n of them): fills left[] (room for
+ * prev->n) and returns joined_from, so that `items` is prev without the
+ * positions left[0 .. *n_left), then items[joined_from .. n). Always
+ * exists (at worst every item leaves and every item joins); the caller
+ * decides whether it is small enough to send. */
+uint32_t mst_ids_change_find(const mst_ids_list *prev, const mst_str *items, uint32_t n, uint32_t *left,
+                             uint32_t *n_left);
+
+/* Parses a change value (the JSON text of the attribute, already validated
+ * as one JSON value by the packet decoder): an object with exactly the keys
+ * "left" (an array of integers, strictly increasing, 0 .. MST_IDS_MAX_ITEMS
+ * - 1) and "joined" (an array of strings), each at most MST_IDS_MAX_ITEMS
+ * long. Arrays come from `arena`. MST_ERR_PARSE / MST_ERR_TOO_LARGE /
+ * MST_ERR_NOMEM with a one-line reason in err. */
+mst_status mst_ids_change_parse(const char *json, size_t len, mst_arena *arena, mst_ids_change *out,
+                                char *err, size_t err_size);
+
+/* next = prev without the positions of c->left, then c->joined's items
+ * (their JSON text), with prev's separator; the runs of items kept are
+ * copied whole. MST_ERR_PARSE when a position is not in prev,
+ * MST_ERR_TOO_LARGE past the list limits, MST_ERR_NOMEM; a reason in err.
+ * `next` must not be `prev`. */
+mst_status mst_ids_change_apply(const mst_ids_list *prev, const mst_ids_change *c, mst_ids_list *next,
+                                char *err, size_t err_size);
+
+/* The list as a compact JSON array of its items' text ("[a,b,...]", the
+ * bytes a whole list has on the wire when each item is a JSON string), in
+ * the list's own memory (its separator ',' and lead '['): valid until the
+ * list changes. False when out of memory. */
+bool mst_ids_list_json(mst_ids_list *l, mst_json_slice *out);
+
+#endif /* MST_WIRE_IDS_CHANGE_H */
