@@ -835,9 +835,15 @@ static mst_status query_service(CURL *c, mst_an_jaeger_pages *p, const mst_an_ja
                              err, err_size);
             break;
         }
+        /* Jaeger compares a span's start (ns) with the window's ends (whole
+         * us, both inclusive), so a span starting between mid and mid + 1 us
+         * would be in neither half of a split window. Each window but the
+         * last is therefore asked up to the next window's first us: the
+         * traces starting at that instant come twice and are read once. */
+        int64_t ask_end = w.end_us < q->end_us ? w.end_us + 1 : w.end_us;
         char url[4096];
         int n = snprintf(url, sizeof url, "%.*s/api/traces?service=%s&start=%" PRId64 "&end=%" PRId64 "&limit=%u",
-                         (int)base_len, base, esc, w.start_us, w.end_us, limit);
+                         (int)base_len, base, esc, w.start_us, ask_end, limit);
         if (n < 0 || (size_t)n >= sizeof url) {
             mst_err_set(err, err_size, "the Jaeger URL or service name is too long");
             st = MST_ERR_INVALID_ARG;

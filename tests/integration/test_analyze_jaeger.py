@@ -169,3 +169,42 @@ def test_errors_are_one_clear_line(jaeger, mstrace_bin, not_jaeger):  # noqa: F8
                                                          "--since", "10m")
     assert "--service" in one_error("--jaeger", jaeger.query_url)
     assert "--since" in one_error("--jaeger", jaeger.query_url, "--service", "x", "--since", "soon")
+
+
+def _post_otlp_json(url: str, service: str, spans: list) -> None:
+    """Spans [(trace id hex, span id hex, start ns, end ns)] of `service`
+    as one OTLP/JSON request to Jaeger's OTLP HTTP receiver."""
+    import urllib.request
+
+    body = {"resourceSpans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]},
+        "scopeSpans": [{"scope": {"name": "test"}, "spans": [
+            {"traceId": t, "spanId": s, "name": "vllm.scheduler.schedule", "kind": 1,
+             "startTimeUnixNano": str(a), "endTimeUnixNano": str(b)} for t, s, a, b in spans]}]}]}
+    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert r.status == 200
+
+
+def test_a_span_starting_between_two_microseconds_at_a_split_is_read(jaeger, mstrace_bin, tmp_path):  # noqa: F811
+    """Jaeger compares a span's start (ns) with the window's ends (whole us,
+    inclusive): a span starting 500 ns into microsecond 150 is in neither
+    [0, 150] nor [151, 300]. Window [0, 300] (three traces, pages of two)
+    comes back full with the two later traces, so the pager splits it at
+    150; the early trace must still be read, and no window is left full."""
+    service = f"mstrace-split-{uuid.uuid4().hex[:10]}"
+    t_us = (int(time.time()) - 30) * US
+
+    def span(at_us, at_ns=0):
+        return (uuid.uuid4().hex, uuid.uuid4().hex[:16], (t_us + at_us) * 1000 + at_ns, (t_us + at_us + 10) * 1000)
+
+    _post_otlp_json(jaeger.traces_endpoint, service, [span(150, 500)])
+    assert len(jaeger.wait_for_spans(service, 1, timeout_s=60, start_us=t_us, end_us=t_us + 300)) == 1
+    _post_otlp_json(jaeger.traces_endpoint, service, [span(250), span(260)])  # stored after it
+    assert len(jaeger.wait_for_spans(service, 3, timeout_s=60, start_us=t_us, end_us=t_us + 300)) == 3
+    p = analyze(mstrace_bin, "--jaeger", jaeger.query_url, "--service", service, "--start", t_us / US,
+                "--end", (t_us + 300) / US, "--jaeger-limit", "2", "--jaeger-min-window", "1us",
+                "--json", tmp_path / "a.json", "--quiet")
+    got = json.loads((tmp_path / "a.json").read_text())
+    assert got["data_quality"]["spans"] == 3, (got["data_quality"], p.stderr)
+    assert "may be missing" not in p.stderr + json.dumps(got)
