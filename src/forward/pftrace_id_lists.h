@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "forward/timeline.h"
+#include "wire/perfetto_packet_types.h" /* mst_pf_ids_origin */
 
 #define MST_PFT_ID_KEYFRAME_EVERY 32u
 #define MST_PFT_ID_STREAMS 256u
@@ -133,6 +134,23 @@ bool mst_pft_id_chain_last_text(const mst_pft_id_chains *c, uint64_t key, mst_pf
  * (may be NULL) gets the index in prev of item i, or MST_PFT_ID_NO_GUESS. */
 bool mst_pft_split_id_list_runs(const char *v, size_t len, mst_pft_id_item *out, size_t cap,
                                 size_t *n, const mst_pft_id_text *prev, uint32_t *which);
+
+/* Where stream `key`'s latest list (just recorded by mst_pft_id_chain_step*)
+ * came from on the forwarder's wire (o->valid false: nowhere known). Any
+ * later record forgets it. */
+void mst_pft_id_chain_set_origin(mst_pft_id_chains *c, uint64_t key, const mst_pf_ids_origin *o);
+/* True when the list `o` describes was rebuilt from exactly stream `key`'s
+ * latest list: a change whose base is the list of its forwarder stream
+ * that was recorded here last (same connection, stream, the sequence
+ * number just before, the same length) and whose shape adds up. Then its
+ * kept items are that list's, in order, without the positions o->left. */
+bool mst_pft_id_chain_base_is(const mst_pft_id_chains *c, uint64_t key, const mst_pf_ids_origin *o);
+
+/* mst_pft_split_id_list for the rest of list v[0..len) from v[from] (an
+ * item's opening quote after the '[' or a ','): its items go to out[*n ..)
+ * and *n becomes the whole count. False as mst_pft_split_id_list. */
+bool mst_pft_split_id_list_rest(const char *v, size_t len, size_t from, mst_pft_id_item *out,
+                                size_t cap, size_t *n);
 
 /* The refs of stream `key`'s latest list (*refs, its length returned),
  * or 0 when it has none (forgotten, reset, or recorded without refs): what
