@@ -317,9 +317,11 @@ bool mst_pft_id_chain_step(mst_pft_id_chains *c, uint64_t key, const uint64_t *i
     return record_list(st, key, out->pos, iids, refs, n);
 }
 
-bool mst_pft_id_chain_step_shaped(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids,
-                                  const uint32_t *refs, size_t n, const uint32_t *which,
-                                  size_t kept, size_t n_last, mst_pft_id_delta *out) {
+/* mst_pft_id_chain_step_shaped, and with left_pos (not NULL) the places
+ * of the last list's ids that left, read from there instead of from which. */
+static bool step_known(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids, const uint32_t *refs,
+                       size_t n, const uint32_t *which, size_t kept, size_t n_last,
+                       const uint32_t *left_pos, size_t n_left_pos, mst_pft_id_delta *out) {
     key |= 1;
     id_stream *st = stream_slot(c, key);
     /* Not the list the caller matched against (nor none): the general way. */
@@ -338,9 +340,13 @@ bool mst_pft_id_chain_step_shaped(mst_pft_id_chains *c, uint64_t key, const uint
         /* delta_of's result for this shape: the last list's ids not kept
          * left, in its order; the rest joined */
         size_t n_left = 0, j = 0;
-        for (size_t g = 0; g < st->n; g++) {
-            if (j < kept && which[j] == g) j++;
-            else c->left[n_left++] = st->iids[g];
+        if (left_pos) {
+            for (; n_left < n_left_pos; n_left++) c->left[n_left] = st->iids[left_pos[n_left]];
+        } else {
+            for (size_t g = 0; g < st->n; g++) {
+                if (j < kept && which[j] == g) j++;
+                else c->left[n_left++] = st->iids[g];
+            }
         }
         size_t n_joined = n - kept;
         if (n_left + n_joined <= n / 2 + 1)
@@ -365,6 +371,19 @@ bool mst_pft_id_chain_base_is(const mst_pft_id_chains *c, uint64_t key, const ms
     return o->valid && o->change && st->key == key && st->has_refs && st->has_origin &&
            st->n == o->n_base && st->origin_conn == o->conn && st->origin_stream == o->stream &&
            o->seq > INT64_MIN && st->origin_seq == o->seq - 1 && o->joined_from + o->n_left == o->n_base;
+}
+
+bool mst_pft_id_chain_step_shaped(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids,
+                                  const uint32_t *refs, size_t n, const uint32_t *which,
+                                  size_t kept, size_t n_last, mst_pft_id_delta *out) {
+    return step_known(c, key, iids, refs, n, which, kept, n_last, NULL, 0, out);
+}
+
+bool mst_pft_id_chain_step_change(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids,
+                                  const uint32_t *refs, size_t n, const uint32_t *which,
+                                  size_t kept, size_t n_last, const uint32_t *left,
+                                  size_t n_left, mst_pft_id_delta *out) {
+    return step_known(c, key, iids, refs, n, which, kept, n_last, left, n_left, out);
 }
 
 void mst_pft_id_chain_keep_text(mst_pft_id_chains *c, uint64_t key, const char *v, size_t len,

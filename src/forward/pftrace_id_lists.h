@@ -106,6 +106,13 @@ bool mst_pft_id_chain_step(mst_pft_id_chains *c, uint64_t key, const uint64_t *i
 bool mst_pft_id_chain_step_shaped(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids,
                                   const uint32_t *refs, size_t n, const uint32_t *which,
                                   size_t kept, size_t n_last, mst_pft_id_delta *out);
+/* mst_pft_id_chain_step_shaped, to the same result, when the caller also
+ * knows the places in the latest list of the ids that left (left[0 ..
+ * n_left), ascending: every place not in which[0 .. kept)). */
+bool mst_pft_id_chain_step_change(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids,
+                                  const uint32_t *refs, size_t n, const uint32_t *which,
+                                  size_t kept, size_t n_last, const uint32_t *left,
+                                  size_t n_left, mst_pft_id_delta *out);
 /* A stream's latest list as text: its JSON (text[0..len)) and its items'
  * places in it (item i: text + off[i], n[i] bytes), in the list's order. */
 typedef struct mst_pft_id_text {

@@ -810,39 +810,52 @@ static uint16_t list_mark(mst_pftrace_writer *w) {
 /* request.ids that the forwarder rebuilt from exactly the stream's
  * previous list (mst_pft_id_chain_base_is): its kept items are the entries
  * prev[0..n_prev) without the positions that left, found in the compact
- * rebuilt text by their lengths (each one's quotes and separator checked),
- * and given their ids, refs, marks and places in prev (w->guessed) here;
- * only the joined ones are split (w->guessed NO_GUESS). *kept of the *n
- * items are the kept ones. False when the text is not laid out so (the
- * caller then splits it as any list). */
+ * rebuilt text by their lengths (each one's closing quote and separator
+ * checked), and given their ids, refs, marks (the previous list's `mark`,
+ * this one's mark + 1) and places in prev (w->guessed) here; only the
+ * joined ones are split (w->guessed NO_GUESS). *kept of the *n items are
+ * the kept ones. False when an entry is not a string value of this
+ * generation or the text is not laid out so: the caller then marks and
+ * splits it as any list. */
 static bool split_by_origin(mst_pftrace_writer *w, const mst_json_slice *v,
                             const mst_pf_ids_origin *o, const uint32_t *prev, size_t n_prev,
                             uint16_t mark, mst_pft_id_item *items, size_t *n, size_t *kept) {
     const char *t = v->ptr;
     size_t len = v->len, off = 1, k = 0;
-    uint32_t li = 0;
     if (len < 2 || t[0] != '[') return false;
     intern_entry *ie = w->ie;
-    uint32_t *guessed = w->guessed, *refs = w->item_refs;
+    uint32_t icount = w->icount, *guessed = w->guessed, *refs = w->item_refs;
     uint64_t *iids = w->item_iids;
-    for (uint32_t g = 0; g < n_prev; g++) {
-        if (li < o->n_left && o->left[li] == g) {
-            li++;
-            continue;
+    uint16_t this_list = (uint16_t)(mark + 1);
+    const uint16_t quote_comma = '"' | ',' << 8, quote_end = '"' | ']' << 8;
+    uint32_t g = 0;
+    for (uint32_t li = 0; li <= o->n_left; li++) {
+        /* the run of kept ids before the next that left */
+        uint32_t end = li < o->n_left ? o->left[li] : (uint32_t)n_prev;
+        if (end > n_prev) return false;
+        for (; g < end; g++) {
+            uint32_t r = prev[g];
+            if (r >= icount) return false;
+            intern_entry *e = &ie[r];
+            size_t q = off + 1 + e->len; /* its closing quote */
+            uint16_t two;
+            if (e->kind != MST_PFT_INTERN_STRING_VALUE || q + 1 >= len) return false;
+            memcpy(&two, t + q, 2);
+            if (two != quote_comma && !(two == quote_end && k + 1 == o->joined_from)) return false;
+            e->mark = this_list;
+            iids[k] = e->iid;
+            refs[k] = r;
+            guessed[k] = g;
+            items[k++] = (mst_pft_id_item){t + off + 1, e->len, &e->tl_hint};
+            off = q + 2;
         }
-        uint32_t r = prev[g];
-        intern_entry *e = &ie[r];
-        size_t q = off + 1 + e->len; /* its closing quote */
-        if (q + 1 >= len || t[off] != '"' || t[q] != '"' || (t[q + 1] != ',' && t[q + 1] != ']'))
-            return false;
-        e->mark = (uint16_t)(mark + 1);
-        iids[k] = e->iid;
-        refs[k] = r;
-        guessed[k] = g;
-        items[k++] = (mst_pft_id_item){t + off + 1, e->len, &e->tl_hint};
-        off = q + 2;
+        if (g < n_prev) { /* the one that left */
+            uint32_t r = prev[g++];
+            if (r >= icount || ie[r].kind != MST_PFT_INTERN_STRING_VALUE) return false;
+            ie[r].mark = mark;
+        }
     }
-    if (li != o->n_left || k != o->joined_from) return false;
+    if (g != n_prev || k != o->joined_from) return false;
     *n = *kept = k;
     if (k && t[off - 1] == ']') return off == len; /* none joined */
     if (!mst_pft_split_id_list_rest(t, len, off, items, MST_PFT_ID_LIST_MAX, n)) return false;
@@ -881,30 +894,22 @@ static bool annotate_id_list(mst_pftrace_writer *w, shape *sh, size_t p, const m
     /* Rebuilt by the forwarder from this very list: its kept ids are known
      * without reading their text (split_by_origin). */
     bool by_origin = n_prev && origin && mst_pft_id_chain_base_is(w->chains, stream, origin);
-    bool need_guess = !have_text && !by_origin;
     /* The previous list's entries get `mark`, this list's mark + 1 (below). */
     uint16_t mark = n_prev ? list_mark(w) : 0;
-    for (uint32_t icount = w->icount; n_guess < n_prev; n_guess++) {
-        uint32_t r = prev[n_guess];
-        if (r >= icount || ie[r].kind != MST_PFT_INTERN_STRING_VALUE) break;
-        ie[r].mark = mark;
-        if (need_guess) guess[n_guess] = (mst_pft_id_item){blob + ie[r].off, ie[r].len, NULL};
-    }
     size_t kept = 0; /* items [0, kept) are ids of the previous list, in its order */
     bool split;
-    if (by_origin && n_guess == n_prev &&
-        split_by_origin(w, v, origin, prev, n_prev, mark, items, &n, &kept)) {
+    if (by_origin && split_by_origin(w, v, origin, prev, n_prev, mark, items, &n, &kept)) {
         split = true;
+        n_guess = n_prev;
         w->lists_by_origin++;
     } else {
-        if (by_origin) { /* not so after all: the marks and guesses as for any list */
-            by_origin = false;
-            kept = 0;
-            for (size_t g = 0; g < n_guess; g++) {
-                const intern_entry *e = &ie[prev[g]];
-                ie[prev[g]].mark = mark;
-                if (!have_text) guess[g] = (mst_pft_id_item){blob + e->off, e->len, NULL};
-            }
+        by_origin = false;
+        kept = 0;
+        for (uint32_t icount = w->icount; n_guess < n_prev; n_guess++) {
+            uint32_t r = prev[n_guess];
+            if (r >= icount || ie[r].kind != MST_PFT_INTERN_STRING_VALUE) break;
+            ie[r].mark = mark;
+            if (!have_text) guess[n_guess] = (mst_pft_id_item){blob + ie[r].off, ie[r].len, NULL};
         }
         split = have_text && n_guess == n_prev
                     ? mst_pft_split_id_list_runs(v->ptr, v->len, items, MST_PFT_ID_LIST_MAX, &n,
@@ -946,9 +951,11 @@ static bool annotate_id_list(mst_pftrace_writer *w, shape *sh, size_t p, const m
     }
     mst_pft_id_delta d = {0, NULL, w->item_iids, 0, n};
     if (is_request_ids &&
-        !(n_prev && shaped ? mst_pft_id_chain_step_shaped(w->chains, stream, iids, refs, n, guessed,
-                                                           kept, n_prev, &d)
-                           : mst_pft_id_chain_step(w->chains, stream, iids, refs, n, &d)))
+        !(by_origin && shaped ? mst_pft_id_chain_step_change(w->chains, stream, iids, refs, n, guessed, kept,
+                                                              n_prev, origin->left, origin->n_left, &d)
+          : n_prev && shaped  ? mst_pft_id_chain_step_shaped(w->chains, stream, iids, refs, n, guessed,
+                                                             kept, n_prev, &d)
+                              : mst_pft_id_chain_step(w->chains, stream, iids, refs, n, &d)))
         w->buf->failed = true;
     else if (is_request_ids) {
         /* The next list's runs are read against this text, unless the
