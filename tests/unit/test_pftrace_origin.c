@@ -10,7 +10,9 @@
  * ids leaving and joining, ids rejoining, reordered and duplicated lists,
  * escaped ids, two connections feeding one writer stream, spans lost
  * between the daemon's stream state and the writer, keyframes of both
- * cadences and interning restarts.
+ * cadences and interning restarts. And the traced process's sender
+ * remembering a change's list by its kept runs (ids_change.h
+ * mst_ids_list_set_change): the same list as item by item.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +26,7 @@
 #include "forward/span_batch.h"
 #include "testlib.h"
 #include "wire/buf.h"
+#include "wire/ids_change.h"
 #include "wire/ids_sender.h"
 #include "wire/perfetto_packet.h"
 
@@ -88,6 +91,59 @@ static void test_split_rest(void) {
     CHECK(mst_pft_split_id_list_rest(w, strlen(w), 1, items, 8, &n) && n == 3);
     n = 0;
     CHECK(!mst_pft_split_id_list_rest("[]", 2, 1, items, 8, &n));
+}
+
+/* The traced process's sender remembers a list found as a change by
+ * copying the kept runs (mst_ids_list_set_change): the same list as
+ * copying its items. */
+static void test_list_set_change_is_list_set(void) {
+    mst_ids_list prev, by_items, by_runs;
+    mst_ids_list_init(&prev, 0, 0);
+    mst_ids_list_init(&by_items, 0, 0);
+    mst_ids_list_init(&by_runs, 0, 0);
+    char text[64][24];
+    mst_str items[64];
+    uint32_t left[64];
+    uint64_t rng = 12345;
+    for (int round = 0; round < 200; round++) {
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < prev.n; i++) items[n++] = (mst_str){prev.text + prev.off[i], prev.len[i]};
+        if (round == 0 || round % 50 == 0) n = 0; /* a new batch */
+        uint32_t n_items = 0;
+        for (uint32_t i = 0; i < n; i++) { /* some leave */
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            if ((rng >> 60) != 0) items[n_items++] = items[i];
+        }
+        for (int j = 0; j < 1 + round % 4 && n_items < 64; j++) { /* some join, of many lengths */
+            int k = snprintf(text[n_items], sizeof text[0], "r%d-%.*s", round, (round + j) % 12, "abcdefghijkl");
+            items[n_items] = (mst_str){text[n_items], (size_t)k};
+            n_items++;
+        }
+        /* the joined texts live in text[]: copy the kept ones there too */
+        char keep[64][24];
+        for (uint32_t i = 0; i < n_items; i++) {
+            memcpy(keep[i], items[i].ptr, items[i].len);
+            items[i].ptr = keep[i];
+        }
+        uint32_t n_left;
+        uint32_t from = mst_ids_change_find(&prev, items, n_items, left, &n_left);
+        CHECK(mst_ids_list_set(&by_items, items, n_items));
+        CHECK(mst_ids_list_set_change(&by_runs, &prev, left, n_left, items + from, n_items - from));
+        CHECK_EQ_INT(by_runs.n, by_items.n);
+        CHECK_EQ_INT(by_runs.text_len, by_items.text_len);
+        CHECK(by_items.text_len == 0 || memcmp(by_runs.text, by_items.text, by_items.text_len) == 0);
+        for (uint32_t i = 0; i < by_items.n; i++) {
+            CHECK_EQ_INT(by_runs.off[i], by_items.off[i]);
+            CHECK_EQ_INT(by_runs.len[i], by_items.len[i]);
+            CHECK(mst_ids_list_item_is(&by_runs, i, items[i].ptr, items[i].len));
+        }
+        mst_ids_list tmp = prev;
+        prev = by_runs;
+        by_runs = tmp;
+    }
+    mst_ids_list_free(&prev);
+    mst_ids_list_free(&by_items);
+    mst_ids_list_free(&by_runs);
 }
 
 /* ------------------------------------------------------------ whole files */
@@ -318,6 +374,7 @@ static void test_file_same_through_changes(void) {
 static const mst_test_case TESTS[] = {
     {"base_is", test_base_is},
     {"split_rest", test_split_rest},
+    {"list_set_change_is_list_set", test_list_set_change_is_list_set},
     {"file_same_through_changes", test_file_same_through_changes},
 };
 
