@@ -16,7 +16,10 @@
  * The same recurrence makes splitting cheap: a stream keeps its last list's
  * refs (the writer's intern entries) and its JSON text, so the next list's
  * text is compared with that text in runs (mst_pft_split_id_list_runs), or
- * its items with those ids (mst_pft_split_id_list_guided), before any scan.
+ * its items with those ids (mst_pft_split_id_list_guided), before any scan;
+ * and a stream remembers which forwarder list its last one was, so that a
+ * list the forwarder rebuilt from exactly that one is known without its
+ * text (mst_pft_id_chain_base_is).
  * Memory: a fixed table of MST_PFT_ID_STREAMS streams, each with its last
  * list, refs and text (grown to the longest list seen). Used from one
  * thread.

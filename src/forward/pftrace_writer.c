@@ -25,7 +25,10 @@
  * against the stream's previous list — by runs of its kept text, else item
  * by item against its ids (pftrace_id_lists.h) — so a kept id is neither
  * scanned for nor hashed, and its delta is read off the list's shape when
- * the ids kept come first and the new ones after (annotate_id_list).
+ * the ids kept come first and the new ones after (annotate_id_list). When
+ * the forwarder rebuilt the list from a change to exactly the list this
+ * writer recorded last for the stream (mst_pf_span.ids_origin), the kept
+ * ids are not read from the text at all (split_by_origin).
  *
  * Per span (the hot path, see bench/RESULTS.md): the annotations and new
  * definitions are encoded into scratch buffers as the attributes are met,
