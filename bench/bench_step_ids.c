@@ -29,7 +29,13 @@
  * step's requests; each output arrives before its step (it waits for it),
  * each forward two steps late (it finds its step among the done ones).
  *
- * Usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step [--draw-links]] [--engine [--joins]]
+ * `--changes` (with `--engine`) sends each step's request.ids as the
+ * traced process's sender decides (ids_sender.h: keyframes and changes)
+ * and gives the writers the list the daemon rebuilds from it
+ * (id_streams.h), with what it kept (mst_pf_span.ids_origin): the files
+ * are the bytes of a run without it.
+ *
+ * Usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step [--draw-links]] [--engine [--joins] [--changes]]
  *                       [-f json|pftrace]
  *                       [-o FILE]
  *   (-o: the last round's file of the one output -f names is kept at FILE,
@@ -45,6 +51,7 @@
 #include <unistd.h>
 
 #include "bench_packet.h"
+#include "forward/id_streams.h"
 #include "forward/span_args.h"
 #include "forward/writer_sinks.h"
 #include "wire/perfetto_packet.h"
@@ -113,11 +120,40 @@ static void add_joined_span(pool *p, const char *name, int pid, int tid, uint64_
     decode_or_die(b, (size_t)len, &p->arena, &p->spans[p->n++]);
 }
 
+/* --changes: the step's list as the daemon gives it on (id_streams.h),
+ * rebuilt from the change the packet carries and kept in the pool's arena
+ * (the stream's memory is reused at its next packet). */
+static void apply_change(mst_id_streams *streams, mst_arena *arena, mst_pf_span *st) {
+    mst_ids_outcome outcome;
+    char err[200] = "";
+    if (mst_id_streams_apply(streams, 1, st, arena, &outcome, err, sizeof err) != MST_OK ||
+        (outcome != MST_IDS_CHANGE && outcome != MST_IDS_KEYFRAME && outcome != MST_IDS_NONE)) {
+        fprintf(stderr, "bench_step_ids: a change not applied: %s\n", err);
+        exit(1);
+    }
+    if (outcome != MST_IDS_CHANGE) return;
+    mst_json_slice *v = &st->attrs[st->ids_attr].value;
+    char *copy = mst_arena_alloc(arena, v->len);
+    if (!copy) {
+        fprintf(stderr, "bench_step_ids: out of memory\n");
+        exit(1);
+    }
+    memcpy(copy, v->ptr, v->len);
+    v->ptr = copy;
+}
+
 /* --engine: bench_forward's step packets of one engine, decoded; with
  * `joins`, each step's update, worker forward and output processing too
  * (POOL_SPANS / 4 steps then). */
-static void build_engine_pool(pool *p, int ids, bool joins) {
+static void build_engine_pool(pool *p, int ids, bool joins, bool changes) {
     mst_arena_init(&p->arena);
+    mst_ids_sender *sender = changes ? mst_ids_sender_new() : NULL;
+    mst_id_streams *streams = changes ? mst_id_streams_new(0) : NULL;
+    mst_str *items = changes ? calloc((size_t)ids + 1, sizeof *items) : NULL;
+    if (changes && (!sender || !streams || !items)) {
+        fprintf(stderr, "bench_step_ids: out of memory\n");
+        exit(1);
+    }
     p->n = 0;
     p->spans = calloc(POOL_SPANS, sizeof *p->spans);
     p->bufs = calloc(POOL_SPANS, sizeof *p->bufs);
@@ -127,10 +163,13 @@ static void build_engine_pool(pool *p, int ids, bool joins) {
     size_t n_steps = joins ? POOL_SPANS / 4 : POOL_SPANS;
     for (size_t i = 0; i < n_steps; i++) {
         char *buf = malloc(bench_step_cap(ids));
-        size_t len = bench_step_format(buf, &b, i + 1, i, NULL);
+        mst_ids_send how;
+        if (changes) bench_step_ids_decide(sender, &b, items, &how);
+        size_t len = bench_step_format(buf, &b, i + 1, i, changes ? &how : NULL);
         bench_batch_advance(&b);
         mst_pf_span st;
         decode_or_die(buf, len, &p->arena, &st);
+        if (changes) apply_change(streams, &p->arena, &st);
         if (!joins) {
             p->bufs[p->n] = buf;
             p->spans[p->n++] = st;
@@ -155,6 +194,9 @@ static void build_engine_pool(pool *p, int ids, bool joins) {
     }
     free(steps);
     bench_batch_free(&b);
+    free(items);
+    mst_id_streams_free(streams);
+    mst_ids_sender_free(sender);
 }
 
 static void build_pool(pool *p, int ids, bool fresh, bool step, bool draw_links) {
@@ -256,7 +298,7 @@ static int cmp_double(const void *a, const void *b) {
 int main(int argc, char **argv) {
     int ids = 8, rounds = 5;
     long long n = 200000;
-    bool fresh = false, step = false, draw_links = false, engine = false, joins = false;
+    bool fresh = false, step = false, draw_links = false, engine = false, joins = false, changes = false;
     int only = -1; /* -f: one output only */
     const char *keep = NULL; /* -o */
     for (int i = 1; i < argc; i++) {
@@ -268,6 +310,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--draw-links") == 0) draw_links = true;
         else if (strcmp(argv[i], "--engine") == 0) engine = true;
         else if (strcmp(argv[i], "--joins") == 0) joins = true;
+        else if (strcmp(argv[i], "--changes") == 0) changes = true;
         else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) keep = argv[++i];
         else if (strcmp(argv[i], "-f") == 0 && i + 1 < argc) {
             i++;
@@ -278,7 +321,7 @@ int main(int argc, char **argv) {
             }
         }
         else {
-            fprintf(stderr, "usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step [--draw-links]] [--engine [--joins]] [-f json|pftrace] [-o FILE]\n");
+            fprintf(stderr, "usage: bench_step_ids [-k IDS] [-n SPANS] [-r ROUNDS] [--fresh] [--step [--draw-links]] [--engine [--joins] [--changes]] [-f json|pftrace] [-o FILE]\n");
             return 2;
         }
     }
@@ -297,7 +340,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_step_ids: --joins needs --engine\n");
         return 2;
     }
-    if (engine) build_engine_pool(&p, ids, joins);
+    if (changes && !engine) {
+        fprintf(stderr, "bench_step_ids: --changes needs --engine\n");
+        return 2;
+    }
+    if (engine) build_engine_pool(&p, ids, joins, changes);
     else build_pool(&p, ids, fresh, step, draw_links);
     static const char *const ext[2] = {"json", "pftrace"};
     double rate[2][99] = {{0}}, cpu_us[2][99] = {{0}}, fmt_us[2][99] = {{0}}, per_span[2] = {0, 0};

@@ -154,6 +154,8 @@ static mst_status keyframe(mst_id_conn *c, mst_pf_span *sp, mst_ids_outcome *out
     s->seq = sp->ids_seq;
     t->st.keyframes++;
     *outcome = MST_IDS_KEYFRAME;
+    sp->ids_origin = (mst_pf_ids_origin){.valid = true, .conn = c->id, .stream = sp->ids_stream,
+                                         .seq = sp->ids_seq};
     return MST_OK;
 }
 
@@ -191,6 +193,11 @@ static mst_status change(mst_id_streams *t, mst_id_conn *c, mst_pf_span *sp, mst
             } else {
                 t->st.changes++;
                 *outcome = MST_IDS_CHANGE;
+                /* what was kept and what joined, for the outputs (the base is
+                 * now `spare`) */
+                sp->ids_origin = (mst_pf_ids_origin){true,       true,          c->id,
+                                                     sp->ids_stream, sp->ids_seq, s->spare.n,
+                                                     ch.n_left,  s->cur.n - ch.n_joined, ch.left};
                 return MST_OK;
             }
         }

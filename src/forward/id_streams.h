@@ -67,7 +67,9 @@ void mst_id_streams_get_stats(const mst_id_streams *t, mst_id_streams_stats *out
  * keyframe). A change's whole list replaces the attribute's value,
  * pointing into the stream's own memory: valid until the next packet of
  * that connection is applied, so the caller copies it before (span_batch.c
- * does); without its base the attribute is removed. `arena` holds the
+ * does); without its base the attribute is removed. A list kept as a
+ * stream's base or rebuilt from one gets sp->ids_origin (what was kept,
+ * what left and joined; its `left` in `arena`). `arena` holds the
  * parsed change. t may
  * be NULL (no state: a change gets no list). Returns MST_OK when the span
  * is to be kept, else the error with a one-line reason in err (the packet

@@ -37,6 +37,11 @@ typedef struct id_stream {
     char *text;
     size_t text_len, text_cap, text_items;
     uint32_t *item_off, *item_n; /* cap of them */
+    /* The last list's place in a forwarder stream (mst_pft_id_chain_set_origin):
+     * list origin_seq of stream origin_stream on connection origin_conn. */
+    bool has_origin;
+    uint64_t origin_conn;
+    int64_t origin_stream, origin_seq;
 } id_stream;
 
 struct mst_pft_id_chains {
@@ -108,17 +113,13 @@ static inline size_t match_guess(const char *s, const char *end, const mst_pft_i
     return MST_PFT_ID_NO_GUESS;
 }
 
-bool mst_pft_split_id_list_guided(const char *v, size_t len, mst_pft_id_item *out, size_t cap,
-                                  size_t *n, const mst_pft_id_item *guess, size_t n_guess,
-                                  uint32_t *which) {
-    const char *p = v, *end = v + len;
-    size_t j = 0, count = 0; /* a local count: stores to out cannot change it */
+/* The items of a list from p (where an item is due) to its closing ']'
+ * and the end: into out[count ..), *n then the list's count. */
+static bool split_rest(const char *p, const char *end, mst_pft_id_item *out, size_t cap,
+                       size_t count, size_t *n, const mst_pft_id_item *guess, size_t n_guess,
+                       uint32_t *which) {
+    size_t j = 0; /* count is local: stores to out cannot change it */
     unsigned misses = 0;
-    *n = 0;
-    while (p < end && is_blank(*p)) p++;
-    if (p == end || *p++ != '[') return false;
-    while (p < end && is_blank(*p)) p++;
-    if (p < end && *p == ']') return false; /* empty: nothing to intern, JSON says it */
     for (;;) {
         if (p == end || *p != '"' || count == cap) return false;
         const char *s = p + 1, *q;
@@ -154,6 +155,25 @@ bool mst_pft_split_id_list_guided(const char *v, size_t len, mst_pft_id_item *ou
     for (p++; p < end; p++)
         if (!is_blank(*p)) return false;
     return true;
+}
+
+bool mst_pft_split_id_list_guided(const char *v, size_t len, mst_pft_id_item *out, size_t cap,
+                                  size_t *n, const mst_pft_id_item *guess, size_t n_guess,
+                                  uint32_t *which) {
+    const char *p = v, *end = v + len;
+    *n = 0;
+    while (p < end && is_blank(*p)) p++;
+    if (p == end || *p++ != '[') return false;
+    while (p < end && is_blank(*p)) p++;
+    if (p < end && *p == ']') return false; /* empty: nothing to intern, JSON says it */
+    return split_rest(p, end, out, cap, 0, n, guess, n_guess, which);
+}
+
+bool mst_pft_split_id_list_rest(const char *v, size_t len, size_t from, mst_pft_id_item *out,
+                                size_t cap, size_t *n) {
+    size_t count = *n;
+    if (from >= len || from == 0 || (v[from - 1] != '[' && v[from - 1] != ',')) return false;
+    return split_rest(v + from, v + len, out, cap, count, n, NULL, 0, NULL);
 }
 
 mst_pft_id_chains *mst_pft_id_chains_new(void) { return calloc(1, sizeof(mst_pft_id_chains)); }
@@ -253,6 +273,7 @@ static bool record_list(id_stream *st, uint64_t key, uint32_t pos, const uint64_
     st->pos = pos;
     st->n = 0;
     st->text_items = 0;
+    st->has_origin = false;
     if (n > st->cap) {
         size_t cap = n < 64 ? 64 : n;
         uint64_t *grown = realloc(st->iids, cap * sizeof *grown);
@@ -290,14 +311,17 @@ bool mst_pft_id_chain_step(mst_pft_id_chains *c, uint64_t key, const uint64_t *i
         st->pos = out->pos;
         st->n = 0;
         st->text_items = 0;
+        st->has_origin = false;
         return true;
     }
     return record_list(st, key, out->pos, iids, refs, n);
 }
 
-bool mst_pft_id_chain_step_shaped(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids,
-                                  const uint32_t *refs, size_t n, const uint32_t *which,
-                                  size_t kept, size_t n_last, mst_pft_id_delta *out) {
+/* mst_pft_id_chain_step_shaped, and with left_pos (not NULL) the places
+ * of the last list's ids that left, read from there instead of from which. */
+static bool step_known(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids, const uint32_t *refs,
+                       size_t n, const uint32_t *which, size_t kept, size_t n_last,
+                       const uint32_t *left_pos, size_t n_left_pos, mst_pft_id_delta *out) {
     key |= 1;
     id_stream *st = stream_slot(c, key);
     /* Not the list the caller matched against (nor none): the general way. */
@@ -309,21 +333,57 @@ bool mst_pft_id_chain_step_shaped(mst_pft_id_chains *c, uint64_t key, const uint
         st->pos = 0;
         st->n = 0;
         st->text_items = 0;
+        st->has_origin = false;
         return true;
     }
     if (st->key == key && st->n && st->pos + 1 < MST_PFT_ID_KEYFRAME_EVERY) {
         /* delta_of's result for this shape: the last list's ids not kept
          * left, in its order; the rest joined */
         size_t n_left = 0, j = 0;
-        for (size_t g = 0; g < st->n; g++) {
-            if (j < kept && which[j] == g) j++;
-            else c->left[n_left++] = st->iids[g];
+        if (left_pos) {
+            for (; n_left < n_left_pos; n_left++) c->left[n_left] = st->iids[left_pos[n_left]];
+        } else {
+            for (size_t g = 0; g < st->n; g++) {
+                if (j < kept && which[j] == g) j++;
+                else c->left[n_left++] = st->iids[g];
+            }
         }
         size_t n_joined = n - kept;
         if (n_left + n_joined <= n / 2 + 1)
             *out = (mst_pft_id_delta){st->pos + 1, c->left, iids + kept, n_left, n_joined};
     }
     return record_list(st, key, out->pos, iids, refs, n);
+}
+
+void mst_pft_id_chain_set_origin(mst_pft_id_chains *c, uint64_t key, const mst_pf_ids_origin *o) {
+    key |= 1;
+    id_stream *st = stream_slot(c, key);
+    if (st->key != key || !st->n) return;
+    st->has_origin = o->valid;
+    st->origin_conn = o->conn;
+    st->origin_stream = o->stream;
+    st->origin_seq = o->seq;
+}
+
+bool mst_pft_id_chain_base_is(const mst_pft_id_chains *c, uint64_t key, const mst_pf_ids_origin *o) {
+    key |= 1;
+    const id_stream *st = &c->streams[(key ^ (key >> 29)) & (MST_PFT_ID_STREAMS - 1)];
+    return o->valid && o->change && st->key == key && st->has_refs && st->has_origin &&
+           st->n == o->n_base && st->origin_conn == o->conn && st->origin_stream == o->stream &&
+           o->seq > INT64_MIN && st->origin_seq == o->seq - 1 && o->joined_from + o->n_left == o->n_base;
+}
+
+bool mst_pft_id_chain_step_shaped(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids,
+                                  const uint32_t *refs, size_t n, const uint32_t *which,
+                                  size_t kept, size_t n_last, mst_pft_id_delta *out) {
+    return step_known(c, key, iids, refs, n, which, kept, n_last, NULL, 0, out);
+}
+
+bool mst_pft_id_chain_step_change(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids,
+                                  const uint32_t *refs, size_t n, const uint32_t *which,
+                                  size_t kept, size_t n_last, const uint32_t *left,
+                                  size_t n_left, mst_pft_id_delta *out) {
+    return step_known(c, key, iids, refs, n, which, kept, n_last, left, n_left, out);
 }
 
 void mst_pft_id_chain_keep_text(mst_pft_id_chains *c, uint64_t key, const char *v, size_t len,

@@ -16,7 +16,10 @@
  * The same recurrence makes splitting cheap: a stream keeps its last list's
  * refs (the writer's intern entries) and its JSON text, so the next list's
  * text is compared with that text in runs (mst_pft_split_id_list_runs), or
- * its items with those ids (mst_pft_split_id_list_guided), before any scan.
+ * its items with those ids (mst_pft_split_id_list_guided), before any scan;
+ * and a stream remembers which forwarder list its last one was, so that a
+ * list the forwarder rebuilt from exactly that one is known without its
+ * text (mst_pft_id_chain_base_is).
  * Memory: a fixed table of MST_PFT_ID_STREAMS streams, each with its last
  * list, refs and text (grown to the longest list seen). Used from one
  * thread.
@@ -29,6 +32,7 @@
 #include <stdint.h>
 
 #include "forward/timeline.h"
+#include "wire/perfetto_packet_types.h" /* mst_pf_ids_origin */
 
 #define MST_PFT_ID_KEYFRAME_EVERY 32u
 #define MST_PFT_ID_STREAMS 256u
@@ -105,6 +109,13 @@ bool mst_pft_id_chain_step(mst_pft_id_chains *c, uint64_t key, const uint64_t *i
 bool mst_pft_id_chain_step_shaped(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids,
                                   const uint32_t *refs, size_t n, const uint32_t *which,
                                   size_t kept, size_t n_last, mst_pft_id_delta *out);
+/* mst_pft_id_chain_step_shaped, to the same result, when the caller also
+ * knows the places in the latest list of the ids that left (left[0 ..
+ * n_left), ascending: every place not in which[0 .. kept)). */
+bool mst_pft_id_chain_step_change(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids,
+                                  const uint32_t *refs, size_t n, const uint32_t *which,
+                                  size_t kept, size_t n_last, const uint32_t *left,
+                                  size_t n_left, mst_pft_id_delta *out);
 /* A stream's latest list as text: its JSON (text[0..len)) and its items'
  * places in it (item i: text + off[i], n[i] bytes), in the list's order. */
 typedef struct mst_pft_id_text {
@@ -133,6 +144,23 @@ bool mst_pft_id_chain_last_text(const mst_pft_id_chains *c, uint64_t key, mst_pf
  * (may be NULL) gets the index in prev of item i, or MST_PFT_ID_NO_GUESS. */
 bool mst_pft_split_id_list_runs(const char *v, size_t len, mst_pft_id_item *out, size_t cap,
                                 size_t *n, const mst_pft_id_text *prev, uint32_t *which);
+
+/* Where stream `key`'s latest list (just recorded by mst_pft_id_chain_step*)
+ * came from on the forwarder's wire (o->valid false: nowhere known). Any
+ * later record forgets it. */
+void mst_pft_id_chain_set_origin(mst_pft_id_chains *c, uint64_t key, const mst_pf_ids_origin *o);
+/* True when the list `o` describes was rebuilt from exactly stream `key`'s
+ * latest list: a change whose base is the list of its forwarder stream
+ * that was recorded here last (same connection, stream, the sequence
+ * number just before, the same length) and whose shape adds up. Then its
+ * kept items are that list's, in order, without the positions o->left. */
+bool mst_pft_id_chain_base_is(const mst_pft_id_chains *c, uint64_t key, const mst_pf_ids_origin *o);
+
+/* mst_pft_split_id_list for the rest of list v[0..len) from v[from] (an
+ * item's opening quote after the '[' or a ','): its items go to out[*n ..)
+ * and *n becomes the whole count. False as mst_pft_split_id_list. */
+bool mst_pft_split_id_list_rest(const char *v, size_t len, size_t from, mst_pft_id_item *out,
+                                size_t cap, size_t *n);
 
 /* The refs of stream `key`'s latest list (*refs, its length returned),
  * or 0 when it has none (forgotten, reset, or recorded without refs): what

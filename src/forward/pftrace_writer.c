@@ -25,7 +25,10 @@
  * against the stream's previous list — by runs of its kept text, else item
  * by item against its ids (pftrace_id_lists.h) — so a kept id is neither
  * scanned for nor hashed, and its delta is read off the list's shape when
- * the ids kept come first and the new ones after (annotate_id_list).
+ * the ids kept come first and the new ones after (annotate_id_list). When
+ * the forwarder rebuilt the list from a change to exactly the list this
+ * writer recorded last for the stream (mst_pf_span.ids_origin), the kept
+ * ids are not read from the text at all (split_by_origin).
  *
  * Per span (the hot path, see bench/RESULTS.md): the annotations and new
  * definitions are encoded into scratch buffers as the attributes are met,
@@ -131,6 +134,7 @@ struct mst_pftrace_writer {
     uint64_t delta_iid[3];        /* request.ids.delta / .left / .joined */
     iid_memo step_names[3];       /* sink_step's annotation names */
     mst_pft_id_chains *chains;    /* request.ids of each stream (pftrace_id_lists.h) */
+    uint64_t lists_by_origin;     /* split_by_origin's, so far */
     /* The span's id lists' items (ITEMS_CAP): lists the timeline reads
      * too from [0, 2 * MST_PFT_ID_LIST_MAX), each at items_used, then the
      * last MST_PFT_ID_LIST_MAX for any that no longer fits there. */
@@ -806,12 +810,70 @@ static uint16_t list_mark(mst_pftrace_writer *w) {
     return w->mark;
 }
 
+/* request.ids that the forwarder rebuilt from exactly the stream's
+ * previous list (mst_pft_id_chain_base_is): its kept items are the entries
+ * prev[0..n_prev) without the positions that left, found in the compact
+ * rebuilt text by their lengths (each one's closing quote and separator
+ * checked), and given their ids, refs, marks (the previous list's `mark`,
+ * this one's mark + 1) and places in prev (w->guessed) here; only the
+ * joined ones are split (w->guessed NO_GUESS). *kept of the *n items are
+ * the kept ones. False when an entry is not a string value of this
+ * generation or the text is not laid out so: the caller then marks and
+ * splits it as any list. */
+static bool split_by_origin(mst_pftrace_writer *w, const mst_json_slice *v,
+                            const mst_pf_ids_origin *o, const uint32_t *prev, size_t n_prev,
+                            uint16_t mark, mst_pft_id_item *items, size_t *n, size_t *kept) {
+    const char *t = v->ptr;
+    size_t len = v->len, off = 1, k = 0;
+    if (len < 2 || t[0] != '[') return false;
+    intern_entry *ie = w->ie;
+    uint32_t icount = w->icount, *guessed = w->guessed, *refs = w->item_refs;
+    uint64_t *iids = w->item_iids;
+    uint16_t this_list = (uint16_t)(mark + 1);
+    const uint16_t quote_comma = '"' | ',' << 8, quote_end = '"' | ']' << 8;
+    uint32_t g = 0;
+    for (uint32_t li = 0; li <= o->n_left; li++) {
+        /* the run of kept ids before the next that left */
+        uint32_t end = li < o->n_left ? o->left[li] : (uint32_t)n_prev;
+        if (end > n_prev) return false;
+        for (; g < end; g++) {
+            uint32_t r = prev[g];
+            if (r >= icount) return false;
+            intern_entry *e = &ie[r];
+            size_t q = off + 1 + e->len; /* its closing quote */
+            uint16_t two;
+            if (e->kind != MST_PFT_INTERN_STRING_VALUE || q + 1 >= len) return false;
+            memcpy(&two, t + q, 2);
+            if (two != quote_comma && !(two == quote_end && k + 1 == o->joined_from)) return false;
+            e->mark = this_list;
+            iids[k] = e->iid;
+            refs[k] = r;
+            guessed[k] = g;
+            items[k++] = (mst_pft_id_item){t + off + 1, e->len, &e->tl_hint};
+            off = q + 2;
+        }
+        if (g < n_prev) { /* the one that left */
+            uint32_t r = prev[g++];
+            if (r >= icount || ie[r].kind != MST_PFT_INTERN_STRING_VALUE) return false;
+            ie[r].mark = mark;
+        }
+    }
+    if (g != n_prev || k != o->joined_from) return false;
+    *n = *kept = k;
+    if (k && t[off - 1] == ']') return off == len; /* none joined */
+    if (!mst_pft_split_id_list_rest(t, len, off, items, MST_PFT_ID_LIST_MAX, n)) return false;
+    for (size_t i = k; i < *n; i++) guessed[i] = MST_PFT_ID_NO_GUESS;
+    return true;
+}
+
 /* A string list of request ids (key k at shape position p) as a list of
  * interned values; `request.ids` as a keyframe or a delta against the
- * previous span of its stream (pftrace_id_lists.h). False when v is not a
- * plain string list: the caller writes it as JSON. */
+ * previous span of its stream (pftrace_id_lists.h). `origin` (NULL: none)
+ * is where the forwarder's stream state got the list from. False when v is
+ * not a plain string list: the caller writes it as JSON. */
 static bool annotate_id_list(mst_pftrace_writer *w, shape *sh, size_t p, const mst_str *k,
-                             const mst_json_slice *v, uint64_t stream) {
+                             const mst_json_slice *v, uint64_t stream,
+                             const mst_pf_ids_origin *origin) {
     size_t n;
     bool is_request_ids = k->len == 11 && memcmp(k->ptr, "request.ids", 11) == 0;
     /* Written as JSON instead when not a plain string list, or when its
@@ -832,19 +894,32 @@ static bool annotate_id_list(mst_pftrace_writer *w, shape *sh, size_t p, const m
      * guesses. */
     mst_pft_id_text prev_text;
     bool have_text = n_prev && mst_pft_id_chain_last_text(w->chains, stream, &prev_text);
+    /* Rebuilt by the forwarder from this very list: its kept ids are known
+     * without reading their text (split_by_origin). */
+    bool by_origin = n_prev && origin && mst_pft_id_chain_base_is(w->chains, stream, origin);
     /* The previous list's entries get `mark`, this list's mark + 1 (below). */
     uint16_t mark = n_prev ? list_mark(w) : 0;
-    for (uint32_t icount = w->icount; n_guess < n_prev; n_guess++) {
-        uint32_t r = prev[n_guess];
-        if (r >= icount || ie[r].kind != MST_PFT_INTERN_STRING_VALUE) break;
-        ie[r].mark = mark;
-        if (!have_text) guess[n_guess] = (mst_pft_id_item){blob + ie[r].off, ie[r].len, NULL};
+    size_t kept = 0; /* items [0, kept) are ids of the previous list, in its order */
+    bool split;
+    if (by_origin && split_by_origin(w, v, origin, prev, n_prev, mark, items, &n, &kept)) {
+        split = true;
+        n_guess = n_prev;
+        w->lists_by_origin++;
+    } else {
+        by_origin = false;
+        kept = 0;
+        for (uint32_t icount = w->icount; n_guess < n_prev; n_guess++) {
+            uint32_t r = prev[n_guess];
+            if (r >= icount || ie[r].kind != MST_PFT_INTERN_STRING_VALUE) break;
+            ie[r].mark = mark;
+            if (!have_text) guess[n_guess] = (mst_pft_id_item){blob + ie[r].off, ie[r].len, NULL};
+        }
+        split = have_text && n_guess == n_prev
+                    ? mst_pft_split_id_list_runs(v->ptr, v->len, items, MST_PFT_ID_LIST_MAX, &n,
+                                                 &prev_text, w->guessed)
+                    : mst_pft_split_id_list_guided(v->ptr, v->len, items, MST_PFT_ID_LIST_MAX, &n,
+                                                   guess, have_text ? 0 : n_guess, w->guessed);
     }
-    bool split = have_text && n_guess == n_prev
-                     ? mst_pft_split_id_list_runs(v->ptr, v->len, items, MST_PFT_ID_LIST_MAX, &n,
-                                                  &prev_text, w->guessed)
-                     : mst_pft_split_id_list_guided(v->ptr, v->len, items, MST_PFT_ID_LIST_MAX, &n,
-                                                    guess, have_text ? 0 : n_guess, w->guessed);
     if (!split || w->icount + n + 3 > INTERN_MAX) {
         if (is_request_ids) mst_pft_id_chain_forget(w->chains, stream);
         return false;
@@ -855,11 +930,10 @@ static bool annotate_id_list(mst_pftrace_writer *w, shape *sh, size_t p, const m
      * previous list, not met before in this one). Then its delta needs no
      * set of its ids (mst_pft_id_chain_step_shaped). */
     bool shaped = n_guess == n_prev;
-    size_t kept = 0;
     const uint32_t *guessed = w->guessed;
     uint64_t *iids = w->item_iids;
     uint32_t *refs = w->item_refs;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = kept; i < n; i++) {
         intern_entry *e;
         if (guessed[i] != MST_PFT_ID_NO_GUESS) {
             e = &ie[prev[guessed[i]]];
@@ -880,12 +954,19 @@ static bool annotate_id_list(mst_pftrace_writer *w, shape *sh, size_t p, const m
     }
     mst_pft_id_delta d = {0, NULL, w->item_iids, 0, n};
     if (is_request_ids &&
-        !(n_prev && shaped ? mst_pft_id_chain_step_shaped(w->chains, stream, iids, refs, n, guessed,
-                                                           kept, n_prev, &d)
-                           : mst_pft_id_chain_step(w->chains, stream, iids, refs, n, &d)))
+        !(by_origin && shaped ? mst_pft_id_chain_step_change(w->chains, stream, iids, refs, n, guessed, kept,
+                                                              n_prev, origin->left, origin->n_left, &d)
+          : n_prev && shaped  ? mst_pft_id_chain_step_shaped(w->chains, stream, iids, refs, n, guessed,
+                                                             kept, n_prev, &d)
+                              : mst_pft_id_chain_step(w->chains, stream, iids, refs, n, &d)))
         w->buf->failed = true;
-    else if (is_request_ids) /* the next list's runs are read against this text */
-        mst_pft_id_chain_keep_text(w->chains, stream, v->ptr, v->len, items, n);
+    else if (is_request_ids) {
+        /* The next list's runs are read against this text, unless the
+         * forwarder tells what it kept (then a copy of the text is not
+         * worth it: a list it sends whole is split by its entries' texts). */
+        if (!by_origin) mst_pft_id_chain_keep_text(w->chains, stream, v->ptr, v->len, items, n);
+        if (origin) mst_pft_id_chain_set_origin(w->chains, stream, origin);
+    }
     if (!d.pos) {
         mst_pft_annotation_iid_array(&w->ann, shape_key_iid(w, sh, p, k->ptr, k->len), w->item_iids, n);
         return true;
@@ -960,7 +1041,8 @@ static void emit_span(mst_pftrace_writer *w, const mst_pf_span *s, int64_t pid, 
             thread_name = &s->attrs[i].value;
         if (mst_span_arg_is_fixed(k)) continue;
         if ((i < 64 ? id_lists >> i & 1 : mst_pft_is_id_list_key(k->ptr, k->len)) &&
-            annotate_id_list(w, sh, pos, k, &s->attrs[i].value, stream_key(pid, tid, &s->name))) {
+            annotate_id_list(w, sh, pos, k, &s->attrs[i].value, stream_key(pid, tid, &s->name),
+                             s->ids_origin.valid && i == s->ids_attr ? &s->ids_origin : NULL)) {
             pos++;
             continue;
         }
@@ -1332,6 +1414,8 @@ mst_status mst_pftrace_writer_flush(mst_pftrace_writer *w, bool final) {
     check_out_drops(w);
     return st;
 }
+
+uint64_t mst_pftrace_writer_lists_by_origin(const mst_pftrace_writer *w) { return w->lists_by_origin; }
 
 void mst_pftrace_writer_get_stats(const mst_pftrace_writer *w, mst_chrome_stats *out) {
     if (!out) return;

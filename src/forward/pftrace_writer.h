@@ -50,6 +50,9 @@ int mst_pftrace_writer_handoff(mst_pftrace_writer *w);
 mst_status mst_pftrace_writer_flush(mst_pftrace_writer *w, bool final);
 /* The same counters as the JSON writer (flows_pending is always 0). */
 void mst_pftrace_writer_get_stats(const mst_pftrace_writer *w, mst_chrome_stats *out);
+/* How many request.ids lists were split by what the forwarder knew of
+ * them (mst_pf_span.ids_origin) instead of by their text. */
+uint64_t mst_pftrace_writer_lists_by_origin(const mst_pftrace_writer *w);
 /* As mst_chrome_writer_get_disk_stats. */
 void mst_pftrace_writer_get_disk_stats(const mst_pftrace_writer *w, struct mst_outq_stats *out);
 /* Flushes (final) and closes; frees w. */

@@ -167,6 +167,12 @@ mst_status mst_span_batch_add(mst_span_batch *b, mst_id_streams *ids, uint64_t c
         bool ok = keep_str(b, &sp->name, pkt, len) && keep_str(b, &sp->category, pkt, len) &&
                   keep_kvs(b, &sp->attrs, sp->n_attrs, pkt, len) &&
                   keep_kvs(b, &sp->resource, sp->n_resource, pkt, len);
+        if (ok && sp->ids_origin.n_left) { /* the parsed change's positions are in the scratch */
+            uint32_t *left = take(b, sp->ids_origin.n_left * sizeof *left);
+            if (left) memcpy(left, sp->ids_origin.left, sp->ids_origin.n_left * sizeof *left);
+            sp->ids_origin.left = left;
+            ok = left != NULL;
+        }
         if (ok && sp->n_links) {
             mst_pf_link *links = take(b, sp->n_links * sizeof *links);
             if (links) memcpy(links, sp->links, sp->n_links * sizeof *links);

@@ -480,6 +480,9 @@ static void emit_counter(mst_timeline *tl, const mst_pf_span *s, int64_t pid, si
 /* Keeps the two earliest distinct step starts (spans arrive by end time). */
 static void note_step(int64_t start, int64_t *first, int64_t *second, uint32_t *count) {
     (*count)++;
+    /* The usual: a step after the request's first two (a second one is
+     * always after the first). */
+    if (*second >= 0 && start > *second) return;
     if (*first < 0 || start < *first) {
         *second = *first;
         *first = start;
@@ -494,7 +497,7 @@ static void note_step(int64_t start, int64_t *first, int64_t *second, uint32_t *
 static inline req_entry *req_get_item(mst_timeline *tl, const mst_tl_id_item *it, int64_t pid,
                                       const mst_tl_sink *sink) {
     uint64_t h = it->hint ? *it->hint : 0, slot = h & HINT_SLOTS;
-    if (slot && slot <= tl->used) {
+    if (slot - 1 < tl->used) { /* slot 0 (none) wraps past every count */
         req_entry *x = &tl->e[slot - 1];
         if (x->serial == h >> HINT_SLOT_BITS && x->id_len == it->n) return x;
     }
@@ -686,7 +689,9 @@ static inline void note_named(mst_timeline *tl, req_entry *x, int64_t start, int
         note_step(start, &x->sched1_ns, &x->sched2_ns, &x->steps);
         x->engine = engine;
     } else if (step == 1) note_step(start, &x->wsched1_ns, &x->wsched2_ns, &x->wsteps);
-    if (ph >= 0) note_phase(tl, x, start, (char)ph);
+    /* Most requests of a step are decoding, as in the step before: nothing
+     * to record, told here without a call (note_phase is not inlined). */
+    if (ph == 'd' ? x->cur != SEG_DECODE : ph == 'p' || ph == 'P') note_phase(tl, x, start, (char)ph);
 }
 
 /* Notes every request in the span's request.ids (a validated JSON array).

@@ -240,32 +240,54 @@ static mst_status append_run(mst_ids_list *next, const mst_ids_list *prev, uint3
     put_sep(next);
     memcpy(next->text + next->text_len, prev->text + start, bytes);
     uint32_t shift = (uint32_t)(next->text_len - start); /* wraps as intended when negative */
-    for (uint32_t j = i; j < end; j++, next->n++) {
-        next->off[next->n] = prev->off[j] + shift;
-        next->len[next->n] = prev->len[j];
+    /* locals: stores to off[] cannot change them */
+    uint32_t *off = next->off + next->n, *len = next->len + next->n;
+    const uint32_t *from_off = prev->off + i, *from_len = prev->len + i;
+    for (uint32_t j = 0; j < count; j++) {
+        off[j] = from_off[j] + shift;
+        len[j] = from_len[j];
     }
+    next->n += count;
     next->text_len += bytes;
     return MST_OK;
 }
 
-mst_status mst_ids_change_apply(const mst_ids_list *prev, const mst_ids_change *c, mst_ids_list *next,
-                                char *err, size_t err_size) {
+/* next (emptied) becomes prev's items but those at left[0 .. n_left)
+ * (strictly increasing, each < prev->n), run by run. */
+static mst_status append_kept(mst_ids_list *next, const mst_ids_list *prev, const uint32_t *left,
+                              uint32_t n_left, char *err, size_t err_size) {
     mst_ids_list_clear(next);
     next->sep = prev->sep;
     next->lead = prev->lead;
-    if (c->n_left && c->left[c->n_left - 1] >= prev->n)
-        return fail(err, err_size, MST_ERR_PARSE,
-                    "request.ids change: position %u in 'left' is past the previous list (%u ids)",
-                    c->left[c->n_left - 1], prev->n);
     uint32_t i = 0;
-    for (uint32_t k = 0; k <= c->n_left; k++) { /* the runs between the positions that left */
-        uint32_t end = k < c->n_left ? c->left[k] : prev->n;
+    for (uint32_t k = 0; k <= n_left; k++) { /* the runs between the positions that left */
+        uint32_t end = k < n_left ? left[k] : prev->n;
         if (end > i) {
             mst_status st = append_run(next, prev, i, end, err, err_size);
             if (st != MST_OK) return st;
         }
         i = end + 1;
     }
+    return MST_OK;
+}
+
+bool mst_ids_list_set_change(mst_ids_list *l, const mst_ids_list *prev, const uint32_t *left,
+                             uint32_t n_left, const mst_str *joined, uint32_t n_joined) {
+    bool ok = append_kept(l, prev, left, n_left, NULL, 0) == MST_OK;
+    for (uint32_t j = 0; ok && j < n_joined; j++) ok = mst_ids_list_push(l, joined[j].ptr, joined[j].len);
+    if (!ok) mst_ids_list_clear(l);
+    return ok;
+}
+
+mst_status mst_ids_change_apply(const mst_ids_list *prev, const mst_ids_change *c, mst_ids_list *next,
+                                char *err, size_t err_size) {
+    mst_ids_list_clear(next);
+    if (c->n_left && c->left[c->n_left - 1] >= prev->n)
+        return fail(err, err_size, MST_ERR_PARSE,
+                    "request.ids change: position %u in 'left' is past the previous list (%u ids)",
+                    c->left[c->n_left - 1], prev->n);
+    mst_status st = append_kept(next, prev, c->left, c->n_left, err, err_size);
+    if (st != MST_OK) return st;
     for (uint32_t j = 0; j < c->n_joined; j++) {
         if (next->n >= MST_IDS_MAX_ITEMS || c->joined[j].len + 1 > MST_IDS_MAX_TEXT - next->text_len)
             return too_large(err, err_size);

@@ -68,6 +68,13 @@ bool mst_ids_list_push(mst_ids_list *l, const char *p, size_t n);
 /* The list becomes `items` (n of them), copied with one allocation check;
  * false (the list then empty) when out of memory or past the limits. */
 bool mst_ids_list_set(mst_ids_list *l, const mst_str *items, uint32_t n);
+/* The list becomes `prev` without the items at the positions left[0 ..
+ * n_left) (strictly increasing, each < prev->n), then joined[0 ..
+ * n_joined) — what a change found by mst_ids_change_find makes of prev:
+ * the runs of items kept are copied whole. False (the list then empty)
+ * when out of memory or past the limits. `l` must not be `prev`. */
+bool mst_ids_list_set_change(mst_ids_list *l, const mst_ids_list *prev, const uint32_t *left,
+                             uint32_t n_left, const mst_str *joined, uint32_t n_joined);
 /* Bytes of memory the list holds (the forwarder's budget counts them). */
 size_t mst_ids_list_bytes(const mst_ids_list *l);
 static inline bool mst_ids_list_item_is(const mst_ids_list *l, uint32_t i, const char *p, size_t n) {

@@ -67,8 +67,14 @@ static stream *find_stream(mst_ids_sender *s, const char *name, size_t name_len,
 /* Remembers items as the stream's list; false when it cannot be kept
  * (too long, out of memory): then the forwarder must not be told to keep
  * it either. */
-static bool remember(mst_ids_sender *s, stream *st, const mst_str *items, uint32_t n) {
-    if (!mst_ids_list_set(&s->next, items, n)) return false;
+static bool remember(mst_ids_sender *s, stream *st, const mst_str *items, uint32_t n,
+                     const mst_ids_send *change) {
+    /* A change found: the previous list's runs kept are copied whole
+     * instead of the items one by one (the same list). */
+    if (change ? !mst_ids_list_set_change(&s->next, &st->list, change->left, change->n_left,
+                                          items + change->joined_from, n - change->joined_from)
+               : !mst_ids_list_set(&s->next, items, n))
+        return false;
     mst_ids_list tmp = st->list;
     st->list = s->next;
     s->next = tmp;
@@ -90,7 +96,8 @@ void mst_ids_sender_next(mst_ids_sender *s, const char *name, size_t name_len, i
         uint32_t size = out->n_left + (n - out->joined_from);
         key = size > n / 2; /* then the whole list is about as small */
     }
-    if (!remember(s, st, items, n)) {
+    out->left = s->left;
+    if (!remember(s, st, items, n, key ? NULL : out)) {
         st->have_list = false;
         memset(out, 0, sizeof *out);
         return;

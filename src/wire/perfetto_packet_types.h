@@ -31,6 +31,21 @@ typedef struct mst_pf_link {
     char span_id[17];
 } mst_pf_link;
 
+/* A request.ids list kept as list `seq` of stream `stream` on connection
+ * `conn` (valid: false when not). When `change`, the list was rebuilt from
+ * that stream's list seq - 1 (of n_base items): its items at the positions
+ * left[0 .. n_left) (strictly increasing) removed, the other ones kept in
+ * their order as items [0, joined_from), then the joined ones appended. The
+ * rebuilt text is compact: '[', the items' JSON strings with ',' between,
+ * ']'. `left` points into the span's own memory (span_batch.c copies it). */
+typedef struct mst_pf_ids_origin {
+    bool valid, change;
+    uint64_t conn;
+    int64_t stream, seq;
+    uint32_t n_base, n_left, joined_from;
+    const uint32_t *left;
+} mst_pf_ids_origin;
+
 typedef struct mst_pf_span {
     mst_str name;
     mst_str category;
@@ -65,6 +80,12 @@ typedef struct mst_pf_span {
     unsigned ids_fields;     /* bit 0: ids_stream seen, bit 1: ids_seq */
     bool ids_change;
     size_t ids_attr;         /* request.ids' index in attrs (ids_fields set) */
+    /* Set by the forwarder's stream state (forward/id_streams.h), never by
+     * a decoder: where this span's request.ids list comes from, so a
+     * consumer that kept the stream's previous list can reuse its work on
+     * the ids kept (the .pftrace writer, docs/architecture.md "The step
+     * record in the .pftrace"). */
+    mst_pf_ids_origin ids_origin;
     /* Set by the decoders (false by default, which says nothing): the
      * name, the category and every attribute and resource key are plain
      * JSON string text (no byte mst_json_plain_prefix would stop at), and

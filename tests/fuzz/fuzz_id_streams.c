@@ -11,7 +11,12 @@
  *     positions removed, the joined ids appended), and only when the model
  *     holds the base with the sequence number before it; no base, no list;
  *   - the memory the table counts stays within its budget, and dropping
- *     every connection brings it back to 0 (ASan: nothing leaks).
+ *     every connection brings it back to 0 (ASan: nothing leaks);
+ *   - a kept list's origin (mst_pf_span.ids_origin) says what was applied,
+ *     and never changes the `.pftrace`: every span kept goes to one writer
+ *     as it is and to another without its origin, and the two files get
+ *     the same bytes after each input (connection ids are never reused,
+ *     as the daemon's are not).
  * Input: records. Byte 0: bit 7 raw (else built), bits 0-1 connection,
  * bits 2-6 stream (0..31; 31 stands for one past the cap). Raw: byte 1 V2
  * when odd, then a 2-byte length and that much packet JSON. Built: byte 1
@@ -25,7 +30,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "forward/id_streams.h"
+#include "forward/pftrace_writer.h"
 #include "forward/span_batch.h"
 #include "wire/buf.h"
 #include "wire/ids_change.h"
@@ -99,6 +108,43 @@ static char *model_apply(const char *base, const mst_ids_change *ch) {
     return (char *)out.data;
 }
 
+/* The two writers (opened once): [0] gets the spans as kept, [1] without
+ * their origin; fds read what each appended. */
+static mst_pftrace_writer *g_pw[2];
+static int g_pw_fd[2] = {-1, -1};
+static off_t g_pw_off[2];
+static uint64_t g_conn_base; /* connection ids of this input: g_conn_base + 1 .. + CONNS */
+
+static void writers_open(void) {
+    if (g_pw[0]) return;
+    for (int k = 0; k < 2; k++) {
+        char path[64], err[256];
+        snprintf(path, sizeof path, "/tmp/fuzz_id_streams_%d_%d.pftrace", (int)getpid(), k);
+        REQUIRE(mst_pftrace_writer_open(path, 1, &g_pw[k], err, sizeof err) == MST_OK);
+        REQUIRE(mst_pftrace_writer_flush(g_pw[k], false) == MST_OK);
+        g_pw_fd[k] = open(path, O_RDONLY);
+        REQUIRE(g_pw_fd[k] >= 0);
+        unlink(path);
+        g_pw_off[k] = lseek(g_pw_fd[k], 0, SEEK_END); /* past the clock snapshot (its time differs) */
+    }
+}
+
+/* What the two writers appended since the last call: the same bytes. */
+static void writers_compare(void) {
+    static uint8_t a[1 << 16], b[1 << 16];
+    for (int k = 0; k < 2; k++) REQUIRE(mst_pftrace_writer_flush(g_pw[k], false) == MST_OK);
+    off_t end0 = lseek(g_pw_fd[0], 0, SEEK_END), end1 = lseek(g_pw_fd[1], 0, SEEK_END);
+    REQUIRE(end0 - g_pw_off[0] == end1 - g_pw_off[1]);
+    while (g_pw_off[0] < end0) {
+        size_t n = (size_t)(end0 - g_pw_off[0]) < sizeof a ? (size_t)(end0 - g_pw_off[0]) : sizeof a;
+        REQUIRE(pread(g_pw_fd[0], a, n, g_pw_off[0]) == (ssize_t)n);
+        REQUIRE(pread(g_pw_fd[1], b, n, g_pw_off[1]) == (ssize_t)n);
+        REQUIRE(memcmp(a, b, n) == 0);
+        g_pw_off[0] += (off_t)n;
+        g_pw_off[1] += (off_t)n;
+    }
+}
+
 /* One packet through the batch, checked against the model. */
 static void feed(mst_span_batch *sb, mst_id_streams *t, model *m, int c, const char *pkt, size_t len) {
     size_t before = mst_span_batch_count(sb);
@@ -121,7 +167,8 @@ static void feed(mst_span_batch *sb, mst_id_streams *t, model *m, int c, const c
         if (change_ok && s >= 0 && in_cap && m->list[c][s] && m->seq[c][s] == dec.ids_seq - 1)
             expect = model_apply(m->list[c][s], &ch);
     }
-    mst_status st = mst_span_batch_add(sb, t, (uint64_t)c + 1, (const uint8_t *)pkt, len, &out, err, sizeof err);
+    mst_status st = mst_span_batch_add(sb, t, g_conn_base + (uint64_t)c + 1, (const uint8_t *)pkt, len, &out, err,
+                                       sizeof err);
     if (st != MST_OK) {
         REQUIRE(st == MST_ERR_PARSE || st == MST_ERR_TOO_LARGE || st == MST_ERR_NOMEM);
         REQUIRE(err[0] != '\0');
@@ -135,6 +182,19 @@ static void feed(mst_span_batch *sb, mst_id_streams *t, model *m, int c, const c
     REQUIRE(decoded);
     const mst_pf_span *sp = mst_span_batch_span(sb, before);
     const mst_pf_kv *kv = find_ids(sp);
+    const mst_pf_ids_origin *o = &sp->ids_origin;
+    REQUIRE(o->valid == (out == MST_IDS_KEYFRAME || out == MST_IDS_CHANGE));
+    if (o->valid)
+        REQUIRE(o->conn == g_conn_base + (uint64_t)c + 1 && o->stream == dec.ids_stream && o->seq == dec.ids_seq &&
+                o->change == (out == MST_IDS_CHANGE));
+    if (o->valid && o->change) {
+        REQUIRE(o->joined_from + o->n_left == o->n_base);
+        for (uint32_t k = 0; k < o->n_left; k++) REQUIRE(o->left[k] < o->n_base && (!k || o->left[k - 1] < o->left[k]));
+    }
+    mst_pf_span plain = *sp;
+    plain.ids_origin.valid = false;
+    REQUIRE(mst_pftrace_writer_add_span(g_pw[0], sp) == MST_OK);
+    REQUIRE(mst_pftrace_writer_add_span(g_pw[1], &plain) == MST_OK);
     switch (out) {
     case MST_IDS_NONE: REQUIRE(!dec.ids_fields); break;
     case MST_IDS_KEYFRAME:
@@ -209,6 +269,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static model m;
+    writers_open();
     mst_id_streams *t = mst_id_streams_new(BUDGET);
     mst_span_batch *sb = mst_span_batch_new();
     REQUIRE(t && sb);
@@ -245,7 +306,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         feed(sb, t, &m, c, pkt, len);
         if (mst_span_batch_full(sb)) mst_span_batch_reset(sb);
     }
-    for (int c = 0; c < CONNS; c++) mst_id_streams_drop_conn(t, (uint64_t)c + 1);
+    writers_compare();
+    for (int c = 0; c < CONNS; c++) mst_id_streams_drop_conn(t, g_conn_base + (uint64_t)c + 1);
+    g_conn_base += CONNS;
     mst_id_streams_stats st;
     mst_id_streams_get_stats(t, &st);
     REQUIRE(st.bytes == 0);

@@ -1,0 +1,381 @@
+/*
+ * test_pftrace_origin.c — the `.pftrace` writer reusing what the forwarder
+ * knows of a rebuilt request.ids list (mst_pf_span.ids_origin,
+ * pftrace_id_lists.h mst_pft_id_chain_base_is): the base check itself
+ * (connection, stream, sequence, length; forgotten on a reset, a forget,
+ * any record without an origin), and whole files: the same steps written
+ * once from whole lists and once through the daemon's path (ids_sender.h
+ * deciding keyframes and changes, span_batch.h with id_streams.h
+ * rebuilding them) must be the same bytes after the clock snapshot — with
+ * ids leaving and joining, ids rejoining, reordered and duplicated lists,
+ * escaped ids, two connections feeding one writer stream, spans lost
+ * between the daemon's stream state and the writer, keyframes of both
+ * cadences and interning restarts. And the traced process's sender
+ * remembering a change's list by its kept runs (ids_change.h
+ * mst_ids_list_set_change): the same list as item by item.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/arena.h"
+#include "forward/id_streams.h"
+#include "forward/pftrace_id_lists.h"
+#include "forward/pftrace_writer.h"
+#include "forward/span_batch.h"
+#include "testlib.h"
+#include "wire/buf.h"
+#include "wire/ids_change.h"
+#include "wire/ids_sender.h"
+#include "wire/perfetto_packet.h"
+
+static void test_base_is(void) {
+    mst_pft_id_chains *c = mst_pft_id_chains_new();
+    CHECK(c != NULL);
+    uint64_t iids[3] = {1, 2, 3};
+    uint32_t refs[3] = {0, 1, 2};
+    mst_pft_id_delta d;
+    CHECK(mst_pft_id_chain_step(c, 7, iids, refs, 3, &d));
+    mst_pf_ids_origin kf = {.valid = true, .conn = 4, .stream = 2, .seq = 10};
+    mst_pf_ids_origin ch = {true, true, 4, 2, 11, 3, 1, 2, (const uint32_t[]){1}};
+    CHECK(!mst_pft_id_chain_base_is(c, 7, &ch)); /* recorded without an origin */
+    mst_pft_id_chain_set_origin(c, 7, &kf);
+    CHECK(mst_pft_id_chain_base_is(c, 7, &ch));
+    CHECK(!mst_pft_id_chain_base_is(c, 9, &ch)); /* another writer stream */
+    mst_pf_ids_origin other = ch;
+    other.conn = 5;
+    CHECK(!mst_pft_id_chain_base_is(c, 7, &other));
+    other = ch;
+    other.stream = 3;
+    CHECK(!mst_pft_id_chain_base_is(c, 7, &other));
+    other = ch;
+    other.seq = 12; /* list 11 never reached this writer */
+    CHECK(!mst_pft_id_chain_base_is(c, 7, &other));
+    other = ch;
+    other.n_base = 4;
+    other.joined_from = 3;
+    CHECK(!mst_pft_id_chain_base_is(c, 7, &other));
+    other = ch;
+    other.joined_from = 1; /* does not add up */
+    CHECK(!mst_pft_id_chain_base_is(c, 7, &other));
+    CHECK(!mst_pft_id_chain_base_is(c, 7, &kf)); /* a keyframe has no base */
+    /* a list recorded later without an origin forgets it */
+    CHECK(mst_pft_id_chain_step(c, 7, iids, refs, 3, &d));
+    CHECK(!mst_pft_id_chain_base_is(c, 7, &ch));
+    mst_pft_id_chain_set_origin(c, 7, &kf);
+    CHECK(mst_pft_id_chain_base_is(c, 7, &ch));
+    mst_pft_id_chain_forget(c, 7);
+    CHECK(!mst_pft_id_chain_base_is(c, 7, &ch));
+    CHECK(mst_pft_id_chain_step(c, 7, iids, refs, 3, &d));
+    mst_pft_id_chain_set_origin(c, 7, &kf);
+    mst_pft_id_chains_reset(c); /* interning restarted */
+    CHECK(!mst_pft_id_chain_base_is(c, 7, &ch));
+    mst_pft_id_chains_free(c);
+}
+
+static void test_split_rest(void) {
+    const char *v = "[\"a\",\"bc\",\"d\\\"e\"]";
+    mst_pft_id_item items[8];
+    size_t n = 1;
+    CHECK(mst_pft_split_id_list_rest(v, strlen(v), 5, items, 8, &n) == false); /* an escape */
+    const char *w = "[\"a\",\"bc\",\"def\"]";
+    n = 1;
+    CHECK(mst_pft_split_id_list_rest(w, strlen(w), 5, items, 8, &n));
+    CHECK_EQ_INT(n, 3);
+    CHECK(items[1].n == 2 && memcmp(items[1].s, "bc", 2) == 0);
+    CHECK(items[2].n == 3 && memcmp(items[2].s, "def", 3) == 0);
+    n = 0;
+    CHECK(!mst_pft_split_id_list_rest(w, strlen(w), 6, items, 8, &n)); /* not after a separator */
+    n = 0;
+    CHECK(mst_pft_split_id_list_rest(w, strlen(w), 1, items, 8, &n) && n == 3);
+    n = 0;
+    CHECK(!mst_pft_split_id_list_rest("[]", 2, 1, items, 8, &n));
+}
+
+/* The traced process's sender remembers a list found as a change by
+ * copying the kept runs (mst_ids_list_set_change): the same list as
+ * copying its items. */
+static void test_list_set_change_is_list_set(void) {
+    mst_ids_list prev, by_items, by_runs;
+    mst_ids_list_init(&prev, 0, 0);
+    mst_ids_list_init(&by_items, 0, 0);
+    mst_ids_list_init(&by_runs, 0, 0);
+    char text[64][24];
+    mst_str items[64];
+    uint32_t left[64];
+    uint64_t rng = 12345;
+    for (int round = 0; round < 200; round++) {
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < prev.n; i++) items[n++] = (mst_str){prev.text + prev.off[i], prev.len[i]};
+        if (round == 0 || round % 50 == 0) n = 0; /* a new batch */
+        uint32_t n_items = 0;
+        for (uint32_t i = 0; i < n; i++) { /* some leave */
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            if ((rng >> 60) != 0) items[n_items++] = items[i];
+        }
+        for (int j = 0; j < 1 + round % 4 && n_items < 64; j++) { /* some join, of many lengths */
+            int k = snprintf(text[n_items], sizeof text[0], "r%d-%.*s", round, (round + j) % 12, "abcdefghijkl");
+            items[n_items] = (mst_str){text[n_items], (size_t)k};
+            n_items++;
+        }
+        /* the joined texts live in text[]: copy the kept ones there too */
+        char keep[64][24];
+        for (uint32_t i = 0; i < n_items; i++) {
+            memcpy(keep[i], items[i].ptr, items[i].len);
+            items[i].ptr = keep[i];
+        }
+        uint32_t n_left;
+        uint32_t from = mst_ids_change_find(&prev, items, n_items, left, &n_left);
+        CHECK(mst_ids_list_set(&by_items, items, n_items));
+        CHECK(mst_ids_list_set_change(&by_runs, &prev, left, n_left, items + from, n_items - from));
+        CHECK_EQ_INT(by_runs.n, by_items.n);
+        CHECK_EQ_INT(by_runs.text_len, by_items.text_len);
+        CHECK(by_items.text_len == 0 || memcmp(by_runs.text, by_items.text, by_items.text_len) == 0);
+        for (uint32_t i = 0; i < by_items.n; i++) {
+            CHECK_EQ_INT(by_runs.off[i], by_items.off[i]);
+            CHECK_EQ_INT(by_runs.len[i], by_items.len[i]);
+            CHECK(mst_ids_list_item_is(&by_runs, i, items[i].ptr, items[i].len));
+        }
+        mst_ids_list tmp = prev;
+        prev = by_runs;
+        by_runs = tmp;
+    }
+    mst_ids_list_free(&prev);
+    mst_ids_list_free(&by_items);
+    mst_ids_list_free(&by_runs);
+}
+
+/* ------------------------------------------------------------ whole files */
+
+#define CONNS 2
+#define STEPS 5000
+#define MAX_IDS 48
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static unsigned rnd(unsigned n) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (unsigned)(g_rng % n);
+}
+
+typedef struct client {
+    char ids[MAX_IDS][40];
+    unsigned n, next;
+    char gone[40];  /* an id that left, to bring back */
+    mst_ids_sender *sender;
+} client;
+
+/* The client's next batch: a few leave, a few join at the end, now and
+ * then one comes back, two swap, one is listed twice or needs escaping. */
+static void next_batch(client *c, int conn) {
+    unsigned leave = rnd(5);
+    for (unsigned k = 0; k < leave && c->n > 20; k++) {
+        unsigned at = rnd(c->n);
+        memcpy(c->gone, c->ids[at], sizeof c->gone);
+        memmove(c->ids[at], c->ids[at + 1], (c->n - at - 1) * sizeof c->ids[0]);
+        c->n--;
+    }
+    unsigned join = rnd(5);
+    for (unsigned k = 0; k < join && c->n < MAX_IDS; k++) {
+        unsigned r = rnd(1000);
+        if (r < 20 && c->gone[0]) memcpy(c->ids[c->n], c->gone, 40); /* back (rejoined) */
+        else if (r < 23) snprintf(c->ids[c->n], 40, "cmpl-%d-\"%u", conn, c->next++); /* escaped */
+        else if (r < 26 && c->n) memcpy(c->ids[c->n], c->ids[rnd(c->n)], 40); /* twice */
+        else snprintf(c->ids[c->n], 40, "cmpl-%d-%u-%s", conn, c->next++, r & 1 ? "abcdefgh" : "x");
+        c->n++;
+    }
+    if (rnd(100) < 3 && c->n > 2) { /* reordered */
+        char t[40];
+        memcpy(t, c->ids[0], 40);
+        memcpy(c->ids[0], c->ids[c->n - 1], 40);
+        memcpy(c->ids[c->n - 1], t, 40);
+    }
+}
+
+static void put_json_str(mst_buf *b, const char *s) {
+    mst_buf_append(b, "\"", 1);
+    for (; *s; s++) {
+        if (*s == '"') mst_buf_append(b, "\\\"", 2);
+        else mst_buf_append(b, s, 1);
+    }
+    mst_buf_append(b, "\"", 1);
+}
+
+/* The step's packet: the whole list (ref, or a keyframe / a list outside
+ * any stream as `send` says) or its change. */
+static void make_packet(mst_buf *b, const client *c, const char *name, int step, bool whole,
+                        const mst_ids_send *send) {
+    mst_buf_reset(b);
+    bool change = !whole && send->change;
+    const char *magic = change ? MST_PERFETTO_CHANGE_MAGIC : MST_PERFETTO_MAGIC;
+    mst_buf_append(b, magic, strlen(magic));
+    char head[400];
+    snprintf(head, sizeof head,
+             "{\"name\":\"%s\",\"category\":\"step\",\"trace_id\":\"%032x\",\"span_id\":\"%016x\","
+             "\"start_time_ns\":%d,\"end_time_ns\":%d,\"kind\":1,\"status\":1,"
+             "\"attributes\":{\"process.pid\":5,\"thread.id\":3,\"batch.size\":%u,\"request.ids\":",
+             name, step + 1, 2 * step + 1, 1000 + 10 * step, 1005 + 10 * step, c->n);
+    mst_buf_append(b, head, strlen(head));
+    if (change) {
+        mst_buf_append(b, "{\"left\":[", 9);
+        for (uint32_t i = 0; i < send->n_left; i++) {
+            char num[16];
+            int k = snprintf(num, sizeof num, "%s%u", i ? "," : "", send->left[i]);
+            mst_buf_append(b, num, (size_t)k);
+        }
+        mst_buf_append(b, "],\"joined\":[", 12);
+        for (uint32_t i = send->joined_from; i < c->n; i++) {
+            if (i > send->joined_from) mst_buf_append(b, ",", 1);
+            put_json_str(b, c->ids[i]);
+        }
+        mst_buf_append(b, "]}", 2);
+    } else {
+        mst_buf_append(b, "[", 1);
+        for (uint32_t i = 0; i < c->n; i++) {
+            /* blanks too, in lists sent whole (a rebuilt one has none) */
+            bool blank = step % 7 == 0 && !send->change;
+            if (i) mst_buf_append(b, blank ? ", " : ",", blank ? 2 : 1);
+            put_json_str(b, c->ids[i]);
+        }
+        mst_buf_append(b, "]", 1);
+    }
+    mst_buf_append(b, "}", 1);
+    if (!whole && send->in_stream) {
+        char tail[80];
+        int k = snprintf(tail, sizeof tail, ",\"ids_stream\":%u,\"ids_seq\":%llu", send->stream,
+                         (unsigned long long)send->seq);
+        mst_buf_append(b, tail, (size_t)k);
+    }
+    mst_buf_append(b, ",\"links\":[]}", 12);
+}
+
+static uint8_t *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    CHECK(f != NULL);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *p = malloc((size_t)n + 1);
+    *len = fread(p, 1, (size_t)n, f);
+    fclose(f);
+    return p;
+}
+
+/* The bytes after the first packet (the clock snapshot, whose time is now). */
+static size_t after_clock(const uint8_t *d, size_t len) {
+    CHECK(len > 2 && d[0] == 0x0a);
+    size_t i = 1, n = 0;
+    for (unsigned sh = 0; i < len; sh += 7) {
+        uint8_t c = d[i++];
+        n |= (size_t)(c & 0x7f) << sh;
+        if (c < 0x80) break;
+    }
+    CHECK(i + n <= len);
+    return i + n;
+}
+
+static void test_file_same_through_changes(void) {
+    char dir[] = "/tmp/mst_pft_origin_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char ref_path[64], got_path[64];
+    snprintf(ref_path, sizeof ref_path, "%s/ref.pftrace", dir);
+    snprintf(got_path, sizeof got_path, "%s/got.pftrace", dir);
+    mst_pftrace_writer *ref, *got;
+    char err[256];
+    CHECK_EQ_INT(mst_pftrace_writer_open(ref_path, 1, &ref, err, sizeof err), MST_OK);
+    CHECK_EQ_INT(mst_pftrace_writer_open(got_path, 1, &got, err, sizeof err), MST_OK);
+    mst_id_streams *streams = mst_id_streams_new(0);
+    mst_span_batch *batch = mst_span_batch_new();
+    client cl[CONNS];
+    memset(cl, 0, sizeof cl);
+    for (int c = 0; c < CONNS; c++) {
+        cl[c].sender = mst_ids_sender_new();
+        CHECK(cl[c].sender != NULL);
+        for (; cl[c].n < 30; cl[c].n++) snprintf(cl[c].ids[cl[c].n], 40, "cmpl-%d-%u", c, cl[c].next++);
+    }
+    static const char *const names[2] = {"vllm.scheduler.schedule", "vllm.model.execute"};
+    mst_buf pkt, whole;
+    mst_buf_init(&pkt, 0);
+    mst_buf_init(&whole, 0);
+    mst_arena arena;
+    mst_arena_init(&arena);
+    unsigned changes = 0, lost = 0;
+    for (int step = 0; step < STEPS; step++) {
+        /* Mostly one connection for a while, then the other, sometimes
+         * interleaved: the writer's stream (pid, tid, name) is fed by both. */
+        int c = (step / 200) % CONNS;
+        if (rnd(10) == 0) c = 1 - c;
+        next_batch(&cl[c], c);
+        mst_str items[MAX_IDS];
+        for (unsigned i = 0; i < cl[c].n; i++) items[i] = (mst_str){cl[c].ids[i], strlen(cl[c].ids[i])};
+        for (int nm = 0; nm < 2; nm++) {
+            if (step % 300 == 299) mst_ids_sender_reset(cl[c].sender); /* a reconnect */
+            mst_ids_send send;
+            mst_ids_sender_next(cl[c].sender, names[nm], strlen(names[nm]), 3, items, cl[c].n, &send);
+            make_packet(&pkt, &cl[c], names[nm], 2 * step + nm, false, &send);
+            make_packet(&whole, &cl[c], names[nm], 2 * step + nm, true, &send);
+            CHECK(!pkt.failed && !whole.failed);
+            mst_ids_outcome outcome;
+            mst_status st = mst_span_batch_add(batch, streams, (uint64_t)c + 1, pkt.data, pkt.len, &outcome, err,
+                                               sizeof err);
+            if (st != MST_OK) fprintf(stderr, "%.*s: %s\n", (int)pkt.len, (const char *)pkt.data, err);
+            CHECK_EQ_INT(st, MST_OK);
+            CHECK(outcome != MST_IDS_NO_BASE && outcome != MST_IDS_NOT_KEPT);
+            /* now and then a span the daemon applied never reaches the writer */
+            if (rnd(40) == 0) {
+                lost++;
+                mst_span_batch_reset(batch);
+                continue;
+            }
+            changes += outcome == MST_IDS_CHANGE;
+            const mst_pf_span *sp = mst_span_batch_span(batch, 0);
+            CHECK(sp->ids_origin.valid == (outcome == MST_IDS_CHANGE || outcome == MST_IDS_KEYFRAME));
+            CHECK_EQ_INT(mst_pftrace_writer_add_span(got, sp), MST_OK);
+            mst_span_batch_reset(batch);
+            mst_pf_span rs;
+            CHECK_EQ_INT(mst_perfetto_packet_decode(whole.data, whole.len, &arena, &rs, err, sizeof err), MST_OK);
+            CHECK(!rs.ids_origin.valid);
+            CHECK_EQ_INT(mst_pftrace_writer_add_span(ref, &rs), MST_OK);
+            mst_arena_reset_keep(&arena, 64u << 10);
+        }
+    }
+    uint64_t reused = mst_pftrace_writer_lists_by_origin(got);
+    CHECK_EQ_INT(mst_pftrace_writer_lists_by_origin(ref), 0);
+    /* The known shape was used for most changes, not for all (the lost
+     * spans, the other connection's, the lists that are not a change of
+     * the writer's previous one). */
+    CHECK(changes > STEPS && lost > 10);
+    CHECK(reused > changes / 2 && reused < changes);
+    unsigned distinct = 0;
+    for (int c = 0; c < CONNS; c++) distinct += cl[c].next;
+    CHECK(distinct > 8192); /* the writer's intern table (8,192 entries) restarted */
+    CHECK_EQ_INT(mst_pftrace_writer_close(ref), MST_OK);
+    CHECK_EQ_INT(mst_pftrace_writer_close(got), MST_OK);
+    size_t ref_len, got_len;
+    uint8_t *a = read_all(ref_path, &ref_len), *b = read_all(got_path, &got_len);
+    size_t ra = after_clock(a, ref_len), rb = after_clock(b, got_len);
+    CHECK_EQ_INT(ref_len - ra, got_len - rb);
+    CHECK(memcmp(a + ra, b + rb, ref_len - ra) == 0);
+    free(a);
+    free(b);
+    unlink(ref_path);
+    unlink(got_path);
+    rmdir(dir);
+    for (int c = 0; c < CONNS; c++) mst_ids_sender_free(cl[c].sender);
+    mst_buf_free(&pkt);
+    mst_buf_free(&whole);
+    mst_arena_release(&arena);
+    mst_span_batch_free(batch);
+    mst_id_streams_free(streams);
+}
+
+static const mst_test_case TESTS[] = {
+    {"base_is", test_base_is},
+    {"split_rest", test_split_rest},
+    {"list_set_change_is_list_set", test_list_set_change_is_list_set},
+    {"file_same_through_changes", test_file_same_through_changes},
+};
+
+MST_TEST_MAIN(TESTS)
