@@ -108,8 +108,8 @@ fuzz_runs() {
     fuzz_flight_trigger) echo $((300000 * scale)) ;;
     # one escaping pass over a short string per input
     fuzz_term_text) echo $((500000 * scale)) ;;
-    # a packet sequence through decoder, stream state and model: ~3k runs/s under ASan
-    fuzz_id_streams) echo $((300000 * scale)) ;;
+    # a packet sequence through decoder, stream state, model and two .pftrace writers: ~1.5k runs/s under ASan
+    fuzz_id_streams) echo $((100000 * scale)) ;;
     *) echo $((2000000 * scale)) ;;
   esac
 }
