@@ -445,7 +445,7 @@ static const uint8_t *read_kv_object(const uint8_t *p, const uint8_t *end, mst_a
     bool empty;
     p = open_container(p, end, '}', &empty);
     if (empty) return p;
-    mst_pf_kv *kvs = NULL, spare;
+    mst_pf_kv *kvs = NULL;
     size_t n = 0, cap = 0;
     /* Fingerprints of the stored keys, and one bit per fingerprint: a key
      * whose bit is clear cannot be a duplicate, so the scan over the
@@ -456,12 +456,15 @@ static const uint8_t *read_kv_object(const uint8_t *p, const uint8_t *end, mst_a
     size_t taken = 0; /* pid/tid taken out: they count toward the limit too */
     for (;;) {
         /* The member is parsed straight into the next slot (no copy from
-         * locals): the slot is only kept when n is incremented below. */
-        if (n == cap && n < MST_PF_MAX_ATTRS) {
+         * locals): the slot is only kept when n is incremented below. A
+         * member past MST_PF_MAX_ATTRS stored ones declines whatever it
+         * holds (the limit checks below), so it declines here, unread. */
+        if (n == cap) {
+            if (n == MST_PF_MAX_ATTRS) return NULL;
             kvs = mst_pf_arena_grow(arena, kvs, n, &cap, sizeof *kvs);
             if (!kvs) return NULL;
         }
-        mst_pf_kv *slot = n < cap ? &kvs[n] : &spare;
+        mst_pf_kv *slot = &kvs[n];
         uint64_t fp;
         p = at_byte(p, end, '"');
         if (!p) return NULL;
