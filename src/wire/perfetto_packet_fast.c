@@ -140,15 +140,6 @@ static inline const uint8_t *literal_end(const uint8_t *p, const uint8_t *end) {
     }
 }
 
-/* The end of a flat array at p (its '['): items that are plain strings,
- * numbers or literals, separated by bare ','. NULL for anything else (a
- * nested container, a string to check or unescape, whitespace, an error),
- * and the caller reads the array with the reader, which then accepts or
- * reports it as before: what is accepted here is exactly what the reader
- * accepts (the same scanners, json_scan.h; one level of nesting, within
- * every caller's depth). Why: a step record's lists (request.ids,
- * step.tokens: 256 items each at batch 256) were 90 % of its decoding
- * through the reader's per-item calls. */
 #ifdef __SSE2__
 /* A run of plain string items in a flat array, from the item whose opening
  * quote is at p: each 16-byte block is tested once (mst_json_special16,
@@ -191,6 +182,15 @@ near_end:
 }
 #endif
 
+/* The end of a flat array at p (its '['): items that are plain strings,
+ * numbers or literals, separated by bare ','. NULL for anything else (a
+ * nested container, a string to check or unescape, whitespace, an error),
+ * and the caller reads the array with the reader, which then accepts or
+ * reports it as before: what is accepted here is exactly what the reader
+ * accepts (the same scanners, json_scan.h; one level of nesting, within
+ * every caller's depth). Why: a step record's lists (request.ids,
+ * step.tokens: 256 items each at batch 256) were 90 % of its decoding
+ * through the reader's per-item calls. */
 static const uint8_t *flat_array_end(const uint8_t *p, const uint8_t *end) {
     p++;
     if (p < end && *p == ']') return p + 1;
