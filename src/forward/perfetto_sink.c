@@ -130,6 +130,13 @@ static uint64_t load(_Atomic uint64_t *v) { return atomic_load_explicit(v, memor
 static uint64_t bump(_Atomic uint64_t *v) {
     return atomic_fetch_add_explicit(v, 1, memory_order_relaxed) + 1;
 }
+/* bump for a counter only the event loop writes (received, rejected): a
+ * relaxed load and store, not a locked add, once per packet. */
+static uint64_t bump_loop_only(_Atomic uint64_t *v) {
+    uint64_t n = atomic_load_explicit(v, memory_order_relaxed) + 1;
+    atomic_store_explicit(v, n, memory_order_relaxed);
+    return n;
+}
 
 /* Dropped spans as the stats line counts them. */
 static void own_counts(mst_perfetto_sink *s, const mst_chrome_stats *cs, uint64_t *dropped) {
@@ -229,8 +236,8 @@ static bool take_loss_report(mst_perfetto_sink *s, const uint8_t *payload, size_
     if (!mst_loss_report_is(payload, len)) return false;
     mst_loss_report r;
     if (!mst_loss_report_decode(payload, len, &r)) {
-        bump(&s->received);
-        uint64_t n = bump(&s->rejected);
+        bump_loop_only(&s->received);
+        uint64_t n = bump_loop_only(&s->rejected);
         if (mst_log_this_count(n))
             MST_WARN("rejected a %zu-byte loss report from connection %llu: a report is %u bytes "
                      "(%llu rejected so far)", len, (unsigned long long)conn_id,
@@ -268,13 +275,14 @@ static void svc_on_close(void *self, uint64_t conn_id) {
 void mst_perfetto_sink_on_frame(void *self, const uint8_t *payload, size_t len, uint64_t conn_id) {
     mst_perfetto_sink *s = self;
     if (take_loss_report(s, payload, len, conn_id)) return;
-    bump(&s->received);
+    bump_loop_only(&s->received);
     if (!s->stage) { /* not reached: the daemon exits when open fails */
         bump(&s->add_errors);
         return;
     }
     mst_span_batch *batch = mst_format_stage_batch(s->stage);
-    char err[200] = "";
+    char err[200]; /* only err[0] is read when nothing was written (not the whole array zeroed per span) */
+    err[0] = '\0';
     mst_ids_outcome ids;
     mst_status st = mst_span_batch_add(batch, s->ids, conn_id, payload, len, &ids, err, sizeof err);
     if (ids == MST_IDS_NO_BASE) note_no_base(s, conn_id);
@@ -284,7 +292,7 @@ void mst_perfetto_sink_on_frame(void *self, const uint8_t *payload, size_t len, 
             MST_WARN("out of memory for a %zu-byte packet from connection %llu; span dropped "
                      "(%llu so far)", len, (unsigned long long)conn_id, (unsigned long long)n);
     } else if (st != MST_OK) {
-        uint64_t n = bump(&s->rejected);
+        uint64_t n = bump_loop_only(&s->rejected);
         if (mst_log_this_count(n))
             MST_WARN("rejected a %zu-byte packet from connection %llu: %s (%llu rejected so far)",
                      len, (unsigned long long)conn_id, err[0] ? err : mst_strerror(st),

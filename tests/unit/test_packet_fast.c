@@ -577,6 +577,46 @@ static void test_plain_text(void) {
     expect_plain("{" IDS ",\"\\u0078\":1,\"attributes\":{\"\\u00e9\":1}}", false);
 }
 
+/* Flat arrays of strings (a step record's request.ids, step.tokens): items
+ * of every length around the 16-byte blocks the fast path tests once for
+ * several items, runs broken by numbers, literals and empty strings, the
+ * array near the packet's end (fewer than 16 bytes left for a block), and
+ * an escape or a control byte at every item: all as the general decoder. */
+static void test_string_arrays_at_block_edges(void) {
+    static const char *const shapes[] = {
+        "{" IDS ",\"attributes\":{\"a\":[%s],\"b\":1}}",
+        "{" IDS ",\"attributes\":{\"a\":[%s]}}",
+        "{\"attributes\":{\"a\":[%s]}," IDS "}",
+    };
+    char items[2048], json[2300];
+    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+        for (size_t len = 0; len <= 36; len++) {
+            for (size_t count = 1; count <= 12; count++) {
+                for (int odd = -1; odd < (int)count; odd++) { /* odd: the item made different */
+                    for (int kind = 0; kind < 4; kind++) { /* 0 number, 1 escape, 2 control, 3 literal */
+                        if (odd < 0 && kind) break;
+                        size_t n = 0;
+                        for (size_t i = 0; i < count; i++) {
+                            if (i) items[n++] = ',';
+                            if ((int)i == odd && kind == 0) { n += (size_t)sprintf(items + n, "%zu", len); continue; }
+                            if ((int)i == odd && kind == 3) { n += (size_t)sprintf(items + n, "null"); continue; }
+                            items[n++] = '"';
+                            for (size_t k = 0; k < len; k++) items[n++] = (char)('a' + (i + k) % 26);
+                            if ((int)i == odd && kind == 1) n += (size_t)sprintf(items + n, "\\n");
+                            if ((int)i == odd && kind == 2) items[n++] = '\t';
+                            items[n++] = '"';
+                        }
+                        items[n] = '\0';
+                        snprintf(json, sizeof json, shapes[sh], items);
+                        if (kind == 2) expect_error(json, MST_ERR_PARSE, "control character");
+                        else expect_fast(json);
+                    }
+                }
+            }
+        }
+    }
+}
+
 static const mst_test_case TESTS[] = {
     {"bench_packet_takes_fast_path", test_bench_packet_takes_fast_path},
     {"key_order_whitespace_unknown_keys", test_key_order_whitespace_unknown_keys},
@@ -588,6 +628,7 @@ static const mst_test_case TESTS[] = {
     {"nesting_and_limits", test_nesting_and_limits},
     {"truncations_and_mutations", test_truncations_and_mutations},
     {"plain_text", test_plain_text},
+    {"string_arrays_at_block_edges", test_string_arrays_at_block_edges},
 };
 
 MST_TEST_MAIN(TESTS)
