@@ -35,10 +35,11 @@
  */
 #include "forward/output_path.h"
 
+#include "core/err_text.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,19 +47,6 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static mst_status path_err(char *err, size_t err_size, mst_status st, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static mst_status path_err(char *err, size_t err_size, mst_status st, const char *fmt, ...) {
-    if (err && err_size) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, err_size, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
 
 static bool allowed_char(unsigned char c) {
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
@@ -98,7 +86,7 @@ mst_status mst_output_abs_path(const char *path, const char *what, char *abs, ch
     if (path[0] == '~' && path[1] == '/') {
         const char *home = getenv("HOME");
         if (!home || home[0] != '/')
-            return path_err(err, err_size, MST_ERR_PATH,
+            return mst_err_fail(err, err_size, MST_ERR_PATH,
                             "%s: cannot expand '~' (HOME is not an absolute path)", what);
         n = snprintf(tmp, sizeof tmp, "%s/%s", home, path + 2);
     } else if (path[0] == '/') {
@@ -106,16 +94,16 @@ mst_status mst_output_abs_path(const char *path, const char *what, char *abs, ch
     } else {
         char cwd[PATH_MAX];
         if (!getcwd(cwd, sizeof cwd))
-            return path_err(err, err_size, MST_ERR_IO,
+            return mst_err_fail(err, err_size, MST_ERR_IO,
                             "%s: cannot read the current directory: %s", what,
                             strerror(errno));
         n = snprintf(tmp, sizeof tmp, "%s/%s", cwd, path);
     }
     if (n < 0 || (size_t)n >= sizeof tmp)
-        return path_err(err, err_size, MST_ERR_PATH, "%s: path too long", what);
+        return mst_err_fail(err, err_size, MST_ERR_PATH, "%s: path too long", what);
     normalize(tmp);
     if (strlen(tmp) >= PATH_MAX)
-        return path_err(err, err_size, MST_ERR_PATH, "%s: path too long", what);
+        return mst_err_fail(err, err_size, MST_ERR_PATH, "%s: path too long", what);
     strcpy(abs, tmp);
     return MST_OK;
 }
@@ -137,7 +125,7 @@ static int open_dir_component(int dirfd, const char *name, const char *shown, co
         if (e == ENOENT && attempt == 0) {
             if (mkdirat(dirfd, name, 0750) != 0 && errno != EEXIST) {
                 e = errno;
-                *st = path_err(err, err_size, errno_status(e),
+                *st = mst_err_fail(err, err_size, errno_status(e),
                                "%s: cannot create directory '%s': %s", what, shown,
                                strerror(e));
                 return -1;
@@ -145,21 +133,21 @@ static int open_dir_component(int dirfd, const char *name, const char *shown, co
             continue; /* open what was just made (or raced in), still without links */
         }
         if (fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode)) {
-            *st = path_err(err, err_size, MST_ERR_PATH,
+            *st = mst_err_fail(err, err_size, MST_ERR_PATH,
                            "%s: '%s' is a symbolic link; links are not followed "
                            "in the output path (give the real directory)",
                            what, shown);
         } else if (e == ENOTDIR || (e == ELOOP) ||
                    (fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(sb.st_mode))) {
-            *st = path_err(err, err_size, MST_ERR_PATH,
+            *st = mst_err_fail(err, err_size, MST_ERR_PATH,
                            "%s: '%s' exists and is not a directory", what, shown);
         } else {
-            *st = path_err(err, err_size, errno_status(e),
+            *st = mst_err_fail(err, err_size, errno_status(e),
                            "%s: cannot access '%s': %s", what, shown, strerror(e));
         }
         return -1;
     }
-    *st = path_err(err, err_size, MST_ERR_IO,
+    *st = mst_err_fail(err, err_size, MST_ERR_IO,
                    "%s: '%s' keeps changing while being created", what, shown);
     return -1;
 }
@@ -171,7 +159,7 @@ int mst_output_open_parent(const char *abs, const char *what, const char **leaf,
     *leaf = slash + 1;
     int dirfd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dirfd < 0) {
-        *st = path_err(err, err_size, MST_ERR_IO, "%s: cannot open '/': %s", what,
+        *st = mst_err_fail(err, err_size, MST_ERR_IO, "%s: cannot open '/': %s", what,
                        strerror(errno));
         return -1;
     }
@@ -182,7 +170,7 @@ int mst_output_open_parent(const char *abs, const char *what, const char **leaf,
         size_t n = (size_t)(end - p);
         if (n > NAME_MAX) {
             close(dirfd);
-            *st = path_err(err, err_size, MST_ERR_PATH, "%s: name too long", what);
+            *st = mst_err_fail(err, err_size, MST_ERR_PATH, "%s: name too long", what);
             return -1;
         }
         memcpy(name, p, n);
@@ -202,17 +190,17 @@ int mst_output_open_parent(const char *abs, const char *what, const char **leaf,
 static mst_status check_stat(const struct stat *st, const char *abs, const char *what, char *err,
                              size_t err_size) {
     if (S_ISLNK(st->st_mode))
-        return path_err(err, err_size, MST_ERR_PATH,
+        return mst_err_fail(err, err_size, MST_ERR_PATH,
                         "%s cannot be a symbolic link: %s", what, abs);
     if (!S_ISREG(st->st_mode))
-        return path_err(err, err_size, MST_ERR_PATH,
+        return mst_err_fail(err, err_size, MST_ERR_PATH,
                         "%s must be a regular file: %s", what, abs);
     if (st->st_uid != geteuid())
-        return path_err(err, err_size, MST_ERR_PERMISSION,
+        return mst_err_fail(err, err_size, MST_ERR_PERMISSION,
                         "%s must be owned by the current user (uid %u): %s is owned by uid %u",
                         what, (unsigned)geteuid(), abs, (unsigned)st->st_uid);
     if (st->st_nlink > 1)
-        return path_err(err, err_size, MST_ERR_PATH,
+        return mst_err_fail(err, err_size, MST_ERR_PATH,
                         "%s must not have other hard links: %s has %llu links "
                         "(truncating it would truncate the other names too)",
                         what, abs, (unsigned long long)st->st_nlink);
@@ -225,7 +213,7 @@ mst_status mst_output_check_leaf(int dirfd, const char *leaf, const char *abs, c
     if (fstatat(dirfd, leaf, &sb, AT_SYMLINK_NOFOLLOW) == 0) return check_stat(&sb, abs, what, err, err_size);
     if (errno == ENOENT) return MST_OK;
     int e = errno;
-    return path_err(err, err_size, errno_status(e), "%s: cannot access %s: %s", what, abs,
+    return mst_err_fail(err, err_size, errno_status(e), "%s: cannot access %s: %s", what, abs,
                     strerror(e));
 }
 
@@ -251,17 +239,17 @@ static bool known_extension(const char *p, size_t len) {
 
 static mst_status check_syntax(const char *path, char *err, size_t err_size) {
     size_t len = strlen(path);
-    if (len == 0) return path_err(err, err_size, MST_ERR_PATH, "--perfetto-output is empty");
-    if (len >= PATH_MAX) return path_err(err, err_size, MST_ERR_PATH, "--perfetto-output: path too long");
+    if (len == 0) return mst_err_fail(err, err_size, MST_ERR_PATH, "--perfetto-output is empty");
+    if (len >= PATH_MAX) return mst_err_fail(err, err_size, MST_ERR_PATH, "--perfetto-output: path too long");
     if (!known_extension(path, len))
-        return path_err(err, err_size, MST_ERR_PATH,
+        return mst_err_fail(err, err_size, MST_ERR_PATH,
                         "--perfetto-output must point to a .json or .pftrace file: %s", path);
     return MST_OK;
 }
 
 mst_status mst_output_path_open(const char *path, int *fd_out, char *err, size_t err_size) {
     if (err && err_size) err[0] = '\0';
-    if (!path || !fd_out) return path_err(err, err_size, MST_ERR_INVALID_ARG, "NULL argument");
+    if (!path || !fd_out) return mst_err_fail(err, err_size, MST_ERR_INVALID_ARG, "NULL argument");
     *fd_out = -1;
     mst_status st = check_syntax(path, err, err_size);
     if (st != MST_OK) return st;
@@ -270,14 +258,14 @@ mst_status mst_output_path_open(const char *path, int *fd_out, char *err, size_t
     if (st != MST_OK) return st;
     for (const char *c = abs; *c; c++)
         if (!allowed_char((unsigned char)*c))
-            return path_err(err, err_size, MST_ERR_PATH,
+            return mst_err_fail(err, err_size, MST_ERR_PATH,
                             "--perfetto-output contains an unsupported character (0x%02x); allowed: "
                             "letters, digits and - _ . / + , @ : = ~ %%",
                             (unsigned)(unsigned char)*c);
     /* Normalisation may have eaten the file name (e.g. "x.json/.."). */
     size_t alen = strlen(abs);
     if (!known_extension(abs, alen) || abs[alen - 1] == '/')
-        return path_err(err, err_size, MST_ERR_PATH,
+        return mst_err_fail(err, err_size, MST_ERR_PATH,
                         "--perfetto-output must point to a .json or .pftrace file: %s", abs);
     const char *leaf;
     int dirfd = mst_output_open_parent(abs, "--perfetto-output", &leaf, &st, err, err_size);
@@ -295,15 +283,15 @@ mst_status mst_output_path_open(const char *path, int *fd_out, char *err, size_t
     if (fd < 0) {
         int e = open_errno;
         if (e == ELOOP)
-            return path_err(err, err_size, MST_ERR_PATH,
+            return mst_err_fail(err, err_size, MST_ERR_PATH,
                             "--perfetto-output cannot be a symbolic link: %s", abs);
-        return path_err(err, err_size, errno_status(e), "--perfetto-output: cannot open %s: %s",
+        return mst_err_fail(err, err_size, errno_status(e), "--perfetto-output: cannot open %s: %s",
                         abs, strerror(e));
     }
     if (fstat(fd, &sb) != 0) {
         int e = errno;
         close(fd);
-        return path_err(err, err_size, MST_ERR_IO, "--perfetto-output: fstat %s: %s", abs,
+        return mst_err_fail(err, err_size, MST_ERR_IO, "--perfetto-output: fstat %s: %s", abs,
                         strerror(e));
     }
     st = check_stat(&sb, abs, "--perfetto-output", err, err_size);
@@ -311,14 +299,14 @@ mst_status mst_output_path_open(const char *path, int *fd_out, char *err, size_t
      * 0640 (never add), so an old 0666 file does not stay world-writable. */
     if (st == MST_OK && (sb.st_mode & 07777 & ~(mode_t)0640) &&
         fchmod(fd, sb.st_mode & 0640) != 0)
-        st = path_err(err, err_size, errno_status(errno),
+        st = mst_err_fail(err, err_size, errno_status(errno),
                       "--perfetto-output: cannot set mode 0640 on %s: %s", abs, strerror(errno));
     if (st == MST_OK && ftruncate(fd, 0) != 0)
-        st = path_err(err, err_size, MST_ERR_IO, "--perfetto-output: cannot truncate %s: %s", abs,
+        st = mst_err_fail(err, err_size, MST_ERR_IO, "--perfetto-output: cannot truncate %s: %s", abs,
                       strerror(errno));
     int fl = st == MST_OK ? fcntl(fd, F_GETFL) : -1;
     if (st == MST_OK && (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0))
-        st = path_err(err, err_size, MST_ERR_IO, "--perfetto-output: fcntl %s: %s", abs,
+        st = mst_err_fail(err, err_size, MST_ERR_IO, "--perfetto-output: fcntl %s: %s", abs,
                       strerror(errno));
     if (st != MST_OK) {
         close(fd);
@@ -330,7 +318,7 @@ mst_status mst_output_path_open(const char *path, int *fd_out, char *err, size_t
 
 mst_status mst_output_path_absolute(const char *path, char *abs, char *err, size_t err_size) {
     if (err && err_size) err[0] = '\0';
-    if (!path || !abs) return path_err(err, err_size, MST_ERR_INVALID_ARG, "NULL argument");
+    if (!path || !abs) return mst_err_fail(err, err_size, MST_ERR_INVALID_ARG, "NULL argument");
     mst_status st = check_syntax(path, err, err_size);
     return st == MST_OK ? mst_output_abs_path(path, "--perfetto-output", abs, err, err_size) : st;
 }

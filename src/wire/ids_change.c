@@ -12,7 +12,8 @@
  */
 #include "wire/ids_change.h"
 
-#include <stdarg.h>
+#include "core/err_text.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,16 +115,6 @@ uint32_t mst_ids_change_find(const mst_ids_list *prev, const mst_str *items, uin
     return j;
 }
 
-static mst_status fail(char *err, size_t err_size, mst_status st, const char *fmt, ...) {
-    if (err && err_size) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, err_size, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 /* Grows an arena array of `elem`-byte entries (count used) to twice. */
 static void *grow(mst_arena *a, void *old, uint32_t count, uint32_t *cap, size_t elem) {
     uint32_t ncap = *cap ? *cap * 2 : 16;
@@ -137,25 +128,25 @@ static void *grow(mst_arena *a, void *old, uint32_t count, uint32_t *cap, size_t
 static mst_status read_left(mst_json_reader *r, mst_arena *a, mst_ids_change *out, char *err,
                             size_t err_size) {
     if (mst_json_peek(r) != MST_JSON_ARRAY || !mst_json_array_begin(r))
-        return fail(err, err_size, MST_ERR_PARSE, "request.ids change: 'left' must be an array of positions");
+        return mst_err_fail(err, err_size, MST_ERR_PARSE, "request.ids change: 'left' must be an array of positions");
     uint32_t cap = 0;
     for (;;) {
         int more = mst_json_array_next(r);
-        if (more < 0) return fail(err, err_size, MST_ERR_PARSE, "request.ids change: 'left': %s", r->err);
+        if (more < 0) return mst_err_fail(err, err_size, MST_ERR_PARSE, "request.ids change: 'left': %s", r->err);
         if (!more) return MST_OK;
         int64_t v;
         if (mst_json_peek(r) != MST_JSON_NUMBER || !mst_json_read_i64(r, &v))
-            return fail(err, err_size, MST_ERR_PARSE, "request.ids change: 'left' must hold integers");
+            return mst_err_fail(err, err_size, MST_ERR_PARSE, "request.ids change: 'left' must hold integers");
         if (v < 0 || v >= (int64_t)MST_IDS_MAX_ITEMS)
-            return fail(err, err_size, MST_ERR_PARSE,
+            return mst_err_fail(err, err_size, MST_ERR_PARSE,
                         "request.ids change: position %lld in 'left' is out of range (0..%u)", (long long)v,
                         MST_IDS_MAX_ITEMS - 1);
         if (out->n_left && (uint32_t)v <= out->left[out->n_left - 1])
-            return fail(err, err_size, MST_ERR_PARSE,
+            return mst_err_fail(err, err_size, MST_ERR_PARSE,
                         "request.ids change: 'left' must be strictly increasing (%lld after %u)", (long long)v,
                         out->left[out->n_left - 1]);
         if (out->n_left == cap && !(out->left = grow(a, out->left, out->n_left, &cap, sizeof *out->left)))
-            return fail(err, err_size, MST_ERR_NOMEM, "out of memory reading a request.ids change");
+            return mst_err_fail(err, err_size, MST_ERR_NOMEM, "out of memory reading a request.ids change");
         out->left[out->n_left++] = (uint32_t)v;
     }
 }
@@ -163,21 +154,21 @@ static mst_status read_left(mst_json_reader *r, mst_arena *a, mst_ids_change *ou
 static mst_status read_joined(mst_json_reader *r, mst_arena *a, mst_ids_change *out, char *err,
                               size_t err_size) {
     if (mst_json_peek(r) != MST_JSON_ARRAY || !mst_json_array_begin(r))
-        return fail(err, err_size, MST_ERR_PARSE, "request.ids change: 'joined' must be an array of strings");
+        return mst_err_fail(err, err_size, MST_ERR_PARSE, "request.ids change: 'joined' must be an array of strings");
     uint32_t cap = 0;
     for (;;) {
         int more = mst_json_array_next(r);
-        if (more < 0) return fail(err, err_size, MST_ERR_PARSE, "request.ids change: 'joined': %s", r->err);
+        if (more < 0) return mst_err_fail(err, err_size, MST_ERR_PARSE, "request.ids change: 'joined': %s", r->err);
         if (!more) return MST_OK;
         if (out->n_joined == MST_IDS_MAX_ITEMS)
-            return fail(err, err_size, MST_ERR_TOO_LARGE, "request.ids change: more than %u ids in 'joined'",
+            return mst_err_fail(err, err_size, MST_ERR_TOO_LARGE, "request.ids change: more than %u ids in 'joined'",
                         MST_IDS_MAX_ITEMS);
         mst_json_slice item;
         if (mst_json_peek(r) != MST_JSON_STRING || !mst_json_read_raw(r, &item))
-            return fail(err, err_size, MST_ERR_PARSE, "request.ids change: 'joined' must hold strings");
+            return mst_err_fail(err, err_size, MST_ERR_PARSE, "request.ids change: 'joined' must hold strings");
         if (out->n_joined == cap &&
             !(out->joined = grow(a, out->joined, out->n_joined, &cap, sizeof *out->joined)))
-            return fail(err, err_size, MST_ERR_NOMEM, "out of memory reading a request.ids change");
+            return mst_err_fail(err, err_size, MST_ERR_NOMEM, "out of memory reading a request.ids change");
         out->joined[out->n_joined++] = item;
     }
 }
@@ -188,17 +179,17 @@ mst_status mst_ids_change_parse(const char *json, size_t len, mst_arena *arena, 
     mst_json_reader r;
     mst_json_reader_init(&r, json, len, 4);
     if (mst_json_peek(&r) != MST_JSON_OBJECT || !mst_json_object_begin(&r))
-        return fail(err, err_size, MST_ERR_PARSE, "request.ids change must be an object {\"left\",\"joined\"}");
+        return mst_err_fail(err, err_size, MST_ERR_PARSE, "request.ids change must be an object {\"left\",\"joined\"}");
     bool have_left = false, have_joined = false;
     for (;;) {
         int more = mst_json_object_next(&r);
-        if (more < 0) return fail(err, err_size, MST_ERR_PARSE, "request.ids change: %s", r.err);
+        if (more < 0) return mst_err_fail(err, err_size, MST_ERR_PARSE, "request.ids change: %s", r.err);
         if (!more) break;
         char key[8];
         size_t kn = 0;
         bool fits = false;
         if (!mst_json_read_key_into(&r, key, sizeof key, &kn, &fits))
-            return fail(err, err_size, MST_ERR_PARSE, "request.ids change: %s", r.err);
+            return mst_err_fail(err, err_size, MST_ERR_PARSE, "request.ids change: %s", r.err);
         mst_status st;
         if (fits && kn == 4 && memcmp(key, "left", 4) == 0 && !have_left) {
             have_left = true;
@@ -207,24 +198,24 @@ mst_status mst_ids_change_parse(const char *json, size_t len, mst_arena *arena, 
             have_joined = true;
             st = read_joined(&r, arena, out, err, err_size);
         } else {
-            return fail(err, err_size, MST_ERR_PARSE,
+            return mst_err_fail(err, err_size, MST_ERR_PARSE,
                         "request.ids change: only the keys 'left' and 'joined', once each, are allowed");
         }
         if (st != MST_OK) return st;
     }
-    if (!mst_json_finish(&r)) return fail(err, err_size, MST_ERR_PARSE, "request.ids change: %s", r.err);
+    if (!mst_json_finish(&r)) return mst_err_fail(err, err_size, MST_ERR_PARSE, "request.ids change: %s", r.err);
     if (!have_left || !have_joined)
-        return fail(err, err_size, MST_ERR_PARSE, "request.ids change needs both 'left' and 'joined'");
+        return mst_err_fail(err, err_size, MST_ERR_PARSE, "request.ids change needs both 'left' and 'joined'");
     return MST_OK;
 }
 
 static mst_status too_large(char *err, size_t err_size) {
-    return fail(err, err_size, MST_ERR_TOO_LARGE, "request.ids change: the list would pass %u ids or %u bytes",
+    return mst_err_fail(err, err_size, MST_ERR_TOO_LARGE, "request.ids change: the list would pass %u ids or %u bytes",
                 MST_IDS_MAX_ITEMS, MST_IDS_MAX_TEXT);
 }
 
 static mst_status no_memory(char *err, size_t err_size) {
-    return fail(err, err_size, MST_ERR_NOMEM, "out of memory applying a request.ids change");
+    return mst_err_fail(err, err_size, MST_ERR_NOMEM, "out of memory applying a request.ids change");
 }
 
 /* prev's items [i, end) onto next, in one copy (with the separators
@@ -283,7 +274,7 @@ mst_status mst_ids_change_apply(const mst_ids_list *prev, const mst_ids_change *
                                 char *err, size_t err_size) {
     mst_ids_list_clear(next);
     if (c->n_left && c->left[c->n_left - 1] >= prev->n)
-        return fail(err, err_size, MST_ERR_PARSE,
+        return mst_err_fail(err, err_size, MST_ERR_PARSE,
                     "request.ids change: position %u in 'left' is past the previous list (%u ids)",
                     c->left[c->n_left - 1], prev->n);
     mst_status st = append_kept(next, prev, c->left, c->n_left, err, err_size);
