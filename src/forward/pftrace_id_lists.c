@@ -61,6 +61,31 @@ bool mst_pft_is_id_list_key(const char *key, size_t n) {
 
 static inline bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
+/* What follows an item's closing quote (*p just past it): the next item
+ * (*p at its opening quote), the list's end (*p at ']'), or bad JSON. */
+enum { ITEM_NEXT, ITEM_LAST, ITEM_BAD };
+static inline int after_item(const char **pp, const char *end) {
+    const char *p = *pp;
+    if (p < end && *p == ',') { /* the usual "a","b" */
+        p++;
+    } else {
+        while (p < end && is_blank(*p)) p++;
+        if (p == end) return ITEM_BAD;
+        if (*p == ']') return *pp = p, ITEM_LAST;
+        if (*p++ != ',') return ITEM_BAD;
+    }
+    while (p < end && is_blank(*p)) p++;
+    *pp = p;
+    return ITEM_NEXT;
+}
+
+/* After a list's ']' at p: nothing but blanks. */
+static inline bool only_blanks_after(const char *p, const char *end) {
+    for (p++; p < end; p++)
+        if (!is_blank(*p)) return false;
+    return true;
+}
+
 /* The first '"' or '\\' in [s, end), else end: 8 bytes a step (a batch of
  * 256 ids is ~8 KB of text per span). */
 static const char *quote_or_backslash(const char *s, const char *end) {
@@ -140,21 +165,13 @@ static bool split_rest(const char *p, const char *end, mst_pft_id_item *out, siz
         if (which) which[count] = (uint32_t)g;
         out[count++] = (mst_pft_id_item){s, (size_t)(q - s), NULL};
         p = q + 1;
-        if (p < end && *p == ',') { /* the usual "a","b" */
-            p++;
-            if (p < end && *p == '"') continue;
-        } else {
-            while (p < end && is_blank(*p)) p++;
-            if (p == end) return false;
-            if (*p == ']') break;
-            if (*p++ != ',') return false;
-        }
-        while (p < end && is_blank(*p)) p++;
+        int next = after_item(&p, end);
+        if (next == ITEM_NEXT) continue;
+        if (next == ITEM_BAD) return false;
+        if (next == ITEM_LAST) break;
     }
     *n = count;
-    for (p++; p < end; p++)
-        if (!is_blank(*p)) return false;
-    return true;
+    return only_blanks_after(p, end);
 }
 
 bool mst_pft_split_id_list_guided(const char *v, size_t len, mst_pft_id_item *out, size_t cap,
@@ -472,19 +489,11 @@ bool mst_pft_split_id_list_runs(const char *v, size_t len, mst_pft_id_item *out,
             out[count++] = (mst_pft_id_item){s, (size_t)(q - s), NULL};
             p = q + 1;
         }
-        if (p < end && *p == ',') { /* the usual "a","b" */
-            p++;
-            if (p < end && *p == '"') continue;
-        } else {
-            while (p < end && is_blank(*p)) p++;
-            if (p == end) return false;
-            if (*p == ']') break;
-            if (*p++ != ',') return false;
-        }
-        while (p < end && is_blank(*p)) p++;
+        int next = after_item(&p, end);
+        if (next == ITEM_NEXT) continue;
+        if (next == ITEM_BAD) return false;
+        if (next == ITEM_LAST) break;
     }
     *n = count;
-    for (p++; p < end; p++)
-        if (!is_blank(*p)) return false;
-    return true;
+    return only_blanks_after(p, end);
 }
