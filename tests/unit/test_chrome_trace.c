@@ -32,22 +32,6 @@ static const char *tmp_path(const char *name) {
     return path;
 }
 
-static char *read_all(const char *path, size_t *len) {
-    if (len) *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)(n < 0 ? 0 : n) + 1);
-    if (!s || n < 0) { free(s); fclose(f); return NULL; }
-    size_t got = fread(s, 1, (size_t)n, f);
-    fclose(f);
-    s[got] = '\0';
-    if (len) *len = got;
-    return s;
-}
-
 /* Decodes magic + json and adds it to the writer; returns decode status. */
 static mst_status add_json(mst_chrome_writer *w, const char *json) {
     size_t n = strlen(json);
@@ -145,7 +129,7 @@ static size_t parse_events(const char *text, size_t len, ev *out, size_t max) {
 
 static bool file_is_valid_json(const char *path) {
     size_t len;
-    char *s = read_all(path, &len);
+    char *s = mst_test_read_file(path, &len);
     bool ok = s && mst_json_validate(s, len, 32, NULL, NULL);
     free(s);
     return ok;
@@ -175,7 +159,7 @@ static void test_seed_cross_trace_flow_late_source(void) {
     free(p2);
 
     size_t len;
-    char *text = read_all(path, &len);
+    char *text = mst_test_read_file(path, &len);
     ev evs[16];
     size_t n = parse_events(text, len, evs, 16);
     const ev *x[4];
@@ -266,7 +250,7 @@ static void test_request_links_not_drawn(void) {
     CHECK_EQ_INT(st.flows_pending, 0);
     CHECK_EQ_INT(mst_chrome_writer_close(w), MST_OK);
     size_t len;
-    char *text = read_all(path, &len);
+    char *text = mst_test_read_file(path, &len);
     CHECK(text && strstr(text, "\"link\":\"77777777777777777777777777777777:" S4 ":9999999999999999\"") != NULL);
     CHECK(text && strstr(text, ":" S2 ":" S4 "\"") == NULL);         /* no step -> request arrow */
     CHECK(text && strstr(text, ":" S2 ":9999999999999999\"") == NULL); /* no model -> request arrow */
@@ -294,7 +278,7 @@ static void test_source_first_emits_at_once(void) {
     free(p1);
     free(p2);
     size_t len;
-    char *text = read_all(path, &len);
+    char *text = mst_test_read_file(path, &len);
     ev evs[8];
     size_t n = parse_events(text, len, evs, 8);
     CHECK_EQ_INT(n, 7); /* M + X + X + s + f, and the request track (b + e) of vllm.request */
@@ -316,7 +300,7 @@ static void test_invalid_payload_leaves_empty_array(void) {
     CHECK_EQ_INT(add_json(w, "{\"trace_id\":1}"), MST_ERR_PARSE);
     CHECK_EQ_INT(mst_chrome_writer_flush(w), MST_OK);
     CHECK_EQ_INT(mst_chrome_writer_close(w), MST_OK);
-    char *text = read_all(path, NULL);
+    char *text = mst_test_read_file(path, NULL);
     CHECK_EQ_STR(text, "[]");
     free(text);
     unlink(path);
@@ -347,7 +331,7 @@ static void test_microsecond_formatting(void) {
     }
     CHECK_EQ_INT(mst_chrome_writer_close(w), MST_OK);
     size_t len;
-    char *text = read_all(path, &len);
+    char *text = mst_test_read_file(path, &len);
     ev evs[16];
     size_t n = parse_events(text, len, evs, 16);
     CHECK_EQ_INT(n, nc);
@@ -377,7 +361,7 @@ static void test_unicode_and_escapes_round_trip(void) {
     CHECK_EQ_INT(add_json(w, json), MST_OK);
     CHECK_EQ_INT(mst_chrome_writer_close(w), MST_OK);
     size_t len;
-    char *text = read_all(path, &len);
+    char *text = mst_test_read_file(path, &len);
     CHECK(mst_json_validate(text, len, 32, NULL, NULL));
     ev evs[8];
     size_t n = parse_events(text, len, evs, 8);
@@ -430,7 +414,7 @@ static void test_valid_after_every_flush_and_names_once(void) {
     CHECK_EQ_INT(st.write_errors, 0);
     CHECK_EQ_INT(mst_chrome_writer_close(w), MST_OK);
     size_t len;
-    char *text = read_all(path, &len);
+    char *text = mst_test_read_file(path, &len);
     CHECK_EQ_INT((long long)st.bytes_written, (long long)len);
     ev *evs = calloc(64, sizeof *evs);
     size_t n = parse_events(text, len, evs, 64);
@@ -480,7 +464,7 @@ static void test_process_role_names_the_process(void) {
         CHECK_EQ_INT(add_json(w, spans[i]), MST_OK);
     CHECK_EQ_INT(mst_chrome_writer_close(w), MST_OK);
     size_t len;
-    char *text = read_all(path, &len);
+    char *text = mst_test_read_file(path, &len);
     CHECK(mst_json_validate(text, len, 32, NULL, NULL));
     ev evs[16];
     size_t n = parse_events(text, len, evs, 16);
@@ -654,7 +638,7 @@ static char *write_packets(const char *name, const char *const *jsons, size_t n,
         free(pkt);
     }
     CHECK_EQ_INT(mst_chrome_writer_close(w), MST_OK);
-    char *text = read_all(path, len);
+    char *text = mst_test_read_file(path, len);
     unlink(path);
     return text;
 }

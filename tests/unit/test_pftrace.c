@@ -35,18 +35,6 @@ static const char *tmp_path(const char *name) {
     return path;
 }
 
-static uint8_t *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    CHECK(f != NULL);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = malloc((size_t)n + 1);
-    *len = fread(p, 1, (size_t)n, f);
-    fclose(f);
-    return p;
-}
-
 static void test_annotation_bytes(void) {
     mst_buf b;
     mst_buf_init(&b, 0);
@@ -364,7 +352,8 @@ static void test_file_walks_clean(void) {
     CHECK_EQ_INT(mst_pftrace_writer_close_final(w, &st), MST_OK);
     CHECK_EQ_INT(st.spans_written, 101);
     size_t len;
-    uint8_t *data = read_all(path, &len);
+    uint8_t *data = (uint8_t *)mst_test_read_file(path, &len);
+    CHECK(data != NULL);
     CHECK_EQ_INT(st.bytes_written, len);
     walk wk;
     walk_file(data, len, &wk);
@@ -390,7 +379,8 @@ static void test_intern_restart_keeps_ids_resolvable(void) {
     }
     CHECK_EQ_INT(mst_pftrace_writer_close(w), MST_OK);
     size_t len;
-    uint8_t *data = read_all(path, &len);
+    uint8_t *data = (uint8_t *)mst_test_read_file(path, &len);
+    CHECK(data != NULL);
     walk wk;
     walk_file(data, len, &wk);
     CHECK(wk.restarts >= 3); /* 8192 entries per generation */

@@ -251,18 +251,6 @@ static void make_packet(mst_buf *b, const client *c, const char *name, int step,
     mst_buf_append(b, ",\"links\":[]}", 12);
 }
 
-static uint8_t *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    CHECK(f != NULL);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = malloc((size_t)n + 1);
-    *len = fread(p, 1, (size_t)n, f);
-    fclose(f);
-    return p;
-}
-
 /* The bytes after the first packet (the clock snapshot, whose time is now). */
 static size_t after_clock(const uint8_t *d, size_t len) {
     CHECK(len > 2 && d[0] == 0x0a);
@@ -354,7 +342,9 @@ static void test_file_same_through_changes(void) {
     CHECK_EQ_INT(mst_pftrace_writer_close(ref), MST_OK);
     CHECK_EQ_INT(mst_pftrace_writer_close(got), MST_OK);
     size_t ref_len, got_len;
-    uint8_t *a = read_all(ref_path, &ref_len), *b = read_all(got_path, &got_len);
+    uint8_t *a = (uint8_t *)mst_test_read_file(ref_path, &ref_len);
+    uint8_t *b = (uint8_t *)mst_test_read_file(got_path, &got_len);
+    CHECK(a != NULL && b != NULL);
     size_t ra = after_clock(a, ref_len), rb = after_clock(b, got_len);
     CHECK_EQ_INT(ref_len - ra, got_len - rb);
     CHECK(memcmp(a + ra, b + rb, ref_len - ra) == 0);

@@ -28,3 +28,22 @@ int mst_test_run_all(const mst_test_case *tests, size_t n, int argc, char **argv
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
+
+char *mst_test_read_file(const char *path, size_t *len) {
+    if (len) *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (!s) {
+        fclose(f);
+        return NULL;
+    }
+    size_t got = fread(s, 1, (size_t)n, f);
+    fclose(f);
+    s[got] = '\0';
+    if (len) *len = got;
+    return s;
+}

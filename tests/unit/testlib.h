@@ -25,6 +25,10 @@ typedef struct mst_test_case { const char *name; void (*fn)(void); } mst_test_ca
 
 int mst_test_run_all(const mst_test_case *tests, size_t n, int argc, char **argv);
 
+/* A whole file, NUL-terminated (malloc'ed; free it), *len its bytes (len
+ * may be NULL); NULL when it cannot be read. */
+char *mst_test_read_file(const char *path, size_t *len);
+
 /* Work size of a stress loop: `dflt` rounds, or fewer when the environment
  * sets MST_TEST_STRESS_ROUNDS (valgrind runs, which serialise threads, set
  * it low). Stress tests are bounded by work, never by time. */
