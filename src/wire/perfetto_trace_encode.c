@@ -180,7 +180,7 @@ static inline uint8_t *put_fixed64(uint8_t *p, uint64_t v) {
 
 /* Reserves a whole packet of `body` bytes and writes its tag and length;
  * NULL when the buffer failed. */
-static uint8_t *packet_room(mst_buf *b, size_t body) {
+static inline __attribute__((always_inline)) uint8_t *packet_room(mst_buf *b, size_t body) {
     /* Protobuf lengths are int32 on every parser we talk to. */
     if (body > INT32_MAX) {
         b->failed = true;
