@@ -108,6 +108,7 @@ typedef struct counter_memo {
     const char *name;
     int64_t pid;
     uint64_t uuid;
+    mst_pft_varint track;  /* uuid, encoded */
 } counter_memo;
 
 struct mst_pftrace_writer {
@@ -151,6 +152,8 @@ struct mst_pftrace_writer {
     uint64_t *res_iids;           /* its resource entries' name and value iids */
     uint64_t *flows;              /* its flow ids */
     counter_memo cmemo[COUNTER_MEMO];
+    uint64_t counter_ts;          /* the last counter sample's timestamp ... */
+    mst_pft_varint counter_ts_v;  /* ... encoded (len 0: none yet) */
     name_memo names[NAME_MEMO];   /* event names (see name_iid) */
     struct shape *shapes;         /* SHAPE_SLOTS span-shape memos */
     /* tracks: uuid | 1 bit "named" kept in a parallel array */
@@ -261,13 +264,14 @@ static uint64_t thread_uuid(int64_t pid, int64_t tid) {
 /* Counter names are the timeline's static strings and the same few come
  * with every schedule span: their uuids are remembered by (name pointer,
  * pid) in a small direct-mapped memo. */
-static uint64_t counter_uuid(mst_pftrace_writer *w, int64_t pid, const char *name) {
+static const counter_memo *counter_track(mst_pftrace_writer *w, int64_t pid, const char *name) {
     counter_memo *m = &w->cmemo[((uintptr_t)name >> 3 ^ (uint64_t)pid) & (COUNTER_MEMO - 1)];
-    if (m->name == name && m->pid == pid) return m->uuid;
+    if (m->name == name && m->pid == pid) return m;
     m->name = name;
     m->pid = pid;
     m->uuid = mix64((0x3ull << 56) ^ mix64((uint64_t)pid) ^ bytes_hash_full(name, strlen(name)));
-    return m->uuid;
+    mst_pft_varint_set(&m->track, m->uuid);
+    return m;
 }
 static uint64_t requests_uuid(void) { return mix64(0x4ull << 56); }
 static uint64_t request_uuid(const char *id, size_t n) {
@@ -1203,13 +1207,20 @@ static void sink_request(void *self, const mst_tl_request *r) {
     mst_pft_slice_end(w->buf, (uint64_t)r->end_ns, track);
 }
 
+/* A span's counter samples share its end time: the timestamp and each
+ * track's uuid are encoded once and copied into the packets (the same
+ * bytes; neither depends on interning). */
 static void sink_counter(void *self, const mst_tl_counter *c) {
     mst_pftrace_writer *w = self;
-    uint64_t uuid = counter_uuid(w, c->pid, c->name);
-    if (!track_seen(w, uuid, true))
-        mst_pft_counter_track(w->buf, uuid, process_uuid(c->pid), c->name, strlen(c->name));
-    if (c->is_double) mst_pft_counter_double(w->buf, (uint64_t)c->ts_ns, uuid, c->d);
-    else mst_pft_counter_int(w->buf, (uint64_t)c->ts_ns, uuid, c->i);
+    const counter_memo *m = counter_track(w, c->pid, c->name);
+    if (!track_seen(w, m->uuid, true))
+        mst_pft_counter_track(w->buf, m->uuid, process_uuid(c->pid), c->name, strlen(c->name));
+    if (!w->counter_ts_v.len || w->counter_ts != (uint64_t)c->ts_ns) {
+        w->counter_ts = (uint64_t)c->ts_ns;
+        mst_pft_varint_set(&w->counter_ts_v, w->counter_ts);
+    }
+    if (c->is_double) mst_pft_counter_double_at(w->buf, &w->counter_ts_v, &m->track, c->d);
+    else mst_pft_counter_int_at(w->buf, &w->counter_ts_v, &m->track, c->i);
 }
 
 /* The own track of the vllm.request span of lane `req_lane`: a thread of

@@ -180,7 +180,7 @@ static inline uint8_t *put_fixed64(uint8_t *p, uint64_t v) {
 
 /* Reserves a whole packet of `body` bytes and writes its tag and length;
  * NULL when the buffer failed. */
-static uint8_t *packet_room(mst_buf *b, size_t body) {
+static inline __attribute__((always_inline)) uint8_t *packet_room(mst_buf *b, size_t body) {
     /* Protobuf lengths are int32 on every parser we talk to. */
     if (body > INT32_MAX) {
         b->failed = true;
@@ -268,27 +268,73 @@ void mst_pft_slice_end(mst_buf *b, uint64_t ts_ns, uint64_t track_uuid) {
     b->len = (size_t)(p - b->data);
 }
 
-void mst_pft_counter_int(mst_buf *b, uint64_t ts_ns, uint64_t track_uuid, int64_t v) {
+void mst_pft_varint_set(mst_pft_varint *v, uint64_t x) {
+    v->len = (uint8_t)mst_pb_put_varint_wide(v->b, x);
+}
+
+/* Copies an encoded varint to p (room checked by the caller): two
+ * overlapping 8-byte copies for the usual 8-10 bytes, else byte by byte. */
+static inline uint8_t *put_encoded(uint8_t *p, const mst_pft_varint *v) {
+    if (v->len >= 8) {
+        memcpy(p, v->b, 8);
+        memcpy(p + v->len - 8, v->b + v->len - 8, 8);
+    } else {
+        for (unsigned i = 0; i < v->len; i++) p[i] = v->b[i];
+    }
+    return p + v->len;
+}
+
+/* A COUNTER packet up to its value, whose `value_size` bytes (tag
+ * included) the caller writes at the pointer returned; NULL when the
+ * buffer failed. The layout of put_packet_head and put_te_head. */
+static uint8_t *counter_open(mst_buf *b, const mst_pft_varint *ts, const mst_pft_varint *track,
+                             size_t value_size) {
+    size_t te_body = 2 + 1 + (size_t)track->len + value_size;
+    uint8_t *p = packet_room(b, 1 + (size_t)ts->len + 2 + 1 + vsz(te_body) + te_body);
+    if (!p) return NULL;
+    *p++ = (uint8_t)TAG(PKT_TIMESTAMP, MST_PB_WT_VARINT);
+    p = put_encoded(p, ts);
+    *p++ = (uint8_t)TAG(PKT_SEQUENCE_ID, MST_PB_WT_VARINT);
+    *p++ = MST_PFT_SEQUENCE_ID;
+    *p++ = (uint8_t)TAG(PKT_TRACK_EVENT, MST_PB_WT_LEN);
+    p += mst_pb_put_varint(p, te_body);
+    *p++ = (uint8_t)TAG(TE_TYPE, MST_PB_WT_VARINT);
+    *p++ = (uint8_t)MST_PFT_COUNTER;
+    *p++ = (uint8_t)TAG(TE_TRACK_UUID, MST_PB_WT_VARINT);
+    return put_encoded(p, track);
+}
+
+void mst_pft_counter_int_at(mst_buf *b, const mst_pft_varint *ts, const mst_pft_varint *track,
+                            int64_t v) {
     uint64_t tag = TAG(TE_COUNTER_VALUE, MST_PB_WT_VARINT);
-    size_t te_body = te_head_size(track_uuid) + vsz(tag) + vsz((uint64_t)v);
-    uint8_t *p = packet_room(b, packet_head_size(ts_ns, 0) + 1 + vsz(te_body) + te_body);
+    uint8_t *p = counter_open(b, ts, track, vsz(tag) + vsz((uint64_t)v));
     if (!p) return;
-    p = put_packet_head(p, ts_ns, 0);
-    p = put_te_head(p, te_body, MST_PFT_COUNTER, track_uuid);
     p = put_v(p, tag);
     p = put_v(p, (uint64_t)v);
     b->len = (size_t)(p - b->data);
 }
 
-void mst_pft_counter_double(mst_buf *b, uint64_t ts_ns, uint64_t track_uuid, double v) {
+void mst_pft_counter_double_at(mst_buf *b, const mst_pft_varint *ts, const mst_pft_varint *track,
+                               double v) {
     uint64_t tag = TAG(TE_DOUBLE_COUNTER_VALUE, MST_PB_WT_FIXED64), bits;
     memcpy(&bits, &v, sizeof bits);
-    size_t te_body = te_head_size(track_uuid) + vsz(tag) + 8;
-    uint8_t *p = packet_room(b, packet_head_size(ts_ns, 0) + 1 + vsz(te_body) + te_body);
+    uint8_t *p = counter_open(b, ts, track, vsz(tag) + 8);
     if (!p) return;
-    p = put_packet_head(p, ts_ns, 0);
-    p = put_te_head(p, te_body, MST_PFT_COUNTER, track_uuid);
     p = put_v(p, tag);
     p = put_fixed64(p, bits);
     b->len = (size_t)(p - b->data);
+}
+
+void mst_pft_counter_int(mst_buf *b, uint64_t ts_ns, uint64_t track_uuid, int64_t v) {
+    mst_pft_varint ts, track;
+    mst_pft_varint_set(&ts, ts_ns);
+    mst_pft_varint_set(&track, track_uuid);
+    mst_pft_counter_int_at(b, &ts, &track, v);
+}
+
+void mst_pft_counter_double(mst_buf *b, uint64_t ts_ns, uint64_t track_uuid, double v) {
+    mst_pft_varint ts, track;
+    mst_pft_varint_set(&ts, ts_ns);
+    mst_pft_varint_set(&track, track_uuid);
+    mst_pft_counter_double_at(b, &ts, &track, v);
 }

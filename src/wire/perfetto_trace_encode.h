@@ -222,4 +222,20 @@ void mst_pft_slice_end(mst_buf *b, uint64_t ts_ns, uint64_t track_uuid);
 void mst_pft_counter_int(mst_buf *b, uint64_t ts_ns, uint64_t track_uuid, int64_t v);
 void mst_pft_counter_double(mst_buf *b, uint64_t ts_ns, uint64_t track_uuid, double v);
 
+/* A varint encoded once and copied into many packets: a counter track's
+ * uuid (the same few tracks get a sample with every schedule step) and
+ * the timestamp that a span's counter samples share. */
+typedef struct mst_pft_varint {
+    uint8_t len;             /* 0: not set */
+    uint8_t b[MST_PB_MAX_VARINT];
+} mst_pft_varint;
+
+void mst_pft_varint_set(mst_pft_varint *v, uint64_t x);
+/* mst_pft_counter_int / _double with the timestamp and the track uuid
+ * already encoded (mst_pft_varint_set): the same bytes. */
+void mst_pft_counter_int_at(mst_buf *b, const mst_pft_varint *ts, const mst_pft_varint *track,
+                            int64_t v);
+void mst_pft_counter_double_at(mst_buf *b, const mst_pft_varint *ts, const mst_pft_varint *track,
+                               double v);
+
 #endif /* MST_WIRE_PERFETTO_TRACE_ENCODE_H */

@@ -123,6 +123,21 @@ static void test_event_packet_bytes(void) {
             mst_pb_end(&want, p);
             CHECK(same_bytes(&got, &want));
 
+            /* The same packet from varints encoded once and copied, twice
+             * (a span's samples share them), after a packet of other ones. */
+            mst_pft_varint ts_v, track_v, other;
+            mst_pft_varint_set(&ts_v, ts);
+            mst_pft_varint_set(&track_v, track);
+            mst_pft_varint_set(&other, vals[(i + 1) % nv]);
+            mst_buf_reset(&got);
+            mst_pft_counter_int_at(&got, &other, &other, 1);
+            size_t first = got.len;
+            mst_pft_counter_int_at(&got, &ts_v, &track_v, (int64_t)vals[(i + j) % nv]);
+            mst_pft_counter_int_at(&got, &ts_v, &track_v, (int64_t)vals[(i + j) % nv]);
+            CHECK(got.len == first + 2 * want.len);
+            CHECK(memcmp(got.data + first, want.data, want.len) == 0);
+            CHECK(memcmp(got.data + first + want.len, want.data, want.len) == 0);
+
             mst_buf_reset(&got);
             mst_buf_reset(&want);
             mst_pft_counter_double(&got, ts, track, -0.4375);
@@ -130,6 +145,9 @@ static void test_event_packet_bytes(void) {
             mst_pb_field_double(&want, TE_DOUBLE_COUNTER_VALUE, -0.4375);
             mst_pb_end(&want, te);
             mst_pb_end(&want, p);
+            CHECK(same_bytes(&got, &want));
+            mst_buf_reset(&got);
+            mst_pft_counter_double_at(&got, &ts_v, &track_v, -0.4375);
             CHECK(same_bytes(&got, &want));
         }
     mst_buf_free(&got);
