@@ -12,8 +12,9 @@
  */
 #include "forward/flight_trigger.h"
 
+#include "core/err_text.h"
+
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,17 +23,8 @@
 #define N_BUCKETS (64 << SUB_BITS)
 #define DEFAULT_WINDOW_MIN 5
 
-static mst_status perr(char *err, size_t err_size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static mst_status perr(char *err, size_t err_size, const char *fmt, ...) {
-    if (err && err_size) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, err_size, fmt, ap);
-        va_end(ap);
-    }
-    return MST_ERR_PARSE;
-}
+/* A parse error: the message, then MST_ERR_PARSE. */
+#define perr(err, err_size, ...) mst_err_fail(err, err_size, MST_ERR_PARSE, __VA_ARGS__)
 
 static const char *const METRIC_NAMES[MST_FLIGHT_METRICS] = {"e2e", "ttft", "tpot", "queue"};
 
