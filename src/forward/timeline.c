@@ -97,6 +97,10 @@ typedef struct req_entry {
  * engine is not known yet: the span is taken as naming no request). */
 #define TL_WAIT_ID_MAX 63u
 
+/* Worker processes whose engine is remembered (a few per engine: one per
+ * tensor- or pipeline-parallel rank). */
+#define TL_WORKER_PIDS (4 * TL_ENGINES)
+
 /* The step an engine thread is in (from its schedule span on). */
 typedef struct tl_engine {
     int64_t pid, tid, index, start_ns, last_end_ns, requests, tokens;
@@ -138,6 +142,10 @@ struct mst_timeline {
     tl_engine eng[TL_ENGINES];
     unsigned n_eng;
     tl_done_ring done[TL_ENGINES]; /* of eng[i] */
+    /* The engine of each worker process seen with one (tl_worker_engine),
+     * the oldest replaced when full. */
+    struct { int64_t pid; uint8_t engine; } worker_engine[TL_WORKER_PIDS];
+    unsigned n_worker_engine, next_worker_engine;
     tl_waiting_span waiting[TL_WAITING_SPANS];
     /* Spans ever put in the ring, and the oldest that may still wait: every
      * earlier one was joined or overwritten, so a step scans only
@@ -952,6 +960,29 @@ static uint8_t join_kind(const mst_pf_span *s) {
 
 bool mst_timeline_joins_step(const mst_pf_span *s) { return join_kind(s) != 0; }
 
+/* A worker process runs the batches of one engine (its EngineCore's
+ * executor started it), so a forward naming no request — an idle data-
+ * parallel engine's dummy batch, which runs while the other engines step —
+ * is its process's engine's. Remembers `engine` (index + 1) for worker
+ * process pid when known, and returns the one remembered otherwise (0:
+ * none). */
+static uint8_t tl_worker_engine(mst_timeline *tl, int64_t pid, uint8_t engine) {
+    unsigned i = 0;
+    while (i < tl->n_worker_engine && tl->worker_engine[i].pid != pid) i++;
+    if (!engine) return i < tl->n_worker_engine ? tl->worker_engine[i].engine : 0;
+    if (i == tl->n_worker_engine) {
+        if (tl->n_worker_engine < TL_WORKER_PIDS) {
+            tl->n_worker_engine++;
+        } else {
+            i = tl->next_worker_engine;
+            tl->next_worker_engine = (i + 1) % TL_WORKER_PIDS;
+        }
+    }
+    tl->worker_engine[i].pid = pid;
+    tl->worker_engine[i].engine = engine;
+    return engine;
+}
+
 bool mst_timeline_join_step(mst_timeline *tl, const mst_pf_span *s, const mst_tl_pos *at,
                             mst_tl_pos *step) {
     uint8_t kind = join_kind(s);
@@ -959,8 +990,11 @@ bool mst_timeline_join_step(mst_timeline *tl, const mst_pf_span *s, const mst_tl
     const char *id;
     size_t id_n;
     uint8_t engine = span_engine(tl, s, &id, &id_n);
+    if (kind == JOIN_WORKER) engine = tl_worker_engine(tl, at->pid, engine);
     /* Its engine's step (none yet when no step named its requests: it
-     * waits); for a span naming no request, the best of every engine's: of
+     * waits); for a span naming no request of no known engine (an output
+     * processing, a worker before its first batch), the best of every
+     * engine's: of
      * the steps containing a worker forward's start whose forward is not
      * joined yet, the one that started last; the output's that ended last.
      * Equal: the engine seen first. */

@@ -291,9 +291,13 @@ bool mst_timeline_joins_step(const mst_pf_span *s);
  * named the first id of its request.ids (with data parallelism each
  * EngineCore is an engine, and a span of one is never joined to another's
  * step, however their steps overlap); a span naming requests no step named
- * yet waits for its engine's step. A span naming no request may join any
- * engine's step: of a forward's candidates the one that started last, of
- * an output's the one that ended last (equal: the engine seen first).
+ * yet waits for its engine's step. A worker forward's engine is also its
+ * process's: the engine of that process's forwards before it (a worker
+ * runs one engine's batches), so a forward naming no request (an idle
+ * data-parallel engine's dummy batch) joins its own engine's step. A span
+ * of no known engine naming no request may join any engine's step: of a
+ * forward's candidates the one that started last, of an output's the one
+ * that ended last (equal: the engine seen first).
  * Each engine's last 1,024 steps are kept, in order of their end, and
  * found by a binary search. */
 bool mst_timeline_join_step(mst_timeline *tl, const mst_pf_span *s, const mst_tl_pos *at,

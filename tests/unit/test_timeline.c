@@ -21,7 +21,7 @@ typedef struct got {
     size_t n_req;
     mst_tl_counter ctr[32];
     size_t n_ctr;
-    mst_tl_step steps[8];
+    mst_tl_step steps[16];
     size_t n_steps;
 } got;
 
@@ -41,7 +41,7 @@ static void on_counter(void *self, const mst_tl_counter *c) {
 
 static void on_step(void *self, const mst_tl_step *st) {
     got *g = self;
-    if (g->n_steps < 8) g->steps[g->n_steps++] = *st;
+    if (g->n_steps < 16) g->steps[g->n_steps++] = *st;
 }
 
 /* Decodes one span packet (magic + JSON) into *s, its text in arena *a
@@ -556,6 +556,7 @@ static void test_waiting_spans_ring(void) {
  * scheduled its first request, also where another engine's step fits the
  * time better, whether it arrives after its step (the done steps) or
  * before (the waiting ring); a request no step named yet waits for its
+ * engine's step; a worker's forward naming no request joins its process's
  * engine's step. */
 static void test_joins_with_two_engines(void) {
     mst_timeline *tl = mst_timeline_new(64);
@@ -627,6 +628,35 @@ static void test_joins_with_two_engines(void) {
     CHECK(feed_joining_in(tl, &g, "vllm.worker.execute_model", "00000000000000f1", 300, 301, 1550, 1560, "", &step));
     CHECK_EQ_INT(step.pid, 100);
     CHECK(!feed_joining_in(tl, &g, "vllm.worker.execute_model", "00000000000000f2", 300, 301, 1555, 1560, "", &step));
+    /* A worker's forward naming no request (an idle data-parallel engine's
+     * dummy batch) is its process's engine's: workers 110 and 210 named A's
+     * and B's requests before. A3 = [1700, 1800] and B3 = [1710, 1810] both
+     * contain both forwards, and B3 started last */
+    const char *idle = "\"step.index\":%d,\"scheduler.running\":0,\"batch.request_count\":0";
+    snprintf(attrs, sizeof attrs, idle, 3);
+    CHECK(!feed_joining_in(tl, &g, "vllm.scheduler.schedule", "00000000000000a3", 100, 101, 1700, 1705, attrs, &step));
+    CHECK(!feed_joining_in(tl, &g, "vllm.scheduler.schedule", "00000000000000b3", 200, 201, 1710, 1715, attrs, &step));
+    CHECK(!feed_joining_in(tl, &g, "vllm.scheduler.update_from_output", "00000000000000a6", 100, 101, 1790, 1800, "", &step));
+    CHECK(!feed_joining_in(tl, &g, "vllm.scheduler.update_from_output", "00000000000000b6", 200, 201, 1800, 1810, "", &step));
+    CHECK(feed_joining_in(tl, &g, "vllm.worker.execute_model", "00000000000000f3", 110, 111, 1750, 1760, "", &step));
+    CHECK_EQ_INT(step.pid, 100);
+    CHECK_EQ_INT(step.ts_ns, 1700);
+    CHECK(feed_joining_in(tl, &g, "vllm.worker.execute_model", "00000000000000f4", 210, 211, 1752, 1760, "", &step));
+    CHECK_EQ_INT(step.pid, 200);
+    /* ... also when it waits for its step: B's idle forward, in A4 = [1900,
+     * 2000] and B4 = [1910, 2010], is not taken by A4, which closes first */
+    CHECK(!feed_joining_in(tl, &g, "vllm.worker.execute_model", "00000000000000f5", 210, 211, 1920, 1930, "", &step));
+    snprintf(attrs, sizeof attrs, idle, 4);
+    CHECK(!feed_joining_in(tl, &g, "vllm.scheduler.schedule", "00000000000000a4", 100, 101, 1900, 1905, attrs, &step));
+    CHECK(!feed_joining_in(tl, &g, "vllm.scheduler.update_from_output", "00000000000000a5", 100, 101, 1990, 2000, "", &step));
+    CHECK(!feed_joining_in(tl, &g, "vllm.scheduler.schedule", "00000000000000b4", 200, 201, 1910, 1915, attrs, &step));
+    CHECK(!feed_joining_in(tl, &g, "vllm.scheduler.update_from_output", "00000000000000b5", 200, 201, 2000, 2010, "", &step));
+    CHECK_EQ_INT(g.n_steps, 10);
+    CHECK_EQ_INT(g.steps[8].pid, 100);
+    CHECK_EQ_INT(g.steps[8].n_joined, 0);
+    CHECK_EQ_INT(g.steps[9].pid, 200);
+    CHECK_EQ_INT(g.steps[9].n_joined, 1);
+    CHECK_EQ_INT(g.steps[9].joined[0].ts_ns, 1920);
     mst_timeline_free(tl);
 }
 
