@@ -17,8 +17,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
-import urllib.request
 
 import pytest
 
@@ -31,31 +29,18 @@ PROMPT = 48     # tokens per prompt
 OUTPUT = 24     # tokens per answer (ignore_eos)
 
 
-def _complete(server, i, out):
-    body = {"model": vllm_serve.MODEL_NAME, "prompt": [(13 * i + 5 * k) % 1900 + 50 for k in range(PROMPT)],
-            "max_tokens": OUTPUT, "ignore_eos": True, "temperature": 0}
-    req = urllib.request.Request(server.url + "/v1/completions", json.dumps(body).encode(),
-                                 {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=300) as r:
-        out[i] = json.loads(r.read())
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     python, binary = vllm_serve.traced_setup()
     tmp = tmp_path_factory.mktemp("dp2")
     out_json = tmp / "trace.json"
-    answers = {}
     with vllm_serve.Forwarder(binary, ["--perfetto-output", out_json], tmp / "forward.log",
                               prefix="mst_dp2") as fwd:
         env = vllm_serve.traced_env(fwd.sock)
         with vllm_serve.Server(python, env, ["--max-model-len", 256, "--max-num-seqs", 4,
                                              "--data-parallel-size", 2], tmp / "vllm.log") as server:
-            threads = [threading.Thread(target=_complete, args=(server, i, answers)) for i in range(REQUESTS)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
+            answers = server.complete_concurrently(
+                [[(13 * i + 5 * k) % 1900 + 50 for k in range(PROMPT)] for i in range(REQUESTS)], OUTPUT)
     vllm_serve.keep_files(tmp, ("trace.json", "vllm.log", "forward.log"))
     assert len(answers) == REQUESTS, vllm_serve.read_log(tmp / "vllm.log")
     events = json.loads(out_json.read_text())

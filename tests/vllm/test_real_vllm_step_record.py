@@ -23,9 +23,7 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
-import urllib.request
 from decimal import Decimal
 
 import pytest
@@ -48,15 +46,6 @@ def _preemptions(server):
     return value
 
 
-def _complete(server, i, out):
-    body = {"model": vllm_serve.MODEL_NAME, "prompt": [(17 * i + 3 * k) % 1900 + 50 for k in range(PROMPT)],
-            "max_tokens": OUTPUT, "ignore_eos": True, "temperature": 0}
-    req = urllib.request.Request(server.url + "/v1/completions", json.dumps(body).encode(),
-                                 {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=300) as r:
-        out[i] = json.loads(r.read())
-
-
 @pytest.fixture(scope="module")
 def jaeger():
     """A real Jaeger on loopback ports of its own (tests/integration/jaeger_fixture.py)."""
@@ -71,7 +60,6 @@ def run(tmp_path_factory, jaeger):
     tmp = tmp_path_factory.mktemp("steprec")
     out_json = tmp / "trace.json"
     out_pf = tmp / "trace.pftrace"
-    answers = {}
     with vllm_serve.Forwarder(binary, ["--perfetto-output", out_json, "--perfetto-output", out_pf],
                               tmp / "forward.log", prefix="mst_step") as fwd:
         # the hook spans also go to Jaeger (mstrace's own OTLP exporter; vLLM's tracing stays off)
@@ -83,11 +71,8 @@ def run(tmp_path_factory, jaeger):
                 BLOCKS, "--no-enable-prefix-caching", "--max-num-batched-tokens", BATCH_TOKENS],
                 tmp / "vllm.log") as server:
             before = _preemptions(server)
-            threads = [threading.Thread(target=_complete, args=(server, i, answers)) for i in range(REQUESTS)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
+            answers = server.complete_concurrently(
+                [[(17 * i + 3 * k) % 1900 + 50 for k in range(PROMPT)] for i in range(REQUESTS)], OUTPUT)
             after = _preemptions(server)
     vllm_serve.keep_files(tmp, ("trace.json", "trace.pftrace", "vllm.log", "forward.log"))
     assert len(answers) == REQUESTS, vllm_serve.read_log(tmp / "vllm.log")

@@ -15,12 +15,14 @@ Otherwise the test is skipped with the reason. The traced processes get the work
 """
 
 import importlib.util
+import json
 import os
 import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -205,6 +207,27 @@ class Server:
         p = subprocess.run(cmd, env=dict(self.env, MS_TRACE_ENABLE="0"), capture_output=True, text=True,
                            timeout=1800)
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+
+    def complete_concurrently(self, prompts, max_tokens):
+        """Every prompt (a list of token ids) as its own /v1/completions request (greedy, EOS
+        ignored), all at once, one thread each; returns {index: the answer's JSON} of those that
+        answered."""
+        answers = {}
+
+        def complete(i):
+            body = {"model": MODEL_NAME, "prompt": prompts[i], "max_tokens": max_tokens, "ignore_eos": True,
+                    "temperature": 0}
+            req = urllib.request.Request(self.url + "/v1/completions", json.dumps(body).encode(),
+                                         {"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=300) as r:
+                answers[i] = json.loads(r.read())
+
+        threads = [threading.Thread(target=complete, args=(i,)) for i in range(len(prompts))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return answers
 
     def stop(self, timeout=120):
         return stop(self.proc, timeout)
