@@ -81,6 +81,7 @@ bool mst_ids_list_push(mst_ids_list *l, const char *p, size_t n) {
     l->off[l->n] = (uint32_t)l->text_len;
     l->len[l->n] = (uint32_t)n;
     l->text_len += n;
+    l->items_len += n;
     l->n++;
     return true;
 }
@@ -99,18 +100,22 @@ bool mst_ids_list_set(mst_ids_list *l, const mst_str *items, uint32_t n) {
         l->text_len += items[i].len;
         l->n = i + 1;
     }
+    l->items_len = text;
     return true;
 }
 
 uint32_t mst_ids_change_find(const mst_ids_list *prev, const mst_str *items, uint32_t n, uint32_t *left,
                              uint32_t *n_left) {
-    uint32_t i = 0, j = 0, k = 0;
-    while (i < prev->n && j < n) {
-        if (mst_ids_list_item_is(prev, i, items[j].ptr, items[j].len)) j++;
+    /* locals: the stores to left[] cannot change them */
+    const char *text = prev->text;
+    const uint32_t *off = prev->off, *len = prev->len;
+    uint32_t n_prev = prev->n, i = 0, j = 0, k = 0;
+    while (i < n_prev && j < n) {
+        if (len[i] == items[j].len && mst_ids_bytes_equal(text + off[i], items[j].ptr, items[j].len)) j++;
         else left[k++] = i;
         i++;
     }
-    while (i < prev->n) left[k++] = i++;
+    while (i < n_prev) left[k++] = i++;
     *n_left = k;
     return j;
 }
@@ -240,6 +245,7 @@ static mst_status append_run(mst_ids_list *next, const mst_ids_list *prev, uint3
     }
     next->n += count;
     next->text_len += bytes;
+    next->items_len += bytes - (next->sep ? count - 1 : 0);
     return MST_OK;
 }
 
@@ -270,20 +276,125 @@ bool mst_ids_list_set_change(mst_ids_list *l, const mst_ids_list *prev, const ui
     return ok;
 }
 
-mst_status mst_ids_change_apply(const mst_ids_list *prev, const mst_ids_change *c, mst_ids_list *next,
-                                char *err, size_t err_size) {
-    mst_ids_list_clear(next);
-    if (c->n_left && c->left[c->n_left - 1] >= prev->n)
+/* Bytes the items at left[0 .. n_left) take (their separators not
+ * counted). */
+static size_t bytes_at(const mst_ids_list *l, const uint32_t *left, uint32_t n_left) {
+    size_t bytes = 0;
+    for (uint32_t k = 0; k < n_left; k++) bytes += l->len[left[k]];
+    return bytes;
+}
+
+/* Text a list of n items with items_len item bytes takes whole. */
+static size_t text_of(const mst_ids_list *l, uint32_t n, size_t items_len) {
+    if (!n) return 0;
+    return (l->lead ? 1 : 0) + items_len + (l->sep ? n - 1 : 0);
+}
+
+/* The positions left[0 .. n_left) taken out of off[] / len[] (the entries
+ * after each move down); the text is not touched. */
+static void drop_entries(mst_ids_list *l, const uint32_t *left, uint32_t n_left) {
+    if (!n_left) return;
+    uint32_t w = left[0];
+    for (uint32_t k = 0; k < n_left; k++) {
+        uint32_t from = left[k] + 1, to = k + 1 < n_left ? left[k + 1] : l->n;
+        if (to > from) {
+            memmove(l->off + w, l->off + from, (size_t)(to - from) * sizeof *l->off);
+            memmove(l->len + w, l->len + from, (size_t)(to - from) * sizeof *l->len);
+            w += to - from;
+        }
+    }
+    l->n = w;
+}
+
+/* The items' bytes moved down to the start of the text, in order (a list
+ * without separator and lead: mst_ids_list_edit's). */
+static void compact_text(mst_ids_list *l) {
+    size_t w = 0;
+    for (uint32_t i = 0; i < l->n; i++) {
+        if (l->off[i] != w) memmove(l->text + w, l->text + l->off[i], l->len[i]);
+        l->off[i] = (uint32_t)w;
+        w += l->len[i];
+    }
+    l->text_len = w;
+}
+
+bool mst_ids_list_edit(mst_ids_list *l, const uint32_t *left, uint32_t n_left, const mst_str *joined,
+                       uint32_t n_joined) {
+    size_t gone = bytes_at(l, left, n_left), add = 0;
+    for (uint32_t j = 0; j < n_joined; j++) add += joined[j].len;
+    uint32_t n = l->n - n_left + n_joined;
+    size_t live = l->items_len - gone + add;
+    if (n > MST_IDS_MAX_ITEMS || live > MST_IDS_MAX_TEXT) goto fail;
+    drop_entries(l, left, n_left);
+    l->items_len -= gone;
+    /* unused bytes at most about the live ones: the text stays within
+     * twice the list (and MST_IDS_MAX_TEXT's bound) */
+    if (l->text_len + add > 2 * live + 4096) compact_text(l);
+    if (!reserve(l, n, l->text_len + add)) goto fail;
+    for (uint32_t j = 0; j < n_joined; j++) {
+        if (joined[j].len) memcpy(l->text + l->text_len, joined[j].ptr, joined[j].len);
+        l->off[l->n] = (uint32_t)l->text_len;
+        l->len[l->n] = joined[j].len;
+        l->text_len += joined[j].len;
+        l->n++;
+    }
+    l->items_len += add;
+    return true;
+fail:
+    mst_ids_list_clear(l);
+    return false;
+}
+
+/* The positions left[0 .. n_left) taken out of a list whose text is one
+ * run (separators and lead byte kept right): from the first position that
+ * left, each run of kept items moves down once, with its separator. */
+static void drop_compact(mst_ids_list *l, const uint32_t *left, uint32_t n_left) {
+    if (!n_left) return;
+    size_t sep = l->sep ? 1 : 0;
+    uint32_t w = left[0]; /* entries before it stay */
+    size_t wt = w ? (size_t)l->off[w - 1] + l->len[w - 1] : (l->lead ? 1 : 0);
+    for (uint32_t k = 0; k < n_left; k++) {
+        uint32_t from = left[k] + 1, to = k + 1 < n_left ? left[k + 1] : l->n;
+        if (to <= from) continue;
+        /* the removed item and its separator lie between wt and src, so the
+         * separator written at wt is not in the run */
+        size_t s = w ? sep : 0, src = l->off[from];
+        size_t bytes = (size_t)l->off[to - 1] + l->len[to - 1] - src;
+        if (s) l->text[wt] = l->sep;
+        memmove(l->text + wt + s, l->text + src, bytes);
+        uint32_t shift = (uint32_t)(src - (wt + s));
+        for (uint32_t i = from; i < to; i++, w++) {
+            l->off[w] = l->off[i] - shift;
+            l->len[w] = l->len[i];
+        }
+        wt += s + bytes;
+    }
+    l->n = w;
+    l->text_len = w ? wt : 0; /* an empty list writes its lead again */
+}
+
+mst_status mst_ids_change_apply(mst_ids_list *l, const mst_ids_change *c, char *err, size_t err_size) {
+    if (c->n_left && c->left[c->n_left - 1] >= l->n)
         return mst_err_fail(err, err_size, MST_ERR_PARSE,
                     "request.ids change: position %u in 'left' is past the previous list (%u ids)",
-                    c->left[c->n_left - 1], prev->n);
-    mst_status st = append_kept(next, prev, c->left, c->n_left, err, err_size);
-    if (st != MST_OK) return st;
-    for (uint32_t j = 0; j < c->n_joined; j++) {
-        if (next->n >= MST_IDS_MAX_ITEMS || c->joined[j].len + 1 > MST_IDS_MAX_TEXT - next->text_len)
-            return too_large(err, err_size);
-        if (!mst_ids_list_push(next, c->joined[j].ptr, c->joined[j].len)) return no_memory(err, err_size);
+                    c->left[c->n_left - 1], l->n);
+    size_t gone = bytes_at(l, c->left, c->n_left), add = 0;
+    for (uint32_t j = 0; j < c->n_joined; j++) add += c->joined[j].len;
+    uint32_t n = l->n - c->n_left + c->n_joined;
+    size_t items_len = l->items_len - gone + add;
+    if (n > MST_IDS_MAX_ITEMS || items_len > MST_IDS_MAX_TEXT || text_of(l, n, items_len) > MST_IDS_MAX_TEXT)
+        return too_large(err, err_size);
+    drop_compact(l, c->left, c->n_left);
+    l->items_len -= gone;
+    if (!reserve(l, n, text_of(l, n, items_len))) {
+        mst_ids_list_clear(l);
+        return no_memory(err, err_size);
     }
+    for (uint32_t j = 0; j < c->n_joined; j++) /* room reserved, within the limits */
+        if (!mst_ids_list_push(l, c->joined[j].ptr, c->joined[j].len)) {
+            mst_ids_list_clear(l);
+            return no_memory(err, err_size);
+        }
     return MST_OK;
 }
 
