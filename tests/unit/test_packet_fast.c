@@ -178,6 +178,19 @@ static void test_bench_packet_takes_fast_path(void) {
     }
 }
 
+/* The step packets' small writers write what sprintf wrote: a few
+ * thousand steps at 1, 8, 16 (the smallest list that goes as changes) and
+ * 256 ids, changes, keyframes and whole lists, two clients. */
+static void test_bench_step_format_is_sprintf(void) {
+    static const int ids[] = {1, 8, 16, 256};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+        for (int client = 0; client < 2; client++) {
+            long bad = bench_step_format_check(client * 3, ids[i], ids[i] == 256 ? 1500 : 3000);
+            if (bad >= 0) fprintf(stderr, "  %d ids, client %d: step %ld differs\n", ids[i], client, bad);
+            CHECK_EQ_INT(bad, -1);
+        }
+}
+
 static void test_key_order_whitespace_unknown_keys(void) {
     expect_fast("{\"links\":[{\"span_id\":\"" S16 "\",\"x\":[1,{\"y\":null}],\"trace_id\":\"" T32
                 "\"}],\"attributes\":{},\"span_id\":\"" S16 "\",\"future\":{\"a\":[true,false]},"
@@ -619,6 +632,7 @@ static void test_string_arrays_at_block_edges(void) {
 
 static const mst_test_case TESTS[] = {
     {"bench_packet_takes_fast_path", test_bench_packet_takes_fast_path},
+    {"bench_step_format_is_sprintf", test_bench_step_format_is_sprintf},
     {"key_order_whitespace_unknown_keys", test_key_order_whitespace_unknown_keys},
     {"escapes", test_escapes},
     {"duplicates", test_duplicates},
