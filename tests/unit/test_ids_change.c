@@ -574,12 +574,13 @@ static int driver_main(int argc, char **argv) {
 
 /* ---- the list arithmetic itself ---- */
 
-/* mst_ids_bytes_equal against memcmp: every length 0..40, equal, and one
- * byte differing at the first, a middle and the last position (each
- * 8-byte word and the overlapping tail load). */
+/* mst_ids_bytes_equal against memcmp: every length 0..80 (each branch:
+ * bytes, 4 and 8-byte words, 16-byte blocks with and without the 32-byte
+ * loop), equal, and one byte differing at every position (the first, the
+ * middle and the last among them). */
 static void test_bytes_equal(void) {
-    char a[48], b[48];
-    for (size_t n = 0; n <= 40; n++) {
+    char a[88] = {0}, b[88] = {0};
+    for (size_t n = 0; n <= 80; n++) {
         for (size_t i = 0; i < n; i++) a[i] = b[i] = (char)('a' + (i * 7) % 26);
         CHECK(mst_ids_bytes_equal(a, b, n));
         for (size_t at = 0; at < n; at++) { /* every position, first, middle and last among them */
