@@ -223,59 +223,6 @@ static mst_status no_memory(char *err, size_t err_size) {
     return mst_err_fail(err, err_size, MST_ERR_NOMEM, "out of memory applying a request.ids change");
 }
 
-/* prev's items [i, end) onto next, in one copy (with the separators
- * between them). */
-static mst_status append_run(mst_ids_list *next, const mst_ids_list *prev, uint32_t i, uint32_t end, char *err,
-                             size_t err_size) {
-    size_t start = prev->off[i], stop = (size_t)prev->off[end - 1] + prev->len[end - 1];
-    size_t s = sep_bytes(next), bytes = stop - start;
-    uint32_t count = end - i;
-    if (next->n + count > MST_IDS_MAX_ITEMS || s + bytes > MST_IDS_MAX_TEXT - next->text_len)
-        return too_large(err, err_size);
-    if (!reserve(next, next->n + count, next->text_len + s + bytes)) return no_memory(err, err_size);
-    put_sep(next);
-    memcpy(next->text + next->text_len, prev->text + start, bytes);
-    uint32_t shift = (uint32_t)(next->text_len - start); /* wraps as intended when negative */
-    /* locals: stores to off[] cannot change them */
-    uint32_t *off = next->off + next->n, *len = next->len + next->n;
-    const uint32_t *from_off = prev->off + i, *from_len = prev->len + i;
-    for (uint32_t j = 0; j < count; j++) {
-        off[j] = from_off[j] + shift;
-        len[j] = from_len[j];
-    }
-    next->n += count;
-    next->text_len += bytes;
-    next->items_len += bytes - (next->sep ? count - 1 : 0);
-    return MST_OK;
-}
-
-/* next (emptied) becomes prev's items but those at left[0 .. n_left)
- * (strictly increasing, each < prev->n), run by run. */
-static mst_status append_kept(mst_ids_list *next, const mst_ids_list *prev, const uint32_t *left,
-                              uint32_t n_left, char *err, size_t err_size) {
-    mst_ids_list_clear(next);
-    next->sep = prev->sep;
-    next->lead = prev->lead;
-    uint32_t i = 0;
-    for (uint32_t k = 0; k <= n_left; k++) { /* the runs between the positions that left */
-        uint32_t end = k < n_left ? left[k] : prev->n;
-        if (end > i) {
-            mst_status st = append_run(next, prev, i, end, err, err_size);
-            if (st != MST_OK) return st;
-        }
-        i = end + 1;
-    }
-    return MST_OK;
-}
-
-bool mst_ids_list_set_change(mst_ids_list *l, const mst_ids_list *prev, const uint32_t *left,
-                             uint32_t n_left, const mst_str *joined, uint32_t n_joined) {
-    bool ok = append_kept(l, prev, left, n_left, NULL, 0) == MST_OK;
-    for (uint32_t j = 0; ok && j < n_joined; j++) ok = mst_ids_list_push(l, joined[j].ptr, joined[j].len);
-    if (!ok) mst_ids_list_clear(l);
-    return ok;
-}
-
 /* Bytes the items at left[0 .. n_left) take (their separators not
  * counted). */
 static size_t bytes_at(const mst_ids_list *l, const uint32_t *left, uint32_t n_left) {
@@ -371,6 +318,31 @@ static void drop_compact(mst_ids_list *l, const uint32_t *left, uint32_t n_left)
     }
     l->n = w;
     l->text_len = w ? wt : 0; /* an empty list writes its lead again */
+}
+
+bool mst_ids_list_set_change(mst_ids_list *l, const mst_ids_list *prev, const uint32_t *left,
+                             uint32_t n_left, const mst_str *joined, uint32_t n_joined) {
+    /* prev copied whole (three copies), then edited in place as a change */
+    mst_ids_list_clear(l);
+    l->sep = prev->sep;
+    l->lead = prev->lead;
+    if (!reserve(l, prev->n, prev->text_len)) return false;
+    if (prev->text_len) memcpy(l->text, prev->text, prev->text_len);
+    if (prev->n) {
+        memcpy(l->off, prev->off, prev->n * sizeof *l->off);
+        memcpy(l->len, prev->len, prev->n * sizeof *l->len);
+    }
+    l->n = prev->n;
+    l->text_len = prev->text_len;
+    l->items_len = prev->items_len;
+    drop_compact(l, left, n_left);
+    l->items_len -= bytes_at(prev, left, n_left);
+    for (uint32_t j = 0; j < n_joined; j++)
+        if (!mst_ids_list_push(l, joined[j].ptr, joined[j].len)) {
+            mst_ids_list_clear(l);
+            return false;
+        }
+    return true;
 }
 
 mst_status mst_ids_change_apply(mst_ids_list *l, const mst_ids_change *c, char *err, size_t err_size) {

@@ -74,9 +74,10 @@ bool mst_ids_list_push(mst_ids_list *l, const char *p, size_t n);
 bool mst_ids_list_set(mst_ids_list *l, const mst_str *items, uint32_t n);
 /* The list becomes `prev` without the items at the positions left[0 ..
  * n_left) (strictly increasing, each < prev->n), then joined[0 ..
- * n_joined) — what a change found by mst_ids_change_find makes of prev:
- * the runs of items kept are copied whole. False (the list then empty)
- * when out of memory or past the limits. `l` must not be `prev`. */
+ * n_joined) — what a change found by mst_ids_change_find makes of prev,
+ * into another list (prev copied whole, then the runs of items kept
+ * moved down). False (the list then empty) when out of memory or past the
+ * limits. `l` must not be `prev`. */
 bool mst_ids_list_set_change(mst_ids_list *l, const mst_ids_list *prev, const uint32_t *left,
                              uint32_t n_left, const mst_str *joined, uint32_t n_joined);
 /* The list (one without separator and lead byte: the traced process's,
