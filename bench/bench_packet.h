@@ -190,6 +190,12 @@ static inline char *bench_put_ids(char *p, const char *ids, int n) {
 
 /* Writes "\"<v>\"" for 0 <= v < 10,000. */
 static inline char *bench_put_quoted_uint(char *p, int v) {
+    if (v < 10) { /* a decode step's 1 token: most items */
+        p[0] = '"';
+        p[1] = (char)('0' + v);
+        p[2] = '"';
+        return p + 3;
+    }
     char d[4];
     int k = 0;
     do {
@@ -219,10 +225,40 @@ static inline void bench_step_ids_decide(mst_ids_sender *s, const bench_batch *b
     mst_ids_sender_next(s, "vllm.scheduler.schedule", 23, 4100 + b->client, items, (uint32_t)b->n, how);
 }
 
+/* ---- the formatting the benchmarks use ----
+ * Small writers instead of sprintf: the bench client's formatting is the
+ * benchmark's own cost, not mstrace's (a traced process's exporter has its
+ * own encoders), and sprintf was a fifth of a client's instructions at
+ * 256 ids. bench_step_format_check holds it to the sprintf bytes. */
+
+/* Writes v in decimal. */
+static inline char *bench_put_u64(char *p, uint64_t v) {
+    char d[20];
+    int k = 0;
+    do {
+        d[k++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (k) *p++ = d[--k];
+    return p;
+}
+
+/* Writes "\"<32 hex of hi, lo>\"". */
+static inline char *bench_put_trace_id(char *p, uint64_t hi, uint64_t lo) {
+    *p++ = '"';
+    p = bench_put_hex(p, hi, 16);
+    p = bench_put_hex(p, lo, 16);
+    *p++ = '"';
+    return p;
+}
+
 /* {"left":[positions],"joined":[ids]}: the list as the change `how` says. */
 static inline char *bench_put_ids_change(char *p, const bench_batch *b, const mst_ids_send *how) {
     p = bench_put_str(p, "{\"left\":[");
-    for (uint32_t i = 0; i < how->n_left; i++) p += sprintf(p, i ? ",%u" : "%u", how->left[i]);
+    for (uint32_t i = 0; i < how->n_left; i++) {
+        if (i) *p++ = ',';
+        p = bench_put_u64(p, how->left[i]);
+    }
     p = bench_put_str(p, "],\"joined\":[");
     p = bench_put_ids(p, b->id + (size_t)how->joined_from * BENCH_ID_LEN, b->n - (int)how->joined_from);
     return bench_put_str(p, "]}");
@@ -239,6 +275,109 @@ static inline size_t bench_step_format(char *out, const bench_batch *b, uint64_t
     uint64_t t0 = 1700000000000000000ull + b->step * 20000000ull;
     bool change = how && how->in_stream && how->change;
     p = bench_put_str(p, change ? "MSPF_PERFETTO_V2\n" : "MSPF_PERFETTO_V1\n");
+    p = bench_put_str(p, "{\"name\":\"vllm.scheduler.schedule\",\"category\":\"ms_service_profiler.hook.Schedule\","
+                         "\"trace_id\":");
+    p = bench_put_trace_id(p, (uint64_t)(c + 1), span_id);
+    p = bench_put_str(p, ",\"span_id\":\"");
+    p = bench_put_hex(p, span_id, 16);
+    p = bench_put_str(p, "\",\"parent_span_id\":\"\",\"start_time_ns\":");
+    p = bench_put_u64(p, t0);
+    p = bench_put_str(p, ",\"end_time_ns\":");
+    p = bench_put_u64(p, t0 + 150000);
+    p = bench_put_str(p, ",\"kind\":1,\"status\":1,\"attributes\":{\"process.pid\":");
+    p = bench_put_u64(p, (uint64_t)(4000 + c));
+    p = bench_put_str(p, ",\"thread.id\":");
+    p = bench_put_u64(p, (uint64_t)(4100 + c));
+    p = bench_put_str(p, ",\"hook.module\":\"vllm.v1.core.sched.scheduler\",\"hook.class\":\"Scheduler\","
+                         "\"hook.method\":\"schedule\",\"step.index\":");
+    p = bench_put_u64(p, b->step);
+    p = bench_put_str(p, ",\"request.ids\":");
+    if (change) {
+        p = bench_put_ids_change(p, b, how);
+    } else {
+        *p++ = '[';
+        p = bench_put_ids(p, b->id, b->n);
+        *p++ = ']';
+    }
+    p = bench_put_str(p, ",\"step.tokens\":[");
+    long tokens = 0;
+    int n_new = 0;
+    for (int i = 0; i < b->n; i++) {
+        int t = b->prompt[i] > 0 ? b->prompt[i] : 1;
+        tokens += t;
+        n_new += b->prompt[i] > 0;
+        if (i) *p++ = ',';
+        p = bench_put_quoted_uint(p, t);
+    }
+    p = bench_put_str(p, "],\"step.phase\":\"");
+    for (int i = 0; i < b->n; i++) *p++ = b->prompt[i] > 0 ? 'P' : 'd';
+    *p++ = '"';
+    if (n_new) {
+        p = bench_put_str(p, ",\"step.new_ids\":[");
+        for (int i = 0, k = 0; i < b->n; i++)
+            if (b->prompt[i] > 0) {
+                if (k++) *p++ = ',';
+                p = bench_put_ids(p, b->id + (size_t)i * BENCH_ID_LEN, 1);
+            }
+        *p++ = ']';
+    }
+    if (b->n_finished) {
+        p = bench_put_str(p, ",\"step.finished_ids\":[");
+        p = bench_put_ids(p, b->finished, b->n_finished);
+        *p++ = ']';
+    }
+    p = bench_put_str(p, ",\"batch.request_count\":");
+    p = bench_put_u64(p, (uint64_t)b->n);
+    p = bench_put_str(p, ",\"batch.scheduled_tokens\":");
+    p = bench_put_u64(p, (uint64_t)tokens);
+    p = bench_put_str(p, ",\"scheduler.waiting\":");
+    p = bench_put_u64(p, b->step % 4);
+    p = bench_put_str(p, ",\"scheduler.running\":");
+    p = bench_put_u64(p, (uint64_t)b->n);
+    p = bench_put_str(p, ",\"kv_cache.usage\":0.4375,"
+                         "\"scheduler.max_num_seqs\":256,\"scheduler.max_num_batched_tokens\":8192},"
+                         "\"resource_attributes\":{\"service.name\":\"vllm\",\"host.name\":\"node-1\"},"
+                         "\"links\":[");
+    if (prev_span_id) {
+        p = bench_put_str(p, "{\"trace_id\":");
+        p = bench_put_trace_id(p, (uint64_t)(c + 1), prev_span_id);
+        p = bench_put_str(p, ",\"span_id\":\"");
+        p = bench_put_hex(p, prev_span_id, 16);
+        p = bench_put_str(p, "\"}");
+    }
+    *p++ = ']';
+    if (how && how->in_stream) {
+        p = bench_put_str(p, ",\"ids_stream\":");
+        p = bench_put_u64(p, how->stream);
+        p = bench_put_str(p, ",\"ids_seq\":");
+        p = bench_put_u64(p, how->seq);
+    }
+    *p++ = '}';
+    return (size_t)(p - out);
+}
+
+/* ---- the reference formatting (sprintf), for the self-check only ----
+ * The step packet as it was first written with sprintf: bench_step_format
+ * (below) writes the same bytes with small writers, and
+ * bench_step_format_check compares the two. */
+
+/* {"left":[positions],"joined":[ids]}: the list as the change `how` says. */
+static inline char *bench_put_ids_change_printf(char *p, const bench_batch *b, const mst_ids_send *how) {
+    p = bench_put_str(p, "{\"left\":[");
+    for (uint32_t i = 0; i < how->n_left; i++) p += sprintf(p, i ? ",%u" : "%u", how->left[i]);
+    p = bench_put_str(p, "],\"joined\":[");
+    p = bench_put_ids(p, b->id + (size_t)how->joined_from * BENCH_ID_LEN, b->n - (int)how->joined_from);
+    return bench_put_str(p, "]}");
+}
+
+/* bench_step_format's bytes, through sprintf. */
+static inline size_t bench_step_format_printf(char *out, const bench_batch *b, uint64_t span_id,
+                                       uint64_t prev_span_id, const mst_ids_send *how) {
+    char *p = out;
+    int c = b->client;
+    uint64_t t0 = 1700000000000000000ull + b->step * 20000000ull;
+    bool change = how && how->in_stream && how->change;
+    p = bench_put_str(p, change ? "MSPF_PERFETTO_V2\n" : "MSPF_PERFETTO_V1\n");
     p += sprintf(p, "{\"name\":\"vllm.scheduler.schedule\",\"category\":\"ms_service_profiler.hook.Schedule\","
                  "\"trace_id\":\"%016llx%016llx\",\"span_id\":\"%016llx\",\"parent_span_id\":\"\","
                  "\"start_time_ns\":%llu,\"end_time_ns\":%llu,\"kind\":1,\"status\":1,"
@@ -249,7 +388,7 @@ static inline size_t bench_step_format(char *out, const bench_batch *b, uint64_t
                  (unsigned long long)t0, (unsigned long long)(t0 + 150000), 4000 + c, 4100 + c,
                  (unsigned long long)b->step);
     if (change) {
-        p = bench_put_ids_change(p, b, how);
+        p = bench_put_ids_change_printf(p, b, how);
     } else {
         *p++ = '[';
         p = bench_put_ids(p, b->id, b->n);
@@ -297,6 +436,38 @@ static inline size_t bench_step_format(char *out, const bench_batch *b, uint64_t
         p += sprintf(p, ",\"ids_stream\":%u,\"ids_seq\":%llu", how->stream, (unsigned long long)how->seq);
     *p++ = '}';
     return (size_t)(p - out);
+}
+
+
+/* Whether bench_step_format writes the sprintf bytes: `steps` steps of a
+ * rolling batch of n ids (client `client`), each list as its sender
+ * decides (changes, keyframes) and, every third step, whole. Returns the
+ * first step that differs, or -1. */
+static inline long bench_step_format_check(int client, int n, long steps) {
+    bench_batch b;
+    bench_batch_init(&b, client, n);
+    mst_ids_sender *s = mst_ids_sender_new();
+    mst_str *items = malloc((size_t)(n ? n : 1) * sizeof *items);
+    size_t cap = bench_step_cap(n);
+    char *a = malloc(cap), *c = malloc(cap);
+    long bad = -1;
+    for (long i = 0; s && items && a && c && i < steps && bad < 0; i++) {
+        mst_ids_send how;
+        bench_step_ids_decide(s, &b, items, &how);
+        const mst_ids_send *h = i % 3 == 2 ? NULL : &how;
+        uint64_t span = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1), prev = i ? span - 1 : 0;
+        size_t la = bench_step_format(a, &b, span, prev, h);
+        size_t lc = bench_step_format_printf(c, &b, span, prev, h);
+        if (la != lc || memcmp(a, c, la) != 0) bad = i;
+        bench_batch_advance(&b);
+    }
+    if (!s || !items || !a || !c) bad = 0;
+    free(a);
+    free(c);
+    free(items);
+    mst_ids_sender_free(s);
+    bench_batch_free(&b);
+    return bad;
 }
 
 #endif

@@ -4,8 +4,10 @@
  *
  * Layout: connections in a chained hash by id (a daemon has tens to a few
  * thousand); each holds up to MST_IDS_MAX_STREAMS streams, allocated on a
- * stream's first keyframe. A stream keeps two lists and swaps them on each
- * change, so a steady stream allocates nothing. Items are kept as their
+ * stream's first keyframe. A stream keeps one list and applies each change
+ * to it in place (the items before the first that left stay, each later
+ * run of kept items moves down once), so a steady stream allocates
+ * nothing and copies little. Items are kept as their
  * JSON string text with '[' before and ',' between them, so the rebuilt
  * list is that text and a ']': the bytes a whole list would have had, where
  * they are (the span batch copies them next to its span, once).
@@ -26,7 +28,7 @@ typedef struct stream {
     int64_t seq;           /* the base's sequence number           */
     bool valid;            /* `cur` is the base                    */
     size_t bytes;          /* charged to the table's budget        */
-    mst_ids_list cur, spare;
+    mst_ids_list cur;
 } stream;
 
 typedef struct mst_id_conn {
@@ -54,7 +56,6 @@ static void free_conn(mst_id_streams *t, mst_id_conn *c) {
         if (!s) continue;
         t->st.bytes -= s->bytes;
         mst_ids_list_free(&s->cur);
-        mst_ids_list_free(&s->spare);
         free(s);
     }
     free(c);
@@ -102,14 +103,13 @@ void mst_id_streams_get_stats(const mst_id_streams *t, mst_id_streams_stats *out
 /* Re-charges a stream's memory after its lists changed; false (the lists
  * freed, the base lost) when the table is then over its budget. */
 static bool charge(mst_id_streams *t, stream *s) {
-    size_t now = mst_ids_list_bytes(&s->cur) + mst_ids_list_bytes(&s->spare);
+    size_t now = mst_ids_list_bytes(&s->cur);
     t->st.bytes = t->st.bytes - s->bytes + now;
     s->bytes = now;
     if (t->st.bytes <= t->budget) return true;
     t->st.bytes -= s->bytes;
     s->bytes = 0;
     mst_ids_list_free(&s->cur);
-    mst_ids_list_free(&s->spare);
     s->valid = false;
     return false;
 }
@@ -138,10 +138,7 @@ static mst_status keyframe(mst_id_conn *c, mst_pf_span *sp, mst_ids_outcome *out
     stream *s = NULL;
     if (sp->ids_stream < (int64_t)MST_IDS_MAX_STREAMS) {
         s = c->streams[sp->ids_stream];
-        if (!s && (s = c->streams[sp->ids_stream] = calloc(1, sizeof *s))) {
-            mst_ids_list_init(&s->cur, ',', '[');
-            mst_ids_list_init(&s->spare, ',', '[');
-        }
+        if (!s && (s = c->streams[sp->ids_stream] = calloc(1, sizeof *s))) mst_ids_list_init(&s->cur, ',', '[');
     }
     if (s) { /* charged whatever keep_list did to the memory */
         bool kept = keep_list(s, &sp->attrs[sp->ids_attr].value);
@@ -173,12 +170,10 @@ static mst_status change(mst_id_streams *t, mst_id_conn *c, mst_pf_span *sp, mst
     mst_ids_change ch;
     mst_status st = mst_ids_change_parse(kv->value.ptr, kv->value.len, arena, &ch, err, err_size);
     if (st == MST_OK && s && s->valid && s->seq == sp->ids_seq - 1) {
-        st = mst_ids_change_apply(&s->cur, &ch, &s->spare, err, err_size);
+        uint32_t n_base = s->cur.n;
+        st = mst_ids_change_apply(&s->cur, &ch, err, err_size);
         bool json_ok = false;
         if (st == MST_OK) {
-            mst_ids_list tmp = s->cur;
-            s->cur = s->spare;
-            s->spare = tmp;
             s->seq = sp->ids_seq;
             json_ok = mst_ids_list_json(&s->cur, &kv->value);
         }
@@ -193,10 +188,9 @@ static mst_status change(mst_id_streams *t, mst_id_conn *c, mst_pf_span *sp, mst
             } else {
                 t->st.changes++;
                 *outcome = MST_IDS_CHANGE;
-                /* what was kept and what joined, for the outputs (the base is
-                 * now `spare`) */
+                /* what was kept and what joined, for the outputs */
                 sp->ids_origin = (mst_pf_ids_origin){true,       true,          c->id,
-                                                     sp->ids_stream, sp->ids_seq, s->spare.n,
+                                                     sp->ids_stream, sp->ids_seq, n_base,
                                                      ch.n_left,  s->cur.n - ch.n_joined, ch.left};
                 return MST_OK;
             }

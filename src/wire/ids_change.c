@@ -81,6 +81,7 @@ bool mst_ids_list_push(mst_ids_list *l, const char *p, size_t n) {
     l->off[l->n] = (uint32_t)l->text_len;
     l->len[l->n] = (uint32_t)n;
     l->text_len += n;
+    l->items_len += n;
     l->n++;
     return true;
 }
@@ -99,18 +100,22 @@ bool mst_ids_list_set(mst_ids_list *l, const mst_str *items, uint32_t n) {
         l->text_len += items[i].len;
         l->n = i + 1;
     }
+    l->items_len = text;
     return true;
 }
 
 uint32_t mst_ids_change_find(const mst_ids_list *prev, const mst_str *items, uint32_t n, uint32_t *left,
                              uint32_t *n_left) {
-    uint32_t i = 0, j = 0, k = 0;
-    while (i < prev->n && j < n) {
-        if (mst_ids_list_item_is(prev, i, items[j].ptr, items[j].len)) j++;
+    /* locals: the stores to left[] cannot change them */
+    const char *text = prev->text;
+    const uint32_t *off = prev->off, *len = prev->len;
+    uint32_t n_prev = prev->n, i = 0, j = 0, k = 0;
+    while (i < n_prev && j < n) {
+        if (len[i] == items[j].len && mst_ids_bytes_equal(text + off[i], items[j].ptr, items[j].len)) j++;
         else left[k++] = i;
         i++;
     }
-    while (i < prev->n) left[k++] = i++;
+    while (i < n_prev) left[k++] = i++;
     *n_left = k;
     return j;
 }
@@ -218,72 +223,150 @@ static mst_status no_memory(char *err, size_t err_size) {
     return mst_err_fail(err, err_size, MST_ERR_NOMEM, "out of memory applying a request.ids change");
 }
 
-/* prev's items [i, end) onto next, in one copy (with the separators
- * between them). */
-static mst_status append_run(mst_ids_list *next, const mst_ids_list *prev, uint32_t i, uint32_t end, char *err,
-                             size_t err_size) {
-    size_t start = prev->off[i], stop = (size_t)prev->off[end - 1] + prev->len[end - 1];
-    size_t s = sep_bytes(next), bytes = stop - start;
-    uint32_t count = end - i;
-    if (next->n + count > MST_IDS_MAX_ITEMS || s + bytes > MST_IDS_MAX_TEXT - next->text_len)
-        return too_large(err, err_size);
-    if (!reserve(next, next->n + count, next->text_len + s + bytes)) return no_memory(err, err_size);
-    put_sep(next);
-    memcpy(next->text + next->text_len, prev->text + start, bytes);
-    uint32_t shift = (uint32_t)(next->text_len - start); /* wraps as intended when negative */
-    /* locals: stores to off[] cannot change them */
-    uint32_t *off = next->off + next->n, *len = next->len + next->n;
-    const uint32_t *from_off = prev->off + i, *from_len = prev->len + i;
-    for (uint32_t j = 0; j < count; j++) {
-        off[j] = from_off[j] + shift;
-        len[j] = from_len[j];
-    }
-    next->n += count;
-    next->text_len += bytes;
-    return MST_OK;
+/* Bytes the items at left[0 .. n_left) take (their separators not
+ * counted). */
+static size_t bytes_at(const mst_ids_list *l, const uint32_t *left, uint32_t n_left) {
+    size_t bytes = 0;
+    for (uint32_t k = 0; k < n_left; k++) bytes += l->len[left[k]];
+    return bytes;
 }
 
-/* next (emptied) becomes prev's items but those at left[0 .. n_left)
- * (strictly increasing, each < prev->n), run by run. */
-static mst_status append_kept(mst_ids_list *next, const mst_ids_list *prev, const uint32_t *left,
-                              uint32_t n_left, char *err, size_t err_size) {
-    mst_ids_list_clear(next);
-    next->sep = prev->sep;
-    next->lead = prev->lead;
-    uint32_t i = 0;
-    for (uint32_t k = 0; k <= n_left; k++) { /* the runs between the positions that left */
-        uint32_t end = k < n_left ? left[k] : prev->n;
-        if (end > i) {
-            mst_status st = append_run(next, prev, i, end, err, err_size);
-            if (st != MST_OK) return st;
+/* Text a list of n items with items_len item bytes takes whole. */
+static size_t text_of(const mst_ids_list *l, uint32_t n, size_t items_len) {
+    if (!n) return 0;
+    return (l->lead ? 1 : 0) + items_len + (l->sep ? n - 1 : 0);
+}
+
+/* The positions left[0 .. n_left) taken out of off[] / len[] (the entries
+ * after each move down); the text is not touched. */
+static void drop_entries(mst_ids_list *l, const uint32_t *left, uint32_t n_left) {
+    if (!n_left) return;
+    uint32_t w = left[0];
+    for (uint32_t k = 0; k < n_left; k++) {
+        uint32_t from = left[k] + 1, to = k + 1 < n_left ? left[k + 1] : l->n;
+        if (to > from) {
+            memmove(l->off + w, l->off + from, (size_t)(to - from) * sizeof *l->off);
+            memmove(l->len + w, l->len + from, (size_t)(to - from) * sizeof *l->len);
+            w += to - from;
         }
-        i = end + 1;
     }
-    return MST_OK;
+    l->n = w;
+}
+
+/* The items' bytes moved down to the start of the text, in order (a list
+ * without separator and lead: mst_ids_list_edit's). */
+static void compact_text(mst_ids_list *l) {
+    size_t w = 0;
+    for (uint32_t i = 0; i < l->n; i++) {
+        if (l->off[i] != w) memmove(l->text + w, l->text + l->off[i], l->len[i]);
+        l->off[i] = (uint32_t)w;
+        w += l->len[i];
+    }
+    l->text_len = w;
+}
+
+bool mst_ids_list_edit(mst_ids_list *l, const uint32_t *left, uint32_t n_left, const mst_str *joined,
+                       uint32_t n_joined) {
+    size_t gone = bytes_at(l, left, n_left), add = 0;
+    for (uint32_t j = 0; j < n_joined; j++) add += joined[j].len;
+    uint32_t n = l->n - n_left + n_joined;
+    size_t live = l->items_len - gone + add;
+    if (n > MST_IDS_MAX_ITEMS || live > MST_IDS_MAX_TEXT) goto fail;
+    drop_entries(l, left, n_left);
+    l->items_len -= gone;
+    /* unused bytes at most about the live ones: the text stays within
+     * twice the list (and MST_IDS_MAX_TEXT's bound) */
+    if (l->text_len + add > 2 * live + 4096) compact_text(l);
+    if (!reserve(l, n, l->text_len + add)) goto fail;
+    for (uint32_t j = 0; j < n_joined; j++) {
+        if (joined[j].len) memcpy(l->text + l->text_len, joined[j].ptr, joined[j].len);
+        l->off[l->n] = (uint32_t)l->text_len;
+        l->len[l->n] = joined[j].len;
+        l->text_len += joined[j].len;
+        l->n++;
+    }
+    l->items_len += add;
+    return true;
+fail:
+    mst_ids_list_clear(l);
+    return false;
+}
+
+/* The positions left[0 .. n_left) taken out of a list whose text is one
+ * run (separators and lead byte kept right): from the first position that
+ * left, each run of kept items moves down once, with its separator. */
+static void drop_compact(mst_ids_list *l, const uint32_t *left, uint32_t n_left) {
+    if (!n_left) return;
+    size_t sep = l->sep ? 1 : 0;
+    uint32_t w = left[0]; /* entries before it stay */
+    size_t wt = w ? (size_t)l->off[w - 1] + l->len[w - 1] : (l->lead ? 1 : 0);
+    for (uint32_t k = 0; k < n_left; k++) {
+        uint32_t from = left[k] + 1, to = k + 1 < n_left ? left[k + 1] : l->n;
+        if (to <= from) continue;
+        /* the removed item and its separator lie between wt and src, so the
+         * separator written at wt is not in the run */
+        size_t s = w ? sep : 0, src = l->off[from];
+        size_t bytes = (size_t)l->off[to - 1] + l->len[to - 1] - src;
+        if (s) l->text[wt] = l->sep;
+        memmove(l->text + wt + s, l->text + src, bytes);
+        uint32_t shift = (uint32_t)(src - (wt + s));
+        for (uint32_t i = from; i < to; i++, w++) {
+            l->off[w] = l->off[i] - shift;
+            l->len[w] = l->len[i];
+        }
+        wt += s + bytes;
+    }
+    l->n = w;
+    l->text_len = w ? wt : 0; /* an empty list writes its lead again */
 }
 
 bool mst_ids_list_set_change(mst_ids_list *l, const mst_ids_list *prev, const uint32_t *left,
                              uint32_t n_left, const mst_str *joined, uint32_t n_joined) {
-    bool ok = append_kept(l, prev, left, n_left, NULL, 0) == MST_OK;
-    for (uint32_t j = 0; ok && j < n_joined; j++) ok = mst_ids_list_push(l, joined[j].ptr, joined[j].len);
-    if (!ok) mst_ids_list_clear(l);
-    return ok;
+    /* prev copied whole (three copies), then edited in place as a change */
+    mst_ids_list_clear(l);
+    l->sep = prev->sep;
+    l->lead = prev->lead;
+    if (!reserve(l, prev->n, prev->text_len)) return false;
+    if (prev->text_len) memcpy(l->text, prev->text, prev->text_len);
+    if (prev->n) {
+        memcpy(l->off, prev->off, prev->n * sizeof *l->off);
+        memcpy(l->len, prev->len, prev->n * sizeof *l->len);
+    }
+    l->n = prev->n;
+    l->text_len = prev->text_len;
+    l->items_len = prev->items_len;
+    drop_compact(l, left, n_left);
+    l->items_len -= bytes_at(prev, left, n_left);
+    for (uint32_t j = 0; j < n_joined; j++)
+        if (!mst_ids_list_push(l, joined[j].ptr, joined[j].len)) {
+            mst_ids_list_clear(l);
+            return false;
+        }
+    return true;
 }
 
-mst_status mst_ids_change_apply(const mst_ids_list *prev, const mst_ids_change *c, mst_ids_list *next,
-                                char *err, size_t err_size) {
-    mst_ids_list_clear(next);
-    if (c->n_left && c->left[c->n_left - 1] >= prev->n)
+mst_status mst_ids_change_apply(mst_ids_list *l, const mst_ids_change *c, char *err, size_t err_size) {
+    if (c->n_left && c->left[c->n_left - 1] >= l->n)
         return mst_err_fail(err, err_size, MST_ERR_PARSE,
                     "request.ids change: position %u in 'left' is past the previous list (%u ids)",
-                    c->left[c->n_left - 1], prev->n);
-    mst_status st = append_kept(next, prev, c->left, c->n_left, err, err_size);
-    if (st != MST_OK) return st;
-    for (uint32_t j = 0; j < c->n_joined; j++) {
-        if (next->n >= MST_IDS_MAX_ITEMS || c->joined[j].len + 1 > MST_IDS_MAX_TEXT - next->text_len)
-            return too_large(err, err_size);
-        if (!mst_ids_list_push(next, c->joined[j].ptr, c->joined[j].len)) return no_memory(err, err_size);
+                    c->left[c->n_left - 1], l->n);
+    size_t gone = bytes_at(l, c->left, c->n_left), add = 0;
+    for (uint32_t j = 0; j < c->n_joined; j++) add += c->joined[j].len;
+    uint32_t n = l->n - c->n_left + c->n_joined;
+    size_t items_len = l->items_len - gone + add;
+    if (n > MST_IDS_MAX_ITEMS || items_len > MST_IDS_MAX_TEXT || text_of(l, n, items_len) > MST_IDS_MAX_TEXT)
+        return too_large(err, err_size);
+    drop_compact(l, c->left, c->n_left);
+    l->items_len -= gone;
+    if (!reserve(l, n, text_of(l, n, items_len))) {
+        mst_ids_list_clear(l);
+        return no_memory(err, err_size);
     }
+    for (uint32_t j = 0; j < c->n_joined; j++) /* room reserved, within the limits */
+        if (!mst_ids_list_push(l, c->joined[j].ptr, c->joined[j].len)) {
+            mst_ids_list_clear(l);
+            return no_memory(err, err_size);
+        }
     return MST_OK;
 }
 

@@ -29,20 +29,16 @@ typedef struct stream {
 struct mst_ids_sender {
     stream streams[MST_IDS_MAX_STREAMS];
     uint32_t n_streams;
-    mst_ids_list next;     /* the list being remembered (swapped in) */
     uint32_t left[MST_IDS_MAX_ITEMS];
 };
 
 mst_ids_sender *mst_ids_sender_new(void) {
-    mst_ids_sender *s = calloc(1, sizeof *s);
-    if (s) mst_ids_list_init(&s->next, 0, 0);
-    return s;
+    return calloc(1, sizeof(mst_ids_sender));
 }
 
 void mst_ids_sender_free(mst_ids_sender *s) {
     if (!s) return;
     for (uint32_t i = 0; i < s->n_streams; i++) mst_ids_list_free(&s->streams[i].list);
-    mst_ids_list_free(&s->next);
     free(s);
 }
 
@@ -66,19 +62,13 @@ static stream *find_stream(mst_ids_sender *s, const char *name, size_t name_len,
 
 /* Remembers items as the stream's list; false when it cannot be kept
  * (too long, out of memory): then the forwarder must not be told to keep
- * it either. */
-static bool remember(mst_ids_sender *s, stream *st, const mst_str *items, uint32_t n,
-                     const mst_ids_send *change) {
-    /* A change found: the previous list's runs kept are copied whole
-     * instead of the items one by one (the same list). */
-    if (change ? !mst_ids_list_set_change(&s->next, &st->list, change->left, change->n_left,
-                                          items + change->joined_from, n - change->joined_from)
-               : !mst_ids_list_set(&s->next, items, n))
-        return false;
-    mst_ids_list tmp = st->list;
-    st->list = s->next;
-    s->next = tmp;
-    return true;
+ * it either (and the stream's list is gone). */
+static bool remember(stream *st, const mst_str *items, uint32_t n, const mst_ids_send *change) {
+    /* A change found: the list is edited in place (the kept items' bytes
+     * stay where they are) instead of copied item by item (the same list). */
+    return change ? mst_ids_list_edit(&st->list, change->left, change->n_left, items + change->joined_from,
+                                      n - change->joined_from)
+                  : mst_ids_list_set(&st->list, items, n);
 }
 
 void mst_ids_sender_next(mst_ids_sender *s, const char *name, size_t name_len, int64_t tid,
@@ -97,7 +87,7 @@ void mst_ids_sender_next(mst_ids_sender *s, const char *name, size_t name_len, i
         key = size > n / 2; /* then the whole list is about as small */
     }
     out->left = s->left;
-    if (!remember(s, st, items, n, key ? NULL : out)) {
+    if (!remember(st, items, n, key ? NULL : out)) {
         st->have_list = false;
         memset(out, 0, sizeof *out);
         return;

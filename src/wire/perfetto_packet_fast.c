@@ -141,6 +141,35 @@ static inline const uint8_t *literal_end(const uint8_t *p, const uint8_t *end) {
 }
 
 #ifdef __SSE2__
+/* Whether the 16 bytes at p are four plain one-byte string items, the
+ * first three followed by ',' and the last by `last` (',' or the array's
+ * ']'): "1","1","1","1", (quotes at the even positions and nowhere else,
+ * nothing else to check or unescape). Why: a decode step's step.tokens
+ * item is "1", and at batch 256 those were most of a step record's array
+ * items, a block test each. */
+static inline bool four_one_byte_items(const uint8_t *p, uint8_t last) {
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+    unsigned quotes = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')));
+    unsigned commas = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8(',')));
+    unsigned want = last == ',' ? 0x8888u : 0x0888u;
+    return quotes == 0x5555u && (commas & want) == want && (last == ',' || p[15] == last) &&
+           mst_json_special16(p) == 0x5555u;
+}
+
+/* From the opening quote at p, skips groups of four one-byte items while
+ * the byte after each group is another item's opening quote: returns that
+ * quote (p itself when no group is there), or the ',' or ']' after the
+ * last closing quote of a group that ends the run of string items (as
+ * string_items_end returns it). Reads 17 bytes per group, within end. */
+static inline const uint8_t *one_byte_items_end(const uint8_t *p, const uint8_t *end) {
+    while (end - p >= 17 && four_one_byte_items(p, ',')) {
+        if (p[16] != '"') return p + 15;
+        p += 16;
+    }
+    if (end - p >= 17 && four_one_byte_items(p, ']')) return p + 15; /* the array's last four */
+    return p;
+}
+
 /* A run of plain string items in a flat array, from the item whose opening
  * quote is at p: each 16-byte block is tested once (mst_json_special16,
  * plain_string_end's test) for all the items in it, where plain_string_end
@@ -153,9 +182,11 @@ static inline const uint8_t *literal_end(const uint8_t *p, const uint8_t *end) {
  * quote of the item reached, which the caller reads by itself. */
 static inline const uint8_t *string_items_end(const uint8_t *p, const uint8_t *end,
                                               const uint8_t **tail) {
+    *tail = NULL;
+    p = one_byte_items_end(p, end);
+    if (*p != '"') return p; /* the ',' or ']' after four one-byte items */
     const uint8_t *s = p + 1; /* the current item's content */
     const uint8_t *b = s;     /* the block whose test is in m; b <= s < b + 16 */
-    *tail = NULL;
     if (end - b < 16) goto near_end;
     unsigned m = mst_json_special16(b);
     for (;;) {
@@ -169,7 +200,19 @@ static inline const uint8_t *string_items_end(const uint8_t *p, const uint8_t *e
         if (*q != '"') return NULL;
         const uint8_t *after = q + 1;
         if (end - after < 2 || after[0] != ',' || after[1] != '"') return after;
+        bool one_byte = q == s + 1; /* then the next ones may be too */
         s = after + 2; /* at most b + 18 */
+        if (one_byte && end - s >= 16) {
+            const uint8_t *o = one_byte_items_end(s - 1, end);
+            if (*o != '"') return o;
+            if (o != s - 1) { /* groups skipped: a new block from o */
+                s = o + 1;
+                b = s;
+                if (end - b < 16) goto near_end;
+                m = mst_json_special16(b);
+                continue;
+            }
+        }
         if (s - b >= 16) {
             b += 16;
             if (end - b < 16) goto near_end;

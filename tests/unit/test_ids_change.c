@@ -572,6 +572,245 @@ static int driver_main(int argc, char **argv) {
     return st.spans_exported == (uint64_t)steps && st.retries == (reconnect_at >= 0 ? 1u : 0u) ? 0 : 1;
 }
 
+/* ---- the list arithmetic itself ---- */
+
+/* mst_ids_bytes_equal against memcmp: every length 0..80 (each branch:
+ * bytes, 4 and 8-byte words, 16-byte blocks with and without the 32-byte
+ * loop), equal, and one byte differing at every position (the first, the
+ * middle and the last among them). */
+static void test_bytes_equal(void) {
+    char a[88] = {0}, b[88] = {0};
+    for (size_t n = 0; n <= 80; n++) {
+        for (size_t i = 0; i < n; i++) a[i] = b[i] = (char)('a' + (i * 7) % 26);
+        CHECK(mst_ids_bytes_equal(a, b, n));
+        for (size_t at = 0; at < n; at++) { /* every position, first, middle and last among them */
+            b[at] ^= 0x20;
+            CHECK(!mst_ids_bytes_equal(a, b, n));
+            CHECK(memcmp(a, b, n) != 0);
+            b[at] ^= 0x20;
+        }
+        if (n) { /* differing only past n: still equal */
+            b[n] = 'X';
+            a[n] = 'Y';
+            CHECK(mst_ids_bytes_equal(a, b, n));
+        }
+    }
+}
+
+/* The change between two lists: applying it (left, then joined) gives the
+ * new list back; equal lists have an empty change, empty lists too. */
+static void check_find(const char *const *prev, uint32_t n_prev, const char *const *next, uint32_t n_next,
+                       uint32_t want_left, uint32_t want_joined) {
+    mst_ids_list l;
+    mst_ids_list_init(&l, 0, 0);
+    mst_str p[16], q[16];
+    for (uint32_t i = 0; i < n_prev; i++) p[i] = S(prev[i]);
+    for (uint32_t i = 0; i < n_next; i++) q[i] = S(next[i]);
+    CHECK(mst_ids_list_set(&l, p, n_prev));
+    uint32_t left[16], n_left = 99;
+    uint32_t from = mst_ids_change_find(&l, q, n_next, left, &n_left);
+    CHECK_EQ_INT(n_left, want_left);
+    CHECK_EQ_INT(n_next - from, want_joined);
+    CHECK(mst_ids_list_edit(&l, left, n_left, q + from, n_next - from));
+    CHECK_EQ_INT(l.n, n_next);
+    for (uint32_t i = 0; i < n_next && i < l.n; i++) CHECK(mst_ids_list_item_is(&l, i, q[i].ptr, q[i].len));
+    mst_ids_list_free(&l);
+}
+
+static void test_change_find(void) {
+    const char *abc[] = {"cmpl-0123456789abcdef-00000001", "cmpl-0123456789abcdef-00000002",
+                         "cmpl-0123456789abcdef-00000003"};
+    const char *last_differs[] = {"cmpl-0123456789abcdef-00000001", "cmpl-0123456789abcdef-00000002",
+                                  "cmpl-0123456789abcdef-00000004"};
+    const char *first_differs[] = {"Xmpl-0123456789abcdef-00000001", "cmpl-0123456789abcdef-00000002",
+                                   "cmpl-0123456789abcdef-00000003"};
+    const char *middle_differs[] = {"cmpl-0123456789abcdef-00000001", "cmpl-0123456789aXcdef-00000002",
+                                    "cmpl-0123456789abcdef-00000003"};
+    const char *shorter[] = {"cmpl-0123456789abcdef-0000000", "cmpl-0123456789abcdef-00000002",
+                             "cmpl-0123456789abcdef-00000003"};
+    const char *empties[] = {"", "", "a"};
+    check_find(abc, 3, abc, 3, 0, 0);               /* equal lists */
+    check_find(abc, 0, abc, 0, 0, 0);               /* empty lists */
+    check_find(abc, 0, abc, 3, 0, 3);               /* all join */
+    check_find(abc, 3, abc, 0, 3, 0);               /* all leave */
+    check_find(abc, 3, last_differs, 3, 1, 1);      /* the last byte differs */
+    check_find(abc, 3, first_differs, 3, 3, 3);     /* the first item's first byte: all after it join */
+    check_find(abc, 3, middle_differs, 3, 2, 2);    /* a middle byte of the middle item */
+    check_find(abc, 3, shorter, 3, 3, 3);           /* a prefix is not equal */
+    check_find(empties, 3, empties, 3, 0, 0);       /* empty items */
+    check_find(empties, 3, empties + 1, 2, 1, 0);
+}
+
+/* A rolling batch remembered by editing one list in place (the sender's
+ * way, with its text compacted now and then) and by copying the kept runs
+ * into a new list each step (mst_ids_list_set_change): the same items
+ * every step; the edited list's text stays bounded. Then the limits. */
+static void test_list_edit(void) {
+    batch b;
+    batch_init(&b, 256, 7);
+    batch_items(&b);
+    mst_ids_list ed, cp, tmp;
+    mst_ids_list_init(&ed, 0, 0);
+    mst_ids_list_init(&cp, 0, 0);
+    mst_ids_list_init(&tmp, 0, 0);
+    CHECK(mst_ids_list_set(&ed, b.items, (uint32_t)b.n));
+    CHECK(mst_ids_list_set(&cp, b.items, (uint32_t)b.n));
+    static uint32_t left[MST_IDS_MAX_ITEMS];
+    size_t most_text = 0;
+    for (int step = 1; step <= 600; step++) {
+        batch_step(&b, step, step % 200 < 100 ? 256 : 40 + step % 7); /* shrinks and grows again */
+        if (step % 150 == 0) b.n = 0;                                   /* empties */
+        batch_items(&b);
+        uint32_t n_left;
+        uint32_t from = mst_ids_change_find(&ed, b.items, (uint32_t)b.n, left, &n_left);
+        CHECK(mst_ids_list_set_change(&tmp, &cp, left, n_left, b.items + from, (uint32_t)b.n - from));
+        mst_ids_list t = cp;
+        cp = tmp;
+        tmp = t;
+        CHECK(mst_ids_list_edit(&ed, left, n_left, b.items + from, (uint32_t)b.n - from));
+        CHECK_EQ_INT(ed.n, (uint32_t)b.n);
+        CHECK_EQ_INT(cp.n, (uint32_t)b.n);
+        size_t live = 0;
+        for (int i = 0; i < b.n && i < (int)ed.n; i++) {
+            CHECK(mst_ids_list_item_is(&ed, (uint32_t)i, b.items[i].ptr, b.items[i].len));
+            CHECK(mst_ids_list_item_is(&cp, (uint32_t)i, b.items[i].ptr, b.items[i].len));
+            live += b.items[i].len;
+        }
+        CHECK_EQ_INT(ed.items_len, live);
+        CHECK(ed.text_len <= 2 * live + 4096);
+        if (ed.text_len > most_text) most_text = ed.text_len;
+    }
+    CHECK(most_text > ed.items_len); /* bytes were left unused, then compacted */
+    /* Past the item limit or the text limit: false, the list empty. */
+    static mst_str many[MST_IDS_MAX_ITEMS + 1];
+    for (uint32_t i = 0; i <= MST_IDS_MAX_ITEMS; i++) many[i] = S("x");
+    CHECK(mst_ids_list_set(&ed, many, 1));
+    CHECK(!mst_ids_list_edit(&ed, NULL, 0, many, MST_IDS_MAX_ITEMS));
+    CHECK_EQ_INT(ed.n, 0);
+    CHECK(mst_ids_list_edit(&ed, NULL, 0, many, MST_IDS_MAX_ITEMS)); /* exactly at the limit */
+    CHECK_EQ_INT(ed.n, MST_IDS_MAX_ITEMS);
+    char *big = malloc(MST_IDS_MAX_TEXT);
+    memset(big, 'y', MST_IDS_MAX_TEXT);
+    mst_str half = {big, MST_IDS_MAX_TEXT / 2};
+    CHECK(mst_ids_list_set(&ed, &half, 1));
+    CHECK(mst_ids_list_edit(&ed, NULL, 0, &half, 1)); /* exactly MST_IDS_MAX_TEXT */
+    uint32_t first = 0;
+    CHECK(mst_ids_list_edit(&ed, &first, 1, &half, 1)); /* one leaves, one joins: still at it */
+    mst_str one = {big, 1};
+    CHECK(!mst_ids_list_edit(&ed, NULL, 0, &one, 1)); /* one byte more */
+    CHECK_EQ_INT(ed.n, 0);
+    free(big);
+    mst_ids_list_free(&ed);
+    mst_ids_list_free(&cp);
+    mst_ids_list_free(&tmp);
+}
+
+/* The forwarder's list: the text as a JSON array of the items. */
+static void build_json(mst_buf *out, const mst_ids_list *l) {
+    mst_buf_reset(out);
+    mst_buf_append_byte(out, '[');
+    for (uint32_t i = 0; i < l->n; i++) {
+        if (i) mst_buf_append_byte(out, ',');
+        mst_buf_append(out, l->text + l->off[i], l->len[i]);
+    }
+    mst_buf_append_byte(out, ']');
+}
+
+/* Changes applied in place to a forwarder list (',' between items, '['
+ * before) give the list made whole from its items, and its JSON text is
+ * the items' JSON array, over a rolling batch with first, last, all and
+ * no items leaving, an empty base and a base whose JSON was taken. Bad
+ * changes leave the list as it was. */
+static void test_change_apply_in_place(void) {
+    batch b;
+    batch_init(&b, 64, 11);
+    mst_ids_list l, whole;
+    mst_ids_list_init(&l, ',', '[');
+    mst_ids_list_init(&whole, ',', '[');
+    mst_buf want;
+    mst_buf_init(&want, 0);
+    static char quoted[MAX_BATCH][ID_CAP + 2];
+    static mst_json_slice joined[MAX_BATCH];
+    static uint32_t left[MAX_BATCH];
+    uint32_t prev_n;
+    static char prev_ids[MAX_BATCH][ID_CAP];
+    char err[200];
+    for (int step = 0; step < 400; step++) {
+        memcpy(prev_ids, b.ids, sizeof prev_ids);
+        prev_n = step ? (uint32_t)b.n : 0; /* the list starts empty: all join */
+        if (step) batch_step(&b, step, 64);
+        int mode = step % 11;
+        if (mode == 3 && b.n) memmove(b.ids[0], b.ids[1], ID_CAP * (size_t)--b.n); /* the first leaves */
+        if (mode == 5 && b.n) b.n--;                                                    /* the last leaves */
+        if (mode == 7) b.n = 0;                                                         /* all leave */
+        /* greedy change from prev_ids to b.ids, as the sender finds it */
+        uint32_t k = 0, j = 0, i = 0;
+        for (; i < prev_n && j < (uint32_t)b.n; i++) {
+            if (!strcmp(prev_ids[i], b.ids[j])) j++;
+            else left[k++] = i;
+        }
+        for (; i < prev_n; i++) left[k++] = i;
+        uint32_t nj = 0;
+        for (uint32_t x = j; x < (uint32_t)b.n; x++, nj++) {
+            int len = snprintf(quoted[nj], sizeof quoted[nj], "\"%s\"", b.ids[x]);
+            joined[nj] = (mst_json_slice){quoted[nj], (size_t)len};
+        }
+        mst_ids_change c = {left, k, joined, nj};
+        if (step % 3 == 0) { /* the JSON view was taken of the base (a ']' written past it) */
+            mst_json_slice js;
+            CHECK(mst_ids_list_json(&l, &js));
+        }
+        CHECK_EQ_INT(mst_ids_change_apply(&l, &c, err, sizeof err), MST_OK);
+        mst_ids_list_clear(&whole);
+        for (int x = 0; x < b.n; x++) {
+            char q[ID_CAP + 2];
+            int len = snprintf(q, sizeof q, "\"%s\"", b.ids[x]);
+            CHECK(mst_ids_list_push(&whole, q, (size_t)len));
+        }
+        CHECK_EQ_INT(l.n, whole.n);
+        CHECK_EQ_INT(l.items_len, whole.items_len);
+        for (uint32_t x = 0; x < l.n && x < whole.n; x++)
+            CHECK(mst_ids_list_item_is(&l, x, whole.text + whole.off[x], whole.len[x]));
+        build_json(&want, &whole);
+        mst_json_slice js;
+        CHECK(mst_ids_list_json(&l, &js));
+        CHECK_EQ_INT(js.len, want.len);
+        CHECK(js.len == want.len && memcmp(js.ptr, want.data, want.len) == 0);
+    }
+    /* a position past the list, and a list past the limits: refused, the
+     * list as it was */
+    uint32_t n_before = l.n;
+    size_t text_before = l.text_len;
+    uint32_t past[1] = {l.n};
+    mst_ids_change bad = {past, 1, NULL, 0};
+    CHECK_EQ_INT(mst_ids_change_apply(&l, &bad, err, sizeof err), MST_ERR_PARSE);
+    CHECK(strstr(err, "past the previous list") != NULL);
+    static mst_json_slice many[MST_IDS_MAX_ITEMS];
+    for (uint32_t x = 0; x < MST_IDS_MAX_ITEMS; x++) many[x] = (mst_json_slice){"\"z\"", 3};
+    mst_ids_change too_many = {NULL, 0, many, MST_IDS_MAX_ITEMS};
+    CHECK_EQ_INT(mst_ids_change_apply(&l, &too_many, err, sizeof err), n_before ? MST_ERR_TOO_LARGE : MST_OK);
+    CHECK_EQ_INT(l.n, n_before);
+    CHECK_EQ_INT(l.text_len, text_before);
+    /* the text limit counts the separators and the lead byte: exactly at it
+     * is kept, one byte more is not */
+    mst_ids_list_clear(&l);
+    char *big = malloc(MST_IDS_MAX_TEXT);
+    memset(big, 'y', MST_IDS_MAX_TEXT);
+    mst_json_slice two[2] = {{big, MST_IDS_MAX_TEXT / 2}, {big, MST_IDS_MAX_TEXT / 2 - 2}};
+    mst_ids_change fits = {NULL, 0, two, 2}; /* '[' a ',' b: MST_IDS_MAX_TEXT bytes */
+    CHECK_EQ_INT(mst_ids_change_apply(&l, &fits, err, sizeof err), MST_OK);
+    CHECK_EQ_INT(l.text_len, MST_IDS_MAX_TEXT);
+    mst_ids_list_clear(&l);
+    two[1].len++;
+    CHECK_EQ_INT(mst_ids_change_apply(&l, &fits, err, sizeof err), MST_ERR_TOO_LARGE);
+    CHECK(strstr(err, "would pass") != NULL);
+    CHECK_EQ_INT(l.n, 0);
+    free(big);
+    mst_buf_free(&want);
+    mst_ids_list_free(&l);
+    mst_ids_list_free(&whole);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--socket")) return driver_main(argc, argv);
     static const mst_test_case tests[] = {
@@ -581,6 +820,10 @@ int main(int argc, char **argv) {
         {"bad_change_data_is_rejected", test_bad_change_data_is_rejected},
         {"limits", test_limits},
         {"sender_limits", test_sender_limits},
+        {"bytes_equal", test_bytes_equal},
+        {"change_find", test_change_find},
+        {"list_edit", test_list_edit},
+        {"change_apply_in_place", test_change_apply_in_place},
     };
     return mst_test_run_all(tests, sizeof tests / sizeof tests[0], argc, argv);
 }

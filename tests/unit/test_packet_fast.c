@@ -178,6 +178,19 @@ static void test_bench_packet_takes_fast_path(void) {
     }
 }
 
+/* The step packets' small writers write what sprintf wrote: a few
+ * thousand steps at 1, 8, 16 (the smallest list that goes as changes) and
+ * 256 ids, changes, keyframes and whole lists, two clients. */
+static void test_bench_step_format_is_sprintf(void) {
+    static const int ids[] = {1, 8, 16, 256};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+        for (int client = 0; client < 2; client++) {
+            long bad = bench_step_format_check(client * 3, ids[i], ids[i] == 256 ? 1500 : 3000);
+            if (bad >= 0) fprintf(stderr, "  %d ids, client %d: step %ld differs\n", ids[i], client, bad);
+            CHECK_EQ_INT(bad, -1);
+        }
+}
+
 static void test_key_order_whitespace_unknown_keys(void) {
     expect_fast("{\"links\":[{\"span_id\":\"" S16 "\",\"x\":[1,{\"y\":null}],\"trace_id\":\"" T32
                 "\"}],\"attributes\":{},\"span_id\":\"" S16 "\",\"future\":{\"a\":[true,false]},"
@@ -617,8 +630,45 @@ static void test_string_arrays_at_block_edges(void) {
     }
 }
 
+/* Arrays of one-byte string items ("1","1",...: a decode step's
+ * step.tokens, read four at a time): 1..24 items at every alignment, with
+ * every byte of the array text in turn replaced by each byte that breaks
+ * or changes the pattern (a quote, a backslash, a control byte, a UTF-8
+ * lead byte, ',', ']', a space, a digit, a letter): the fast path and the
+ * general decoder agree on every input, and the clean arrays take the
+ * fast path. */
+static void test_one_byte_string_items(void) {
+    static const char subst[] = {'"', '\\', '\x01', '\xc3', ',', ']', ' ', '7', 'x', '['};
+    char items[256], json[512];
+    for (size_t pad = 0; pad < 4; pad++) {
+        for (size_t count = 1; count <= 24; count++) {
+            size_t n = 0;
+            for (size_t i = 0; i < count; i++) {
+                if (i) items[n++] = ',';
+                items[n++] = '"';
+                items[n++] = (char)('0' + i % 10);
+                items[n++] = '"';
+            }
+            char pads[4] = {0};
+            memset(pads, 'p', pad);
+            snprintf(json, sizeof json, "{" IDS ",\"attributes\":{\"%s\":[%.*s],\"b\":1}}", pads, (int)n, items);
+            expect_fast(json);
+            size_t at0 = (size_t)(strchr(json, '[') - json) + 1;
+            for (size_t k = 0; k < n; k++)
+                for (size_t v = 0; v < sizeof subst; v++) {
+                    char mutated[512];
+                    size_t len = strlen(json);
+                    memcpy(mutated, json, len + 1);
+                    mutated[at0 + k] = subst[v];
+                    expect_agree_n(mutated, len);
+                }
+        }
+    }
+}
+
 static const mst_test_case TESTS[] = {
     {"bench_packet_takes_fast_path", test_bench_packet_takes_fast_path},
+    {"bench_step_format_is_sprintf", test_bench_step_format_is_sprintf},
     {"key_order_whitespace_unknown_keys", test_key_order_whitespace_unknown_keys},
     {"escapes", test_escapes},
     {"duplicates", test_duplicates},
@@ -629,6 +679,7 @@ static const mst_test_case TESTS[] = {
     {"truncations_and_mutations", test_truncations_and_mutations},
     {"plain_text", test_plain_text},
     {"string_arrays_at_block_edges", test_string_arrays_at_block_edges},
+    {"one_byte_string_items", test_one_byte_string_items},
 };
 
 MST_TEST_MAIN(TESTS)
