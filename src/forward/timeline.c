@@ -79,9 +79,10 @@ typedef struct req_entry {
     /* What every step naming the request reads or sets, first (one or
      * two cache lines a request at batch 256): */
     uint64_t serial;         /* this entry's number (0: free slot), for hints */
-    uint64_t run_tag;        /* attached to an engine's run: RUN_TAG(run, step), the run (index +
-                                1 in mst_timeline.runs) and its last step that counted it; its
-                                steps, last_end_ns and last_seen_ms are then behind. 0: not */
+    uint64_t run_tag;        /* attached to an engine's run: RUN_TAG(serial, run, step), the run
+                                (index + 1 in mst_timeline.runs) and its last step that counted it
+                                (low 16 bits); its steps, last_end_ns and last_seen_ms are then
+                                behind. 0: not */
     size_t id_len;
     int64_t first_ns, last_end_ns;     /* spans naming it */
     int64_t sched1_ns, sched2_ns;      /* first two scheduling steps (-1: none) */
@@ -207,6 +208,7 @@ struct mst_timeline {
     bool have_rank_base;
     uint64_t serial;         /* entries made so far (req_entry.serial) */
     tl_run runs[TL_ENGINES]; /* of eng[i] */
+    uint32_t attached;       /* entries attached to any run (none: nothing to settle) */
     bool eager_runs;         /* mst_timeline_set_lazy_runs(tl, false) */
 };
 
@@ -219,23 +221,29 @@ struct mst_timeline {
 
 /* ---- runs (see the file comment) ---- */
 
-/* req_entry.run_tag of an entry attached to run `run` (index + 1) that
- * the run's step `step` counted last; its parts. */
-#define RUN_TAG(run, step) ((uint64_t)(step) << 8 | (run))
+/* req_entry.run_tag of entry `serial` attached to run `run` (index + 1)
+ * that the run's step `step` counted last (its low 16 bits: an attached
+ * entry's is the run's count or, while a step is counted, the next), in
+ * the bits of a hint word (its serial above HINT_SLOT_BITS): one compare
+ * with a hint word's serial part tells a live entry counted by the run's
+ * previous step. Its parts. */
+#define RUN_TAG(serial, run, step) \
+    ((uint64_t)(serial) << HINT_SLOT_BITS | (uint64_t)((step) & 0xffffu) << 8 | (run))
 #define TAG_RUN(tag) ((uint8_t)((tag) & 0xff))
-#define TAG_STEP(tag) ((uint32_t)((tag) >> 8))
+#define TAG_STEP(tag) ((uint32_t)((tag) >> 8) & 0xffffu)
+#define STEP16(step) ((uint32_t)(step) & 0xffffu)
 
 /* Realizes the fields entry x's run kept behind and detaches it: the
  * run's steps after run_base up to the last one that counted x (this
  * step, while it is being counted and already named x), and that step's
  * end and forwarder time, the latest of each (the run's steps start and
  * end in order, the forwarder's clock only moves forward). */
-static void run_settle(mst_timeline *tl, req_entry *x) {
+static __attribute__((noinline)) void run_settle(mst_timeline *tl, req_entry *x) {
     tl_run *r = &tl->runs[TAG_RUN(x->run_tag) - 1];
     uint32_t upto = r->count;
     int64_t end = r->last_end;
     uint64_t now = r->last_now;
-    if (r->in_step && TAG_STEP(x->run_tag) == r->count + 1) {
+    if (r->in_step && TAG_STEP(x->run_tag) == STEP16(r->count + 1)) {
         upto++;
         end = r->cur_end;
         now = r->cur_now;
@@ -248,6 +256,7 @@ static void run_settle(mst_timeline *tl, req_entry *x) {
     }
     x->run_tag = 0;
     r->attached--;
+    tl->attached--;
 }
 
 /* The live entry hint word w names, or NULL. */
@@ -262,7 +271,7 @@ static inline req_entry *word_entry(mst_timeline *tl, uint64_t w) {
  * 1) and the step being counted did not name it yet. */
 static inline void run_settle_word(mst_timeline *tl, uint64_t w, uint8_t run) {
     req_entry *x = word_entry(tl, w);
-    if (x && TAG_RUN(x->run_tag) == run && TAG_STEP(x->run_tag) != tl->runs[run - 1].count + 1)
+    if (x && TAG_RUN(x->run_tag) == run && TAG_STEP(x->run_tag) != STEP16(tl->runs[run - 1].count + 1))
         run_settle(tl, x);
 }
 
@@ -761,7 +770,7 @@ static bool note_step_list(mst_timeline *tl, const mst_json_slice *list, int kin
     }
     bool ok = true;
     req_entry *x;
-    while (next_request(tl, &r, pid, arena, sink, true, &x, &ok)) {
+    while (next_request(tl, &r, pid, arena, sink, tl->attached != 0, &x, &ok)) {
         mst_json_slice qv = {NULL, 0};
         if (have_q && (mst_json_array_next(&q) != 1 || !mst_json_read_raw(&q, &qv))) have_q = false;
         (*count)++;
@@ -826,6 +835,13 @@ static inline void note_named(mst_timeline *tl, req_entry *x, int64_t start, int
     if (ph == 'd' ? x->cur != SEG_DECODE : ph == 'p' || ph == 'P') note_phase(tl, x, start, (char)ph);
 }
 
+/* Scheduling steps naming fewer requests are counted eagerly: a run step
+ * costs some 200 instructions more than its items' ~20 less each
+ * (callgrind, bench_step_ids --engine). Exact either way: such a step
+ * settles the entries it names (item_request); the others stay attached,
+ * the run's count does not move. */
+#define RUN_MIN_ITEMS 16u
+
 /* How far past the next previous word a run step looks for an item's
  * word (vLLM's order: a few requests leave between two that stay). */
 #define RUN_LOOKAHEAD 32u
@@ -847,6 +863,7 @@ static bool run_reserve(tl_run *r, size_t n) {
     uint64_t *b = realloc(r->next, cap * sizeof *b);
     if (!b) return false;
     r->next = b;
+    if (!r->cap) r->prev[0] = RUN_END; /* else kept by realloc */
     r->cap = cap;
     return true;
 }
@@ -881,12 +898,49 @@ static __attribute__((noinline)) uint64_t run_item_eager(mst_timeline *tl, tl_ru
     note_named(tl, x, s->start_ns, s->end_ns, 2, run, ph);
     if (x->cur == SEG_DECODE && x->sched2_ns >= 0 && x->sched2_ns < s->start_ns &&
         w == (x->serial << HINT_SLOT_BITS | (uint64_t)(x - tl->e + 1))) {
-        x->run_tag = RUN_TAG(run, step_no);
+        x->run_tag = RUN_TAG(x->serial, run, step_no);
         x->run_base = step_no;
         r->attached++;
+        tl->attached++;
         r->named++;
     }
     return w;
+}
+
+/* The items of a run step from idx on that the run counts (see
+ * note_run_step), up to the first one it may not: each the next previous
+ * one (RUN_END at prev[m]), a live entry counted by the run's previous step
+ * (its tag), of the same length, not in phase p / P; each tagged as counted
+ * by this step. Returns the index of the first other item. Its own
+ * function: this loop is what a step costs per request, and has all the
+ * registers to itself. */
+static __attribute__((noinline)) size_t
+run_skip(mst_timeline *tl, const mst_tl_id_item *items, size_t idx, size_t n,
+         const uint64_t *restrict prev, uint32_t *j_io, uint64_t *restrict next,
+         const unsigned char *ph, size_t n_phase, uint64_t counted, uint64_t counting,
+         uint32_t *skipped_io) {
+    req_entry *const e = tl->e;
+    const uint64_t used = tl->used;
+    const uint64_t *pp = prev + *j_io;
+    uint32_t skipped = 0;
+    for (; idx < n; idx++) {
+        const mst_tl_id_item *it = &items[idx];
+        uint64_t w = it->hint ? *it->hint : 0;
+        uint64_t slot = w & HINT_SLOTS;
+        if (*pp != w || slot - 1 >= used) break; /* slot 0 (none) wraps */
+        req_entry *x = &e[slot - 1];
+        uint64_t serial_part = w & ~(uint64_t)HINT_SLOTS;
+        if (x->run_tag != (serial_part | counted) || x->id_len != it->n ||
+            (idx < n_phase && (ph[idx] | 0x20) == 'p'))
+            break;
+        x->run_tag = serial_part | counting;
+        skipped++;
+        next[idx] = w;
+        pp++;
+    }
+    *j_io = (uint32_t)(pp - prev);
+    *skipped_io += skipped;
+    return idx;
 }
 
 /* note_request_ids of a scheduling step of engine `run` (index + 1) whose
@@ -909,6 +963,7 @@ static __attribute__((noinline)) bool note_run_step(mst_timeline *tl, const mst_
     if (!run_reserve(r, n)) {
         run_settle_all(tl, run);
         r->n_prev = 0;
+        if (r->cap) r->prev[0] = RUN_END;
         for (size_t idx = 0; idx < n; idx++) {
             req_entry *x = item_request(tl, req_get_item(tl, &items[idx], pid, sink), true, &ok);
             if (x) note_named(tl, x, s->start_ns, s->end_ns, 2, run,
@@ -916,7 +971,6 @@ static __attribute__((noinline)) bool note_run_step(mst_timeline *tl, const mst_
         }
         return ok;
     }
-    r->prev[r->n_prev] = RUN_END;
     uint32_t step_no = r->count + 1;
     r->in_step = true;
     r->cur_end = s->end_ns;
@@ -924,34 +978,18 @@ static __attribute__((noinline)) bool note_run_step(mst_timeline *tl, const mst_
     r->named = 0;
     /* Entries attached to the run were all counted by its previous step
      * (the others were settled): run_tag tells them from this step's. */
-    const uint64_t counted = RUN_TAG(run, r->count), counting = RUN_TAG(run, step_no);
+    const uint64_t counted = RUN_TAG(0, run, r->count), counting = RUN_TAG(0, run, step_no);
     /* Locals the compiler need not reload after each store (the loop is
      * what a step costs per request). */
     const uint64_t *restrict prev = r->prev;
     uint64_t *restrict next = r->next;
-    req_entry *const e = tl->e;
-    uint64_t used = tl->used;
     const unsigned char *ph_chars = phase ? (const unsigned char *)phase->ptr : NULL;
     const size_t n_phase = phase ? phase->len : 0;
     uint32_t j = 0, m = r->n_prev, skipped = 0;
     size_t idx = 0;
     while (idx < n) {
-        /* The usual item, without a call: the next previous one, counted
-         * by the run (RUN_END at prev[m]). */
-        for (; idx < n; idx++) {
-            const mst_tl_id_item *it = &items[idx];
-            uint64_t w = it->hint ? *it->hint : 0;
-            uint64_t slot = w & HINT_SLOTS;
-            if (prev[j] != w || slot - 1 >= used) break; /* slot 0 (none) wraps */
-            const req_entry *x = &e[slot - 1];
-            if (x->serial != w >> HINT_SLOT_BITS || x->run_tag != counted || x->id_len != it->n ||
-                (idx < n_phase && (ph_chars[idx] | 0x20) == 'p'))
-                break;
-            e[slot - 1].run_tag = counting;
-            skipped++;
-            next[idx] = w;
-            j++;
-        }
+        idx = run_skip(tl, items, idx, n, prev, &j, next, ph_chars, n_phase, counted, counting,
+                       &skipped);
         if (idx == n) break;
         /* Any other: aligned first (previous items skipped over left). */
         const mst_tl_id_item *it = &items[idx];
@@ -960,13 +998,13 @@ static __attribute__((noinline)) bool note_run_step(mst_timeline *tl, const mst_
         else if (j < m && w) j = run_align(tl, r, run, j, m, w);
         int ph = idx < n_phase ? ph_chars[idx] : -1;
         req_entry *x = word_entry(tl, w);
-        if (x && x->run_tag == counted && x->id_len == it->n && (ph | 0x20) != 'p') {
-            x->run_tag = counting;
+        if (x && x->run_tag == (RUN_TAG(x->serial, 0, 0) | counted) && x->id_len == it->n &&
+            (ph | 0x20) != 'p') {
+            x->run_tag = RUN_TAG(x->serial, 0, 0) | counting;
             skipped++;
             next[idx] = w;
         } else {
             next[idx] = run_item_eager(tl, r, run, step_no, it, ph, s, pid, sink, &ok);
-            used = tl->used; /* it may have made an entry */
         }
         idx++;
     }
@@ -976,7 +1014,8 @@ static __attribute__((noinline)) bool note_run_step(mst_timeline *tl, const mst_
      * alignment missed (an unusual order): found among the previous words. */
     for (uint32_t k = 0; r->named != r->attached && k < m; k++) run_settle_word(tl, prev[k], run);
     for (uint32_t i = 0; r->named != r->attached && i < tl->used; i++) /* never: for safety */
-        if (tl->e[i].serial && TAG_RUN(tl->e[i].run_tag) == run && TAG_STEP(tl->e[i].run_tag) != step_no)
+        if (tl->e[i].serial && TAG_RUN(tl->e[i].run_tag) == run &&
+            TAG_STEP(tl->e[i].run_tag) != STEP16(step_no))
             run_settle(tl, &tl->e[i]);
     r->in_step = false;
     r->count = step_no;
@@ -1007,16 +1046,23 @@ static bool note_request_ids(mst_timeline *tl, const mst_pf_span *s, int64_t pid
     int64_t start = s->start_ns, end = s->end_ns;
     size_t n_phase = phase ? phase->len : 0;
     if (r.items) { /* split by the writer: one pass over its items */
-        if (step == 2 && engine && !tl->eager_runs)
+        if (step == 2 && engine && r.n >= RUN_MIN_ITEMS && !tl->eager_runs)
             return note_run_step(tl, s, pid, engine, r.items, r.n, phase, sink);
-        for (size_t idx = 0; idx < r.n; idx++) {
-            req_entry *x = item_request(tl, req_get_item(tl, &r.items[idx], pid, sink), step == 2, &ok);
-            if (x) note_named(tl, x, start, end, step, engine, idx < n_phase ? (unsigned char)phase->ptr[idx] : -1);
-        }
+        /* Two loops: the usual one (nothing attached) without the check. */
+        if (step == 2 && tl->attached)
+            for (size_t idx = 0; idx < r.n; idx++) {
+                req_entry *x = item_request(tl, req_get_item(tl, &r.items[idx], pid, sink), true, &ok);
+                if (x) note_named(tl, x, start, end, step, engine, idx < n_phase ? (unsigned char)phase->ptr[idx] : -1);
+            }
+        else
+            for (size_t idx = 0; idx < r.n; idx++) {
+                req_entry *x = item_request(tl, req_get_item(tl, &r.items[idx], pid, sink), false, &ok);
+                if (x) note_named(tl, x, start, end, step, engine, idx < n_phase ? (unsigned char)phase->ptr[idx] : -1);
+            }
         return ok;
     }
     req_entry *x;
-    for (size_t idx = 0; next_request(tl, &r, pid, arena, sink, step == 2, &x, &ok); idx++)
+    for (size_t idx = 0; next_request(tl, &r, pid, arena, sink, step == 2 && tl->attached, &x, &ok); idx++)
         if (x) note_named(tl, x, start, end, step, engine, idx < n_phase ? (unsigned char)phase->ptr[idx] : -1);
     return ok;
 }

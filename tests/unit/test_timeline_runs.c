@@ -263,7 +263,7 @@ static void engine_step(world *w, int e) {
         g->run[g->n_run++] = id;
         L[3].v[L[3].n++] = id;
     }
-    int cap = e == 0 ? 36 : 14;
+    int cap = e == 0 ? 36 : e == 1 ? 24 : 14; /* runs count steps of 16 or more */
     while (g->n_run < cap && chance(2)) {
         int id = new_id(w, start);
         if (id < 0) break;
@@ -412,12 +412,12 @@ static void run_sequence(uint64_t seed, int steps, uint32_t max_requests) {
 
 /* A small table: attached entries are evicted. */
 static void test_runs_as_eager_small_table(void) {
-    for (uint64_t seed = 1; seed <= 4; seed++) run_sequence(seed, 3000, 48);
+    for (uint64_t seed = 1; seed <= 8; seed++) run_sequence(seed, 4000, 48);
 }
 
 /* A table that holds everything: long runs. */
 static void test_runs_as_eager_large_table(void) {
-    for (uint64_t seed = 11; seed <= 13; seed++) run_sequence(seed, 3000, 4096);
+    for (uint64_t seed = 11; seed <= 18; seed++) run_sequence(seed, 4000, 4096);
 }
 
 /* The forwarder's clock set back while requests are attached: a later
@@ -431,13 +431,15 @@ static void test_runs_with_the_clock_set_back(void) {
     w->eng[0].pid = 7;
     w->eng[0].t_ns = 1000000000ll;
     list_attr ids_only[1] = {{"request.ids", {0}, 0}};
-    for (int i = 0; i < 3; i++) ids_only[0].v[ids_only[0].n++] = new_id(w, w->eng[0].t_ns);
+    /* (runs count steps of 16 requests or more) */
+    char ps[24] = "pppppppppppppppppppp", ds[24] = "dddddddddddddddddddd";
+    for (int i = 0; i < 20; i++) ids_only[0].v[ids_only[0].n++] = new_id(w, w->eng[0].t_ns);
     w->now_ms = 1000;
     tick_both(w); /* a scan */
     for (int k = 0; k < 5; k++) {
         char attrs[128];
-        snprintf(attrs, sizeof attrs, ",\"scheduler.running\":3,\"step.index\":%d,\"step.phase\":\"%s\"", k,
-                 k ? "ddd" : "ppp");
+        snprintf(attrs, sizeof attrs, ",\"scheduler.running\":20,\"step.index\":%d,\"step.phase\":\"%s\"", k,
+                 k ? ds : ps);
         int64_t t = w->eng[0].t_ns + k * 20000000ll;
         if (k == 3) { /* attached: an output at 1500, then the clock at 1200 (no scan) */
             w->now_ms = 1500;
@@ -450,7 +452,7 @@ static void test_runs_with_the_clock_set_back(void) {
     }
     w->now_ms = 1200 + MST_TL_STEPS_IDLE_MS + 100; /* idle since 1200, not since 1500 */
     tick_both(w);
-    CHECK(w->log[0].lines >= 3);
+    CHECK(w->log[0].lines >= 20);
     CHECK(strstr(w->log[0].p, "R req-0") != NULL); /* completed at the tick, before finish_all */
     for (int t = 0; t < 2; t++) mst_timeline_finish_all(w->tl[t], &w->sink[t]);
     compare_logs(w, 99, 4096, 3);
