@@ -30,17 +30,22 @@
  * settles the run first) and the forwarder's clock only moves forward (a
  * clock set back settles every run), so the last step's end and time are
  * the max; and every reader of those fields settles first: req_emit (so
- * eviction and finish_all), the tick's scan, a scheduling step or step
- * list that is not the run's own (they change engine, cur, sched*), and a
- * step of the run that does not name the entry (found by aligning its
+ * eviction and finish_all), the tick's scan, any step list and any
+ * scheduling step naming it that the run does not count it in (another
+ * engine's, a short one, its own with phase p or naming it twice: they
+ * change engine, cur, sched*, or count it eagerly), and a step of the run
+ * that does not name the entry (found by aligning its
  * words with the previous step's, as wire/ids_change.c; an entry the
  * alignment misses is found among the previous words: every attached entry
  * was named by the run's previous step). A settle during a step counts that
  * step when the step already counted the entry (its tag says so). Batch,
  * output and request spans only set first_ns (min), last_end_ns (max),
  * last_seen_ms (the latest time), wsteps and the request span's fields:
- * they commute with the run and do not settle. mst_timeline_set_lazy_runs
- * turns the runs off, to test them against the eager path.
+ * they commute with the run and do not settle. Steps naming fewer than
+ * RUN_MIN_ITEMS requests are counted eagerly (a run step's fixed cost is
+ * more than they save): like a foreign step they settle what they name,
+ * the run's count does not move. mst_timeline_set_lazy_runs turns the runs
+ * off, to test them against the eager path.
  */
 #include "forward/timeline.h"
 
