@@ -9,6 +9,43 @@
  * step records are kept per request as a short list of (time, kind) events
  * (a malloc'd array of at most MST_TL_MAX_STEP_PHASES), turned into slices
  * when the request is emitted.
+ *
+ * Runs: in vLLM's order nearly every request a scheduling step names is
+ * one that the engine's previous step named too, decoding, and all such a
+ * step changes of it is steps + 1, last_end_ns and last_seen_ms. So the
+ * scheduling steps of a followed engine whose request.ids the writer split
+ * (with hints: the `.pftrace` writer) are counted per engine ("its run",
+ * tl_run): the run keeps the previous step's hint words and its own step
+ * count with the last step's start, end and forwarder time. An entry is
+ * attached to the run (req_entry.run_tag) once a step named it that left it
+ * decoding with both first steps (sched1_ns, sched2_ns) before that step;
+ * each later step of the run naming it with phase d (or none) only tags it
+ * as counted (one compare of its tag), and the entry's steps, last_end_ns
+ * and last_seen_ms stay behind. Settling (run_settle) realizes them — steps
+ * plus the run's steps since run_base, the max with the last such step's
+ * end and time — and detaches it. Why this is exact: for such a step the
+ * eager path would do exactly that (first_ns is older, note_step returns
+ * early since sched2_ns is older, engine is the same, phase d changes
+ * nothing), the run's steps start and end in order (a step that does not
+ * settles the run first) and the forwarder's clock only moves forward (a
+ * clock set back settles every run), so the last step's end and time are
+ * the max; and every reader of those fields settles first: req_emit (so
+ * eviction and finish_all), the tick's scan, any step list and any
+ * scheduling step naming it that the run does not count it in (another
+ * engine's, a short one, its own with phase p or naming it twice: they
+ * change engine, cur, sched*, or count it eagerly), and a step of the run
+ * that does not name the entry (found by aligning its
+ * words with the previous step's, as wire/ids_change.c; an entry the
+ * alignment misses is found among the previous words: every attached entry
+ * was named by the run's previous step). A settle during a step counts that
+ * step when the step already counted the entry (its tag says so). Batch,
+ * output and request spans only set first_ns (min), last_end_ns (max),
+ * last_seen_ms (the latest time), wsteps and the request span's fields:
+ * they commute with the run and do not settle. Steps naming fewer than
+ * RUN_MIN_ITEMS requests are counted eagerly (a run step's fixed cost is
+ * more than they save): like a foreign step they settle what they name,
+ * the run's count does not move. mst_timeline_set_lazy_runs turns the runs
+ * off, to test them against the eager path.
  */
 #include "forward/timeline.h"
 
@@ -47,6 +84,10 @@ typedef struct req_entry {
     /* What every step naming the request reads or sets, first (one or
      * two cache lines a request at batch 256): */
     uint64_t serial;         /* this entry's number (0: free slot), for hints */
+    uint64_t run_tag;        /* attached to an engine's run: RUN_TAG(serial, run, step), the run
+                                (index + 1 in mst_timeline.runs) and its last step that counted it
+                                (low 16 bits); its steps, last_end_ns and last_seen_ms are then
+                                behind. 0: not */
     size_t id_len;
     int64_t first_ns, last_end_ns;     /* spans naming it */
     int64_t sched1_ns, sched2_ns;      /* first two scheduling steps (-1: none) */
@@ -59,6 +100,7 @@ typedef struct req_entry {
     uint8_t n_segs, cap_segs;
     uint8_t engine;          /* the engine of the last scheduling step naming it (index + 1 in
                                 mst_timeline.eng; 0: none yet, or not a followed engine) */
+    uint32_t run_base;       /* attached: realized up to the run's step run_base */
     /* the rest */
     char *id;
     uint64_t hash;
@@ -127,6 +169,24 @@ typedef struct tl_done_ring {
     uint32_t head, n;         /* the oldest at s[head], n kept */
 } tl_done_ring;
 
+/* An engine's run (see the file comment): the request ids of its last
+ * lazily counted scheduling step as hint words (slot | serial, 0: none),
+ * in order, and the steps counted so far with the last one's times. While
+ * a step is being counted (in_step), step count + 1 has cur_end / cur_now
+ * and `named` entries attached with run_seen == count + 1. */
+typedef struct tl_run {
+    uint64_t *prev, *next;   /* the last step's words; the buffer for this one's */
+    uint32_t n_prev, cap;
+    uint32_t count;          /* steps counted */
+    uint32_t attached;       /* entries with run == this run */
+    uint32_t named;          /* in_step: attached entries this step named so far */
+    bool in_step;
+    int64_t last_start, last_end; /* step `count`'s */
+    uint64_t last_now;
+    int64_t cur_end;         /* in_step: step count + 1's */
+    uint64_t cur_now;
+} tl_run;
+
 struct mst_timeline {
     req_entry *e;
     uint32_t *buckets;       /* index + 1 */
@@ -160,6 +220,9 @@ struct mst_timeline {
     int64_t rank_base_ns;    /* mst_timeline_arrival_rank */
     bool have_rank_base;
     uint64_t serial;         /* entries made so far (req_entry.serial) */
+    tl_run runs[TL_ENGINES]; /* of eng[i] */
+    uint32_t attached;       /* entries attached to any run (none: nothing to settle) */
+    bool eager_runs;         /* mst_timeline_set_lazy_runs(tl, false) */
 };
 
 /* A hint (mst_tl_id_item.hint): the entry's slot + 1 in its low HINT_SLOT_BITS
@@ -168,6 +231,80 @@ struct mst_timeline {
 #define HINT_SLOT_BITS 24
 #define HINT_SLOTS ((1ull << HINT_SLOT_BITS) - 1)
 #define HINT_SERIALS (1ull << (64 - HINT_SLOT_BITS))
+
+/* ---- runs (see the file comment) ---- */
+
+/* req_entry.run_tag of entry `serial` attached to run `run` (index + 1)
+ * that the run's step `step` counted last (its low 16 bits: an attached
+ * entry's is the run's count or, while a step is counted, the next), in
+ * the bits of a hint word (its serial above HINT_SLOT_BITS): one compare
+ * with a hint word's serial part tells a live entry counted by the run's
+ * previous step. Its parts. */
+#define RUN_TAG(serial, run, step) \
+    ((uint64_t)(serial) << HINT_SLOT_BITS | (uint64_t)((step) & 0xffffu) << 8 | (run))
+#define TAG_RUN(tag) ((uint8_t)((tag) & 0xff))
+#define TAG_STEP(tag) ((uint32_t)((tag) >> 8) & 0xffffu)
+#define STEP16(step) ((uint32_t)(step) & 0xffffu)
+
+/* Realizes the fields entry x's run kept behind and detaches it: the
+ * run's steps after run_base up to the last one that counted x (this
+ * step, while it is being counted and already named x), and that step's
+ * end and forwarder time, the latest of each (the run's steps start and
+ * end in order, the forwarder's clock only moves forward). */
+static __attribute__((noinline)) void run_settle(mst_timeline *tl, req_entry *x) {
+    tl_run *r = &tl->runs[TAG_RUN(x->run_tag) - 1];
+    uint32_t upto = r->count;
+    int64_t end = r->last_end;
+    uint64_t now = r->last_now;
+    if (r->in_step && TAG_STEP(x->run_tag) == STEP16(r->count + 1)) {
+        upto++;
+        end = r->cur_end;
+        now = r->cur_now;
+        r->named--;
+    }
+    if (upto != x->run_base) {
+        x->steps += upto - x->run_base;
+        if (end > x->last_end_ns) x->last_end_ns = end;
+        if (now > x->last_seen_ms) x->last_seen_ms = now;
+    }
+    x->run_tag = 0;
+    r->attached--;
+    tl->attached--;
+}
+
+/* The live entry hint word w names, or NULL. */
+static inline req_entry *word_entry(mst_timeline *tl, uint64_t w) {
+    uint64_t slot = w & HINT_SLOTS;
+    if (slot - 1 >= tl->used) return NULL; /* slot 0 (none) wraps past every count */
+    req_entry *x = &tl->e[slot - 1];
+    return x->serial == w >> HINT_SLOT_BITS ? x : NULL;
+}
+
+/* Settles the entry of word w when it is attached to run `run` (index +
+ * 1) and the step being counted did not name it yet. */
+static inline void run_settle_word(mst_timeline *tl, uint64_t w, uint8_t run) {
+    req_entry *x = word_entry(tl, w);
+    if (x && TAG_RUN(x->run_tag) == run && TAG_STEP(x->run_tag) != STEP16(tl->runs[run - 1].count + 1))
+        run_settle(tl, x);
+}
+
+/* Settles every entry attached to run `run` (index + 1): those its last
+ * step named, which are all (else the whole table is searched). */
+static void run_settle_all(mst_timeline *tl, uint8_t run) {
+    tl_run *r = &tl->runs[run - 1];
+    for (uint32_t k = 0; k < r->n_prev && r->attached; k++) {
+        req_entry *x = word_entry(tl, r->prev[k]);
+        if (x && TAG_RUN(x->run_tag) == run) run_settle(tl, x);
+    }
+    for (uint32_t i = 0; i < tl->used && r->attached; i++)
+        if (tl->e[i].serial && TAG_RUN(tl->e[i].run_tag) == run) run_settle(tl, &tl->e[i]);
+}
+
+void mst_timeline_set_lazy_runs(mst_timeline *tl, bool lazy) {
+    if (!lazy)
+        for (unsigned k = 0; k < TL_ENGINES; k++) run_settle_all(tl, (uint8_t)(k + 1));
+    tl->eager_runs = !lazy;
+}
 
 mst_timeline *mst_timeline_new(uint32_t max_requests) {
     if (max_requests < 2) max_requests = 2;
@@ -201,7 +338,11 @@ void mst_timeline_free(mst_timeline *tl) {
         }
     free(tl->e);
     free(tl->buckets);
-    for (unsigned k = 0; k < TL_ENGINES; k++) free(tl->done[k].s);
+    for (unsigned k = 0; k < TL_ENGINES; k++) {
+        free(tl->done[k].s);
+        free(tl->runs[k].prev);
+        free(tl->runs[k].next);
+    }
     free(tl);
 }
 
@@ -223,6 +364,7 @@ static uint32_t req_find(const mst_timeline *tl, const char *id, size_t n, uint6
 /* Unlinks entry i from its bucket and the FIFO and frees its slot. */
 static void req_remove(mst_timeline *tl, uint32_t i) {
     req_entry *x = &tl->e[i - 1];
+    if (x->run_tag) run_settle(tl, x); /* emitted entries are not attached: only for safety */
     uint32_t *link = &tl->buckets[x->hash & tl->mask];
     while (*link != i) link = &tl->e[*link - 1].chain;
     *link = x->chain;
@@ -302,6 +444,7 @@ static void step_phases(const req_entry *x, mst_tl_request *r) {
 /* Builds the request track of entry x (request span times when known) and
  * hands it to the sink. */
 static void req_emit(mst_timeline *tl, req_entry *x, const mst_tl_sink *sink) {
+    if (x->run_tag) run_settle(tl, x);
     bool has_span = x->has_span;
     int64_t span_start = x->span_start, span_end = x->span_end, span_pid = x->span_pid;
     mst_tl_request r;
@@ -543,19 +686,22 @@ static bool cursor_begin(tl_id_cursor *c, const mst_json_slice *v, const mst_tl_
 
 /* The open entry of a list item's request (found or added): NULL when its
  * request was already emitted, or out of memory (*ok = false). */
-static inline req_entry *item_request(mst_timeline *tl, req_entry *e, bool *ok) {
+static inline req_entry *item_request(mst_timeline *tl, req_entry *e, bool sched, bool *ok) {
     if (!e) {
         *ok = false;
         return NULL;
     }
     if (e->done) return NULL;
+    /* A scheduling step (or a step list) that is not its run's own: the
+     * entry's run stops here. Other spans only set what commutes with it. */
+    if (sched && e->run_tag) run_settle(tl, e);
     e->last_seen_ms = tl->now_ms;
     return e;
 }
 
 /* next_request of a JSON list. */
 static int next_json_request(mst_timeline *tl, mst_json_reader *r, int64_t pid, mst_arena *arena,
-                             const mst_tl_sink *sink, req_entry **x, bool *ok) {
+                             const mst_tl_sink *sink, bool sched, req_entry **x, bool *ok) {
     *x = NULL;
     if (mst_json_array_next(r) != 1) return 0;
     if (mst_json_peek(r) != MST_JSON_STRING) {
@@ -564,7 +710,7 @@ static int next_json_request(mst_timeline *tl, mst_json_reader *r, int64_t pid, 
     }
     mst_str id;
     if (!mst_json_read_str_slice(r, arena, &id)) return 0;
-    *x = item_request(tl, req_get(tl, id.ptr, id.len, pid, sink), ok);
+    *x = item_request(tl, req_get(tl, id.ptr, id.len, pid, sink), sched, ok);
     return 1;
 }
 
@@ -574,10 +720,10 @@ static int next_json_request(mst_timeline *tl, mst_json_reader *r, int64_t pid, 
  * bad JSON. Inline: a split list's items (the usual) take a few loads. */
 static inline __attribute__((always_inline)) int
 next_request(mst_timeline *tl, tl_id_cursor *c, int64_t pid, mst_arena *arena,
-             const mst_tl_sink *sink, req_entry **x, bool *ok) {
-    if (!c->items) return next_json_request(tl, &c->r, pid, arena, sink, x, ok);
+             const mst_tl_sink *sink, bool sched, req_entry **x, bool *ok) {
+    if (!c->items) return next_json_request(tl, &c->r, pid, arena, sink, sched, x, ok);
     if (c->next == c->n) return 0;
-    *x = item_request(tl, req_get_item(tl, &c->items[c->next++], pid, sink), ok);
+    *x = item_request(tl, req_get_item(tl, &c->items[c->next++], pid, sink), sched, ok);
     return 1;
 }
 
@@ -637,7 +783,7 @@ static bool note_step_list(mst_timeline *tl, const mst_json_slice *list, int kin
     }
     bool ok = true;
     req_entry *x;
-    while (next_request(tl, &r, pid, arena, sink, &x, &ok)) {
+    while (next_request(tl, &r, pid, arena, sink, tl->attached != 0, &x, &ok)) {
         mst_json_slice qv = {NULL, 0};
         if (have_q && (mst_json_array_next(&q) != 1 || !mst_json_read_raw(&q, &qv))) have_q = false;
         (*count)++;
@@ -702,6 +848,200 @@ static inline void note_named(mst_timeline *tl, req_entry *x, int64_t start, int
     if (ph == 'd' ? x->cur != SEG_DECODE : ph == 'p' || ph == 'P') note_phase(tl, x, start, (char)ph);
 }
 
+/* Scheduling steps naming fewer requests are counted eagerly: a run step
+ * costs some 200 instructions more than its items' ~20 less each
+ * (callgrind, bench_step_ids --engine). Exact either way: such a step
+ * settles the entries it names (item_request); the others stay attached,
+ * the run's count does not move. */
+#define RUN_MIN_ITEMS 16u
+
+/* How far past the next previous word a run step looks for an item's
+ * word (vLLM's order: a few requests leave between two that stay). */
+#define RUN_LOOKAHEAD 32u
+
+/* Ends a run's list of words: no hint word (the serial's top bits are
+ * never all set). */
+#define RUN_END UINT64_MAX
+
+/* Room for this step's n words in run r (and RUN_END); false when out of memory or too
+ * many (the step is then counted eagerly). */
+static bool run_reserve(tl_run *r, size_t n) {
+    if (n < r->cap) return true; /* and one past: RUN_END */
+    if (n >= HINT_SLOTS) return false;
+    uint32_t cap = r->cap ? r->cap : 64;
+    while (cap <= n) cap *= 2;
+    uint64_t *a = realloc(r->prev, cap * sizeof *a);
+    if (!a) return false;
+    r->prev = a;
+    uint64_t *b = realloc(r->next, cap * sizeof *b);
+    if (!b) return false;
+    r->next = b;
+    if (!r->cap) r->prev[0] = RUN_END; /* else kept by realloc */
+    r->cap = cap;
+    return true;
+}
+
+/* The previous items of run r from j up to the one with word w (within
+ * RUN_LOOKAHEAD), whose entries are settled as of the previous step: they
+ * left (greedy alignment, as wire/ids_change.c). Returns the index after
+ * w's, or j when w is not among them (w joined). Only which entries are settled early depends on
+ * it, never a result. */
+static __attribute__((noinline)) uint32_t run_align(mst_timeline *tl, tl_run *r, uint8_t run,
+                                                    uint32_t j, uint32_t m, uint64_t w) {
+    uint32_t lim = m - j > RUN_LOOKAHEAD ? j + RUN_LOOKAHEAD : m;
+    for (uint32_t k = j + 1; k < lim; k++)
+        if (r->prev[k] == w) {
+            for (; j < k; j++) run_settle_word(tl, r->prev[j], run);
+            return k + 1;
+        }
+    return j;
+}
+
+/* An item of run step `step_no` of engine `run` counted as
+ * note_request_ids does (after settling its entry), its entry then
+ * attached when every later step of the run that names it would only
+ * count it: it is decoding (a later phase d changes nothing) and sched2_ns
+ * is before them. Returns the item's word for the run's list. */
+static __attribute__((noinline)) uint64_t run_item_eager(mst_timeline *tl, tl_run *r, uint8_t run, uint32_t step_no,
+                               const mst_tl_id_item *it, int ph, const mst_pf_span *s,
+                               int64_t pid, const mst_tl_sink *sink, bool *ok) {
+    req_entry *x = item_request(tl, req_get_item(tl, it, pid, sink), true, ok);
+    uint64_t w = it->hint ? *it->hint : 0;
+    if (!x) return w;
+    note_named(tl, x, s->start_ns, s->end_ns, 2, run, ph);
+    if (x->cur == SEG_DECODE && x->sched2_ns >= 0 && x->sched2_ns < s->start_ns &&
+        w == (x->serial << HINT_SLOT_BITS | (uint64_t)(x - tl->e + 1))) {
+        x->run_tag = RUN_TAG(x->serial, run, step_no);
+        x->run_base = step_no;
+        r->attached++;
+        tl->attached++;
+        r->named++;
+    }
+    return w;
+}
+
+/* The items of a run step from idx on that the run counts (see
+ * note_run_step), up to the first one it may not: each the next previous
+ * one (RUN_END at prev[m]), a live entry counted by the run's previous step
+ * (its tag), of the same length, not in phase p / P; each tagged as counted
+ * by this step. Returns the index of the first other item. Its own
+ * function: this loop is what a step costs per request, and has all the
+ * registers to itself. */
+static __attribute__((noinline)) size_t
+run_skip(mst_timeline *tl, const mst_tl_id_item *items, size_t idx, size_t n,
+         const uint64_t *restrict prev, uint32_t *j_io, uint64_t *restrict next,
+         const unsigned char *ph, size_t n_phase, uint64_t counted, uint64_t counting,
+         uint32_t *skipped_io) {
+    req_entry *const e = tl->e;
+    const uint64_t used = tl->used;
+    const uint64_t *pp = prev + *j_io;
+    uint32_t skipped = 0;
+    for (; idx < n; idx++) {
+        const mst_tl_id_item *it = &items[idx];
+        uint64_t w = it->hint ? *it->hint : 0;
+        uint64_t slot = w & HINT_SLOTS;
+        if (*pp != w || slot - 1 >= used) break; /* slot 0 (none) wraps */
+        req_entry *x = &e[slot - 1];
+        uint64_t serial_part = w & ~(uint64_t)HINT_SLOTS;
+        if (x->run_tag != (serial_part | counted) || x->id_len != it->n ||
+            (idx < n_phase && (ph[idx] | 0x20) == 'p'))
+            break;
+        x->run_tag = serial_part | counting;
+        skipped++;
+        next[idx] = w;
+        pp++;
+    }
+    *j_io = (uint32_t)(pp - prev);
+    *skipped_io += skipped;
+    return idx;
+}
+
+/* note_request_ids of a scheduling step of engine `run` (index + 1) whose
+ * request.ids the writer split: a step of the engine's run (see the file
+ * comment). An item whose hint word names a live entry attached to this
+ * run and counted by its previous step (so not named by this one yet),
+ * with a phase that changes nothing (not p / P), is counted by the run's
+ * step count alone; every other one by run_item_eager. The previous
+ * step's entries this one does not name are settled as of the previous
+ * step. */
+static __attribute__((noinline)) bool note_run_step(mst_timeline *tl, const mst_pf_span *s, int64_t pid, uint8_t run,
+                          const mst_tl_id_item *items, size_t n, const mst_str *phase,
+                          const mst_tl_sink *sink) {
+    tl_run *r = &tl->runs[run - 1];
+    /* Out of order (or two threads' steps): what the run holds cannot be
+     * counted on; the same for a list it cannot keep. */
+    if (r->attached && (s->start_ns <= r->last_start || s->end_ns < r->last_end))
+        run_settle_all(tl, run);
+    bool ok = true;
+    if (!run_reserve(r, n)) {
+        run_settle_all(tl, run);
+        r->n_prev = 0;
+        if (r->cap) r->prev[0] = RUN_END;
+        for (size_t idx = 0; idx < n; idx++) {
+            req_entry *x = item_request(tl, req_get_item(tl, &items[idx], pid, sink), true, &ok);
+            if (x) note_named(tl, x, s->start_ns, s->end_ns, 2, run,
+                              phase && idx < phase->len ? (unsigned char)phase->ptr[idx] : -1);
+        }
+        return ok;
+    }
+    uint32_t step_no = r->count + 1;
+    r->in_step = true;
+    r->cur_end = s->end_ns;
+    r->cur_now = tl->now_ms;
+    r->named = 0;
+    /* Entries attached to the run were all counted by its previous step
+     * (the others were settled): run_tag tells them from this step's. */
+    const uint64_t counted = RUN_TAG(0, run, r->count), counting = RUN_TAG(0, run, step_no);
+    /* Locals the compiler need not reload after each store (the loop is
+     * what a step costs per request). */
+    const uint64_t *restrict prev = r->prev;
+    uint64_t *restrict next = r->next;
+    const unsigned char *ph_chars = phase ? (const unsigned char *)phase->ptr : NULL;
+    const size_t n_phase = phase ? phase->len : 0;
+    uint32_t j = 0, m = r->n_prev, skipped = 0;
+    size_t idx = 0;
+    while (idx < n) {
+        idx = run_skip(tl, items, idx, n, prev, &j, next, ph_chars, n_phase, counted, counting,
+                       &skipped);
+        if (idx == n) break;
+        /* Any other: aligned first (previous items skipped over left). */
+        const mst_tl_id_item *it = &items[idx];
+        uint64_t w = it->hint ? *it->hint : 0;
+        if (prev[j] == w) j++;
+        else if (j < m && w) j = run_align(tl, r, run, j, m, w);
+        int ph = idx < n_phase ? ph_chars[idx] : -1;
+        req_entry *x = word_entry(tl, w);
+        if (x && x->run_tag == (RUN_TAG(x->serial, 0, 0) | counted) && x->id_len == it->n &&
+            (ph | 0x20) != 'p') {
+            x->run_tag = RUN_TAG(x->serial, 0, 0) | counting;
+            skipped++;
+            next[idx] = w;
+        } else {
+            next[idx] = run_item_eager(tl, r, run, step_no, it, ph, s, pid, sink, &ok);
+        }
+        idx++;
+    }
+    r->named += skipped;
+    for (; j < m; j++) run_settle_word(tl, prev[j], run);
+    /* An entry attached before this step that it did not name and the
+     * alignment missed (an unusual order): found among the previous words. */
+    for (uint32_t k = 0; r->named != r->attached && k < m; k++) run_settle_word(tl, prev[k], run);
+    for (uint32_t i = 0; r->named != r->attached && i < tl->used; i++) /* never: for safety */
+        if (tl->e[i].serial && TAG_RUN(tl->e[i].run_tag) == run &&
+            TAG_STEP(tl->e[i].run_tag) != STEP16(step_no))
+            run_settle(tl, &tl->e[i]);
+    r->in_step = false;
+    r->count = step_no;
+    r->last_start = s->start_ns;
+    r->last_end = s->end_ns;
+    r->last_now = tl->now_ms;
+    next[n] = RUN_END;
+    r->next = r->prev;
+    r->prev = next;
+    r->n_prev = (uint32_t)n;
+    return ok;
+}
+
 /* Notes every request in the span's request.ids (a validated JSON array).
  * step: 2 = a scheduling step (the schedule adapter's span), 1 = a batch
  * span (batch.scheduled_tokens: also the model steps), used only for
@@ -719,14 +1059,23 @@ static bool note_request_ids(mst_timeline *tl, const mst_pf_span *s, int64_t pid
     int64_t start = s->start_ns, end = s->end_ns;
     size_t n_phase = phase ? phase->len : 0;
     if (r.items) { /* split by the writer: one pass over its items */
-        for (size_t idx = 0; idx < r.n; idx++) {
-            req_entry *x = item_request(tl, req_get_item(tl, &r.items[idx], pid, sink), &ok);
-            if (x) note_named(tl, x, start, end, step, engine, idx < n_phase ? (unsigned char)phase->ptr[idx] : -1);
-        }
+        if (step == 2 && engine && r.n >= RUN_MIN_ITEMS && !tl->eager_runs)
+            return note_run_step(tl, s, pid, engine, r.items, r.n, phase, sink);
+        /* Two loops: the usual one (nothing attached) without the check. */
+        if (step == 2 && tl->attached)
+            for (size_t idx = 0; idx < r.n; idx++) {
+                req_entry *x = item_request(tl, req_get_item(tl, &r.items[idx], pid, sink), true, &ok);
+                if (x) note_named(tl, x, start, end, step, engine, idx < n_phase ? (unsigned char)phase->ptr[idx] : -1);
+            }
+        else
+            for (size_t idx = 0; idx < r.n; idx++) {
+                req_entry *x = item_request(tl, req_get_item(tl, &r.items[idx], pid, sink), false, &ok);
+                if (x) note_named(tl, x, start, end, step, engine, idx < n_phase ? (unsigned char)phase->ptr[idx] : -1);
+            }
         return ok;
     }
     req_entry *x;
-    for (size_t idx = 0; next_request(tl, &r, pid, arena, sink, &x, &ok); idx++)
+    for (size_t idx = 0; next_request(tl, &r, pid, arena, sink, step == 2 && tl->attached, &x, &ok); idx++)
         if (x) note_named(tl, x, start, end, step, engine, idx < n_phase ? (unsigned char)phase->ptr[idx] : -1);
     return ok;
 }
@@ -1205,6 +1554,10 @@ void mst_timeline_finish_all(mst_timeline *tl, const mst_tl_sink *sink) {
 uint32_t mst_timeline_open_requests(const mst_timeline *tl) { return tl ? tl->open : 0; }
 
 void mst_timeline_tick(mst_timeline *tl, uint64_t now_ms, const mst_tl_sink *sink) {
+    /* The runs take the latest forwarder time as the last: a clock set
+     * back settles them first. */
+    if (now_ms < tl->now_ms)
+        for (unsigned k = 0; k < tl->n_eng; k++) run_settle_all(tl, (uint8_t)(k + 1));
     tl->now_ms = now_ms;
     if (now_ms - tl->last_scan_ms < MST_TL_SCAN_EVERY_MS) return;
     tl->last_scan_ms = now_ms;
@@ -1213,6 +1566,7 @@ void mst_timeline_tick(mst_timeline *tl, uint64_t now_ms, const mst_tl_sink *sin
     for (uint32_t i = tl->oldest; i;) {
         req_entry *x = &tl->e[i - 1];
         uint32_t next = x->newer;
+        if (x->run_tag) run_settle(tl, x); /* last_seen_ms is read */
         /* Noted before the first tick: their clock starts now. */
         if (x->has_span && !x->span_seen_ms) x->span_seen_ms = now_ms;
         if (!x->last_seen_ms) x->last_seen_ms = now_ms;

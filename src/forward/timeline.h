@@ -222,6 +222,13 @@ bool mst_timeline_add_span_split(mst_timeline *tl, const mst_pf_span *s, int64_t
                                  mst_arena *arena, const mst_tl_sink *sink,
                                  const mst_tl_split_list *lists, size_t n_lists);
 
+/* Whether scheduling steps whose request.ids come split (the `.pftrace`
+ * writer's) are counted lazily by their engine's run (the default; see
+ * timeline.c) or each request eagerly. Both give the same results, to the
+ * byte: the switch exists so that tests can verify the runs against the
+ * eager path. */
+void mst_timeline_set_lazy_runs(mst_timeline *tl, bool lazy);
+
 /* Advances the model's clock (the forwarder's monotonic ms) and, at most
  * once per MST_TL_SCAN_EVERY_MS, hands complete requests to `sink`. */
 void mst_timeline_tick(mst_timeline *tl, uint64_t now_ms, const mst_tl_sink *sink);
