@@ -111,7 +111,8 @@ bool mst_pft_id_chain_step_shaped(mst_pft_id_chains *c, uint64_t key, const uint
                                   size_t kept, size_t n_last, mst_pft_id_delta *out);
 /* mst_pft_id_chain_step_shaped, to the same result, when the caller also
  * knows the places in the latest list of the ids that left (left[0 ..
- * n_left), ascending: every place not in which[0 .. kept)). */
+ * n_left), ascending: every place not among the kept ones); `which` is
+ * then not read (may be NULL). */
 bool mst_pft_id_chain_step_change(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids,
                                   const uint32_t *refs, size_t n, const uint32_t *which,
                                   size_t kept, size_t n_last, const uint32_t *left,
@@ -167,5 +168,9 @@ bool mst_pft_split_id_list_rest(const char *v, size_t len, size_t from, mst_pft_
  * a writer predicts the next list's items from. Valid until the next call
  * changing `c`. */
 size_t mst_pft_id_chain_last(const mst_pft_id_chains *c, uint64_t key, const uint32_t **refs);
+/* The interned ids of the list mst_pft_id_chain_last gives the refs of
+ * (as many as it returned), e.g. to copy a run of kept ids whole; NULL
+ * when it would return 0. Valid as its refs. */
+const uint64_t *mst_pft_id_chain_last_iids(const mst_pft_id_chains *c, uint64_t key);
 
 #endif /* MST_FORWARD_PFTRACE_ID_LISTS_H */
