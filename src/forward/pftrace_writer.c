@@ -831,12 +831,13 @@ static uint16_t list_mark(mst_pftrace_writer *w) {
  * connection, stream, previous sequence number, length, a shape that adds
  * up), so the kept ids' iids — all the file takes from them — are the
  * entries', whatever the text says; the text only places the items (for
- * the timeline) and the joined ones. Its layout is checked per run, not
- * per id: the positions that left ascending and in range, and the sum of
- * the kept entries' lengths and separators landing on a closing quote and
- * a ',' at the end of every run and on the joined ids' (or the list's)
- * start — a text not of these entries' lengths lands off a separator there
- * and takes the general split. The refs are the writer's own records of
+ * the timeline) and the joined ones. Its layout is still checked, so that
+ * a text not of these entries' lengths takes the general split: the
+ * positions that left ascending and in range, every kept id's closing
+ * quote where the entries' lengths put it (a load and an or per id, one
+ * branch per run), and a ',' after every run (']' after the last when
+ * none joined) — the separators inside a run, checked per id before, add
+ * nothing once every quote is in place. The refs are the writer's own records of
  * this generation's string values (the chains restart with the interning):
  * only their range is checked again, the one thing a wrong one could
  * break beyond the file. */
@@ -852,6 +853,7 @@ static bool split_by_origin(mst_pftrace_writer *w, const mst_json_slice *v,
     uint64_t *iids = w->item_iids;
     uint16_t this_list = (uint16_t)(mark + 1);
     uint32_t g = 0;
+    unsigned char off_quote = 0; /* any kept id's closing quote missed (bits) */
     for (uint32_t li = 0; li <= o->n_left; li++) {
         /* the run of kept ids [g, end) before the next that left */
         uint32_t end = li < o->n_left ? o->left[li] : (uint32_t)n_prev;
@@ -866,10 +868,11 @@ static bool split_by_origin(mst_pftrace_writer *w, const mst_json_slice *v,
             items[k++] = (mst_pft_id_item){t + off + 1, e->len, &e->tl_hint};
             off += (size_t)e->len + 3; /* "id", */
             if (off > len) return false;
+            off_quote |= (unsigned char)(t[off - 2] ^ '"');
         }
-        /* the run's last closing quote and separator: ',' within the kept
-         * ones, ',' or ']' after the last */
-        if (run && (t[off - 2] != '"' || (t[off - 1] != ',' && !(t[off - 1] == ']' && k == o->joined_from))))
+        /* the run's last separator: ',' within the kept ones, ',' or ']'
+         * after the last */
+        if (off_quote || (run && t[off - 1] != ',' && !(t[off - 1] == ']' && k == o->joined_from)))
             return false;
         if (g < n_prev) { /* the one that left */
             if (prev[g] >= icount) return false;
