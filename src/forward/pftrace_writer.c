@@ -28,7 +28,9 @@
  * the ids kept come first and the new ones after (annotate_id_list). When
  * the forwarder rebuilt the list from a change to exactly the list this
  * writer recorded last for the stream (mst_pf_span.ids_origin), the kept
- * ids are not read from the text at all (split_by_origin).
+ * ids are neither scanned for nor hashed: their iids and refs are copied
+ * from the stream's last list a run at a time and their items placed by
+ * the entries' lengths, only each closing quote checked (split_by_origin).
  *
  * Per span (the hot path, see bench/RESULTS.md): the annotations and new
  * definitions are encoded into scratch buffers as the attributes are met,
@@ -840,8 +842,9 @@ static uint16_t list_mark(mst_pftrace_writer *w) {
  * nothing once every quote is in place. The refs are the writer's own records of
  * this generation's string values (the chains restart with the interning):
  * only their range is checked again, the one thing a wrong one could
- * break beyond the file. */
-static bool split_by_origin(mst_pftrace_writer *w, const mst_json_slice *v,
+ * break beyond the file. Not inlined: annotate_id_list's other paths
+ * (every list not rebuilt by the forwarder) keep their registers. */
+__attribute__((noinline)) static bool split_by_origin(mst_pftrace_writer *w, const mst_json_slice *v,
                             const mst_pf_ids_origin *o, const uint32_t *prev,
                             const uint64_t *prev_iids, size_t n_prev, uint16_t mark,
                             mst_pft_id_item *items, size_t *n, size_t *kept) {

@@ -10,7 +10,10 @@
  * ids leaving and joining, ids rejoining, reordered and duplicated lists,
  * escaped ids, two connections feeding one writer stream, spans lost
  * between the daemon's stream state and the writer, keyframes of both
- * cadences and interning restarts. And the traced process's sender
+ * cadences and interning restarts; each branch of the writer's by-origin
+ * split on its own (runs leaving, none, all, joined ids already listed,
+ * texts that do not match the origin), and the chain's change told by
+ * places alone. And the traced process's sender
  * remembering a change's list by its kept runs (ids_change.h
  * mst_ids_list_set_change): the same list as item by item.
  */
@@ -361,6 +364,47 @@ static void test_file_same_through_changes(void) {
     mst_id_streams_free(streams);
 }
 
+/* The chain's side of a by-origin list: the last list's iids to copy
+ * kept runs from (mst_pft_id_chain_last_iids), and a change told by its
+ * places that left, which may be none (no `which`, no positions): the
+ * same delta and record as told by `which`. */
+static void test_chain_change_without_which(void) {
+    mst_pft_id_chains *c = mst_pft_id_chains_new();
+    CHECK(c != NULL);
+    CHECK(mst_pft_id_chain_last_iids(c, 7) == NULL);
+    uint64_t iids[4] = {11, 12, 13, 14};
+    uint32_t refs[4] = {1, 2, 3, 4};
+    mst_pft_id_delta d;
+    CHECK(mst_pft_id_chain_step(c, 7, iids, NULL, 3, &d)); /* without refs: none to copy */
+    CHECK(mst_pft_id_chain_last_iids(c, 7) == NULL);
+    CHECK(mst_pft_id_chain_step(c, 7, iids, refs, 3, &d));
+    const uint64_t *last = mst_pft_id_chain_last_iids(c, 7);
+    CHECK(last != NULL && last[0] == 11 && last[2] == 13);
+    CHECK(mst_pft_id_chain_last_iids(c, 8) == NULL);
+    /* none left, one joined: no places read at all */
+    CHECK(mst_pft_id_chain_step_change(c, 7, iids, refs, 4, NULL, 3, 3, NULL, 0, &d));
+    CHECK(d.pos == 2 && d.n_left == 0 && d.n_joined == 1 && d.joined[0] == 14);
+    /* the first left (place 0), by places and by which: the same */
+    uint64_t next[3] = {12, 13, 14};
+    uint32_t next_refs[3] = {2, 3, 4}, which[3] = {1, 2, 3};
+    mst_pft_id_chains *c2 = mst_pft_id_chains_new();
+    CHECK(c2 != NULL);
+    CHECK(mst_pft_id_chain_step(c2, 7, iids, refs, 3, &d));
+    CHECK(mst_pft_id_chain_step(c2, 7, iids, refs, 3, &d));
+    CHECK(mst_pft_id_chain_step(c2, 7, iids, refs, 4, &d)); /* c2 where c is */
+    mst_pft_id_delta by_left, by_which;
+    CHECK(mst_pft_id_chain_step_change(c, 7, next, next_refs, 3, NULL, 3, 4, (const uint32_t[]){0}, 1,
+                                       &by_left));
+    CHECK(mst_pft_id_chain_step_shaped(c2, 7, next, next_refs, 3, which, 3, 4, &by_which));
+    CHECK(by_left.pos == 3 && by_which.pos == 3);
+    CHECK(by_left.n_left == 1 && by_which.n_left == 1 && by_left.left[0] == 11 && by_which.left[0] == 11);
+    CHECK(by_left.n_joined == 0 && by_which.n_joined == 0);
+    last = mst_pft_id_chain_last_iids(c, 7);
+    CHECK(last != NULL && last[0] == 12 && last[2] == 14);
+    mst_pft_id_chains_free(c);
+    mst_pft_id_chains_free(c2);
+}
+
 /* ------------------------------------------------------------ by-origin branches */
 
 typedef struct origin_pair {
@@ -552,6 +596,7 @@ static const mst_test_case TESTS[] = {
     {"list_set_change_is_list_set", test_list_set_change_is_list_set},
     {"file_same_through_changes", test_file_same_through_changes},
     {"by_origin_branches", test_by_origin_branches},
+    {"chain_change_without_which", test_chain_change_without_which},
 };
 
 MST_TEST_MAIN(TESTS)
