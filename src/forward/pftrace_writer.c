@@ -842,9 +842,8 @@ static uint16_t list_mark(mst_pftrace_writer *w) {
  * nothing once every quote is in place. The refs are the writer's own records of
  * this generation's string values (the chains restart with the interning):
  * only their range is checked again, the one thing a wrong one could
- * break beyond the file. Not inlined: annotate_id_list's other paths
- * (every list not rebuilt by the forwarder) keep their registers. */
-__attribute__((noinline)) static bool split_by_origin(mst_pftrace_writer *w, const mst_json_slice *v,
+ * break beyond the file. */
+static bool split_by_origin(mst_pftrace_writer *w, const mst_json_slice *v,
                             const mst_pf_ids_origin *o, const uint32_t *prev,
                             const uint64_t *prev_iids, size_t n_prev, uint16_t mark,
                             mst_pft_id_item *items, size_t *n, size_t *kept) {
