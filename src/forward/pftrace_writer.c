@@ -835,11 +835,10 @@ static uint16_t list_mark(mst_pftrace_writer *w) {
  * entries', whatever the text says; the text only places the items (for
  * the timeline) and the joined ones. Its layout is still checked, so that
  * a text not of these entries' lengths takes the general split: the
- * positions that left ascending and in range, every kept id's closing
- * quote where the entries' lengths put it (a load and an or per id, one
- * branch per run), and a ',' after every run (']' after the last when
- * none joined) — the separators inside a run, checked per id before, add
- * nothing once every quote is in place. The refs are the writer's own records of
+ * positions that left ascending and in range, and every kept id's closing
+ * quote and separator where the entries' lengths put them, as before (now
+ * a load, an xor and an or per id, one branch per run). The refs are the
+ * writer's own records of
  * this generation's string values (the chains restart with the interning):
  * only their range is checked again, the one thing a wrong one could
  * break beyond the file. */
@@ -855,7 +854,10 @@ static bool split_by_origin(mst_pftrace_writer *w, const mst_json_slice *v,
     uint64_t *iids = w->item_iids;
     uint16_t this_list = (uint16_t)(mark + 1);
     uint32_t g = 0;
-    unsigned char off_quote = 0; /* any kept id's closing quote missed (bits) */
+    /* Each kept id's closing quote and separator (`",`) against what they
+     * should be, or-ed in one id late: the last one's may be `"]`. */
+    const uint16_t quote_comma = '"' | ',' << 8;
+    uint16_t off_layout = 0, last_pair = quote_comma;
     for (uint32_t li = 0; li <= o->n_left; li++) {
         /* the run of kept ids [g, end) before the next that left */
         uint32_t end = li < o->n_left ? o->left[li] : (uint32_t)n_prev;
@@ -870,18 +872,19 @@ static bool split_by_origin(mst_pftrace_writer *w, const mst_json_slice *v,
             items[k++] = (mst_pft_id_item){t + off + 1, e->len, &e->tl_hint};
             off += (size_t)e->len + 3; /* "id", */
             if (off > len) return false;
-            off_quote |= (unsigned char)(t[off - 2] ^ '"');
+            off_layout |= (uint16_t)(last_pair ^ quote_comma);
+            memcpy(&last_pair, t + off - 2, 2);
         }
-        /* the run's last separator: ',' within the kept ones, ',' or ']'
-         * after the last */
-        if (off_quote || (run && t[off - 1] != ',' && !(t[off - 1] == ']' && k == o->joined_from)))
-            return false;
+        if (off_layout) return false; /* one branch a run */
         if (g < n_prev) { /* the one that left */
             if (prev[g] >= icount) return false;
             ie[prev[g++]].mark = mark;
         }
     }
-    if (g != n_prev || k != o->joined_from) return false;
+    /* the last kept id's: `",` before the joined ones, `"]` when none */
+    if (g != n_prev || k != o->joined_from ||
+        (k && last_pair != quote_comma && last_pair != (uint16_t)('"' | ']' << 8)))
+        return false;
     *n = *kept = k;
     if (k && t[off - 1] == ']') return off == len; /* none joined */
     if (!mst_pft_split_id_list_rest(t, len, off, items, MST_PFT_ID_LIST_MAX, n)) return false;

@@ -434,7 +434,16 @@ static void pair_open(origin_pair *p) {
 /* One step whose request.ids text is `ids[0..n)` written compactly (as the
  * forwarder rebuilds a list), to `ref` as it is and to `got` with origin
  * `o` (its conn, stream and seq filled in here: the next of the stream). */
+static void pair_step_text(origin_pair *p, const char *const *ids, unsigned n, mst_pf_ids_origin o,
+                           const char *raw);
 static void pair_step(origin_pair *p, const char *const *ids, unsigned n, mst_pf_ids_origin o) {
+    pair_step_text(p, ids, n, o, NULL);
+}
+
+/* pair_step, with the request.ids value replaced by `raw` (not NULL) after
+ * decoding: a text the packet decoder would not pass, as both writers see it. */
+static void pair_step_text(origin_pair *p, const char *const *ids, unsigned n, mst_pf_ids_origin o,
+                           const char *raw) {
     mst_buf_reset(&p->pkt);
     mst_buf_append(&p->pkt, MST_PERFETTO_MAGIC, strlen(MST_PERFETTO_MAGIC));
     char head[400];
@@ -455,11 +464,12 @@ static void pair_step(origin_pair *p, const char *const *ids, unsigned n, mst_pf
     char err[256];
     CHECK_EQ_INT(mst_perfetto_packet_decode(p->pkt.data, p->pkt.len, &p->arena, &sp, err, sizeof err), MST_OK);
     CHECK(!sp.ids_origin.valid);
-    CHECK_EQ_INT(mst_pftrace_writer_add_span(p->ref, &sp), MST_OK);
     size_t attr = sp.n_attrs;
     for (size_t i = 0; i < sp.n_attrs; i++)
         if (sp.attrs[i].key.len == 11 && memcmp(sp.attrs[i].key.ptr, "request.ids", 11) == 0) attr = i;
     CHECK(attr < sp.n_attrs);
+    if (raw) sp.attrs[attr].value = (mst_json_slice){raw, strlen(raw)};
+    CHECK_EQ_INT(mst_pftrace_writer_add_span(p->ref, &sp), MST_OK);
     o.valid = true;
     o.conn = 9;
     o.stream = 1;
@@ -513,8 +523,8 @@ static void pair_close_same(origin_pair *p) {
  * all leaving, joined ids already in the list, that just left or listed
  * twice (split by origin, but not of the delta's shape), and origins the
  * text does not match (a kept id of another length; lengths that add up
- * over the run but not per id; positions that left out of order): those
- * take the general split. Every list is written as
+ * over the run but not per id; another separator inside a run or after
+ * it; positions that left out of order): those take the general split. Every list is written as
  * the writer without origins writes it. */
 static void test_by_origin_branches(void) {
     origin_pair p;
@@ -573,6 +583,27 @@ static void test_by_origin_branches(void) {
         mst_pf_ids_origin o = {.change = true, .n_base = 4, .n_left = 0, .joined_from = 4};
         uint64_t before = mst_pftrace_writer_lists_by_origin(p.got);
         pair_step(&p, shifted, 4, o);
+        CHECK_EQ_INT(mst_pftrace_writer_lists_by_origin(p.got), before);
+    }
+    /* every closing quote where the lengths put it, but another separator
+     * inside the run, or after the last kept id: neither is the entries'
+     * layout (ref writes them as JSON text), the general split says so */
+    {
+        static const char *const start[3] = {"ab", "c", "dd"};
+        pair_step(&p, start, 3, (mst_pf_ids_origin){0});
+        uint64_t before = mst_pftrace_writer_lists_by_origin(p.got);
+        mst_pf_ids_origin o = {.change = true, .n_base = 3, .n_left = 0, .joined_from = 3};
+        pair_step_text(&p, start, 3, o, "[\"ab\";\"c\",\"dd\"]");
+        CHECK_EQ_INT(mst_pftrace_writer_lists_by_origin(p.got), before);
+        pair_step(&p, start, 3, (mst_pf_ids_origin){0});
+        pair_step_text(&p, start, 3, o, "[\"ab\",\"c\",\"dd\"}");
+        CHECK_EQ_INT(mst_pftrace_writer_lists_by_origin(p.got), before);
+        pair_step(&p, start, 3, (mst_pf_ids_origin){0});
+        pair_step_text(&p, start, 3, o, "[\"ab\",\"c\"]\"dd\"]");
+        CHECK_EQ_INT(mst_pftrace_writer_lists_by_origin(p.got), before);
+        /* the last kept id's closing quote off its place, a joined id after */
+        pair_step(&p, start, 3, (mst_pf_ids_origin){0});
+        pair_step_text(&p, start, 3, o, "[\"ab\",\"c\",\"dxy,\"e\"]");
         CHECK_EQ_INT(mst_pftrace_writer_lists_by_origin(p.got), before);
     }
     /* positions that left out of order (the forwarder never makes them):
