@@ -19,7 +19,8 @@
  * its items with those ids (mst_pft_split_id_list_guided), before any scan;
  * and a stream remembers which forwarder list its last one was, so that a
  * list the forwarder rebuilt from exactly that one is known without its
- * text (mst_pft_id_chain_base_is).
+ * text (mst_pft_id_chain_base_is) and its kept runs' iids and refs are
+ * copied from the stream's (mst_pft_id_chain_last_iids, _last).
  * Memory: a fixed table of MST_PFT_ID_STREAMS streams, each with its last
  * list, refs and text (grown to the longest list seen). Used from one
  * thread.
