@@ -276,6 +276,12 @@ size_t mst_pft_id_chain_last(const mst_pft_id_chains *c, uint64_t key, const uin
     return st->n;
 }
 
+const uint64_t *mst_pft_id_chain_last_iids(const mst_pft_id_chains *c, uint64_t key) {
+    key |= 1;
+    const id_stream *st = &c->streams[(key ^ (key >> 29)) & (MST_PFT_ID_STREAMS - 1)];
+    return st->key == key && st->has_refs && st->n ? st->iids : NULL;
+}
+
 void mst_pft_id_chain_forget(mst_pft_id_chains *c, uint64_t key) {
     id_stream *st = stream_slot(c, key | 1);
     if (st->key == (key | 1)) st->key = 0;
@@ -334,10 +340,11 @@ bool mst_pft_id_chain_step(mst_pft_id_chains *c, uint64_t key, const uint64_t *i
     return record_list(st, key, out->pos, iids, refs, n);
 }
 
-/* mst_pft_id_chain_step_shaped, and with left_pos (not NULL) the places
- * of the last list's ids that left, read from there instead of from which. */
+/* mst_pft_id_chain_step_shaped, and with have_left the places of the
+ * last list's ids that left (left_pos[0 .. n_left_pos)), read from there
+ * instead of from which. */
 static bool step_known(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids, const uint32_t *refs,
-                       size_t n, const uint32_t *which, size_t kept, size_t n_last,
+                       size_t n, const uint32_t *which, size_t kept, size_t n_last, bool have_left,
                        const uint32_t *left_pos, size_t n_left_pos, mst_pft_id_delta *out) {
     key |= 1;
     id_stream *st = stream_slot(c, key);
@@ -357,7 +364,7 @@ static bool step_known(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids,
         /* delta_of's result for this shape: the last list's ids not kept
          * left, in its order; the rest joined */
         size_t n_left = 0, j = 0;
-        if (left_pos) {
+        if (have_left) {
             for (; n_left < n_left_pos; n_left++) c->left[n_left] = st->iids[left_pos[n_left]];
         } else {
             for (size_t g = 0; g < st->n; g++) {
@@ -393,14 +400,14 @@ bool mst_pft_id_chain_base_is(const mst_pft_id_chains *c, uint64_t key, const ms
 bool mst_pft_id_chain_step_shaped(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids,
                                   const uint32_t *refs, size_t n, const uint32_t *which,
                                   size_t kept, size_t n_last, mst_pft_id_delta *out) {
-    return step_known(c, key, iids, refs, n, which, kept, n_last, NULL, 0, out);
+    return step_known(c, key, iids, refs, n, which, kept, n_last, false, NULL, 0, out);
 }
 
 bool mst_pft_id_chain_step_change(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids,
                                   const uint32_t *refs, size_t n, const uint32_t *which,
                                   size_t kept, size_t n_last, const uint32_t *left,
                                   size_t n_left, mst_pft_id_delta *out) {
-    return step_known(c, key, iids, refs, n, which, kept, n_last, left, n_left, out);
+    return step_known(c, key, iids, refs, n, which, kept, n_last, true, left, n_left, out);
 }
 
 void mst_pft_id_chain_keep_text(mst_pft_id_chains *c, uint64_t key, const char *v, size_t len,

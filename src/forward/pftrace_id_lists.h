@@ -19,7 +19,8 @@
  * its items with those ids (mst_pft_split_id_list_guided), before any scan;
  * and a stream remembers which forwarder list its last one was, so that a
  * list the forwarder rebuilt from exactly that one is known without its
- * text (mst_pft_id_chain_base_is).
+ * text (mst_pft_id_chain_base_is) and its kept runs' iids and refs are
+ * copied from the stream's (mst_pft_id_chain_last_iids, _last).
  * Memory: a fixed table of MST_PFT_ID_STREAMS streams, each with its last
  * list, refs and text (grown to the longest list seen). Used from one
  * thread.
@@ -111,7 +112,8 @@ bool mst_pft_id_chain_step_shaped(mst_pft_id_chains *c, uint64_t key, const uint
                                   size_t kept, size_t n_last, mst_pft_id_delta *out);
 /* mst_pft_id_chain_step_shaped, to the same result, when the caller also
  * knows the places in the latest list of the ids that left (left[0 ..
- * n_left), ascending: every place not in which[0 .. kept)). */
+ * n_left), ascending: every place not among the kept ones); `which` is
+ * then not read (may be NULL). */
 bool mst_pft_id_chain_step_change(mst_pft_id_chains *c, uint64_t key, const uint64_t *iids,
                                   const uint32_t *refs, size_t n, const uint32_t *which,
                                   size_t kept, size_t n_last, const uint32_t *left,
@@ -167,5 +169,9 @@ bool mst_pft_split_id_list_rest(const char *v, size_t len, size_t from, mst_pft_
  * a writer predicts the next list's items from. Valid until the next call
  * changing `c`. */
 size_t mst_pft_id_chain_last(const mst_pft_id_chains *c, uint64_t key, const uint32_t **refs);
+/* The interned ids of the list mst_pft_id_chain_last gives the refs of
+ * (as many as it returned), e.g. to copy a run of kept ids whole; NULL
+ * when it would return 0. Valid as its refs. */
+const uint64_t *mst_pft_id_chain_last_iids(const mst_pft_id_chains *c, uint64_t key);
 
 #endif /* MST_FORWARD_PFTRACE_ID_LISTS_H */

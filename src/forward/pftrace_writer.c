@@ -28,7 +28,9 @@
  * the ids kept come first and the new ones after (annotate_id_list). When
  * the forwarder rebuilt the list from a change to exactly the list this
  * writer recorded last for the stream (mst_pf_span.ids_origin), the kept
- * ids are not read from the text at all (split_by_origin).
+ * ids are neither scanned for nor hashed: their iids and refs are copied
+ * from the stream's last list a run at a time and their items placed by
+ * the entries' lengths, only each closing quote checked (split_by_origin).
  *
  * Per span (the hot path, see bench/RESULTS.md): the annotations and new
  * definitions are encoded into scratch buffers as the attributes are met,
@@ -816,57 +818,77 @@ static uint16_t list_mark(mst_pftrace_writer *w) {
 
 /* request.ids that the forwarder rebuilt from exactly the stream's
  * previous list (mst_pft_id_chain_base_is): its kept items are the entries
- * prev[0..n_prev) without the positions that left, found in the compact
- * rebuilt text by their lengths (each one's closing quote and separator
- * checked), and given their ids, refs, marks (the previous list's `mark`,
- * this one's mark + 1) and places in prev (w->guessed) here; only the
- * joined ones are split (w->guessed NO_GUESS). *kept of the *n items are
- * the kept ones. False when an entry is not a string value of this
- * generation or the text is not laid out so: the caller then marks and
- * splits it as any list. */
+ * prev[0..n_prev) (iids prev_iids) without the positions that left, in
+ * order, so their iids and refs are copied a run at a time and their
+ * items laid out by their lengths in the compact rebuilt text; the marks
+ * (the previous list's `mark`, this one's mark + 1) go on as in any list.
+ * Only the joined ones are split (w->guessed NO_GUESS from *kept on; the
+ * places of the kept ones are not stored: mst_pft_id_chain_step_change
+ * reads the ones that left from o->left). *kept of the *n items are the
+ * kept ones. False when the text is not laid out so: the caller then
+ * marks and splits it as any list.
+ *
+ * What is checked, and why it is enough: base_is vouches that the text
+ * was rebuilt by this forwarder from the very list prev stands for (same
+ * connection, stream, previous sequence number, length, a shape that adds
+ * up), so the kept ids' iids — all the file takes from them — are the
+ * entries', whatever the text says; the text only places the items (for
+ * the timeline) and the joined ones. Its layout is still checked, so that
+ * a text not of these entries' lengths takes the general split: the
+ * positions that left ascending and in range, and every kept id's closing
+ * quote and separator where the entries' lengths put them, as before (now
+ * a load, an xor and an or per id, one branch per run). The refs are the
+ * writer's own records of
+ * this generation's string values (the chains restart with the interning):
+ * only their range is checked again, the one thing a wrong one could
+ * break beyond the file. */
 static bool split_by_origin(mst_pftrace_writer *w, const mst_json_slice *v,
-                            const mst_pf_ids_origin *o, const uint32_t *prev, size_t n_prev,
-                            uint16_t mark, mst_pft_id_item *items, size_t *n, size_t *kept) {
+                            const mst_pf_ids_origin *o, const uint32_t *prev,
+                            const uint64_t *prev_iids, size_t n_prev, uint16_t mark,
+                            mst_pft_id_item *items, size_t *n, size_t *kept) {
     const char *t = v->ptr;
     size_t len = v->len, off = 1, k = 0;
-    if (len < 2 || t[0] != '[') return false;
+    if (len < 2 || t[0] != '[' || o->joined_from > n_prev) return false;
     intern_entry *ie = w->ie;
-    uint32_t icount = w->icount, *guessed = w->guessed, *refs = w->item_refs;
+    uint32_t icount = w->icount, *refs = w->item_refs;
     uint64_t *iids = w->item_iids;
     uint16_t this_list = (uint16_t)(mark + 1);
-    const uint16_t quote_comma = '"' | ',' << 8, quote_end = '"' | ']' << 8;
     uint32_t g = 0;
+    /* Each kept id's closing quote and separator (`",`) against what they
+     * should be, or-ed in one id late: the last one's may be `"]`. */
+    const uint16_t quote_comma = '"' | ',' << 8;
+    uint16_t off_layout = 0, last_pair = quote_comma;
     for (uint32_t li = 0; li <= o->n_left; li++) {
-        /* the run of kept ids before the next that left */
+        /* the run of kept ids [g, end) before the next that left */
         uint32_t end = li < o->n_left ? o->left[li] : (uint32_t)n_prev;
-        if (end > n_prev) return false;
+        if (end > n_prev || end < g) return false;
+        size_t run = end - g;
+        memcpy(iids + k, prev_iids + g, run * sizeof *iids);
+        memcpy(refs + k, prev + g, run * sizeof *refs);
         for (; g < end; g++) {
-            uint32_t r = prev[g];
-            if (r >= icount) return false;
-            intern_entry *e = &ie[r];
-            size_t q = off + 1 + e->len; /* its closing quote */
-            uint16_t two;
-            if (e->kind != MST_PFT_INTERN_STRING_VALUE || q + 1 >= len) return false;
-            memcpy(&two, t + q, 2);
-            if (two != quote_comma && !(two == quote_end && k + 1 == o->joined_from)) return false;
+            if (prev[g] >= icount) return false;
+            intern_entry *e = &ie[prev[g]];
             e->mark = this_list;
-            iids[k] = e->iid;
-            refs[k] = r;
-            guessed[k] = g;
             items[k++] = (mst_pft_id_item){t + off + 1, e->len, &e->tl_hint};
-            off = q + 2;
+            off += (size_t)e->len + 3; /* "id", */
+            if (off > len) return false;
+            off_layout |= (uint16_t)(last_pair ^ quote_comma);
+            memcpy(&last_pair, t + off - 2, 2);
         }
+        if (off_layout) return false; /* one branch a run */
         if (g < n_prev) { /* the one that left */
-            uint32_t r = prev[g++];
-            if (r >= icount || ie[r].kind != MST_PFT_INTERN_STRING_VALUE) return false;
-            ie[r].mark = mark;
+            if (prev[g] >= icount) return false;
+            ie[prev[g++]].mark = mark;
         }
     }
-    if (g != n_prev || k != o->joined_from) return false;
+    /* the last kept id's: `",` before the joined ones, `"]` when none */
+    if (g != n_prev || k != o->joined_from ||
+        (k && last_pair != quote_comma && last_pair != (uint16_t)('"' | ']' << 8)))
+        return false;
     *n = *kept = k;
     if (k && t[off - 1] == ']') return off == len; /* none joined */
     if (!mst_pft_split_id_list_rest(t, len, off, items, MST_PFT_ID_LIST_MAX, n)) return false;
-    for (size_t i = k; i < *n; i++) guessed[i] = MST_PFT_ID_NO_GUESS;
+    for (size_t i = k; i < *n; i++) w->guessed[i] = MST_PFT_ID_NO_GUESS;
     return true;
 }
 
@@ -905,7 +927,8 @@ static bool annotate_id_list(mst_pftrace_writer *w, shape *sh, size_t p, const m
     uint16_t mark = n_prev ? list_mark(w) : 0;
     size_t kept = 0; /* items [0, kept) are ids of the previous list, in its order */
     bool split;
-    if (by_origin && split_by_origin(w, v, origin, prev, n_prev, mark, items, &n, &kept)) {
+    if (by_origin && split_by_origin(w, v, origin, prev, mst_pft_id_chain_last_iids(w->chains, stream),
+                                     n_prev, mark, items, &n, &kept)) {
         split = true;
         n_guess = n_prev;
         w->lists_by_origin++;

@@ -10,7 +10,10 @@
  * ids leaving and joining, ids rejoining, reordered and duplicated lists,
  * escaped ids, two connections feeding one writer stream, spans lost
  * between the daemon's stream state and the writer, keyframes of both
- * cadences and interning restarts. And the traced process's sender
+ * cadences and interning restarts; each branch of the writer's by-origin
+ * split on its own (runs leaving, none, all, joined ids already listed,
+ * texts that do not match the origin), and the chain's change told by
+ * places alone. And the traced process's sender
  * remembering a change's list by its kept runs (ids_change.h
  * mst_ids_list_set_change): the same list as item by item.
  */
@@ -361,11 +364,270 @@ static void test_file_same_through_changes(void) {
     mst_id_streams_free(streams);
 }
 
+/* The chain's side of a by-origin list: the last list's iids to copy
+ * kept runs from (mst_pft_id_chain_last_iids), and a change told by its
+ * places that left, which may be none (no `which`, no positions): the
+ * same delta and record as told by `which`. */
+static void test_chain_change_without_which(void) {
+    mst_pft_id_chains *c = mst_pft_id_chains_new();
+    CHECK(c != NULL);
+    CHECK(mst_pft_id_chain_last_iids(c, 7) == NULL);
+    uint64_t iids[4] = {11, 12, 13, 14};
+    uint32_t refs[4] = {1, 2, 3, 4};
+    mst_pft_id_delta d;
+    CHECK(mst_pft_id_chain_step(c, 7, iids, NULL, 3, &d)); /* without refs: none to copy */
+    CHECK(mst_pft_id_chain_last_iids(c, 7) == NULL);
+    CHECK(mst_pft_id_chain_step(c, 7, iids, refs, 3, &d));
+    const uint64_t *last = mst_pft_id_chain_last_iids(c, 7);
+    CHECK(last != NULL && last[0] == 11 && last[2] == 13);
+    CHECK(mst_pft_id_chain_last_iids(c, 8) == NULL);
+    /* none left, one joined: no places read at all */
+    CHECK(mst_pft_id_chain_step_change(c, 7, iids, refs, 4, NULL, 3, 3, NULL, 0, &d));
+    CHECK(d.pos == 2 && d.n_left == 0 && d.n_joined == 1 && d.joined[0] == 14);
+    /* the first left (place 0), by places and by which: the same */
+    uint64_t next[3] = {12, 13, 14};
+    uint32_t next_refs[3] = {2, 3, 4}, which[3] = {1, 2, 3};
+    mst_pft_id_chains *c2 = mst_pft_id_chains_new();
+    CHECK(c2 != NULL);
+    CHECK(mst_pft_id_chain_step(c2, 7, iids, refs, 3, &d));
+    CHECK(mst_pft_id_chain_step(c2, 7, iids, refs, 3, &d));
+    CHECK(mst_pft_id_chain_step(c2, 7, iids, refs, 4, &d)); /* c2 where c is */
+    mst_pft_id_delta by_left, by_which;
+    CHECK(mst_pft_id_chain_step_change(c, 7, next, next_refs, 3, NULL, 3, 4, (const uint32_t[]){0}, 1,
+                                       &by_left));
+    CHECK(mst_pft_id_chain_step_shaped(c2, 7, next, next_refs, 3, which, 3, 4, &by_which));
+    CHECK(by_left.pos == 3 && by_which.pos == 3);
+    CHECK(by_left.n_left == 1 && by_which.n_left == 1 && by_left.left[0] == 11 && by_which.left[0] == 11);
+    CHECK(by_left.n_joined == 0 && by_which.n_joined == 0);
+    last = mst_pft_id_chain_last_iids(c, 7);
+    CHECK(last != NULL && last[0] == 12 && last[2] == 14);
+    mst_pft_id_chains_free(c);
+    mst_pft_id_chains_free(c2);
+}
+
+/* ------------------------------------------------------------ by-origin branches */
+
+typedef struct origin_pair {
+    mst_pftrace_writer *ref, *got; /* without / with the origins */
+    char dir[32], ref_path[64], got_path[64];
+    mst_buf pkt;
+    mst_arena arena;
+    int step;
+    int64_t seq;
+    const char *ids[64];  /* the writer stream's current list (what it recorded) */
+    unsigned n;
+} origin_pair;
+
+static void pair_open(origin_pair *p) {
+    memset(p, 0, sizeof *p);
+    snprintf(p->dir, sizeof p->dir, "/tmp/mst_pft_orig_XXXXXX");
+    CHECK(mkdtemp(p->dir) != NULL);
+    snprintf(p->ref_path, sizeof p->ref_path, "%s/ref.pftrace", p->dir);
+    snprintf(p->got_path, sizeof p->got_path, "%s/got.pftrace", p->dir);
+    char err[256];
+    CHECK_EQ_INT(mst_pftrace_writer_open(p->ref_path, 1, &p->ref, err, sizeof err), MST_OK);
+    CHECK_EQ_INT(mst_pftrace_writer_open(p->got_path, 1, &p->got, err, sizeof err), MST_OK);
+    mst_buf_init(&p->pkt, 0);
+    mst_arena_init(&p->arena);
+}
+
+/* One step whose request.ids text is `ids[0..n)` written compactly (as the
+ * forwarder rebuilds a list), to `ref` as it is and to `got` with origin
+ * `o` (its conn, stream and seq filled in here: the next of the stream). */
+static void pair_step_text(origin_pair *p, const char *const *ids, unsigned n, mst_pf_ids_origin o,
+                           const char *raw);
+static void pair_step(origin_pair *p, const char *const *ids, unsigned n, mst_pf_ids_origin o) {
+    pair_step_text(p, ids, n, o, NULL);
+}
+
+/* pair_step, with the request.ids value replaced by `raw` (not NULL) after
+ * decoding: a text the packet decoder would not pass, as both writers see it. */
+static void pair_step_text(origin_pair *p, const char *const *ids, unsigned n, mst_pf_ids_origin o,
+                           const char *raw) {
+    mst_buf_reset(&p->pkt);
+    mst_buf_append(&p->pkt, MST_PERFETTO_MAGIC, strlen(MST_PERFETTO_MAGIC));
+    char head[400];
+    int step = p->step++;
+    snprintf(head, sizeof head,
+             "{\"name\":\"vllm.scheduler.schedule\",\"category\":\"step\",\"trace_id\":\"%032x\","
+             "\"span_id\":\"%016x\",\"start_time_ns\":%d,\"end_time_ns\":%d,\"kind\":1,\"status\":1,"
+             "\"attributes\":{\"process.pid\":5,\"thread.id\":3,\"request.ids\":[",
+             step + 1, step + 1, 1000 + 10 * step, 1005 + 10 * step);
+    mst_buf_append(&p->pkt, head, strlen(head));
+    for (unsigned i = 0; i < n; i++) {
+        if (i) mst_buf_append(&p->pkt, ",", 1);
+        put_json_str(&p->pkt, ids[i]);
+    }
+    mst_buf_append(&p->pkt, "]},\"links\":[]}", 14);
+    CHECK(!p->pkt.failed);
+    mst_pf_span sp;
+    char err[256];
+    CHECK_EQ_INT(mst_perfetto_packet_decode(p->pkt.data, p->pkt.len, &p->arena, &sp, err, sizeof err), MST_OK);
+    CHECK(!sp.ids_origin.valid);
+    size_t attr = sp.n_attrs;
+    for (size_t i = 0; i < sp.n_attrs; i++)
+        if (sp.attrs[i].key.len == 11 && memcmp(sp.attrs[i].key.ptr, "request.ids", 11) == 0) attr = i;
+    CHECK(attr < sp.n_attrs);
+    if (raw) sp.attrs[attr].value = (mst_json_slice){raw, strlen(raw)};
+    CHECK_EQ_INT(mst_pftrace_writer_add_span(p->ref, &sp), MST_OK);
+    o.valid = true;
+    o.conn = 9;
+    o.stream = 1;
+    o.seq = ++p->seq;
+    sp.ids_origin = o;
+    sp.ids_attr = attr;
+    CHECK_EQ_INT(mst_pftrace_writer_add_span(p->got, &sp), MST_OK);
+    mst_arena_reset_keep(&p->arena, 64u << 10);
+    memcpy(p->ids, ids, n * sizeof *ids);
+    p->n = n;
+}
+
+/* The change of the pair's current list: the places left[0..n_left)
+ * (ascending) taken out, joined[0..n_joined) appended. */
+static void pair_change(origin_pair *p, const uint32_t *left, unsigned n_left, const char *const *joined,
+                        unsigned n_joined) {
+    const char *next[64];
+    unsigned n = 0, l = 0;
+    for (unsigned i = 0; i < p->n; i++) {
+        if (l < n_left && left[l] == i) l++;
+        else next[n++] = p->ids[i];
+    }
+    unsigned from = n;
+    for (unsigned j = 0; j < n_joined; j++) next[n++] = joined[j];
+    mst_pf_ids_origin o = {.change = true, .n_base = p->n, .n_left = n_left, .joined_from = from, .left = left};
+    pair_step(p, next, n, o);
+}
+
+/* Closes both writers; the files must be the same after the clock. */
+static void pair_close_same(origin_pair *p) {
+    CHECK_EQ_INT(mst_pftrace_writer_close(p->ref), MST_OK);
+    CHECK_EQ_INT(mst_pftrace_writer_close(p->got), MST_OK);
+    size_t ref_len, got_len;
+    uint8_t *a = (uint8_t *)mst_test_read_file(p->ref_path, &ref_len);
+    uint8_t *b = (uint8_t *)mst_test_read_file(p->got_path, &got_len);
+    CHECK(a != NULL && b != NULL);
+    size_t ra = after_clock(a, ref_len), rb = after_clock(b, got_len);
+    CHECK_EQ_INT(ref_len - ra, got_len - rb);
+    CHECK(memcmp(a + ra, b + rb, ref_len - ra) == 0);
+    free(a);
+    free(b);
+    unlink(p->ref_path);
+    unlink(p->got_path);
+    rmdir(p->dir);
+    mst_buf_free(&p->pkt);
+    mst_arena_release(&p->arena);
+}
+
+/* Each branch of the by-origin split (pftrace_writer.c split_by_origin):
+ * kept runs cut at the start, in the middle and at the end, none leaving,
+ * all leaving, joined ids already in the list, that just left or listed
+ * twice (split by origin, but not of the delta's shape), and origins the
+ * text does not match (a kept id of another length; lengths that add up
+ * over the run but not per id; another separator inside a run or after
+ * it; positions that left out of order): those take the general split. Every list is written as
+ * the writer without origins writes it. */
+static void test_by_origin_branches(void) {
+    origin_pair p;
+    pair_open(&p);
+    static const char *const base[10] = {"a",        "bb",    "cmpl-ccc", "d",      "eeeee-1",
+                                         "ffffff-22", "g",     "hh",       "i-9999", "jjj"};
+    pair_step(&p, base, 10, (mst_pf_ids_origin){0}); /* the keyframe */
+    uint64_t by_origin = 0;
+    CHECK_EQ_INT(mst_pftrace_writer_lists_by_origin(p.got), by_origin);
+    /* leaving at the start, one joining */
+    pair_change(&p, (const uint32_t[]){0, 1}, 2, (const char *const[]){"k-new"}, 1);
+    CHECK_EQ_INT(mst_pftrace_writer_lists_by_origin(p.got), ++by_origin);
+    /* in the middle, none joining */
+    pair_change(&p, (const uint32_t[]){2, 4}, 2, NULL, 0);
+    CHECK_EQ_INT(mst_pftrace_writer_lists_by_origin(p.got), ++by_origin);
+    /* at the end (the last two), two joining */
+    pair_change(&p, (const uint32_t[]){4, 5}, 2, (const char *const[]){"l-1", "mm-2"}, 2);
+    CHECK_EQ_INT(mst_pftrace_writer_lists_by_origin(p.got), ++by_origin);
+    /* none leaving (no positions at all), one joining */
+    pair_change(&p, NULL, 0, (const char *const[]){"n"}, 1);
+    CHECK_EQ_INT(mst_pftrace_writer_lists_by_origin(p.got), ++by_origin);
+    /* none leaving, none joining: the same list */
+    pair_change(&p, NULL, 0, NULL, 0);
+    CHECK_EQ_INT(mst_pftrace_writer_lists_by_origin(p.got), ++by_origin);
+    /* a joined id that just left */
+    pair_change(&p, (const uint32_t[]){1}, 1, (const char *const[]){p.ids[1]}, 1);
+    CHECK_EQ_INT(mst_pftrace_writer_lists_by_origin(p.got), ++by_origin);
+    /* a joined id already kept in the list (which then has an id twice:
+     * no base for a change, the next list is a keyframe) */
+    pair_change(&p, (const uint32_t[]){0}, 1, (const char *const[]){"o", p.ids[2]}, 2);
+    CHECK_EQ_INT(mst_pftrace_writer_lists_by_origin(p.got), ++by_origin);
+    pair_step(&p, base, 10, (mst_pf_ids_origin){0});
+    /* one joined twice */
+    pair_change(&p, NULL, 0, (const char *const[]){"q-twice", "q-twice"}, 2);
+    CHECK_EQ_INT(mst_pftrace_writer_lists_by_origin(p.got), ++by_origin);
+    pair_step(&p, base, 10, (mst_pf_ids_origin){0});
+    /* all leaving, three joining */
+    uint32_t all[10];
+    for (uint32_t i = 0; i < 10; i++) all[i] = i;
+    pair_change(&p, all, 10, (const char *const[]){"r-1", "s-22", "t-333"}, 3);
+    CHECK_EQ_INT(mst_pftrace_writer_lists_by_origin(p.got), ++by_origin);
+    /* the origin's base but kept ids of other lengths in the text: split
+     * from the text (ref writes what the text says) */
+    {
+        static const char *const other[3] = {"r-1", "t-333-longer", "u"};
+        mst_pf_ids_origin o = {.change = true, .n_base = 3, .n_left = 1, .joined_from = 2,
+                               .left = (const uint32_t[]){1}};
+        pair_step(&p, other, 3, o);
+        CHECK_EQ_INT(mst_pftrace_writer_lists_by_origin(p.got), by_origin);
+    }
+    /* lengths that add up per run but not per id */
+    {
+        static const char *const start[4] = {"ab", "c", "dd", "e"};
+        pair_step(&p, start, 4, (mst_pf_ids_origin){0});
+        static const char *const shifted[4] = {"ab", "c", "d", "de"};
+        mst_pf_ids_origin o = {.change = true, .n_base = 4, .n_left = 0, .joined_from = 4};
+        uint64_t before = mst_pftrace_writer_lists_by_origin(p.got);
+        pair_step(&p, shifted, 4, o);
+        CHECK_EQ_INT(mst_pftrace_writer_lists_by_origin(p.got), before);
+    }
+    /* every closing quote where the lengths put it, but another separator
+     * inside the run, or after the last kept id: neither is the entries'
+     * layout (ref writes them as JSON text), the general split says so */
+    {
+        static const char *const start[3] = {"ab", "c", "dd"};
+        pair_step(&p, start, 3, (mst_pf_ids_origin){0});
+        uint64_t before = mst_pftrace_writer_lists_by_origin(p.got);
+        mst_pf_ids_origin o = {.change = true, .n_base = 3, .n_left = 0, .joined_from = 3};
+        pair_step_text(&p, start, 3, o, "[\"ab\";\"c\",\"dd\"]");
+        CHECK_EQ_INT(mst_pftrace_writer_lists_by_origin(p.got), before);
+        pair_step(&p, start, 3, (mst_pf_ids_origin){0});
+        pair_step_text(&p, start, 3, o, "[\"ab\",\"c\",\"dd\"}");
+        CHECK_EQ_INT(mst_pftrace_writer_lists_by_origin(p.got), before);
+        pair_step(&p, start, 3, (mst_pf_ids_origin){0});
+        pair_step_text(&p, start, 3, o, "[\"ab\",\"c\"]\"dd\"]");
+        CHECK_EQ_INT(mst_pftrace_writer_lists_by_origin(p.got), before);
+        /* the last kept id's closing quote off its place, a joined id after */
+        pair_step(&p, start, 3, (mst_pf_ids_origin){0});
+        pair_step_text(&p, start, 3, o, "[\"ab\",\"c\",\"dxy,\"e\"]");
+        CHECK_EQ_INT(mst_pftrace_writer_lists_by_origin(p.got), before);
+    }
+    /* positions that left out of order (the forwarder never makes them):
+     * the general split */
+    {
+        static const char *const start[5] = {"v0", "v1", "v2", "v3", "v4"};
+        pair_step(&p, start, 5, (mst_pf_ids_origin){0});
+        uint64_t before = mst_pftrace_writer_lists_by_origin(p.got);
+        static const char *const next[3] = {"v0", "v2", "v4"};
+        mst_pf_ids_origin o = {.change = true, .n_base = 5, .n_left = 2, .joined_from = 3,
+                               .left = (const uint32_t[]){3, 1}};
+        pair_step(&p, next, 3, o);
+        CHECK_EQ_INT(mst_pftrace_writer_lists_by_origin(p.got), before);
+    }
+    pair_close_same(&p);
+}
+
 static const mst_test_case TESTS[] = {
     {"base_is", test_base_is},
     {"split_rest", test_split_rest},
     {"list_set_change_is_list_set", test_list_set_change_is_list_set},
     {"file_same_through_changes", test_file_same_through_changes},
+    {"by_origin_branches", test_by_origin_branches},
+    {"chain_change_without_which", test_chain_change_without_which},
 };
 
 MST_TEST_MAIN(TESTS)
