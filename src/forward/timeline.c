@@ -1005,11 +1005,11 @@ static __attribute__((noinline)) uint64_t run_item_eager(mst_timeline *tl, tl_ru
  * by this step. Returns the index of the first other item. Its own
  * function: this loop is what a step costs per request, and has all the
  * registers to itself. */
-static __attribute__((noinline)) size_t
-run_skip(mst_timeline *tl, const mst_tl_id_item *items, size_t idx, size_t n,
+static inline __attribute__((always_inline)) size_t
+run_skip_items(mst_timeline *tl, const mst_tl_id_item *items, size_t idx, size_t n,
          const uint64_t *restrict prev, uint32_t *j_io, uint64_t *restrict next,
          uint8_t *restrict next_on, const unsigned char *ph, size_t n_phase, uint64_t counted,
-         uint64_t counting, uint32_t *skipped_io) {
+         uint64_t counting, uint32_t *skipped_io, bool flags) {
     req_entry *const e = tl->e;
     const uint64_t used = tl->used;
     const uint64_t *pp = prev + *j_io;
@@ -1027,12 +1027,31 @@ run_skip(mst_timeline *tl, const mst_tl_id_item *items, size_t idx, size_t n,
         x->run_tag = serial_part | counting;
         skipped++;
         next[idx] = w;
-        next_on[idx] = 1;
+        if (flags) next_on[idx] = 1;
         pp++;
     }
     *j_io = (uint32_t)(pp - prev);
     *skipped_io += skipped;
     return idx;
+}
+
+/* run_skip_items keeping the flags (the step's list may be the base of a
+ * vouched change: it names its stream), and without (it does not). */
+static __attribute__((noinline)) size_t
+run_skip(mst_timeline *tl, const mst_tl_id_item *items, size_t idx, size_t n,
+         const uint64_t *restrict prev, uint32_t *j_io, uint64_t *restrict next,
+         uint8_t *restrict next_on, const unsigned char *ph, size_t n_phase, uint64_t counted,
+         uint64_t counting, uint32_t *skipped_io) {
+    return run_skip_items(tl, items, idx, n, prev, j_io, next, next_on, ph, n_phase, counted, counting,
+                          skipped_io, true);
+}
+static __attribute__((noinline)) size_t
+run_skip_unflagged(mst_timeline *tl, const mst_tl_id_item *items, size_t idx, size_t n,
+                   const uint64_t *restrict prev, uint32_t *j_io, uint64_t *restrict next,
+                   const unsigned char *ph, size_t n_phase, uint64_t counted, uint64_t counting,
+                   uint32_t *skipped_io) {
+    return run_skip_items(tl, items, idx, n, prev, j_io, next, NULL, ph, n_phase, counted, counting,
+                          skipped_io, false);
 }
 
 /* Whether step list change c (vouched by its writer) says how the list
@@ -1189,8 +1208,10 @@ static __attribute__((noinline)) bool note_run_step(mst_timeline *tl, const mst_
         idx = n;
     }
     while (idx < n) {
-        idx = run_skip(tl, items, idx, n, prev, &j, next, next_on, ph_chars, n_phase, counted, counting,
-                       &skipped);
+        idx = change->stream ? run_skip(tl, items, idx, n, prev, &j, next, next_on, ph_chars, n_phase,
+                                        counted, counting, &skipped)
+                             : run_skip_unflagged(tl, items, idx, n, prev, &j, next, ph_chars, n_phase,
+                                                  counted, counting, &skipped);
         if (idx == n) break;
         /* Any other: aligned first (previous items skipped over left). */
         const mst_tl_id_item *it = &items[idx];
@@ -1246,7 +1267,7 @@ static __attribute__((noinline)) bool note_run_step(mst_timeline *tl, const mst_
     r->next_on = r->prev_on;
     r->prev_on = next_on;
     r->n_prev = (uint32_t)n;
-    r->n_flagged = flagged;
+    r->n_flagged = change->stream ? flagged : UINT32_MAX; /* no stream: its flags are not kept */
     r->v_stream = change->stream;
     r->v_conn = change->conn;
     r->v_origin = change->origin;
