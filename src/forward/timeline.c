@@ -200,7 +200,7 @@ typedef struct tl_run {
     uint64_t *prev, *next;   /* the last step's words; the buffer for this one's */
     /* Per word: its entry attached and named by that step (1) or not (0).
      * When n_flagged == attached, they are exactly the attached entries,
-     * one position each (see run_vouched_ok). */
+     * one position each (see run_vouched). */
     uint8_t *prev_on, *next_on;
     uint32_t n_flagged;      /* set in prev_on */
     /* The last step's list as its writer named it (mst_tl_list_change;
@@ -284,16 +284,16 @@ struct mst_timeline {
 #define TAG_STEP(tag) ((uint32_t)((tag) >> 8) & 0xffffu)
 #define STEP16(step) ((uint32_t)(step) & 0xffffu)
 
+static void run_settle_tagged(mst_timeline *tl, req_entry *x);
+static void run_materialize(mst_timeline *tl, tl_run *r, uint8_t run);
+
 /* Realizes the fields entry x's run kept behind and detaches it: the
  * run's steps after run_base up to the last one that counted x (this
  * step, while it is being counted and already named x), and that step's
  * end and forwarder time, the latest of each (the run's steps start and
- * end in order, the forwarder's clock only moves forward). */
-static void run_settle_tagged(mst_timeline *tl, req_entry *x);
-static void run_materialize(mst_timeline *tl, tl_run *r, uint8_t run);
-
-/* run_settle of an entry attached to a run counting a step by position:
- * the entries that step counted so far are tagged first. */
+ * end in order, the forwarder's clock only moves forward). When the run
+ * is counting a step by position, the entries that step counted so far
+ * are tagged first (run_materialize), so that x's tag tells. */
 static __attribute__((noinline)) void run_settle(mst_timeline *tl, req_entry *x) {
     uint8_t run = TAG_RUN(x->run_tag);
     if (tl->runs[run - 1].vouching) run_materialize(tl, &tl->runs[run - 1], run);
@@ -301,7 +301,8 @@ static __attribute__((noinline)) void run_settle(mst_timeline *tl, req_entry *x)
 }
 
 /* run_settle when x's run_tag tells whether the step being counted named
- * it (no step counted by position, or x not among its items so far). */
+ * it: no step is counted by position, or x is not among its items so far
+ * (a position that left, an attached item in phase p / P reached). */
 static void run_settle_tagged(mst_timeline *tl, req_entry *x) {
     tl_run *r = &tl->runs[TAG_RUN(x->run_tag) - 1];
     uint32_t upto = r->count;
