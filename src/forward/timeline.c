@@ -1220,9 +1220,12 @@ static __attribute__((noinline)) bool note_run_step(mst_timeline *tl, const mst_
         if (prev[j] == w) j++;
         else if (j < m && w) j = run_align(tl, r, run, j, m, w);
         int ph = idx < n_phase ? ph_chars[idx] : -1;
+        /* (attached to this run and not named by this step yet: its tag
+         * names an earlier step, the previous one or, after steps counted
+         * by position, one before) */
         req_entry *x = word_entry(tl, w);
-        if (x && x->run_tag == (RUN_TAG(x->serial, 0, 0) | counted) && x->id_len == it->n &&
-            (ph | 0x20) != 'p') {
+        if (x && (x->run_tag & ~(uint64_t)0xffff00) == RUN_TAG(x->serial, run, 0) &&
+            TAG_STEP(x->run_tag) != STEP16(step_no) && x->id_len == it->n && (ph | 0x20) != 'p') {
             x->run_tag = RUN_TAG(x->serial, 0, 0) | counting;
             skipped++;
             next[idx] = w;
