@@ -21,10 +21,12 @@
  * previous list without some positions, then the joined ones, numbered by
  * a seq per stream. Two engines share one stream (their seqs interleave);
  * lists read as JSON or too short for a run still advance the stream; and
- * some vouches are stale or wrong: a seq skipped or repeated, an n_prev
- * off by one (with a left position to match), another engine's stream key,
- * a connection restarting the seqs, vouches kept across the hints zeroed,
- * a list of the stream the timeline never saw.
+ * some vouches are stale or wrong: a seq that no list of the stream has,
+ * an n_prev off by one (with a left position to match), another engine's
+ * stream key, a connection restarting the seqs, vouches kept across the
+ * hints zeroed, a list of the stream the timeline never saw. (A wrong
+ * vouch that names a list the timeline did see cannot be told from a true
+ * one: the writer's numbering is trusted, so the lies here name none.)
  */
 #include <stdarg.h>
 #include <stdio.h>
