@@ -976,7 +976,11 @@ static bool annotate_id_list(mst_pftrace_writer *w, shape *sh, size_t p, const m
         items[i].hint = &e->tl_hint;
     }
     if (shared) { /* the timeline reads the list from these items */
-        w->split[w->n_split++] = (mst_tl_split_list){v, items, n};
+        mst_tl_list_change change = {0};
+        if (by_origin) /* vouched: the previous list of this stream without o->left, then joined ones */
+            change = (mst_tl_list_change){stream, origin->conn, origin->stream, origin->seq,
+                                          (uint32_t)n_prev, origin->n_left, origin->left, kept};
+        w->split[w->n_split++] = (mst_tl_split_list){v, items, n, change};
         w->items_used += n;
     }
     mst_pft_id_delta d = {0, NULL, w->item_iids, 0, n};

@@ -46,6 +46,27 @@
  * more than they save): like a foreign step they settle what they name,
  * the run's count does not move. mst_timeline_set_lazy_runs turns the runs
  * off, to test them against the eager path.
+ *
+ * By position: when the writer vouches for how a step's list came from
+ * the stream's previous one (mst_tl_list_change: that list without some
+ * positions, then joined ones) and that previous list is the one the run
+ * last counted (the same stream, connection and origin, seq one less, as
+ * many items), the step is counted without loading the kept requests'
+ * entries. The run keeps per word of its list a flag: its entry attached
+ * and named by that step. At a step's end the flags set are as many as the
+ * run's attached entries, which are all named by it, so they are exactly
+ * those, one each; attaching is only a run step's and any other detach
+ * lowers `attached`, so a step finding the count unchanged knows the flags
+ * still hold (else it counts by words). Then the flagged positions that
+ * left are settled as of the previous step, the kept words and flags are
+ * moved down to their new positions, and a kept flagged item not in phase
+ * p / P is counted by the run's count alone; the rest by run_item_eager.
+ * The entries so counted keep an earlier step in their run_tag, which is
+ * then only behind, never wrong: it never names the step being counted
+ * (tag_floor: they are retagged before 2^14 steps pass), so the words path
+ * and the settles take them as not named yet, and anything that settles
+ * one of the run's entries during such a step first tags the ones counted
+ * so far (run_materialize), the rest of the step going item by item.
  */
 #include "forward/timeline.h"
 
@@ -171,11 +192,28 @@ typedef struct tl_done_ring {
 
 /* An engine's run (see the file comment): the request ids of its last
  * lazily counted scheduling step as hint words (slot | serial, 0: none),
- * in order, and the steps counted so far with the last one's times. While
- * a step is being counted (in_step), step count + 1 has cur_end / cur_now
- * and `named` entries attached with run_seen == count + 1. */
+ * in order, with a flag each, and the steps counted so far with the last
+ * one's times. While a step is being counted (in_step), step count + 1 has
+ * cur_end / cur_now and `named` entries attached with a run_tag of step
+ * count + 1 (and, counting by position, v_fast more with an older one). */
 typedef struct tl_run {
     uint64_t *prev, *next;   /* the last step's words; the buffer for this one's */
+    /* Per word: its entry attached and named by that step (1) or not (0).
+     * When n_flagged == attached, they are exactly the attached entries,
+     * one position each (see run_vouched). */
+    uint8_t *prev_on, *next_on;
+    uint32_t n_flagged;      /* set in prev_on */
+    /* The last step's list as its writer named it (mst_tl_list_change;
+     * v_stream 0: not named): a step vouched as changed from it is counted
+     * by position. */
+    uint64_t v_stream, v_conn;
+    int64_t v_origin, v_seq;
+    /* While a step is counted by position (vouching): its items [0, v_idx)
+     * are done and v_fast of them were counted without touching their
+     * entries (their run_tag still names an earlier step). */
+    bool vouching;
+    uint32_t v_idx, v_fast;
+    uint32_t tag_floor;      /* every attached entry's run_tag names this step or a later one */
     uint32_t n_prev, cap;
     uint32_t count;          /* steps counted */
     uint32_t attached;       /* entries with run == this run */
@@ -246,12 +284,26 @@ struct mst_timeline {
 #define TAG_STEP(tag) ((uint32_t)((tag) >> 8) & 0xffffu)
 #define STEP16(step) ((uint32_t)(step) & 0xffffu)
 
+static void run_settle_tagged(mst_timeline *tl, req_entry *x);
+static void run_materialize(mst_timeline *tl, tl_run *r, uint8_t run);
+
 /* Realizes the fields entry x's run kept behind and detaches it: the
  * run's steps after run_base up to the last one that counted x (this
  * step, while it is being counted and already named x), and that step's
  * end and forwarder time, the latest of each (the run's steps start and
- * end in order, the forwarder's clock only moves forward). */
+ * end in order, the forwarder's clock only moves forward). When the run
+ * is counting a step by position, the entries that step counted so far
+ * are tagged first (run_materialize), so that x's tag tells. */
 static __attribute__((noinline)) void run_settle(mst_timeline *tl, req_entry *x) {
+    uint8_t run = TAG_RUN(x->run_tag);
+    if (tl->runs[run - 1].vouching) run_materialize(tl, &tl->runs[run - 1], run);
+    run_settle_tagged(tl, x);
+}
+
+/* run_settle when x's run_tag tells whether the step being counted named
+ * it: no step is counted by position, or x is not among its items so far
+ * (a position that left, an attached item in phase p / P reached). */
+static void run_settle_tagged(mst_timeline *tl, req_entry *x) {
     tl_run *r = &tl->runs[TAG_RUN(x->run_tag) - 1];
     uint32_t upto = r->count;
     int64_t end = r->last_end;
@@ -278,6 +330,21 @@ static inline req_entry *word_entry(mst_timeline *tl, uint64_t w) {
     if (slot - 1 >= tl->used) return NULL; /* slot 0 (none) wraps past every count */
     req_entry *x = &tl->e[slot - 1];
     return x->serial == w >> HINT_SLOT_BITS ? x : NULL;
+}
+
+/* Ends counting run r's step by position: the entries of its items so far
+ * that it counted (next_on) get their run_tag for this step, as the words
+ * path would have given them. */
+static void run_materialize(mst_timeline *tl, tl_run *r, uint8_t run) {
+    uint32_t step = r->count + 1;
+    for (uint32_t k = 0; k < r->v_idx; k++) {
+        if (!r->next_on[k]) continue;
+        req_entry *x = word_entry(tl, r->next[k]);
+        if (x && TAG_RUN(x->run_tag) == run) x->run_tag = RUN_TAG(x->serial, run, step);
+    }
+    r->named += r->v_fast;
+    r->v_fast = 0;
+    r->vouching = false;
 }
 
 /* Settles the entry of word w when it is attached to run `run` (index +
@@ -342,6 +409,8 @@ void mst_timeline_free(mst_timeline *tl) {
         free(tl->done[k].s);
         free(tl->runs[k].prev);
         free(tl->runs[k].next);
+        free(tl->runs[k].prev_on);
+        free(tl->runs[k].next_on);
     }
     free(tl);
 }
@@ -665,6 +734,7 @@ static inline req_entry *req_get_item(mst_timeline *tl, const mst_tl_id_item *it
 typedef struct tl_id_cursor {
     mst_json_reader r;
     const mst_tl_id_item *items; /* NULL: read r */
+    const mst_tl_split_list *list; /* items' */
     size_t n, next;
 } tl_id_cursor;
 
@@ -675,6 +745,7 @@ static bool cursor_begin(tl_id_cursor *c, const mst_json_slice *v, const mst_tl_
     for (size_t i = 0; i < n_lists; i++)
         if (lists[i].value == v) {
             c->items = lists[i].items;
+            c->list = &lists[i];
             c->n = lists[i].n;
             c->next = 0;
             return true;
@@ -876,6 +947,12 @@ static bool run_reserve(tl_run *r, size_t n) {
     uint64_t *b = realloc(r->next, cap * sizeof *b);
     if (!b) return false;
     r->next = b;
+    uint8_t *c = realloc(r->prev_on, cap);
+    if (!c) return false;
+    r->prev_on = c;
+    uint8_t *d = realloc(r->next_on, cap);
+    if (!d) return false;
+    r->next_on = d;
     if (!r->cap) r->prev[0] = RUN_END; /* else kept by realloc */
     r->cap = cap;
     return true;
@@ -904,9 +981,10 @@ static __attribute__((noinline)) uint32_t run_align(mst_timeline *tl, tl_run *r,
  * is before them. Returns the item's word for the run's list. */
 static __attribute__((noinline)) uint64_t run_item_eager(mst_timeline *tl, tl_run *r, uint8_t run, uint32_t step_no,
                                const mst_tl_id_item *it, int ph, const mst_pf_span *s,
-                               int64_t pid, const mst_tl_sink *sink, bool *ok) {
+                               int64_t pid, const mst_tl_sink *sink, bool *ok, uint8_t *on) {
     req_entry *x = item_request(tl, req_get_item(tl, it, pid, sink), true, ok);
     uint64_t w = it->hint ? *it->hint : 0;
+    *on = 0;
     if (!x) return w;
     note_named(tl, x, s->start_ns, s->end_ns, 2, run, ph);
     if (x->cur == SEG_DECODE && x->sched2_ns >= 0 && x->sched2_ns < s->start_ns &&
@@ -916,6 +994,7 @@ static __attribute__((noinline)) uint64_t run_item_eager(mst_timeline *tl, tl_ru
         r->attached++;
         tl->attached++;
         r->named++;
+        *on = 1;
     }
     return w;
 }
@@ -927,11 +1006,11 @@ static __attribute__((noinline)) uint64_t run_item_eager(mst_timeline *tl, tl_ru
  * by this step. Returns the index of the first other item. Its own
  * function: this loop is what a step costs per request, and has all the
  * registers to itself. */
-static __attribute__((noinline)) size_t
-run_skip(mst_timeline *tl, const mst_tl_id_item *items, size_t idx, size_t n,
+static inline __attribute__((always_inline)) size_t
+run_skip_items(mst_timeline *tl, const mst_tl_id_item *items, size_t idx, size_t n,
          const uint64_t *restrict prev, uint32_t *j_io, uint64_t *restrict next,
-         const unsigned char *ph, size_t n_phase, uint64_t counted, uint64_t counting,
-         uint32_t *skipped_io) {
+         uint8_t *restrict next_on, const unsigned char *ph, size_t n_phase, uint64_t counted,
+         uint64_t counting, uint32_t *skipped_io, bool flags) {
     req_entry *const e = tl->e;
     const uint64_t used = tl->used;
     const uint64_t *pp = prev + *j_io;
@@ -949,6 +1028,7 @@ run_skip(mst_timeline *tl, const mst_tl_id_item *items, size_t idx, size_t n,
         x->run_tag = serial_part | counting;
         skipped++;
         next[idx] = w;
+        if (flags) next_on[idx] = 1;
         pp++;
     }
     *j_io = (uint32_t)(pp - prev);
@@ -956,17 +1036,135 @@ run_skip(mst_timeline *tl, const mst_tl_id_item *items, size_t idx, size_t n,
     return idx;
 }
 
+/* run_skip_items keeping the flags (the step's list may be the base of a
+ * vouched change: it names its stream), and without (it does not). */
+static __attribute__((noinline)) size_t
+run_skip(mst_timeline *tl, const mst_tl_id_item *items, size_t idx, size_t n,
+         const uint64_t *restrict prev, uint32_t *j_io, uint64_t *restrict next,
+         uint8_t *restrict next_on, const unsigned char *ph, size_t n_phase, uint64_t counted,
+         uint64_t counting, uint32_t *skipped_io) {
+    return run_skip_items(tl, items, idx, n, prev, j_io, next, next_on, ph, n_phase, counted, counting,
+                          skipped_io, true);
+}
+static __attribute__((noinline)) size_t
+run_skip_unflagged(mst_timeline *tl, const mst_tl_id_item *items, size_t idx, size_t n,
+                   const uint64_t *restrict prev, uint32_t *j_io, uint64_t *restrict next,
+                   const unsigned char *ph, size_t n_phase, uint64_t counted, uint64_t counting,
+                   uint32_t *skipped_io) {
+    return run_skip_items(tl, items, idx, n, prev, j_io, next, NULL, ph, n_phase, counted, counting,
+                          skipped_io, false);
+}
+
+/* Whether step list change c (vouched by its writer) says how the list
+ * came from run r's last one, and r's position flags are exactly its
+ * attached entries (every attach is a run step's, with its flag; any other
+ * detach lowers `attached`): then the step is counted by position. */
+static bool run_vouched(const tl_run *r, const mst_tl_list_change *c, size_t n) {
+    if (!c->stream || c->stream != r->v_stream || c->conn != r->v_conn || c->origin != r->v_origin ||
+        r->v_seq == INT64_MAX || c->seq != r->v_seq + 1 || c->n_prev != r->n_prev ||
+        r->n_flagged != r->attached || c->kept > n || c->kept + c->n_left != c->n_prev ||
+        (c->n_left && !c->left))
+        return false;
+    for (uint32_t i = 0; i < c->n_left; i++)
+        if (c->left[i] >= c->n_prev || (i && c->left[i] <= c->left[i - 1])) return false;
+    return true;
+}
+
+/* The first of a step's items [i, end) that a step counted by position
+ * counts itself: its entry not attached (on[i] 0) or its phase p / P.
+ * Eight at a time (the flags are 0 or 1; a zero byte told as in strlen). */
+static inline size_t run_next_own(const uint8_t *on, const unsigned char *ph, size_t n_phase, size_t i,
+                                  size_t end) {
+    const uint64_t ones = 0x0101010101010101ull, highs = ones * 0x80;
+    for (; i + 8 <= end; i += 8) {
+        uint64_t f, p;
+        memcpy(&f, on + i, 8);
+        uint64_t z = (f - ones) & ~f & highs;
+        if (i + 8 <= n_phase) {
+            memcpy(&p, ph + i, 8);
+            p = (p | ones * 0x20) ^ ones * 'p';
+            z |= (p - ones) & ~p & highs;
+        } else if (i < n_phase) {
+            break;
+        }
+        if (z) break;
+    }
+    for (; i < end; i++)
+        if (!on[i] || (i < n_phase && (ph[i] | 0x20) == 'p')) return i;
+    return end;
+}
+
+/* Counts a step of run r by position (run_vouched): the previous items
+ * that left are settled as of the previous step (their flags tell which
+ * were attached), the kept ones copied with their words and flags, and of
+ * those a flagged one not in phase p / P is counted by the run's count
+ * alone, without touching its entry (its run_tag stays behind: v_fast);
+ * every other item by run_item_eager. Anything that would settle one of
+ * the run's entries meanwhile (an eviction, an item naming it again) first
+ * tags the ones counted so far (run_materialize), and the rest of the step
+ * is then counted item by item. Returns the flags set. */
+static uint32_t run_step_by_position(mst_timeline *tl, tl_run *r, uint8_t run, uint32_t step_no,
+                                     const mst_pf_span *s, int64_t pid, const mst_tl_id_item *items,
+                                     size_t n, const mst_tl_list_change *c, const unsigned char *ph,
+                                     size_t n_phase, const mst_tl_sink *sink, bool *ok) {
+    const uint64_t *prev = r->prev;
+    uint64_t *next = r->next;
+    const uint8_t *prev_on = r->prev_on;
+    uint8_t *next_on = r->next_on;
+    for (uint32_t i = 0; i < c->n_left; i++) {
+        if (!prev_on[c->left[i]]) continue;
+        req_entry *x = word_entry(tl, prev[c->left[i]]);
+        if (x && TAG_RUN(x->run_tag) == run) run_settle_tagged(tl, x);
+    }
+    uint32_t flagged = 0, g = 0;
+    size_t idx = 0;
+    r->vouching = true;
+    r->v_fast = 0;
+    for (uint32_t li = 0; li <= c->n_left && r->vouching; li++) {
+        uint32_t end = li < c->n_left ? c->left[li] : c->n_prev;
+        size_t stop = idx + (end - g);
+        memcpy(next + idx, prev + g, (end - g) * sizeof *next);
+        memcpy(next_on + idx, prev_on + g, end - g);
+        g = end + 1;
+        while (r->vouching) {
+            size_t o = run_next_own(next_on, ph, n_phase, idx, stop);
+            r->v_fast += (uint32_t)(o - idx);
+            flagged += (uint32_t)(o - idx);
+            idx = o;
+            if (idx == stop) break;
+            r->v_idx = (uint32_t)idx;
+            if (next_on[idx]) { /* attached, phase p / P: not counted by this step yet */
+                req_entry *x = word_entry(tl, next[idx]);
+                if (x && TAG_RUN(x->run_tag) == run) run_settle_tagged(tl, x);
+            }
+            next[idx] = run_item_eager(tl, r, run, step_no, &items[idx], idx < n_phase ? ph[idx] : -1, s,
+                                       pid, sink, ok, &next_on[idx]);
+            flagged += next_on[idx++];
+        }
+    }
+    /* the joined ones (and the rest, if the run stopped vouching) */
+    for (; idx < n; idx++) {
+        r->v_idx = (uint32_t)idx;
+        next[idx] = run_item_eager(tl, r, run, step_no, &items[idx], idx < n_phase ? ph[idx] : -1, s, pid,
+                                   sink, ok, &next_on[idx]);
+        flagged += next_on[idx];
+    }
+    r->v_idx = (uint32_t)n;
+    return flagged;
+}
+
 /* note_request_ids of a scheduling step of engine `run` (index + 1) whose
  * request.ids the writer split: a step of the engine's run (see the file
- * comment). An item whose hint word names a live entry attached to this
- * run and counted by its previous step (so not named by this one yet),
- * with a phase that changes nothing (not p / P), is counted by the run's
- * step count alone; every other one by run_item_eager. The previous
- * step's entries this one does not name are settled as of the previous
- * step. */
+ * comment). When the writer vouched for how the list came from the run's
+ * last one, by position (run_step_by_position); else by words: an item
+ * whose hint word names a live entry attached to this run and counted by
+ * its previous step (so not named by this one yet), with a phase that
+ * changes nothing (not p / P), is counted by the run's step count alone;
+ * every other one by run_item_eager. The previous step's entries this one
+ * does not name are settled as of the previous step. */
 static __attribute__((noinline)) bool note_run_step(mst_timeline *tl, const mst_pf_span *s, int64_t pid, uint8_t run,
-                          const mst_tl_id_item *items, size_t n, const mst_str *phase,
-                          const mst_tl_sink *sink) {
+                          const mst_tl_id_item *items, size_t n, const mst_tl_list_change *change,
+                          const mst_str *phase, const mst_tl_sink *sink) {
     tl_run *r = &tl->runs[run - 1];
     /* Out of order (or two threads' steps): what the run holds cannot be
      * counted on; the same for a list it cannot keep. */
@@ -975,7 +1173,8 @@ static __attribute__((noinline)) bool note_run_step(mst_timeline *tl, const mst_
     bool ok = true;
     if (!run_reserve(r, n)) {
         run_settle_all(tl, run);
-        r->n_prev = 0;
+        r->n_prev = r->n_flagged = 0;
+        r->v_stream = 0;
         if (r->cap) r->prev[0] = RUN_END;
         for (size_t idx = 0; idx < n; idx++) {
             req_entry *x = item_request(tl, req_get_item(tl, &items[idx], pid, sink), true, &ok);
@@ -996,13 +1195,24 @@ static __attribute__((noinline)) bool note_run_step(mst_timeline *tl, const mst_
      * what a step costs per request). */
     const uint64_t *restrict prev = r->prev;
     uint64_t *restrict next = r->next;
+    uint8_t *restrict next_on = r->next_on;
     const unsigned char *ph_chars = phase ? (const unsigned char *)phase->ptr : NULL;
     const size_t n_phase = phase ? phase->len : 0;
-    uint32_t j = 0, m = r->n_prev, skipped = 0;
+    uint32_t j = 0, m = r->n_prev, skipped = 0, flagged = 0;
     size_t idx = 0;
+    if (run_vouched(r, change, n)) {
+        flagged = run_step_by_position(tl, r, run, step_no, s, pid, items, n, change, ph_chars, n_phase,
+                                       sink, &ok);
+        tl->st.steps_by_position++;
+        tl->st.items_by_position += r->v_fast;
+        j = m;
+        idx = n;
+    }
     while (idx < n) {
-        idx = run_skip(tl, items, idx, n, prev, &j, next, ph_chars, n_phase, counted, counting,
-                       &skipped);
+        idx = change->stream ? run_skip(tl, items, idx, n, prev, &j, next, next_on, ph_chars, n_phase,
+                                        counted, counting, &skipped)
+                             : run_skip_unflagged(tl, items, idx, n, prev, &j, next, ph_chars, n_phase,
+                                                  counted, counting, &skipped);
         if (idx == n) break;
         /* Any other: aligned first (previous items skipped over left). */
         const mst_tl_id_item *it = &items[idx];
@@ -1010,19 +1220,39 @@ static __attribute__((noinline)) bool note_run_step(mst_timeline *tl, const mst_
         if (prev[j] == w) j++;
         else if (j < m && w) j = run_align(tl, r, run, j, m, w);
         int ph = idx < n_phase ? ph_chars[idx] : -1;
+        /* (attached to this run and not named by this step yet: its tag
+         * names an earlier step, the previous one or, after steps counted
+         * by position, one before) */
         req_entry *x = word_entry(tl, w);
-        if (x && x->run_tag == (RUN_TAG(x->serial, 0, 0) | counted) && x->id_len == it->n &&
-            (ph | 0x20) != 'p') {
+        if (x && (x->run_tag & ~(uint64_t)0xffff00) == RUN_TAG(x->serial, run, 0) &&
+            TAG_STEP(x->run_tag) != STEP16(step_no) && x->id_len == it->n && (ph | 0x20) != 'p') {
             x->run_tag = RUN_TAG(x->serial, 0, 0) | counting;
             skipped++;
             next[idx] = w;
+            next_on[idx] = 1;
         } else {
-            next[idx] = run_item_eager(tl, r, run, step_no, it, ph, s, pid, sink, &ok);
+            next[idx] = run_item_eager(tl, r, run, step_no, it, ph, s, pid, sink, &ok, &next_on[idx]);
+            flagged += next_on[idx];
         }
         idx++;
     }
     r->named += skipped;
+    flagged += skipped;
     for (; j < m; j++) run_settle_word(tl, prev[j], run);
+    /* Counted by position: the entries it did not touch are tagged only
+     * when something is to be settled, or before their tags could be read
+     * as a later step's (16 bits of step; tag_floor). */
+    bool behind = false;
+    if (r->vouching) {
+        if (r->named + r->v_fast != r->attached || step_no - r->tag_floor >= 1u << 14) {
+            run_materialize(tl, r, run);
+        } else {
+            behind = r->v_fast != 0;
+            r->named += r->v_fast;
+            r->vouching = false;
+        }
+    }
+    if (!behind) r->tag_floor = step_no;
     /* An entry attached before this step that it did not name and the
      * alignment missed (an unusual order): found among the previous words. */
     for (uint32_t k = 0; r->named != r->attached && k < m; k++) run_settle_word(tl, prev[k], run);
@@ -1038,7 +1268,14 @@ static __attribute__((noinline)) bool note_run_step(mst_timeline *tl, const mst_
     next[n] = RUN_END;
     r->next = r->prev;
     r->prev = next;
+    r->next_on = r->prev_on;
+    r->prev_on = next_on;
     r->n_prev = (uint32_t)n;
+    r->n_flagged = change->stream ? flagged : UINT32_MAX; /* no stream: its flags are not kept */
+    r->v_stream = change->stream;
+    r->v_conn = change->conn;
+    r->v_origin = change->origin;
+    r->v_seq = change->seq;
     return ok;
 }
 
@@ -1060,7 +1297,7 @@ static bool note_request_ids(mst_timeline *tl, const mst_pf_span *s, int64_t pid
     size_t n_phase = phase ? phase->len : 0;
     if (r.items) { /* split by the writer: one pass over its items */
         if (step == 2 && engine && r.n >= RUN_MIN_ITEMS && !tl->eager_runs)
-            return note_run_step(tl, s, pid, engine, r.items, r.n, phase, sink);
+            return note_run_step(tl, s, pid, engine, r.items, r.n, &r.list->change, phase, sink);
         /* Two loops: the usual one (nothing attached) without the check. */
         if (step == 2 && tl->attached)
             for (size_t idx = 0; idx < r.n; idx++) {

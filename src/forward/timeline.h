@@ -165,6 +165,8 @@ typedef struct mst_tl_stats {
     uint64_t requests_evicted;   /* completed early because the table was full */
     uint64_t counters_emitted;
     uint64_t phases_dropped;     /* over MST_TL_MAX_STEP_PHASES for one request */
+    uint64_t steps_by_position;  /* scheduling steps counted by a vouched change (mst_tl_list_change) */
+    uint64_t items_by_position;  /* ... their requests counted without reading their entries */
 } mst_tl_stats;
 
 typedef struct mst_timeline mst_timeline;
@@ -206,12 +208,33 @@ typedef struct mst_tl_id_item {
     uint64_t *hint;
 } mst_tl_id_item;
 
+/* What a caller vouches for about how a split list came from the one
+ * before it (optional: stream 0 vouches nothing). The `.pftrace` writer
+ * fills it for a request.ids list the forwarder rebuilt from a change whose
+ * base the writer verified as its own previous list of that stream: the
+ * list is list `seq` of the sequence (stream, conn, origin) — the caller's
+ * stream key, and the connection and stream its lists are numbered on, one
+ * list per seq — and is list seq - 1 of that sequence (of n_prev items)
+ * without the items at positions left[0..n_left) (strictly increasing, each
+ * below n_prev), the others kept in their order as items [0, kept), then
+ * items [kept, n) joined. The timeline uses it only when the list before
+ * it that it saw is that list seq - 1 (its own record tells); otherwise
+ * (or when it does not add up) the list counts as if nothing were vouched. */
+typedef struct mst_tl_list_change {
+    uint64_t stream, conn;
+    int64_t origin, seq;
+    uint32_t n_prev, n_left;
+    const uint32_t *left;
+    size_t kept;
+} mst_tl_list_change;
+
 /* A list of span attribute `value` (a JSON array of plain strings) split
- * into items[0..n), in order. */
+ * into items[0..n), in order, and what the caller vouches for about it. */
 typedef struct mst_tl_split_list {
     const mst_json_slice *value;
     const mst_tl_id_item *items;
     size_t n;
+    mst_tl_list_change change;
 } mst_tl_split_list;
 
 /* mst_timeline_add_span for a caller that split some of the span's id

@@ -731,7 +731,7 @@ static void feed_both(mst_timeline *plain, mst_timeline *split, got *gp, got *gs
         for (size_t j = 0; j < v->len; j++)
             if (v->ptr[j] >= 'a' && v->ptr[j] <= 'z')
                 items[n_lists][n++] = (mst_tl_id_item){v->ptr + j, 1, &hints[v->ptr[j] - 'a']};
-        lists[n_lists] = (mst_tl_split_list){v, items[n_lists], n};
+        lists[n_lists] = (mst_tl_split_list){.value = v, .items = items[n_lists], .n = n};
         n_lists++;
     }
     CHECK_EQ_INT(n_lists, 2);

@@ -16,6 +16,17 @@
  * spans), output spans, vllm.request spans, ticks (the grace and idle
  * completions, a clock set back), hints zeroed (the writer's interning
  * restart), and a table small enough that attached entries are evicted.
+ * Split request.ids carry the change a writer vouches for (as the
+ * `.pftrace` writer's lists rebuilt by the forwarder): the stream's
+ * previous list without some positions, then the joined ones, numbered by
+ * a seq per stream. Two engines share one stream (their seqs interleave);
+ * lists read as JSON or too short for a run still advance the stream; and
+ * some vouches are stale or wrong: a seq that no list of the stream has,
+ * an n_prev off by one (with a left position to match), another engine's
+ * stream key, a connection restarting the seqs, vouches kept across the
+ * hints zeroed, a list of the stream the timeline never saw. (A wrong
+ * vouch that names a list the timeline did see cannot be told from a true
+ * one: the writer's numbering is trusted, so the lies here name none.)
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -121,7 +132,18 @@ typedef struct list_attr {
     int n;
 } list_attr;
 
+/* A writer's stream of request.ids lists (what it vouches against). */
+typedef struct wstream {
+    int v[MAX_BATCH * 2 + 2], n;
+    bool have;
+    uint64_t conn;
+    int64_t seq;
+} wstream;
+#define N_STREAMS 3 /* engines 1 and 2 share stream 1 */
+static int stream_of(int e) { return e == 0 ? 0 : e <= 2 ? 1 : 2; }
+
 typedef struct world {
+    wstream ws[N_STREAMS];
     mst_timeline *tl[2];
     log_buf log[2];
     mst_tl_sink sink[2];
@@ -150,6 +172,9 @@ static size_t put_list(char *p, size_t cap, const list_attr *l) {
     if (o < cap) o += (size_t)snprintf(p + o, cap - o, "]");
     return o;
 }
+
+/* The change vouched for the request.ids list fed next (NULL: none). */
+static const mst_tl_list_change *g_vouch;
 
 /* Feeds one span (name, pid, times, extra attributes `attrs` as JSON text,
  * lists) to both timelines; `split`: the lists are given split (with a
@@ -197,7 +222,9 @@ static void feed(world *w, const char *name, int64_t pid, int64_t start, int64_t
                 rid *r = &ids[lists[i].v[k]];
                 items[t][i][k] = (mst_tl_id_item){r->text, strlen(r->text), no_hint[k] ? NULL : &r->hint[t]};
             }
-            sl[t][n_sl++] = (mst_tl_split_list){v, items[t][i], (size_t)lists[i].n};
+            mst_tl_list_change c = {0};
+            if (i == 0 && g_vouch) c = *g_vouch;
+            sl[t][n_sl++] = (mst_tl_split_list){v, items[t][i], (size_t)lists[i].n, c};
         }
         (void)mst_timeline_add_span_split(w->tl[t], &s, s.pid, &a, &w->sink[t], sl[t], n_sl);
         mst_timeline_join_step(w->tl[t], &s, &(mst_tl_pos){s.pid, 1, s.start_ns, 1}, &(mst_tl_pos){0});
@@ -310,7 +337,44 @@ static void engine_step(world *w, int e) {
                               (long long)ids[L[1].v[i]].arrival_ns + 100);
     snprintf(attrs + o, sizeof attrs - o, "]");
     bool split = !chance(40);
+    /* What the writer vouches for: the list against its stream's previous
+     * one (greedy, as the forwarder's change: the longest prefix kept in
+     * order, the rest joined), sometimes stale or wrong. */
+    static uint32_t left[MAX_BATCH * 2 + 3];
+    mst_tl_list_change c = {0};
+    wstream *ws = &w->ws[stream_of(e)];
+    if (chance(300)) ws->conn++, ws->seq = 0; /* a new connection numbers its lists anew */
+    bool unseen = ws->have && ws->n > 1 && chance(40);
+    if (unseen) { /* a list the timeline did not see (two swapped) */
+        int a = (int)rnd((uint32_t)ws->n), t = ws->v[a];
+        ws->v[a] = ws->v[(a + 1) % ws->n];
+        ws->v[(a + 1) % ws->n] = t;
+        ws->seq++;
+    }
+    if (ws->have && split && !chance(20)) {
+        uint32_t nl = 0, q = 0;
+        size_t kept = 0;
+        for (; kept < (size_t)L[0].n; kept++) {
+            uint32_t f = q;
+            while (f < (uint32_t)ws->n && ws->v[f] != L[0].v[kept]) f++;
+            if (f == (uint32_t)ws->n) break;
+            while (q < f) left[nl++] = q++;
+            q++;
+        }
+        while (q < (uint32_t)ws->n) left[nl++] = q++;
+        c = (mst_tl_list_change){0x1000 + (uint64_t)stream_of(e), ws->conn, 5, ws->seq + 1,
+                                 (uint32_t)ws->n, nl, left, kept};
+        if (chance(60)) c.seq += 1000000 + (int64_t)rnd(2); /* a seq no list of the stream has */
+        else if (chance(60)) left[c.n_left++] = c.n_prev++;           /* a wrong n_prev */
+        else if (chance(60)) c.stream = 0x1000 + (uint64_t)stream_of(e + 1); /* another's key */
+    }
+    ws->seq++;
+    ws->have = split || chance(2);
+    ws->n = L[0].n;
+    memcpy(ws->v, L[0].v, (size_t)L[0].n * sizeof ws->v[0]);
+    g_vouch = c.stream ? &c : NULL;
     feed(w, "vllm.scheduler.schedule", g->pid, start, end, attrs, L, 4, split);
+    g_vouch = NULL;
     /* the worker's forward (a batch span), the output processing, the update */
     list_attr ids_only[1] = {L[0]};
     if (chance(3)) {
@@ -350,6 +414,11 @@ static void compare_logs(world *w, uint64_t seed, uint32_t max_requests, size_t 
     CHECK_EQ_INT(st[1].requests_evicted, st[0].requests_evicted);
     CHECK_EQ_INT(st[1].counters_emitted, st[0].counters_emitted);
     CHECK_EQ_INT(st[1].phases_dropped, st[0].phases_dropped);
+    /* the vouched changes were taken (and never by the eager path) */
+    CHECK_EQ_INT(st[0].steps_by_position, 0);
+    if (min_lines > 100) CHECK(st[1].steps_by_position > 0 && st[1].items_by_position > 0);
+    fprintf(stderr, "  seed %llu: %llu steps, %llu items by position\n", (unsigned long long)seed,
+            (unsigned long long)st[1].steps_by_position, (unsigned long long)st[1].items_by_position);
     if (max_requests < 100) CHECK(st[0].requests_evicted > 0); /* attached ones among them */
 }
 
