@@ -264,6 +264,55 @@ static inline char *bench_put_ids_change(char *p, const bench_batch *b, const ms
     return bench_put_str(p, "]}");
 }
 
+/* The step record's per-request lists of b's current step (step.tokens,
+ * step.phase, step.new_ids, step.finished_ids), each after a comma, as both
+ * formatters write them; *tokens gets the step's scheduled tokens. */
+static inline char *bench_put_step_lists(char *p, const bench_batch *b, long *tokens) {
+    p = bench_put_str(p, ",\"step.tokens\":[");
+    int n_new = 0;
+    for (int i = 0; i < b->n; i++) {
+        int t = b->prompt[i] > 0 ? b->prompt[i] : 1;
+        *tokens += t;
+        n_new += b->prompt[i] > 0;
+        if (i) *p++ = ',';
+        p = bench_put_quoted_uint(p, t);
+    }
+    p = bench_put_str(p, "],\"step.phase\":\"");
+    for (int i = 0; i < b->n; i++) *p++ = b->prompt[i] > 0 ? 'P' : 'd';
+    *p++ = '"';
+    if (n_new) {
+        p = bench_put_str(p, ",\"step.new_ids\":[");
+        for (int i = 0, k = 0; i < b->n; i++)
+            if (b->prompt[i] > 0) {
+                if (k++) *p++ = ',';
+                p = bench_put_ids(p, b->id + (size_t)i * BENCH_ID_LEN, 1);
+            }
+        *p++ = ']';
+    }
+    if (b->n_finished) {
+        p = bench_put_str(p, ",\"step.finished_ids\":[");
+        p = bench_put_ids(p, b->finished, b->n_finished);
+        *p++ = ']';
+    }
+    return p;
+}
+
+/* request.ids's value — whole, or as the change `change` (NULL: whole)
+ * written by put_change — then bench_put_step_lists. */
+static inline char *bench_put_request_lists(char *p, const bench_batch *b, const mst_ids_send *change,
+                                            char *(*put_change)(char *, const bench_batch *,
+                                                                const mst_ids_send *),
+                                            long *tokens) {
+    if (change) {
+        p = put_change(p, b, change);
+    } else {
+        *p++ = '[';
+        p = bench_put_ids(p, b->id, b->n);
+        *p++ = ']';
+    }
+    return bench_put_step_lists(p, b, tokens);
+}
+
 /* Writes magic + JSON of b's current step into out (bench_step_cap bytes)
  * for the client's thread; span_id links to prev_span_id (0: no link);
  * `how` (NULL: whole, as an older client sends) is the sender's decision
@@ -292,40 +341,8 @@ static inline size_t bench_step_format(char *out, const bench_batch *b, uint64_t
                          "\"hook.method\":\"schedule\",\"step.index\":");
     p = bench_put_u64(p, b->step);
     p = bench_put_str(p, ",\"request.ids\":");
-    if (change) {
-        p = bench_put_ids_change(p, b, how);
-    } else {
-        *p++ = '[';
-        p = bench_put_ids(p, b->id, b->n);
-        *p++ = ']';
-    }
-    p = bench_put_str(p, ",\"step.tokens\":[");
     long tokens = 0;
-    int n_new = 0;
-    for (int i = 0; i < b->n; i++) {
-        int t = b->prompt[i] > 0 ? b->prompt[i] : 1;
-        tokens += t;
-        n_new += b->prompt[i] > 0;
-        if (i) *p++ = ',';
-        p = bench_put_quoted_uint(p, t);
-    }
-    p = bench_put_str(p, "],\"step.phase\":\"");
-    for (int i = 0; i < b->n; i++) *p++ = b->prompt[i] > 0 ? 'P' : 'd';
-    *p++ = '"';
-    if (n_new) {
-        p = bench_put_str(p, ",\"step.new_ids\":[");
-        for (int i = 0, k = 0; i < b->n; i++)
-            if (b->prompt[i] > 0) {
-                if (k++) *p++ = ',';
-                p = bench_put_ids(p, b->id + (size_t)i * BENCH_ID_LEN, 1);
-            }
-        *p++ = ']';
-    }
-    if (b->n_finished) {
-        p = bench_put_str(p, ",\"step.finished_ids\":[");
-        p = bench_put_ids(p, b->finished, b->n_finished);
-        *p++ = ']';
-    }
+    p = bench_put_request_lists(p, b, change ? how : NULL, bench_put_ids_change, &tokens);
     p = bench_put_str(p, ",\"batch.request_count\":");
     p = bench_put_u64(p, (uint64_t)b->n);
     p = bench_put_str(p, ",\"batch.scheduled_tokens\":");
@@ -387,40 +404,8 @@ static inline size_t bench_step_format_printf(char *out, const bench_batch *b, u
                  (unsigned long long)(c + 1), (unsigned long long)span_id, (unsigned long long)span_id,
                  (unsigned long long)t0, (unsigned long long)(t0 + 150000), 4000 + c, 4100 + c,
                  (unsigned long long)b->step);
-    if (change) {
-        p = bench_put_ids_change_printf(p, b, how);
-    } else {
-        *p++ = '[';
-        p = bench_put_ids(p, b->id, b->n);
-        *p++ = ']';
-    }
-    p = bench_put_str(p, ",\"step.tokens\":[");
     long tokens = 0;
-    int n_new = 0;
-    for (int i = 0; i < b->n; i++) {
-        int t = b->prompt[i] > 0 ? b->prompt[i] : 1;
-        tokens += t;
-        n_new += b->prompt[i] > 0;
-        if (i) *p++ = ',';
-        p = bench_put_quoted_uint(p, t);
-    }
-    p = bench_put_str(p, "],\"step.phase\":\"");
-    for (int i = 0; i < b->n; i++) *p++ = b->prompt[i] > 0 ? 'P' : 'd';
-    *p++ = '"';
-    if (n_new) {
-        p = bench_put_str(p, ",\"step.new_ids\":[");
-        for (int i = 0, k = 0; i < b->n; i++)
-            if (b->prompt[i] > 0) {
-                if (k++) *p++ = ',';
-                p = bench_put_ids(p, b->id + (size_t)i * BENCH_ID_LEN, 1);
-            }
-        *p++ = ']';
-    }
-    if (b->n_finished) {
-        p = bench_put_str(p, ",\"step.finished_ids\":[");
-        p = bench_put_ids(p, b->finished, b->n_finished);
-        *p++ = ']';
-    }
+    p = bench_put_request_lists(p, b, change ? how : NULL, bench_put_ids_change_printf, &tokens);
     p += sprintf(p, ",\"batch.request_count\":%d,\"batch.scheduled_tokens\":%ld,"
                  "\"scheduler.waiting\":%d,\"scheduler.running\":%d,\"kv_cache.usage\":0.4375,"
                  "\"scheduler.max_num_seqs\":256,\"scheduler.max_num_batched_tokens\":8192},"
