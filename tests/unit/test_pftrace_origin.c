@@ -267,6 +267,19 @@ static size_t after_clock(const uint8_t *d, size_t len) {
     return i + n;
 }
 
+/* The two files hold the same bytes after their clock snapshots. */
+static void check_same_after_clock(const char *ref_path, const char *got_path) {
+    size_t ref_len, got_len;
+    uint8_t *a = (uint8_t *)mst_test_read_file(ref_path, &ref_len);
+    uint8_t *b = (uint8_t *)mst_test_read_file(got_path, &got_len);
+    CHECK(a != NULL && b != NULL);
+    size_t ra = after_clock(a, ref_len), rb = after_clock(b, got_len);
+    CHECK_EQ_INT(ref_len - ra, got_len - rb);
+    CHECK(memcmp(a + ra, b + rb, ref_len - ra) == 0);
+    free(a);
+    free(b);
+}
+
 static void test_file_same_through_changes(void) {
     char dir[] = "/tmp/mst_pft_origin_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
@@ -344,15 +357,7 @@ static void test_file_same_through_changes(void) {
     CHECK(distinct > 8192); /* the writer's intern table (8,192 entries) restarted */
     CHECK_EQ_INT(mst_pftrace_writer_close(ref), MST_OK);
     CHECK_EQ_INT(mst_pftrace_writer_close(got), MST_OK);
-    size_t ref_len, got_len;
-    uint8_t *a = (uint8_t *)mst_test_read_file(ref_path, &ref_len);
-    uint8_t *b = (uint8_t *)mst_test_read_file(got_path, &got_len);
-    CHECK(a != NULL && b != NULL);
-    size_t ra = after_clock(a, ref_len), rb = after_clock(b, got_len);
-    CHECK_EQ_INT(ref_len - ra, got_len - rb);
-    CHECK(memcmp(a + ra, b + rb, ref_len - ra) == 0);
-    free(a);
-    free(b);
+    check_same_after_clock(ref_path, got_path);
     unlink(ref_path);
     unlink(got_path);
     rmdir(dir);
@@ -502,15 +507,7 @@ static void pair_change(origin_pair *p, const uint32_t *left, unsigned n_left, c
 static void pair_close_same(origin_pair *p) {
     CHECK_EQ_INT(mst_pftrace_writer_close(p->ref), MST_OK);
     CHECK_EQ_INT(mst_pftrace_writer_close(p->got), MST_OK);
-    size_t ref_len, got_len;
-    uint8_t *a = (uint8_t *)mst_test_read_file(p->ref_path, &ref_len);
-    uint8_t *b = (uint8_t *)mst_test_read_file(p->got_path, &got_len);
-    CHECK(a != NULL && b != NULL);
-    size_t ra = after_clock(a, ref_len), rb = after_clock(b, got_len);
-    CHECK_EQ_INT(ref_len - ra, got_len - rb);
-    CHECK(memcmp(a + ra, b + rb, ref_len - ra) == 0);
-    free(a);
-    free(b);
+    check_same_after_clock(p->ref_path, p->got_path);
     unlink(p->ref_path);
     unlink(p->got_path);
     rmdir(p->dir);
